@@ -1,0 +1,3 @@
+from attn_cli.cli import main
+
+main()

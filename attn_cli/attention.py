@@ -1,0 +1,45 @@
+"""Attention math as pure functions over tensors. No I/O, no model objects.
+
+Shapes: H heads, T tokens (Tq queries, Tk keys), D head dim.
+The readable path on purpose: explicit q @ kᵀ, mask, softmax, @ v.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def expand_kv(kv: torch.Tensor, heads: int) -> torch.Tensor:
+    """Repeat grouped key/value heads so query head h reads kv head h // (H / H_kv).
+
+    (H_kv, T, D) -> (H, T, D)
+    """
+    groups = heads // kv.shape[0]
+    return kv if groups == 1 else kv.repeat_interleave(groups, dim=0)
+
+
+def score_matrix(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    """Scaled dot-product scores, unmasked. (..., Tq, D), (..., Tk, D) -> (..., Tq, Tk)"""
+    return (q @ k.transpose(-2, -1)) * scale
+
+
+def apply_mask(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Masked positions become -inf, so softmax gives them exactly 0. allowed broadcasts to scores."""
+    return scores.masked_fill(~allowed, float("-inf"))
+
+
+def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Row softmax over allowed keys only. (..., Tq, Tk) -> (..., Tq, Tk)
+
+    Masked weights are exactly 0; a row with every key masked is all zeros, never NaN.
+    """
+    masked = apply_mask(scores, allowed)
+    row_max = masked.amax(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).min)  # (..., Tq, 1)
+    exp = torch.exp(masked - row_max)  # masked: exp(-inf) = 0; an all-masked row stays 0 (max clamped)
+    total = exp.sum(dim=-1, keepdim=True)  # (..., Tq, 1): the row normaliser Z_i (shifted by row_max)
+    return exp / total.clamp_min(torch.finfo(scores.dtype).tiny)
+
+
+def attend(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The attention output: each query's weighted mix of values. (..., Tq, Tk) @ (..., Tk, D) -> (..., Tq, D)"""
+    return weights @ v

@@ -1,0 +1,1 @@
+"""Backends load models and produce Captures; see base.py for the contract."""

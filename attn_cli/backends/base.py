@@ -1,0 +1,73 @@
+"""What every backend produces: a Capture of one forward pass (plain data).
+
+Shapes (one sequence, T tokens, H query heads, H_kv key/value heads, D head dim):
+
+    q        (H, T, D)     queries as the model multiplies them (after RoPE where the model has it)
+    k, v     (H_kv, T, D)  keys and values per kv head, before grouped heads are repeated
+    allowed  (T, T) bool   True where query i may attend key j (padding and causal masks applied)
+    inputs   (T, d_model)  the attention layer's input X, when it was captured
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Token:
+    index: int
+    text: str  # as the tokenizer spells it ("hello", "##ing", "Ġthe")
+    id: int
+    special: bool  # [CLS], [SEP], <s>, padding …
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str  # what the user asked for ("minilm", a path, org/name)
+    architecture: str  # model_type from the config ("bert", "llama", "toy")
+    layers: int
+    heads: int
+    kv_heads: int  # < heads under grouped-query attention
+    head_dim: int
+    causal: bool
+    max_positions: int | None  # the model's own position limit, None if unbounded
+
+    def kv_head_of(self, head: int) -> int:
+        """The key/value head a query head reads (query heads are grouped in order)."""
+        return head // (self.heads // self.kv_heads)
+
+
+@dataclass
+class LayerCapture:
+    layer: int
+    q: "torch.Tensor"  # (H, T, D)
+    k: "torch.Tensor"  # (H_kv, T, D)
+    v: "torch.Tensor"  # (H_kv, T, D)
+    allowed: "torch.Tensor"  # (T, T) bool
+    scale: float  # the factor the model multiplies q·k by (1/sqrt(D) unless the model says otherwise)
+
+
+@dataclass
+class Capture:
+    tokens: list[Token]
+    model: ModelInfo
+    device: str
+    dtype: str  # the model's compute dtype ("float32", "bfloat16", …)
+    layers: dict[int, LayerCapture] = field(default_factory=dict)  # only the requested layers
+    truncated_from: int | None = None  # token count before --truncate cut it
+
+
+class Backend(Protocol):
+    """One loaded model. Backends are made by the factories in `registry`."""
+
+    info: ModelInfo
+    device: str
+    dtype: str
+
+    def capture(self, text: str, layers: Sequence[int], *, truncate: bool = False) -> Capture:
+        """Tokenize `text`, run the model once, and keep Q, K, V of `layers`."""
+        ...

@@ -1,0 +1,114 @@
+"""Capture Q, K, V through transformers' attention interface, then delegate.
+
+transformers >= 5 sends every attention layer through `ALL_ATTENTION_FUNCTIONS`
+under the name in `config._attn_implementation`. We register one more name,
+`attn_capture`, whose function records what the layer hands it and then calls
+the implementation the model had (sdpa, eager, flash …), so the model's own
+output is unchanged and its fast kernels still run. No model code is copied.
+
+Masks are built per implementation name: the mask function of the delegate is
+registered under our name too, or transformers would silently pass
+`attention_mask=None` and padded batches would come out wrong.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Callable, Iterator
+
+import torch
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from attn_cli.backends.base import LayerCapture
+from attn_cli.errors import UnsupportedModel
+
+CAPTURE_NAME = "attn_capture"
+
+# Keyword arguments that change the attention math beyond q·kᵀ·scale + mask.
+# We cannot yet reproduce them, so a model that passes them is refused rather
+# than shown wrong numbers.
+_UNSUPPORTED_KWARGS = ("softcap", "s_aux", "position_bias", "sinks")
+
+
+class LayerRecorder:
+    """Called by transformers for every attention layer during one forward pass."""
+
+    def __init__(self, wanted_layers: set[int], delegate_name: str):
+        self.wanted_layers = wanted_layers
+        self.delegate_name = delegate_name
+        self.records: dict[int, LayerCapture] = {}
+        self.calls = 0
+
+    def __call__(self, module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        layer = getattr(module, "layer_idx", None)
+        layer = self.calls if layer is None else int(layer)
+        self.calls += 1
+        for name in _UNSUPPORTED_KWARGS:
+            if kwargs.get(name) is not None:
+                raise UnsupportedModel(
+                    f"{type(module).__name__} passes {name!r} to its attention function, "
+                    "which attn cannot reproduce yet",
+                    "no numbers are shown rather than wrong ones",
+                )
+        if layer in self.wanted_layers:
+            # query (B, H, T, D), key/value (B, H_kv, T, D); we keep sequence 0.
+            self.records[layer] = LayerCapture(
+                layer=layer,
+                q=query[0].detach(),
+                k=key[0].detach(),
+                v=value[0].detach(),
+                allowed=allowed_mask(module, query, key, attention_mask, kwargs.get("is_causal")),
+                scale=float(scaling) if scaling is not None else query.shape[-1] ** -0.5,
+            )
+        delegate = delegate_for(self.delegate_name, module)
+        return delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+
+
+def delegate_for(name: str, module) -> Callable:
+    """The attention function the model had. Eager lives in each model's own file."""
+    if name == "eager" or name not in ALL_ATTENTION_FUNCTIONS:
+        eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+        if eager is not None:
+            return eager
+        return ALL_ATTENTION_FUNCTIONS["sdpa"]
+    return ALL_ATTENTION_FUNCTIONS[name]
+
+
+def allowed_mask(module, query, key, attention_mask, is_causal_kwarg) -> torch.Tensor:
+    """(Tq, Tk) bool, True where a query may attend a key, for sequence 0.
+
+    Accepts every mask format transformers builds: None (sdpa relies on
+    `is_causal`), boolean (sdpa), additive float (eager), 2-D padding (flash).
+    """
+    q_len, k_len = query.shape[-2], key.shape[-2]
+    device = query.device
+    if attention_mask is None or attention_mask.dim() == 2:
+        allowed = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
+        if attention_mask is not None:  # (B, Tk) padding mask, 1 = real token
+            allowed &= attention_mask[0].bool()[None, :]
+        # The same rule sdpa applies when no full mask is given.
+        causal = is_causal_kwarg if is_causal_kwarg is not None else getattr(module, "is_causal", True)
+        if causal and q_len > 1:
+            allowed &= torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(k_len - q_len)
+        return allowed
+    mask = attention_mask[0, 0] if attention_mask.dim() == 4 else attention_mask[0]  # (Tq, Tk)
+    if mask.dtype == torch.bool:
+        return mask.clone()
+    return mask > torch.finfo(mask.dtype).min / 2  # additive: 0 allowed, dtype-min masked
+
+
+@contextlib.contextmanager
+def capturing(model, recorder: LayerRecorder) -> Iterator[LayerRecorder]:
+    """Route the model's attention through `recorder` for the duration of the block."""
+    original = model.config._attn_implementation
+    mask_function = ALL_MASK_ATTENTION_FUNCTIONS.get(original) or ALL_MASK_ATTENTION_FUNCTIONS["sdpa"]
+    AttentionInterface.register(CAPTURE_NAME, recorder)
+    AttentionMaskInterface.register(CAPTURE_NAME, mask_function)
+    model.set_attn_implementation(CAPTURE_NAME)
+    try:
+        yield recorder
+    finally:
+        model.set_attn_implementation(original)

@@ -1,0 +1,47 @@
+"""The `attn` command line. Thin: parse options → build a request → call the core → render.
+
+Importing this module must not import torch or transformers, so `attn --help`
+is instant; commands import the core inside their bodies.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from attn_cli import __version__
+from attn_cli.cli.edge import run_at_the_edge
+from attn_cli.cli.inspect import inspect_command
+
+app = typer.Typer(
+    name="attn",
+    help="See what attention does with your sentence: Q, K, V, scores, weights and symmetry of every head.",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.command(
+    "inspect",
+    epilog="Examples:\n\n"
+    "  attn inspect \"Hello, how are you?\"\n\n"
+    "  attn inspect \"The cat sat\" --layer 2 --head 0-3 --show weights,top\n\n"
+    "  attn inspect \"Hello\" --json | jq '.layers[0].heads[0].weights'\n\n"
+    "  echo \"from stdin\" | attn inspect - --model ./my-bert --device cuda",
+)(inspect_command)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"attn {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    """See what attention does with your sentence."""
+
+
+def main() -> None:
+    """Console entry point: run the app, turning closed pipes into a quiet exit."""
+    run_at_the_edge(app)

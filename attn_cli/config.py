@@ -1,0 +1,25 @@
+"""Read the TOML presets in configs/ (installed inside the wheel as attn_cli/_configs)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+def config_dir() -> Path:
+    """Where the presets live: inside the installed wheel, else the source checkout."""
+    packaged = Path(__file__).parent / "_configs"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[1] / "configs"
+
+
+@functools.cache
+def defaults() -> dict:
+    """configs/defaults.toml as a dict (read once per process)."""
+    with open(config_dir() / "defaults.toml", "rb") as handle:
+        return tomllib.load(handle)

@@ -1,0 +1,50 @@
+"""The errors attn raises. The CLI turns each into one line on stderr and an exit code.
+
+Exit codes (design.md): 1 a runtime failure the user can act on, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+
+class AttnError(Exception):
+    """Base class: a message for the user and the exit code it maps to."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class BadInput(AttnError):
+    """The request itself is wrong: empty text, layer or head out of range, unknown panel."""
+
+    exit_code = 2
+
+
+class ModelNotFound(AttnError):
+    """No model at that path, not in the Hugging Face cache, or the hub cannot be reached."""
+
+
+class UnsafeCheckpoint(AttnError):
+    """The model's weights are only available as a pickle checkpoint and --allow-pickle was not given."""
+
+
+class ModelIntegrityError(AttnError):
+    """A bundled model file does not match its known SHA-256."""
+
+
+class DeviceUnavailable(AttnError):
+    """The requested device (cuda, cuda:N, mps) is not available in this torch build or machine."""
+
+
+class InputTooLong(AttnError):
+    """The text has more tokens than the model has positions."""
+
+
+class UnsupportedModel(AttnError):
+    """The model does not route attention through transformers' attention interface."""

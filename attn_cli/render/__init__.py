@@ -1,0 +1,1 @@
+"""Renderers: Rich renderables for the terminal (terminal.py) and files (files.py)."""

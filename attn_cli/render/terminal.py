@@ -1,0 +1,226 @@
+"""Rich renderables for an InspectReport. Nothing here prints: the CLI does.
+
+Every piece of text that came from the user's input (token strings) goes in as
+a `Text` built by `literal()`, so Rich markup such as `[bold]` and terminal
+control characters are shown as written, never interpreted.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+
+from rich import box
+from rich.color import Color
+from rich.console import Group, RenderableType
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from attn_cli.report import HeadReport, InspectReport, Matrix
+
+LABEL_WIDTH = 14  # row labels: "12 token…"
+CELL_WIDTH = 4  # ".40", "-3.1" or a 4-character key token
+COMPACT_CELL_WIDTH = 1  # one shade character per key when numbers do not fit
+SHADES = " ░▒▓█"
+
+
+class Panel(str, Enum):
+    overview = "overview"
+    weights = "weights"
+    scores = "scores"
+    q = "q"
+    k = "k"
+    v = "v"
+    symmetry = "symmetry"
+    top = "top"
+
+
+def literal(text: str, style: str | Style = "") -> Text:
+    """User text made safe to show: control characters escaped, markup never parsed."""
+    shown = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    return Text(shown, style=style)
+
+
+def render_report(report: InspectReport, panels: set[Panel] | None, width: int) -> RenderableType:
+    """The whole terminal view. panels=None is the default view (overview + one head in detail)."""
+    heads = report.heads()
+    parts: list[RenderableType] = [header(report)]
+    if panels is None:
+        if len(heads) > 1:
+            parts += [overview_grid(report, "entropy"), overview_grid(report, "asymmetry")]
+            layer, head = most_focused(heads)
+            parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head selected "
+                              "(lowest mean entropy). Pick others with --layer and --head.", style="dim"))
+            heads = [(layer, head)]
+        panels = {Panel.weights, Panel.top, Panel.symmetry}
+    elif Panel.overview in panels:
+        parts += [overview_grid(report, "entropy"), overview_grid(report, "asymmetry")]
+    if Panel.symmetry in panels:
+        parts.append(symmetry_table(report, heads))
+    tokens = [token.text for token in report.tokens]
+    for layer, head in heads:
+        title = f"layer {layer} · head {head.head} (kv head {head.kv_head})"
+        if Panel.weights in panels:
+            parts.append(heatmap(head.weights, tokens, f"{title} · weights = softmax(q·kᵀ·{head.scale:.4g})", width))
+        if Panel.scores in panels:
+            parts.append(heatmap(head.scores, tokens, f"{title} · scores = q·kᵀ·{head.scale:.4g}", width))
+        for name in ("q", "k", "v"):
+            if Panel(name) in panels:
+                parts.append(vector_table(head.tensors.get(name), tokens, f"{title} · {name.upper()}", width))
+        if Panel.top in panels:
+            parts.append(top_table(head, tokens, title))
+    return Group(*parts)
+
+
+def header(report: InspectReport) -> RenderableType:
+    model = report.model
+    kv = f", {model.kv_heads} kv heads" if model.kv_heads != model.heads else ""
+    line = Text.assemble(
+        ("attn inspect", "bold"), " · ", literal(model.name, "cyan"),
+        f" ({model.architecture}, {model.layers} layers × {model.heads} heads{kv}, head dim {model.head_dim}"
+        f"{', causal' if model.causal else ''}) · {report.device} · {report.dtype}",
+    )
+    tokens = Text(f"{len(report.tokens)} tokens: ")
+    for token in report.tokens:
+        tokens.append(f"{token.index}:", style="dim")
+        tokens.append_text(literal(token.text, "dim italic" if token.special else "bold"))
+        tokens.append("  ")
+    parts: list[RenderableType] = [line, tokens]
+    if report.truncated_from is not None:
+        parts.append(Text(f"truncated from {report.truncated_from} tokens (--truncate)", style="yellow"))
+    return Group(*parts)
+
+
+def overview_grid(report: InspectReport, metric: str) -> Table:
+    """Layers × heads, one number per head: mean row entropy, or relative asymmetry of S."""
+    title = {
+        "entropy": "Mean entropy of each head's weight rows (nats; low = focused, "
+        f"uniform over {len(report.tokens)} tokens = {math.log(len(report.tokens)):.2f})",
+        "asymmetry": "Relative asymmetry ‖S−Sᵀ‖/‖S‖ of each head's score matrix (0 = symmetric)",
+    }[metric]
+    values = {(layer, head.head): _head_metric(head, metric) for layer, head in report.heads()}
+    top = max(values.values()) or 1.0
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("layer", justify="right", style="dim")
+    head_ids = [head.head for head in report.layers[0].heads]
+    for head_id in head_ids:
+        table.add_column(f"h{head_id}", justify="right")
+    for layer in report.layers:
+        cells = [Text(f"{values[(layer.layer, h.head)]:.2f}", style=_cell_style(values[(layer.layer, h.head)] / top))
+                 for h in layer.heads]
+        table.add_row(str(layer.layer), *cells)
+    return table
+
+
+def _head_metric(head: HeadReport, metric: str) -> float:
+    if metric == "asymmetry":
+        return head.symmetry.relative
+    return sum(head.entropy) / len(head.entropy)
+
+
+def most_focused(heads: list[tuple[int, HeadReport]]) -> tuple[int, HeadReport]:
+    return min(heads, key=lambda pair: _head_metric(pair[1], "entropy"))
+
+
+def symmetry_table(report: InspectReport, heads: list[tuple[int, HeadReport]]) -> Table:
+    table = Table(title="Symmetry of the score matrix S = q·kᵀ·scale", title_justify="left", box=box.SIMPLE_HEAD)
+    for name in ("layer", "head", "max |S−Sᵀ|", "‖S−Sᵀ‖/‖S‖", "symmetric"):
+        table.add_column(name, justify="right")
+    for layer, head in heads:
+        sym = head.symmetry
+        table.add_row(str(layer), str(head.head), f"{sym.max_abs_diff:.3g}", f"{sym.relative:.3g}",
+                      Text("yes", style="green") if sym.symmetric else Text("no", style="dim"))
+    return table
+
+
+def heatmap(matrix: Matrix | None, tokens: list[str], title: str, width: int) -> RenderableType:
+    """Query tokens as rows, key tokens as columns, cells coloured by value; masked cells blank."""
+    if matrix is None:
+        return Text(f"{title}: not computed", style="dim")
+    count = len(tokens)
+    finite = [value for row in matrix for value in row if value is not None]
+    low, high = min(finite, default=0.0), max(finite, default=1.0)
+    compact = LABEL_WIDTH + count * (CELL_WIDTH + 1) > width
+    if compact and LABEL_WIDTH + count * (COMPACT_CELL_WIDTH + 1) > width:
+        return Text(f"{title}: {count} tokens do not fit a {width}-column terminal; "
+                    "select fewer tokens or use --json", style="yellow")
+    caption = f"colour: {low:.2g} (dark) → {high:.2g} (bright)" + ("; shade = value, widen the terminal for numbers" if compact else "")
+    table = Table(caption=caption, caption_justify="left",
+                  box=None, padding=(0, 1 if not compact else 0), collapse_padding=True)
+    table.add_column("query ↓ key →", no_wrap=True, max_width=LABEL_WIDTH, style="bold")
+    for index, token in enumerate(tokens):
+        label = str(index % 10) if compact else _clip(token, CELL_WIDTH)
+        table.add_column(literal(label), justify="right", no_wrap=True,
+                         width=COMPACT_CELL_WIDTH if compact else CELL_WIDTH)
+    for index, row in enumerate(matrix):
+        cells = [_heat_cell(value, low, high, compact) for value in row]
+        table.add_row(_row_label(index, tokens[index]), *cells)
+    return Group(Text(title, style="bold"), table)
+
+
+def _heat_cell(value: float | None, low: float, high: float, compact: bool) -> Text:
+    if value is None:
+        return Text("")
+    share = (value - low) / (high - low) if high > low else 1.0
+    if compact:
+        return Text(SHADES[min(len(SHADES) - 1, int(share * len(SHADES)))], style=_cell_style(share))
+    return Text(_short_number(value), style=_cell_style(share))
+
+
+def _short_number(value: float) -> str:
+    """A value in at most 4 characters: .40, 1.0, -3.1, 12, 1e+3."""
+    if 0 <= value < 1:
+        return f"{value:.2f}".lstrip("0") if value >= 0.005 else "0"
+    text = f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"
+    return text if len(text) <= CELL_WIDTH else f"{value:.0e}"
+
+
+def _cell_style(share: float) -> Style:
+    """Dark blue (0) → orange (1); dark text on bright cells so numbers stay readable."""
+    share = min(1.0, max(0.0, share))
+    low, high = (24, 28, 64), (250, 170, 40)
+    rgb = tuple(int(a + (b - a) * share) for a, b in zip(low, high))
+    return Style(bgcolor=Color.from_rgb(*rgb), color="black" if share > 0.55 else "white")
+
+
+def vector_table(rows: Matrix | None, tokens: list[str], title: str, width: int) -> RenderableType:
+    """Per-token vectors (q, k or v), as many dimensions as fit the terminal."""
+    if rows is None:
+        return Text(f"{title}: not captured", style="dim")
+    dims = len(rows[0])
+    shown = max(1, min(dims, (width - LABEL_WIDTH) // 7))
+    caption = f"dims 0-{shown - 1} of {dims}; --json --include qkv has all" if shown < dims else None
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("token", no_wrap=True, max_width=LABEL_WIDTH)
+    for dim in range(shown):
+        table.add_column(f"d{dim}", justify="right")
+    for index, row in enumerate(rows):
+        table.add_row(_row_label(index, tokens[index]), *(f"{value:.2f}" for value in row[:shown]))
+    return table
+
+
+def top_table(head: HeadReport, tokens: list[str], title: str) -> Table:
+    table = Table(title=f"{title} · most-attended keys", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("query", no_wrap=True)
+    table.add_column("attends to (weight)")
+    table.add_column("entropy", justify="right")
+    table.add_column("self", justify="right")
+    for index, row in enumerate(head.top):
+        keys = Text()
+        # Keys under 1% weight are noise on screen (the JSON keeps all k).
+        for rank, key in enumerate(key for rank, key in enumerate(row) if rank == 0 or key.weight >= 0.01):
+            keys.append(", " if rank else "")
+            keys.append_text(literal(key.token, "bold"))
+            keys.append(f" {key.weight:.2f}", style="dim")
+        table.add_row(_row_label(index, tokens[index]), keys,
+                      f"{head.entropy[index]:.2f}", f"{head.self_weight[index]:.2f}")
+    return table
+
+
+def _row_label(index: int, token: str) -> Text:
+    return Text.assemble((f"{index} ", "dim"), literal(_clip(token, LABEL_WIDTH - len(str(index)) - 1)))
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
