@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-
-@dataclass(frozen=True)
-class Symmetry:
-    max_abs_diff: float  # max |S_ij - S_ji|
-    relative: float  # ||S - Sᵀ||_F / ||S||_F
-    symmetric: bool  # relative <= tolerance
+from attn_cli.report import Symmetry
 
 
 def symmetry_report(scores: torch.Tensor, valid: torch.Tensor, tolerance: float) -> Symmetry:

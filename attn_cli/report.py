@@ -5,12 +5,18 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from attn_cli.analysis import Symmetry
 from attn_cli.backends.base import ModelInfo, Token
 
 SCHEMA_VERSION = 1
 
 Matrix = list[list[float | None]]  # rows of floats; None marks a masked cell
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    max_abs_diff: float  # max |S_ij - S_ji|
+    relative: float  # ||S - Sᵀ||_F / ||S||_F
+    symmetric: bool  # relative <= tolerance
 
 
 @dataclass

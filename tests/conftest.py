@@ -1,0 +1,46 @@
+"""Shared fixtures. Nothing here downloads: models are the bundled MiniLM or built from configs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+# Before huggingface_hub is imported anywhere: the tests never touch the network.
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@pytest.fixture(scope="session")
+def minilm_backend():
+    """The bundled all-MiniLM-L6-v2, loaded once on CPU through the same path `attn` uses."""
+    from attn_cli.backends.registry import load_backend
+
+    return load_backend("minilm", device="cpu")
+
+
+def copy_minilm_tokenizer(directory) -> None:
+    """Give a tiny test model the real BERT tokenizer (vocab 30522)."""
+    from attn_cli.backends.minilm import minilm_dir
+
+    for name in TOKENIZER_FILES:
+        shutil.copy(minilm_dir() / name, directory / name)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory):
+    """A 2-layer, 4-head random BERT saved with save_pretrained (safetensors), as a user's model would be."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=64,
+    )
+    directory = tmp_path_factory.mktemp("tiny-bert")
+    BertModel(config).eval().save_pretrained(directory)
+    copy_minilm_tokenizer(directory)
+    return directory

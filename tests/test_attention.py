@@ -1,0 +1,133 @@
+"""Invariants of the attention math and analysis (concepts.md §1, §5, §7)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from attn_cli import analysis, attention
+from attn_cli.errors import BadInput
+from attn_cli.selection import parse_selection
+
+
+@pytest.fixture
+def qkv():
+    generator = torch.Generator().manual_seed(0)
+    return [torch.randn(4, 6, 8, generator=generator) for _ in range(3)]  # (H, T, D) each
+
+
+def causal(t: int) -> torch.Tensor:
+    return torch.ones(t, t, dtype=torch.bool).tril()
+
+
+def test_rows_are_distributions(qkv):
+    q, k, _ = qkv
+    weights = attention.masked_softmax(attention.score_matrix(q, k, 8**-0.5), torch.ones(6, 6, dtype=torch.bool))
+    assert (weights >= 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(4, 6), atol=1e-6, rtol=0)
+
+
+def test_softmax_matches_torch_when_nothing_is_masked(qkv):
+    q, k, _ = qkv
+    scores = attention.score_matrix(q, k, 8**-0.5)
+    expected = torch.softmax(scores, dim=-1)
+    torch.testing.assert_close(attention.masked_softmax(scores, torch.ones(6, 6, dtype=torch.bool)), expected)
+
+
+def test_masked_weights_are_exactly_zero_and_rows_still_sum_to_one(qkv):
+    q, k, _ = qkv
+    weights = attention.masked_softmax(attention.score_matrix(q, k, 1.0), causal(6))
+    assert (weights.triu(1) == 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(4, 6), atol=1e-6, rtol=0)
+
+
+def test_fully_masked_row_is_zeros_not_nan():
+    allowed = torch.ones(3, 3, dtype=torch.bool)
+    allowed[1] = False
+    weights = attention.masked_softmax(torch.randn(3, 3), allowed)
+    assert not weights.isnan().any()
+    assert (weights[1] == 0).all()
+
+
+def test_output_is_weights_times_values(qkv):
+    q, k, v = qkv
+    weights = attention.masked_softmax(attention.score_matrix(q, k, 0.5), causal(6))
+    out = attention.attend(weights, v)
+    manual = torch.stack([sum(weights[h, i, j] * v[h, j] for j in range(6)) for h in range(4) for i in range(6)])
+    torch.testing.assert_close(out.reshape(24, 8), manual, atol=1e-5, rtol=0)
+
+
+def test_expand_kv_groups_query_heads_in_order():
+    kv = torch.arange(2.0).reshape(2, 1, 1).expand(2, 3, 4)  # kv head h filled with h
+    expanded = attention.expand_kv(kv, heads=8)
+    assert expanded.shape == (8, 3, 4)
+    assert [int(expanded[h, 0, 0]) for h in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_symmetry_is_zero_for_symmetric_scores_and_positive_otherwise(qkv):
+    q, k, _ = qkv
+    valid = torch.ones(6, dtype=torch.bool)
+    shared = attention.score_matrix(k[0], k[0], 8**-0.5)  # Q := K, the shared-K case
+    report = analysis.symmetry_report(shared, valid, tolerance=1e-5)
+    assert report.symmetric and report.relative <= 1e-6 and report.max_abs_diff <= 1e-5
+    general = attention.score_matrix(q[0], k[0], 8**-0.5)
+    report = analysis.symmetry_report(general, valid, tolerance=1e-5)
+    assert not report.symmetric and report.relative > 0.1
+    expected = torch.linalg.matrix_norm(general - general.T) / torch.linalg.matrix_norm(general)
+    assert report.relative == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_symmetry_ignores_padding_tokens():
+    scores = torch.tensor([[1.0, 2.0, 9.0], [2.0, 1.0, -9.0], [0.0, 5.0, 3.0]])
+    report = analysis.symmetry_report(scores, torch.tensor([True, True, False]), tolerance=1e-5)
+    assert report.symmetric and report.max_abs_diff == 0
+
+
+def test_entropy_and_self_weight():
+    uniform = torch.full((5, 5), 0.2)
+    torch.testing.assert_close(analysis.row_entropy(uniform), torch.full((5,), math.log(5)))
+    one_hot = torch.eye(4)
+    assert (analysis.row_entropy(one_hot) == 0).all()
+    assert analysis.self_weight(one_hot).tolist() == [1.0] * 4
+
+
+def test_top_keys_never_include_masked_positions():
+    weights = attention.masked_softmax(torch.randn(4, 4), causal(4))
+    rows = analysis.top_keys(weights, causal(4), k=3)
+    assert [len(row) for row in rows] == [1, 2, 3, 3]
+    for i, row in enumerate(rows):
+        assert all(index <= i for index, _ in row)
+        assert [w for _, w in row] == sorted((w for _, w in row), reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [("all", [0, 1, 2, 3, 4, 5]), ("3", [3]), ("0,2", [0, 2]), ("1-3", [1, 2, 3]), ("4, 0-1,1", [0, 1, 4])],
+)
+def test_parse_selection(spec, expected):
+    assert parse_selection(spec, 6, "layer") == expected
+
+
+@pytest.mark.parametrize("spec", ["6", "-1", "x", "3-1", "2-9", "1,,x"])
+def test_parse_selection_rejects_with_valid_range(spec):
+    with pytest.raises(BadInput) as error:
+        parse_selection(spec, 6, "layer")
+    assert "0-5" in str(error.value)
+
+
+def test_json_never_holds_nan_and_masked_scores_are_null():
+    from attn_cli.backends.base import ModelInfo, Token
+    from attn_cli.report import HeadReport, InspectReport, LayerReport, Symmetry
+
+    head = HeadReport(0, 0, 0.5, [[1.0, None], [0.25, 0.123456789]], [[1.0, 0.0], [0.4, 0.6]],
+                      Symmetry(0.1, 0.2, False), [0.0, float("nan")], [1.0, 0.6], [[], []])
+    report = InspectReport("a b", ModelInfo("m", "bert", 1, 1, 1, 2, True, 8), "cpu", "float32",
+                           [Token(0, "a", 1, False), Token(1, "b", 2, False)], [LayerReport(0, [head])])
+    text = json.dumps(report.to_json_dict(), allow_nan=False)  # raises on NaN
+    record = json.loads(text)["layers"][0]["heads"][0]
+    assert record["scores"][0][1] is None
+    assert record["scores"][1][1] == 0.1234568  # 7 significant digits: float32 precision
+    assert record["entropy"][1] is None

@@ -1,0 +1,116 @@
+"""Captured attention equals transformers' own (`output_attentions=True` under eager).
+
+Tolerance: max |Δweight| ≤ 1e-5 in float32 (the design's bar). The captured run
+uses the model's default sdpa kernels, the reference eager: they differ by
+float round-off only (~1e-6 after six layers).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attn_cli.core import InspectRequest, run_inspect
+
+TOLERANCE = 1e-5
+SENTENCES = [
+    "Hello, how are you?",
+    "早上好",
+    "Wait... what?! (really) -- yes; no: maybe.",
+    "I love 🍕 and 🎉 parties",
+]
+
+
+def eager_attentions(directory, text: str) -> tuple[torch.Tensor, ...]:
+    """transformers' reference: per layer (1, H, T, T) weights from the eager implementation."""
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    model = AutoModel.from_pretrained(directory, local_files_only=True, attn_implementation="eager").eval()
+    with torch.no_grad():
+        return model(**tokenizer(text, return_tensors="pt"), output_attentions=True).attentions
+
+
+def report_weights(report) -> torch.Tensor:
+    """(layers, heads, T, T) from a report's per-head weight lists."""
+    return torch.tensor([[head.weights for head in layer.heads] for layer in report.layers])
+
+
+def assert_matches_eager(report, reference) -> None:
+    expected = torch.cat(reference)  # (layers, H, T, T)
+    got = report_weights(report)
+    assert got.shape == expected.shape
+    assert (got - expected).abs().max().item() <= TOLERANCE
+
+
+@pytest.fixture(scope="module")
+def minilm_path():
+    from attn_cli.backends.minilm import minilm_dir
+
+    return minilm_dir()
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_minilm_weights_match_transformers_eager(minilm_backend, minilm_path, text):
+    report = run_inspect(InspectRequest(text=text), backend=minilm_backend)
+    assert_matches_eager(report, eager_attentions(minilm_path, text))
+
+
+def test_tiny_bert_loaded_by_path_matches_eager(tiny_bert_dir):
+    text = "A tiny model, loaded the way a user's is."
+    report = run_inspect(InspectRequest(text=text, model=str(tiny_bert_dir), device="cpu"))
+    assert report.model.layers == 2 and report.model.heads == 4 and report.model.head_dim == 8
+    assert_matches_eager(report, eager_attentions(tiny_bert_dir, text))
+
+
+def test_capture_under_eager_equals_capture_under_sdpa(tiny_bert_dir):
+    from attn_cli.backends.registry import load_backend
+
+    text = "the same weights whatever the kernel"
+    backend = load_backend(str(tiny_bert_dir), device="cpu")
+    assert backend.model.config._attn_implementation == "sdpa"
+    under_sdpa = report_weights(run_inspect(InspectRequest(text=text), backend=backend))
+    backend.model.set_attn_implementation("eager")
+    under_eager = report_weights(run_inspect(InspectRequest(text=text), backend=backend))
+    assert (under_sdpa - under_eager).abs().max().item() <= TOLERANCE
+
+
+def test_capturing_leaves_the_model_output_unchanged(minilm_backend):
+    """The hook delegates to the model's own kernel, so hidden states are bit-identical."""
+    from attn_cli.backends.capture_hook import LayerRecorder, capturing
+
+    model, tokenizer = minilm_backend.model, minilm_backend.tokenizer
+    inputs = tokenizer("Hello, how are you?", return_tensors="pt")
+    with torch.no_grad():
+        plain = model(**inputs).last_hidden_state
+        recorder = LayerRecorder(set(range(6)), model.config._attn_implementation)
+        with capturing(model, recorder):
+            captured = model(**inputs).last_hidden_state
+    assert torch.equal(plain, captured)
+    assert sorted(recorder.records) == list(range(6))
+    assert model.config._attn_implementation == "sdpa"  # restored afterwards
+
+
+def test_only_selected_layers_are_kept(minilm_backend):
+    capture = minilm_backend.capture("Hello there", [1, 4])
+    assert sorted(capture.layers) == [1, 4]
+    layer = capture.layers[4]
+    assert layer.q.shape == (12, len(capture.tokens), 32)
+    assert layer.k.shape == layer.v.shape == (12, len(capture.tokens), 32)
+    assert layer.scale == pytest.approx(32**-0.5)
+
+
+def test_default_model_tokens(minilm_backend):
+    report = run_inspect(InspectRequest(text="Hello, how are you?", layers="0", heads="0"), backend=minilm_backend)
+    assert [t.text for t in report.tokens] == ["[CLS]", "hello", ",", "how", "are", "you", "?", "[SEP]"]
+    assert [t.special for t in report.tokens] == [True] + [False] * 6 + [True]
+
+
+def test_tampered_weights_are_refused(tmp_path):
+    from attn_cli.backends.minilm import verify_weights
+    from attn_cli.errors import ModelIntegrityError
+
+    fake = tmp_path / "model.safetensors"
+    fake.write_bytes(b"not the published weights")
+    with pytest.raises(ModelIntegrityError):
+        verify_weights(fake)
