@@ -97,7 +97,8 @@ def overview_grid(report: InspectReport, metric: str) -> Table:
     title = {
         "entropy": "Mean entropy of each head's weight rows (nats; low = focused, "
         f"uniform over {len(report.tokens)} tokens = {math.log(len(report.tokens)):.2f})",
-        "asymmetry": "Relative asymmetry ‖S−Sᵀ‖/‖S‖ of each head's score matrix (0 = symmetric)",
+        "asymmetry": "Relative asymmetry ‖S−Sᵀ‖/‖S‖ of each head's score matrix "
+        "(0 = symmetric, ≈1.41 = no relation between S and Sᵀ, 2 = antisymmetric)",
     }[metric]
     values = {(layer, head.head): _head_metric(head, metric) for layer, head in report.heads()}
     top = max(values.values()) or 1.0
@@ -140,7 +141,7 @@ def heatmap(matrix: Matrix | None, tokens: list[str], title: str, width: int) ->
         return Text(f"{title}: not computed", style="dim")
     count = len(tokens)
     finite = [value for row in matrix for value in row if value is not None]
-    low, high = min(finite, default=0.0), max(finite, default=1.0)
+    low, high = min(min(finite, default=0.0), 0.0), max(finite, default=1.0)  # weights start at 0
     compact = LABEL_WIDTH + count * (CELL_WIDTH + 1) > width
     if compact and LABEL_WIDTH + count * (COMPACT_CELL_WIDTH + 1) > width:
         return Text(f"{title}: {count} tokens do not fit a {width}-column terminal; "

@@ -1,0 +1,104 @@
+"""Shared helpers for the benchmarks: time whole processes and read their peak memory.
+
+Each run is one child process, started with subprocess.Popen and reaped with
+os.wait4, which returns that child's own rusage: its ru_maxrss is the peak
+resident set of exactly that process (RUSAGE_CHILDREN would give the maximum
+over every child reaped so far). Wall time runs from just before the spawn to
+the reap, so it includes interpreter start-up and exit.
+
+Contenders run interleaved (A, B, A, B, ...) after untimed warm-up runs, so
+that drift on a shared, noisy machine hits both alike, and are summarised by
+medians. POSIX only (os.wait4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Sample:
+    wall_s: float
+    max_rss_mib: float
+    stdout_bytes: int
+    stderr: str
+
+
+def add_common_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per contender (default 5)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs per contender first (default 1)")
+
+
+def run_once(cmd: list[str]) -> Sample:
+    """Run cmd once (stdin empty, stdout and stderr to temp files); fail loudly on a non-zero exit."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, so Popen must not wait again
+        stdout_bytes = out.seek(0, os.SEEK_END)
+        err.seek(0)
+        stderr = err.read().decode("utf-8", "replace")
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited with {proc.returncode}:\n{stderr[-2000:]}")
+    rss_bytes = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024  # Linux: KiB
+    return Sample(wall, rss_bytes / 2**20, stdout_bytes, stderr)
+
+
+def interleave(contenders: dict[str, list[str]], repeat: int, warmup: int = 1) -> dict[str, list[Sample]]:
+    """Run every contender `warmup` times untimed, then `repeat` timed rounds of A, B, A, B, ..."""
+    for round_ in range(warmup):
+        for name, cmd in contenders.items():
+            print(f"  warm-up {round_ + 1}/{warmup}: {name}", file=sys.stderr, flush=True)
+            run_once(cmd)
+    samples: dict[str, list[Sample]] = {name: [] for name in contenders}
+    for round_ in range(repeat):
+        for name, cmd in contenders.items():
+            print(f"  run {round_ + 1}/{repeat}: {name}", file=sys.stderr, flush=True)
+            samples[name].append(run_once(cmd))
+    return samples
+
+
+def median_wall(samples: list[Sample]) -> float:
+    return statistics.median(s.wall_s for s in samples)
+
+
+def print_header(title: str) -> None:
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{title}\npython {platform.python_version()} on {platform.machine()}, "
+          f"{os.cpu_count()} CPUs, load average {load}\n")
+
+
+def print_table(samples: dict[str, list[Sample]]) -> None:
+    """One row per contender: median/min/max wall time, median peak RSS, stdout size."""
+    width = max(len(name) for name in samples)
+    print(f"{'contender':<{width}}  runs  median s   min s    max s   peak RSS MiB  stdout bytes")
+    for name, runs in samples.items():
+        walls = [s.wall_s for s in runs]
+        rss = statistics.median(s.max_rss_mib for s in runs)
+        print(f"{name:<{width}}  {len(runs):>4}  {median_wall(runs):>8.3f}  {min(walls):>6.3f}  "
+              f"{max(walls):>7.3f}  {rss:>12.1f}  {runs[-1].stdout_bytes:>12}")
+    print()
+
+
+def print_stderr_notes(samples: dict[str, list[Sample]]) -> None:
+    """Say which contenders wrote to stderr (first run that did, first lines)."""
+    for name, runs in samples.items():
+        noisy = [s for s in runs if s.stderr.strip()]
+        if noisy:
+            lines = noisy[0].stderr.strip().splitlines()
+            print(f"note: {name} wrote to stderr in {len(noisy)}/{len(runs)} runs, e.g.:")
+            for line in lines[:5]:
+                print(f"    {line}")
+            if len(lines) > 5:
+                print(f"    ... ({len(lines) - 5} more lines)")
+            print()
