@@ -17,7 +17,7 @@ class AttnError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        return f"{self.message} ({self.hint})" if self.hint else self.message
+        return f"{self.message}; {self.hint}" if self.hint else self.message
 
 
 class BadInput(AttnError):

@@ -23,22 +23,33 @@ def user_errors() -> Iterator[None]:
     """Turn AttnError into one red line on stderr and its exit code (a traceback with ATTN_DEBUG=1)."""
     try:
         yield
+    except BrokenPipeError:
+        reader_went_away()
     except AttnError as error:
         if os.environ.get("ATTN_DEBUG"):
             raise
-        console = stderr_console()
-        console.print(Text.assemble(("error: ", "bold red"), (error.message, "red")), soft_wrap=True)
+        line = Text.assemble(("error: ", "bold red"), (error.message, "red"))
         if error.hint:
-            console.print(Text(f"  hint: {error.hint}"), soft_wrap=True)
+            line.append(f"; {error.hint}")
+        stderr_console().print(line, soft_wrap=True)  # one line, however wide the terminal
         raise typer.Exit(error.exit_code) from None
 
 
+def reader_went_away() -> None:
+    """The reader closed the pipe (`attn ... | head`): not our failure, so exit 0, quietly."""
+    _silence_stdout()
+    raise typer.Exit(0)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at devnull so the interpreter's final flush does not raise again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def run_at_the_edge(app) -> None:
-    """Run the Typer app; a reader that closed the pipe early (`| head`) ends the run quietly."""
+    """Run the Typer app; a closed pipe outside a command (help text) ends quietly too."""
     try:
         app()
     except BrokenPipeError:
-        # Point stdout at devnull so the interpreter's final flush does not raise again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _silence_stdout()
         sys.exit(0)
