@@ -43,3 +43,24 @@ def top_keys(weights: torch.Tensor, allowed: torch.Tensor, k: int) -> list[list[
         [(int(i), float(w)) for i, w in zip(row_i.tolist(), row_w.tolist()) if w >= 0]
         for row_i, row_w in zip(indices, values)
     ]
+
+
+def js_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Jensen–Shannon divergence between matching rows of two weight matrices, in nats (0 to ln 2).
+
+    (..., T, T), (..., T, T) -> (..., T)
+    """
+    m = (p + q) / 2
+    kl_pm = (torch.special.xlogy(p, p) - torch.special.xlogy(p, m)).sum(-1)
+    kl_qm = (torch.special.xlogy(q, q) - torch.special.xlogy(q, m)).sum(-1)
+    return (kl_pm + kl_qm) / 2
+
+
+def top1_agreement(p: torch.Tensor, q: torch.Tensor) -> float:
+    """Share of query rows whose most-attended key is the same in both weight matrices. (T, T) each."""
+    return float((p.argmax(-1) == q.argmax(-1)).float().mean())
+
+
+def score_variance(scores: torch.Tensor, allowed: torch.Tensor) -> float:
+    """Population variance of the unmasked scores (concepts.md §3: ≈ d unscaled, ≈ 1 scaled)."""
+    return float(scores[allowed].var(unbiased=False)) if allowed.any() else 0.0

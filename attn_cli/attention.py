@@ -12,10 +12,10 @@ import torch
 def expand_kv(kv: torch.Tensor, heads: int) -> torch.Tensor:
     """Repeat grouped key/value heads so query head h reads kv head h // (H / H_kv).
 
-    (H_kv, T, D) -> (H, T, D)
+    (..., H_kv, T, D) -> (..., H, T, D)
     """
-    groups = heads // kv.shape[0]
-    return kv if groups == 1 else kv.repeat_interleave(groups, dim=0)
+    groups = heads // kv.shape[-3]
+    return kv if groups == 1 else kv.repeat_interleave(groups, dim=-3)
 
 
 def score_matrix(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:

@@ -10,7 +10,9 @@ from attn_cli.selection import parse_selection
 
 
 @dataclass(frozen=True)
-class InspectRequest:
+class RunOptions:
+    """What every command shares: the text, the model, the selection and how to run it."""
+
     text: str
     model: str = "minilm"
     layers: str = "all"  # selection syntax of attn_cli.selection
@@ -21,51 +23,92 @@ class InspectRequest:
     include_qkv: bool = False
     truncate: bool = False
     allow_pickle: bool = False
+    propagate: bool = False  # inject variants into the model instead of recomputing per layer
     symmetry_tolerance: float = 1e-5
 
 
-def run_inspect(request: InspectRequest, backend=None) -> InspectReport:
-    """Run the model once and analyse the selected heads. `backend` may be passed in already loaded."""
+@dataclass(frozen=True)
+class InspectRequest(RunOptions):
+    variant: str = "baseline"  # a single counterfactual: shared-k, no-scale, scoring=cosine, …
+
+
+def check_options(request: RunOptions) -> None:
+    """Reject what is wrong before spending seconds loading a model."""
     if not request.text.strip():
         raise BadInput("the text is empty", "pass a sentence, or - to read it from stdin")
     if request.top_k < 1:
         raise BadInput(f"--top-k must be at least 1, not {request.top_k}")
-    if backend is None:
-        from attn_cli.backends.registry import load_backend
-        from attn_cli.devices import resolve_device
 
-        device = resolve_device(request.device)
-        backend = load_backend(request.model, device=device, dtype=request.dtype, allow_pickle=request.allow_pickle)
-    info = backend.info
-    layers = parse_selection(request.layers, info.layers, "layer")
-    heads = parse_selection(request.heads, info.heads, "head")
-    capture = backend.capture(request.text, layers, truncate=request.truncate)
-    token_texts = [token.text for token in capture.tokens]
-    layer_reports = [
-        LayerReport(layer, [analyse_head(capture.layers[layer], head, info, token_texts, request) for head in heads])
-        for layer in layers
-    ]
+
+def load_for(request: RunOptions):
+    from attn_cli.backends.registry import load_backend
+    from attn_cli.devices import resolve_device
+
+    device = resolve_device(request.device)
+    return load_backend(request.model, device=device, dtype=request.dtype, allow_pickle=request.allow_pickle)
+
+
+def select(request: RunOptions, info) -> tuple[list[int], list[int]]:
+    return parse_selection(request.layers, info.layers, "layer"), parse_selection(request.heads, info.heads, "head")
+
+
+def run_inspect(request: InspectRequest, backend=None) -> InspectReport:
+    """Run the model once and analyse the selected heads. `backend` may be passed in already loaded."""
+    from attn_cli.variants import VARIANTS, variant_named
+
+    check_options(request)
+    variant = variant_named(request.variant)
+    if request.propagate and variant.uses_layer_input:
+        raise BadInput("raw has no projections to inject into the model", "use raw without --propagate")
+    backend = backend or load_for(request)
+    layers, heads = select(request, backend.info)
+    if request.propagate:
+        capture = backend.capture(request.text, layers, truncate=request.truncate, inject=variant.transform)
+        view = VARIANTS["baseline"]  # the capture already holds what the variant computed
+    else:
+        capture = backend.capture(request.text, layers, truncate=request.truncate,
+                                  keep_inputs=variant.uses_layer_input)
+        view = variant
     return InspectReport(
         text=request.text,
-        model=info,
+        model=backend.info,
         device=capture.device,
         dtype=capture.dtype,
         tokens=capture.tokens,
-        layers=layer_reports,
+        layers=analyse_capture(capture, layers, heads, view, request),
         truncated_from=capture.truncated_from,
+        variant=variant.name,
+        propagate=request.propagate,
     )
 
 
-def analyse_head(layer, head: int, info, token_texts: list[str], request: InspectRequest) -> HeadReport:
-    """Scores, weights and statistics of one head, in float32 whatever the model's dtype."""
+def analyse_capture(capture, layers: list[int], heads: list[int], view, request: RunOptions) -> list[LayerReport]:
+    """Every selected head of every selected layer, seen through a variant (per-layer mode)."""
+    from attn_cli.variants import apply_variant
+
+    token_texts = [token.text for token in capture.tokens]
+    reports = []
+    for layer in layers:
+        seen = apply_variant(capture.layers[layer], view, capture.model.heads)
+        kv_head_of = (lambda head: None) if view.uses_layer_input else capture.model.kv_head_of
+        reports.append(LayerReport(layer, [
+            analyse_head(seen, head, kv_head_of(head), token_texts, request) for head in heads
+        ]))
+    return reports
+
+
+def analyse_head(layer, head: int, kv_head: int | None, token_texts: list[str], request: RunOptions) -> HeadReport:
+    """Scores, weights and statistics of one head, in float32 whatever the model's dtype.
+
+    kv_head None: the layer has no per-head projections (raw); every head reads row 0.
+    """
     import torch
 
     from attn_cli import analysis, attention
 
-    kv_head = info.kv_head_of(head)
     q = layer.q[head].float()  # (T, D)
-    k = layer.k[kv_head].float()  # (T, D)
-    v = layer.v[kv_head].float()  # (T, D)
+    k = layer.k[kv_head or 0].float()  # (T, D)
+    v = layer.v[kv_head or 0].float()  # (T, D)
     raw_scores = attention.score_matrix(q, k, layer.scale)  # (T, T) unmasked
     weights = attention.masked_softmax(raw_scores, layer.allowed)  # (T, T)
     valid = layer.allowed.any(dim=0)  # (T,) keys some query may attend: the non-padding tokens

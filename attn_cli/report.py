@@ -29,7 +29,7 @@ class TopKey:
 @dataclass
 class HeadReport:
     head: int
-    kv_head: int
+    kv_head: int | None  # None for raw, which has no per-head projections
     scale: float
     scores: Matrix | None  # (T, T) pre-softmax, scaled, masked → None
     weights: Matrix | None  # (T, T) post-softmax
@@ -55,6 +55,8 @@ class InspectReport:
     tokens: list[Token]
     layers: list[LayerReport]
     truncated_from: int | None = None
+    variant: str = "baseline"  # the counterfactual applied (--shared-k, --no-scale, --scoring)
+    propagate: bool = False  # the variant was injected into the model rather than recomputed per layer
 
     def heads(self):
         """Every (layer, head) pair in the report, in order."""
@@ -62,21 +64,99 @@ class InspectReport:
 
     def to_json_dict(self) -> dict:
         """The schema_version 1 document (README "JSON output"). Floats keep float32 precision."""
-        document = {
-            "schema_version": SCHEMA_VERSION,
-            "command": "inspect",
-            "text": self.text,
-            "model": asdict(self.model),
-            "device": self.device,
-            "dtype": self.dtype,
-            "tokens": [asdict(token) for token in self.tokens],
-            "layers": [
-                {"layer": layer.layer, "heads": [_head_json(head) for head in layer.heads]} for layer in self.layers
-            ],
+        return {
+            **_run_header(self, "inspect"),
+            "variant": self.variant,
+            "propagate": self.propagate,
+            "layers": layers_json(self.layers),
         }
-        if self.truncated_from is not None:
-            document["truncated_from"] = self.truncated_from
-        return document
+
+
+@dataclass(frozen=True)
+class Change:
+    """One statistic of a head, in the baseline and in the variant."""
+
+    baseline: float
+    variant: float
+
+
+@dataclass
+class HeadDiff:
+    head: int
+    asymmetry: Change  # relative ||S - Sᵀ|| / ||S||
+    self_weight: Change  # mean of the diagonal of weights
+    entropy: Change  # mean row entropy, nats
+    score_variance: Change  # variance of the unmasked scores
+    js_divergence: float  # mean over query rows of JS(baseline row, variant row), nats
+    top1_agreement: float  # share of query rows whose most-attended key is the same
+
+
+@dataclass
+class VariantSummary:
+    heads: int
+    symmetric_heads: int  # heads whose variant score matrix is symmetric within tolerance
+    max_asymmetry: float  # largest relative asymmetry of the variant over the heads
+    self_weight: Change  # means over heads
+    entropy: Change
+    score_variance: Change
+    js_divergence: float
+    top1_agreement: float
+
+
+@dataclass
+class CompareReport:
+    text: str
+    model: ModelInfo
+    device: str
+    dtype: str
+    tokens: list[Token]
+    propagate: bool
+    runs: dict[str, list[LayerReport]]  # "baseline" first, then each variant
+    diffs: dict[str, list[tuple[int, list[HeadDiff]]]]  # variant → [(layer, per-head diffs)]
+    summaries: dict[str, VariantSummary]
+    truncated_from: int | None = None
+
+    def to_json_dict(self) -> dict:
+        return {
+            **_run_header(self, "compare"),
+            "mode": "propagate" if self.propagate else "per-layer",
+            "runs": {name: {"layers": layers_json(layers)} for name, layers in self.runs.items()},
+            "diff": {
+                name: {
+                    "summary": _plain(asdict(self.summaries[name])),
+                    "layers": [
+                        {"layer": layer, "heads": [_plain(asdict(diff)) for diff in heads]}
+                        for layer, heads in layers
+                    ],
+                }
+                for name, layers in self.diffs.items()
+            },
+        }
+
+
+def _run_header(report, command: str) -> dict:
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "command": command,
+        "text": report.text,
+        "model": asdict(report.model),
+        "device": report.device,
+        "dtype": report.dtype,
+        "tokens": [asdict(token) for token in report.tokens],
+    }
+    if report.truncated_from is not None:
+        document["truncated_from"] = report.truncated_from
+    return document
+
+
+def layers_json(layers: list[LayerReport]) -> list[dict]:
+    return [{"layer": layer.layer, "heads": [_head_json(head) for head in layer.heads]} for layer in layers]
+
+
+def _plain(record: dict) -> dict:
+    """Round the floats of a flat-or-nested dict of numbers (Change → {"baseline", "variant"})."""
+    return {key: _plain(value) if isinstance(value, dict) else _num(value) if isinstance(value, float) else value
+            for key, value in record.items()}
 
 
 def _head_json(head: HeadReport) -> dict:

@@ -49,6 +49,7 @@ class LayerCapture:
     v: "torch.Tensor"  # (H_kv, T, D)
     allowed: "torch.Tensor"  # (T, T) bool
     scale: float  # the factor the model multiplies q·k by (1/sqrt(D) unless the model says otherwise)
+    inputs: "torch.Tensor | None" = None  # (T, d_model) the attention layer's input X, when asked for
 
 
 @dataclass
@@ -68,6 +69,13 @@ class Backend(Protocol):
     device: str
     dtype: str
 
-    def capture(self, text: str, layers: Sequence[int], *, truncate: bool = False) -> Capture:
-        """Tokenize `text`, run the model once, and keep Q, K, V of `layers`."""
+    def capture(
+        self, text: str, layers: Sequence[int], *, truncate: bool = False, inject=None, keep_inputs: bool = False
+    ) -> Capture:
+        """Tokenize `text`, run the model once, and keep Q, K, V of `layers`.
+
+        inject: a variant transform (q, k, scale) -> (q', k', scale') applied inside every
+        attention layer, so its effect propagates; the capture then holds q', k', scale'.
+        keep_inputs: also keep each selected layer's input X (for the raw variant).
+        """
         ...

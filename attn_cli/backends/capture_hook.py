@@ -36,9 +36,12 @@ _UNSUPPORTED_KWARGS = ("softcap", "s_aux", "position_bias", "sinks")
 class LayerRecorder:
     """Called by transformers for every attention layer during one forward pass."""
 
-    def __init__(self, wanted_layers: set[int], delegate_name: str):
+    def __init__(self, wanted_layers: set[int], delegate_name: str, inject=None, keep_inputs: bool = False):
         self.wanted_layers = wanted_layers
         self.delegate_name = delegate_name
+        self.inject = inject  # variant transform (q, k, scale) -> (q', k', scale'), or None
+        self.keep_inputs = keep_inputs
+        self.inputs: dict[int, torch.Tensor] = {}  # id(attention module) -> its input (B, T, d_model)
         self.records: dict[int, LayerCapture] = {}
         self.calls = 0
 
@@ -53,7 +56,12 @@ class LayerRecorder:
                     "which attn cannot reproduce yet",
                     "no numbers are shown rather than wrong ones",
                 )
+        if scaling is None:
+            scaling = query.shape[-1] ** -0.5
+        if self.inject is not None:  # --propagate: the model runs on with the variant's q, k and scale
+            query, key, scaling = self.inject(query, key, scaling)
         if layer in self.wanted_layers:
+            inputs = self.inputs.get(id(module))
             # query (B, H, T, D), key/value (B, H_kv, T, D); we keep sequence 0.
             self.records[layer] = LayerCapture(
                 layer=layer,
@@ -61,7 +69,8 @@ class LayerRecorder:
                 k=key[0].detach(),
                 v=value[0].detach(),
                 allowed=allowed_mask(module, query, key, attention_mask, kwargs.get("is_causal")),
-                scale=float(scaling) if scaling is not None else query.shape[-1] ** -0.5,
+                scale=float(scaling),
+                inputs=None if inputs is None else inputs[0].detach(),
             )
         delegate = delegate_for(self.delegate_name, module)
         return delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
@@ -108,7 +117,21 @@ def capturing(model, recorder: LayerRecorder) -> Iterator[LayerRecorder]:
     AttentionInterface.register(CAPTURE_NAME, recorder)
     AttentionMaskInterface.register(CAPTURE_NAME, mask_function)
     model.set_attn_implementation(CAPTURE_NAME)
+    hooks = []
+    if recorder.keep_inputs:  # the layer input X: the first argument of each attention module
+        for module in model.modules():
+            if hasattr(module, "layer_idx"):
+                hooks.append(module.register_forward_pre_hook(_input_keeper(recorder), with_kwargs=True))
     try:
         yield recorder
     finally:
+        for hook in hooks:
+            hook.remove()
         model.set_attn_implementation(original)
+
+
+def _input_keeper(recorder: LayerRecorder):
+    def keep(module, args, kwargs):
+        recorder.inputs[id(module)] = args[0] if args else kwargs.get("hidden_states")
+
+    return keep

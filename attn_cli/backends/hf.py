@@ -22,9 +22,11 @@ class HFBackend:
         self.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
         self.info = model_info(name, model)
 
-    def capture(self, text: str, layers: Sequence[int], *, truncate: bool = False) -> Capture:
+    def capture(
+        self, text: str, layers: Sequence[int], *, truncate: bool = False, inject=None, keep_inputs: bool = False
+    ) -> Capture:
         encoding, truncated_from = self._encode(text, truncate)
-        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation)
+        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, inject, keep_inputs)
         special = encoding.pop("special_tokens_mask")[0].tolist()
         inputs = {name: tensor.to(self.device) for name, tensor in encoding.items()}
         with capturing(self.model, recorder), torch.inference_mode():

@@ -10,6 +10,9 @@ import typer
 
 from attn_cli import __version__
 from attn_cli.cli.edge import run_at_the_edge
+from attn_cli.cli.compare import EPILOG as COMPARE_EPILOG
+from attn_cli.cli.compare import compare_command
+from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
 
 app = typer.Typer(
@@ -19,14 +22,8 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.command(
-    "inspect",
-    epilog="Examples:\n\n"
-    "  attn inspect \"Hello, how are you?\"\n\n"
-    "  attn inspect \"The cat sat\" --layer 2 --head 0-3 --show weights,top\n\n"
-    "  attn inspect \"Hello\" --json | jq '.layers[0].heads[0].weights'\n\n"
-    "  echo \"from stdin\" | attn inspect - --model ./my-bert --device cuda",
-)(inspect_command)
+app.command("inspect", epilog=INSPECT_EPILOG)(inspect_command)
+app.command("compare", epilog=COMPARE_EPILOG)(compare_command)
 
 
 def _version(value: bool) -> None:

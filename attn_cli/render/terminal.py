@@ -45,7 +45,10 @@ def literal(text: str, style: str | Style = "") -> Text:
 def render_report(report: InspectReport, panels: set[Panel] | None, width: int) -> RenderableType:
     """The whole terminal view. panels=None is the default view (overview + one head in detail)."""
     heads = report.heads()
-    parts: list[RenderableType] = [header(report)]
+    parts: list[RenderableType] = [header(report, "attn inspect")]
+    if report.variant != "baseline":
+        mode = "injected into every layer (--propagate)" if report.propagate else "recomputed per layer"
+        parts.append(Text(f"variant: {report.variant}, {mode}", style="magenta"))
     if panels is None:
         if len(heads) > 1:
             parts += [overview_grid(report, "entropy"), overview_grid(report, "asymmetry")]
@@ -60,7 +63,7 @@ def render_report(report: InspectReport, panels: set[Panel] | None, width: int) 
         parts.append(symmetry_table(report, heads))
     tokens = [token.text for token in report.tokens]
     for layer, head in heads:
-        title = f"layer {layer} · head {head.head} (kv head {head.kv_head})"
+        title = head_title(layer, head)
         if Panel.weights in panels:
             parts.append(heatmap(head.weights, tokens, f"{title} · weights = softmax(q·kᵀ·{head.scale:.4g})", width))
         if Panel.scores in panels:
@@ -73,11 +76,22 @@ def render_report(report: InspectReport, panels: set[Panel] | None, width: int) 
     return Group(*parts)
 
 
-def header(report: InspectReport) -> RenderableType:
+def head_title(layer: int, head: HeadReport) -> str:
+    kv = "no projections" if head.kv_head is None else f"kv head {head.kv_head}"
+    return f"layer {layer} · head {head.head} ({kv})"
+
+
+def heatmap_width(tokens: int) -> int:
+    """Columns a numeric heatmap of this many tokens needs."""
+    return LABEL_WIDTH + tokens * (CELL_WIDTH + 1) + 1
+
+
+def header(report, command: str) -> RenderableType:
+    """Model, device, dtype and the tokens. report: an InspectReport or a CompareReport."""
     model = report.model
     kv = f", {model.kv_heads} kv heads" if model.kv_heads != model.heads else ""
     line = Text.assemble(
-        ("attn inspect", "bold"), " · ", literal(model.name, "cyan"),
+        (command, "bold"), " · ", literal(model.name, "cyan"),
         f" ({model.architecture}, {model.layers} layers × {model.heads} heads{kv}, head dim {model.head_dim}"
         f"{', causal' if model.causal else ''}) · {report.device} · {report.dtype}",
     )
@@ -142,7 +156,7 @@ def heatmap(matrix: Matrix | None, tokens: list[str], title: str, width: int) ->
     count = len(tokens)
     finite = [value for row in matrix for value in row if value is not None]
     low, high = min(min(finite, default=0.0), 0.0), max(finite, default=1.0)  # weights start at 0
-    compact = LABEL_WIDTH + count * (CELL_WIDTH + 1) > width
+    compact = heatmap_width(count) > width
     if compact and LABEL_WIDTH + count * (COMPACT_CELL_WIDTH + 1) > width:
         return Text(f"{title}: {count} tokens do not fit a {width}-column terminal; "
                     "select fewer tokens or use --json", style="yellow")
@@ -171,7 +185,7 @@ def _heat_cell(value: float | None, low: float, high: float, compact: bool) -> T
 
 def _short_number(value: float) -> str:
     """A value in at most 4 characters: .40, 1.0, -3.1, 12, 1e+3."""
-    if 0 <= value < 1:
+    if 0 <= value <= 1:
         return f"{value:.2f}".lstrip("0") if value >= 0.005 else "0"
     text = f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"
     return text if len(text) <= CELL_WIDTH else f"{value:.0e}"

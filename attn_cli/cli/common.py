@@ -1,0 +1,90 @@
+"""The steps every command shares: read the text, run the core with a spinner, print or write."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+from attn_cli.cli.edge import stderr_console
+from attn_cli.cli.options import PANEL_NAMES
+from attn_cli.errors import AttnError, BadInput
+
+
+def read_text(text: str) -> str:
+    """The argument itself, or stdin for '-'. Blank text is a usage error."""
+    if text == "-":
+        text = sys.stdin.read().rstrip("\n")
+    if not text.strip():
+        raise BadInput("the text is empty", "pass a sentence, or - to read it from stdin")
+    return text
+
+
+def parse_panels(show: list[str] | None):
+    """--show weights,top --show q → {Panel.weights, Panel.top, Panel.q}; None keeps the default view."""
+    from attn_cli.render.terminal import Panel
+
+    if not show:
+        return None
+    names = [name.strip().lower() for value in show for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in PANEL_NAMES]
+    if unknown:
+        raise BadInput(f"--show {unknown[0]!r} is not a panel", f"choose from {', '.join(PANEL_NAMES)}")
+    return {Panel(name) for name in names}
+
+
+def check_outputs(save: Path | None, json_wanted: bool) -> None:
+    """--save records the terminal view; fail before the model runs if it cannot be written."""
+    if save is None:
+        return
+    from attn_cli.render.files import check_snapshot_path
+
+    if json_wanted:
+        raise BadInput("--save records the terminal view", "use -o FILE to write the JSON document")
+    check_snapshot_path(save)
+
+
+def run_with_status(run: Callable, request, quiet: bool):
+    """Run the core, with a spinner on stderr only when stderr is a terminal."""
+    console = stderr_console()
+    if quiet or not console.is_terminal:
+        return run(request)
+    with console.status(f"running {request.model} …"):
+        return run(request)
+
+
+def warn_if_truncated(report) -> None:
+    if report.truncated_from is not None:
+        stderr_console().print(f"warning: text truncated from {report.truncated_from} tokens "
+                               f"to the model's {len(report.tokens)}", style="yellow")
+
+
+def emit_json(document: dict, output: Path | None) -> None:
+    from attn_cli.render.files import write_json
+
+    if output is None:
+        write_json(document, sys.stdout)
+        sys.stdout.flush()  # surface a closed pipe here, inside the edge, not at interpreter exit
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as handle:
+            write_json(document, handle)
+    except OSError as error:
+        raise AttnError(f"cannot write {output}: {error.strerror}") from None
+    stderr_console().print(f"wrote {output}", style="dim")
+
+
+def emit_terminal(render: Callable[[int], object], save: Path | None, fallback_width: int, title: str) -> None:
+    """Print render(width) to stdout; with --save also write it as SVG/HTML."""
+    from rich.console import Console
+
+    from attn_cli.render.files import save_snapshot
+
+    # A terminal (or COLUMNS) says how wide to be; a file or pipe gets the configured width.
+    width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else fallback_width
+    console = Console(record=save is not None, width=width)
+    console.print(render(console.width))
+    if save is not None:
+        save_snapshot(console, save, title=title)
+        stderr_console().print(f"saved {save}", style="dim")

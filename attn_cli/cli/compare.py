@@ -1,0 +1,64 @@
+"""`attn compare TEXT`: the real model beside counterfactual variants, head by head."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from attn_cli.cli import options as opt
+from attn_cli.cli.common import check_outputs, emit_json, emit_terminal, read_text, run_with_status, warn_if_truncated
+from attn_cli.cli.edge import user_errors
+
+EPILOG = (
+    "Variants: shared-k (Q := K), no-scale (no 1/√d), raw (softmax(X·Xᵀ)·X, no projections), "
+    "scoring=dot, scoring=scaled-dot, scoring=cosine.\n\n"
+    "Examples:\n\n"
+    "  attn compare \"我是一个男孩\"\n\n"
+    "  attn compare \"The cat sat on the mat\" --variant no-scale --variant raw --layer 0\n\n"
+    "  attn compare \"Hello\" --propagate --json | jq '.diff[\"shared-k\"].summary'"
+)
+
+
+def compare_command(
+    text: opt.Text,
+    variant: Annotated[Optional[list[str]], typer.Option("--variant", "-V",
+        help="A counterfactual to set beside the model (repeatable). [default: shared-k]")] = None,
+    propagate: opt.Propagate = False,
+    model: opt.Model = None,
+    layer: opt.Layer = "all",
+    head: opt.Head = "all",
+    top_k: opt.TopK = None,
+    as_json: opt.AsJson = False,
+    include: opt.IncludeOpt = None,
+    output: opt.Output = None,
+    save: opt.Save = None,
+    device: opt.Device = "auto",
+    dtype: opt.DTypeOpt = opt.DType.auto,
+    truncate: opt.Truncate = False,
+    allow_pickle: opt.AllowPickle = False,
+) -> None:
+    """Set the real model beside counterfactuals: shared-K, no √d scale, raw softmax(XXᵀ)X, other scorings."""
+    from attn_cli.compare import CompareRequest, run_compare
+    from attn_cli.config import defaults
+
+    with user_errors():
+        settings = defaults()
+        json_wanted = as_json or output is not None
+        check_outputs(save, json_wanted)
+        request = CompareRequest(
+            text=read_text(text), model=model or settings["inspect"]["model"], layers=layer, heads=head,
+            top_k=settings["inspect"]["top_k"] if top_k is None else top_k, device=device, dtype=dtype.value,
+            include_qkv=opt.Include.qkv in (include or []), truncate=truncate, allow_pickle=allow_pickle,
+            symmetry_tolerance=settings["symmetry"]["relative_tolerance"],
+            variants=tuple(variant or ("shared-k",)), propagate=propagate,
+        )
+        report = run_with_status(run_compare, request, quiet=json_wanted)
+        warn_if_truncated(report)
+        if json_wanted:
+            emit_json(report.to_json_dict(), output)
+            return
+        from attn_cli.render.compare_view import render_compare
+
+        emit_terminal(lambda width: render_compare(report, width), save,
+                      settings["render"]["fallback_width"], f"attn compare · {report.model.name}")

@@ -1,0 +1,47 @@
+"""Options shared by the commands, declared once (Typer reads the Annotated metadata)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+class DType(str, Enum):
+    auto = "auto"
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
+class Include(str, Enum):
+    qkv = "qkv"
+
+
+PANEL_NAMES = ("overview", "weights", "scores", "q", "k", "v", "symmetry", "top")
+
+Text = Annotated[str, typer.Argument(help="The text to inspect; - reads it from stdin.", show_default=False)]
+Model = Annotated[Optional[str], typer.Option("--model", "-m", envvar="ATTN_MODEL",
+    help="minilm (bundled), a local Hugging Face model directory, or a hub id in the HF cache.")]
+Layer = Annotated[str, typer.Option("--layer", "-l", help="Layers: 3, 0,2, 1-4 or all.")]
+Head = Annotated[str, typer.Option("--head", "-H", help="Heads: 3, 0,2, 1-4 or all.")]
+TopK = Annotated[Optional[int], typer.Option("--top-k", "-k", help="Most-attended keys per query. [default: 3]")]
+AsJson = Annotated[bool, typer.Option("--json", help="Write one JSON document to stdout instead of tables.")]
+IncludeOpt = Annotated[Optional[list[Include]], typer.Option("--include",
+    help="Extra JSON fields: qkv adds q, k, v and output per head.")]
+Output = Annotated[Optional[Path], typer.Option("--output", "-o",
+    help="Write the JSON document to this file (implies --json).")]
+Save = Annotated[Optional[Path], typer.Option("--save", help="Also save the terminal view as FILE.svg or FILE.html.")]
+Device = Annotated[str, typer.Option("--device", "-d", envvar="ATTN_DEVICE",
+    help="auto, cpu, cuda, cuda:N or mps. auto picks CUDA, then MPS, then CPU.")]
+DTypeOpt = Annotated[DType, typer.Option("--dtype",
+    help="Model weights dtype; auto keeps the saved one. Analysis is always float32.")]
+Truncate = Annotated[bool, typer.Option("--truncate",
+    help="Cut text longer than the model's positions instead of failing.")]
+AllowPickle = Annotated[bool, typer.Option("--allow-pickle",
+    help="Allow pickle checkpoints (pytorch_model.bin). Pickles can run code: only for sources you trust.")]
+Propagate = Annotated[bool, typer.Option("--propagate",
+    help="Inject the variant into every layer so its effect compounds through the model "
+         "(default: recompute each layer from the real model's inputs).")]
