@@ -47,6 +47,13 @@ class HFBackend:
         limit = self.info.max_positions
         encoding = self.tokenizer(text, return_tensors="pt", return_special_tokens_mask=True)
         count = encoding["input_ids"].shape[1]
+        vocab = getattr(self.model.config, "vocab_size", None)
+        if vocab is not None and count and int(encoding["input_ids"].max()) >= vocab:
+            raise ModelNotFound(
+                f"the tokenizer produced id {int(encoding['input_ids'].max())} but {self.info.name} "
+                f"has only {vocab} embeddings",
+                "the tokenizer files do not belong to this model",
+            )
         if limit is None or count <= limit:
             return encoding, None
         if not truncate:

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from rich.text import Text
+
 from attn_cli.cli.edge import stderr_console
 from attn_cli.cli.options import PANEL_NAMES
 from attn_cli.errors import AttnError, BadInput
@@ -50,14 +52,14 @@ def run_with_status(run: Callable, request, quiet: bool):
     console = stderr_console()
     if quiet or not console.is_terminal:
         return run(request)
-    with console.status(f"running {request.model} …"):
+    with console.status(Text(f"running {request.model} …")):  # Text: a path is never markup
         return run(request)
 
 
 def warn_if_truncated(report) -> None:
     if report.truncated_from is not None:
-        stderr_console().print(f"warning: text truncated from {report.truncated_from} tokens "
-                               f"to the model's {len(report.tokens)}", style="yellow")
+        stderr_console().print(Text(f"warning: text truncated from {report.truncated_from} tokens "
+                                    f"to the model's {len(report.tokens)}", style="yellow"))
 
 
 def emit_json(document: dict, output: Path | None) -> None:
@@ -72,7 +74,7 @@ def emit_json(document: dict, output: Path | None) -> None:
             write_json(document, handle)
     except OSError as error:
         raise AttnError(f"cannot write {output}: {error.strerror}") from None
-    stderr_console().print(f"wrote {output}", style="dim")
+    stderr_console().print(Text(f"wrote {output}", style="dim"))
 
 
 def emit_terminal(render: Callable[[int], object], save: Path | None, fallback_width: int, title: str) -> None:
@@ -87,4 +89,4 @@ def emit_terminal(render: Callable[[int], object], save: Path | None, fallback_w
     console.print(render(console.width))
     if save is not None:
         save_snapshot(console, save, title=title)
-        stderr_console().print(f"saved {save}", style="dim")
+        stderr_console().print(Text(f"saved {save}", style="dim"))

@@ -47,9 +47,25 @@ def _silence_stdout() -> None:
 
 
 def run_at_the_edge(app) -> None:
-    """Run the Typer app; a closed pipe outside a command (help text) ends quietly too."""
+    """Run the Typer app. Usage errors Typer finds itself (unknown option, missing argument) get the
+    same one-line form as ours; a closed pipe outside a command (help text) ends quietly too."""
+    from typer.exceptions import TyperException
+
     try:
-        app()
+        code = app(standalone_mode=False)
+    except TyperException as error:
+        message = error.format_message().rstrip(".")
+        if not message:  # `attn` alone: the help was the answer
+            sys.exit(getattr(error, "exit_code", 2))
+        context = getattr(error, "ctx", None)
+        line = Text.assemble(("error: ", "bold red"), (message, "red"))
+        if context is not None:
+            line.append(f"; see '{context.command_path} --help'")
+        stderr_console().print(line, soft_wrap=True)
+        sys.exit(getattr(error, "exit_code", 2))
+    except typer.Abort:
+        sys.exit(1)
     except BrokenPipeError:
         _silence_stdout()
         sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -58,7 +58,7 @@ def inspect_command(
         request = InspectRequest(
             text=read_text(text), model=model or settings["inspect"]["model"], layers=layer, heads=head,
             top_k=settings["inspect"]["top_k"] if top_k is None else top_k, device=device, dtype=dtype.value,
-            include_qkv=opt.Include.qkv in (include or []), truncate=truncate, allow_pickle=allow_pickle,
+            include_qkv=opt.Include.qkv in (include or []) or wants_vectors(panels), truncate=truncate, allow_pickle=allow_pickle,
             symmetry_tolerance=settings["symmetry"]["relative_tolerance"],
             variant=single_variant(shared_k, no_scale, scoring), propagate=propagate,
         )
@@ -71,6 +71,11 @@ def inspect_command(
 
         emit_terminal(lambda width: render_report(report, panels, width), save,
                       settings["render"]["fallback_width"], f"attn inspect · {report.model.name}")
+
+
+def wants_vectors(panels) -> bool:
+    """The q, k and v panels need the vectors kept, as --include qkv does for JSON."""
+    return bool(panels) and any(panel.value in ("q", "k", "v") for panel in panels)
 
 
 def single_variant(shared_k: bool, no_scale: bool, scoring: str | None) -> str:

@@ -22,7 +22,8 @@ class Include(str, Enum):
 
 PANEL_NAMES = ("overview", "weights", "scores", "q", "k", "v", "symmetry", "top")
 
-Text = Annotated[str, typer.Argument(help="The text to inspect; - reads it from stdin.", show_default=False)]
+Text = Annotated[str, typer.Argument(metavar="TEXT", help="The text to inspect; - reads it from stdin.",
+                                     show_default=False)]
 Model = Annotated[Optional[str], typer.Option("--model", "-m", envvar="ATTN_MODEL",
     help="minilm (bundled), a local Hugging Face model directory, or a hub id in the HF cache.")]
 Layer = Annotated[str, typer.Option("--layer", "-l", help="Layers: 3, 0,2, 1-4 or all.")]

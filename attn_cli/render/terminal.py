@@ -23,6 +23,7 @@ LABEL_WIDTH = 14  # row labels: "12 token…"
 CELL_WIDTH = 4  # ".40", "-3.1" or a 4-character key token
 COMPACT_CELL_WIDTH = 1  # one shade character per key when numbers do not fit
 SHADES = " ░▒▓█"
+VECTOR_CELL_WIDTH = 8  # "-12.34" plus padding
 
 
 class Panel(str, Enum):
@@ -204,12 +205,12 @@ def vector_table(rows: Matrix | None, tokens: list[str], title: str, width: int)
     if rows is None:
         return Text(f"{title}: not captured", style="dim")
     dims = len(rows[0])
-    shown = max(1, min(dims, (width - LABEL_WIDTH) // 7))
+    shown = max(1, min(dims, (width - LABEL_WIDTH - 4) // VECTOR_CELL_WIDTH))
     caption = f"dims 0-{shown - 1} of {dims}; --json --include qkv has all" if shown < dims else None
     table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("token", no_wrap=True, max_width=LABEL_WIDTH)
     for dim in range(shown):
-        table.add_column(f"d{dim}", justify="right")
+        table.add_column(f"d{dim}", justify="right", no_wrap=True, min_width=VECTOR_CELL_WIDTH - 2)
     for index, row in enumerate(rows):
         table.add_row(_row_label(index, tokens[index]), *(f"{value:.2f}" for value in row[:shown]))
     return table
