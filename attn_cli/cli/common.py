@@ -10,7 +10,7 @@ from typing import Callable
 from rich.text import Text
 
 from attn_cli.cli.edge import stderr_console
-from attn_cli.cli.options import PANEL_NAMES
+from attn_cli.cli.options import PANEL_NAMES, Include
 from attn_cli.errors import AttnError, BadInput
 
 
@@ -34,6 +34,31 @@ def parse_panels(show: list[str] | None):
     if unknown:
         raise BadInput(f"--show {unknown[0]!r} is not a panel", f"choose from {', '.join(PANEL_NAMES)}")
     return {Panel(name) for name in names}
+
+
+def run_options(settings: dict, *, text: str, model, top_k, dtype, include, **given) -> dict:
+    """RunOptions keyword arguments from the command line, with configs/defaults.toml filling the gaps."""
+    return dict(
+        text=read_text(text),
+        model=model or settings["inspect"]["model"],
+        top_k=settings["inspect"]["top_k"] if top_k is None else top_k,
+        dtype=dtype.value,
+        include_qkv=Include.qkv in (include or []),
+        symmetry_tolerance=settings["symmetry"]["relative_tolerance"],
+        **given,
+    )
+
+
+def run_and_emit(run: Callable, request, settings: dict, *, json_wanted: bool, output: Path | None,
+                 save: Path | None, render: Callable, command: str) -> None:
+    """Run the core, then write JSON (stdout or -o) or print render(report, width) (and --save it)."""
+    report = run_with_status(run, request, quiet=json_wanted)
+    warn_if_truncated(report)
+    if json_wanted:
+        emit_json(report.to_json_dict(), output)
+    else:
+        emit_terminal(lambda width: render(report, width), save, settings["render"]["fallback_width"],
+                      f"{command} · {report.model.name}")
 
 
 def check_outputs(save: Path | None, json_wanted: bool) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, emit_json, emit_terminal, read_text, run_with_status, warn_if_truncated
+from attn_cli.cli.common import check_outputs, run_and_emit, run_options
 from attn_cli.cli.edge import user_errors
 
 EPILOG = (
@@ -46,19 +46,15 @@ def compare_command(
         settings = defaults()
         json_wanted = as_json or output is not None
         check_outputs(save, json_wanted)
-        request = CompareRequest(
-            text=read_text(text), model=model or settings["inspect"]["model"], layers=layer, heads=head,
-            top_k=settings["inspect"]["top_k"] if top_k is None else top_k, device=device, dtype=dtype.value,
-            include_qkv=opt.Include.qkv in (include or []), truncate=truncate, allow_pickle=allow_pickle,
-            symmetry_tolerance=settings["symmetry"]["relative_tolerance"],
-            variants=tuple(variant or ("shared-k",)), propagate=propagate,
-        )
-        report = run_with_status(run_compare, request, quiet=json_wanted)
-        warn_if_truncated(report)
-        if json_wanted:
-            emit_json(report.to_json_dict(), output)
-            return
-        from attn_cli.render.compare_view import render_compare
+        options = run_options(settings, text=text, model=model, top_k=top_k, dtype=dtype, include=include,
+                              layers=layer, heads=head, device=device, truncate=truncate,
+                              allow_pickle=allow_pickle, propagate=propagate)
+        request = CompareRequest(**options, variants=tuple(variant or ("shared-k",)))
+        run_and_emit(run_compare, request, settings, json_wanted=json_wanted, output=output, save=save,
+                     render=render_compare_view, command="attn compare")
 
-        emit_terminal(lambda width: render_compare(report, width), save,
-                      settings["render"]["fallback_width"], f"attn compare · {report.model.name}")
+
+def render_compare_view(report, width: int):
+    from attn_cli.render.compare_view import render_compare
+
+    return render_compare(report, width)

@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import (check_outputs, emit_json, emit_terminal, parse_panels, read_text,
-                                 run_with_status, warn_if_truncated)
+from attn_cli.cli.common import check_outputs, parse_panels, run_and_emit, run_options
 from attn_cli.cli.edge import user_errors
 from attn_cli.errors import BadInput
 
@@ -55,22 +54,19 @@ def inspect_command(
         panels = parse_panels(show)
         json_wanted = as_json or output is not None
         check_outputs(save, json_wanted)
-        request = InspectRequest(
-            text=read_text(text), model=model or settings["inspect"]["model"], layers=layer, heads=head,
-            top_k=settings["inspect"]["top_k"] if top_k is None else top_k, device=device, dtype=dtype.value,
-            include_qkv=opt.Include.qkv in (include or []) or wants_vectors(panels), truncate=truncate, allow_pickle=allow_pickle,
-            symmetry_tolerance=settings["symmetry"]["relative_tolerance"],
-            variant=single_variant(shared_k, no_scale, scoring), propagate=propagate,
-        )
-        report = run_with_status(run_inspect, request, quiet=json_wanted)
-        warn_if_truncated(report)
-        if json_wanted:
-            emit_json(report.to_json_dict(), output)
-            return
-        from attn_cli.render.terminal import render_report
+        options = run_options(settings, text=text, model=model, top_k=top_k, dtype=dtype, include=include,
+                              layers=layer, heads=head, device=device, truncate=truncate,
+                              allow_pickle=allow_pickle, propagate=propagate)
+        options["include_qkv"] |= wants_vectors(panels)
+        request = InspectRequest(**options, variant=single_variant(shared_k, no_scale, scoring))
+        run_and_emit(run_inspect, request, settings, json_wanted=json_wanted, output=output, save=save,
+                     render=lambda report, width: render_inspect(report, panels, width), command="attn inspect")
 
-        emit_terminal(lambda width: render_report(report, panels, width), save,
-                      settings["render"]["fallback_width"], f"attn inspect · {report.model.name}")
+
+def render_inspect(report, panels, width: int):
+    from attn_cli.render.terminal import render_report
+
+    return render_report(report, panels, width)
 
 
 def wants_vectors(panels) -> bool:
