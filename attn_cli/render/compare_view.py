@@ -30,8 +30,10 @@ def render_compare(report: CompareReport, width: int) -> RenderableType:
 
 def summary_sentence(summary: VariantSummary) -> str:
     """The plain-words line: e.g. 'all 72 heads symmetric (max rel. asymmetry 0); mean self-weight 0.16 → 0.60; …'"""
-    symmetric = (f"all {summary.heads} heads symmetric" if summary.symmetric_heads == summary.heads
-                 else f"{summary.symmetric_heads} of {summary.heads} heads symmetric")
+    if summary.symmetric_heads == summary.heads:
+        symmetric = f"all {summary.heads} heads symmetric" if summary.heads > 1 else "the head is symmetric"
+    else:
+        symmetric = f"{summary.symmetric_heads} of {summary.heads} heads symmetric"
     return (f"{symmetric} (max rel. asymmetry {summary.max_asymmetry:.2g}); "
             f"mean self-weight {_arrow(summary.self_weight)}; mean entropy {_arrow(summary.entropy)} nats; "
             f"score variance {_arrow(summary.score_variance, '.3g')}; "
