@@ -25,6 +25,11 @@ class RunOptions:
     allow_pickle: bool = False
     propagate: bool = False  # inject variants into the model instead of recomputing per layer
     symmetry_tolerance: float = 1e-5
+    batch_texts: tuple[str, ...] = ()  # more texts, run with `text` as one padded batch
+    padding_side: str | None = None  # left | right for batches; None = the tokenizer's own
+
+    def texts(self) -> list[str]:
+        return [self.text, *self.batch_texts]
 
 
 @dataclass(frozen=True)
@@ -34,8 +39,10 @@ class InspectRequest(RunOptions):
 
 def check_options(request: RunOptions) -> None:
     """Reject what is wrong before spending seconds loading a model."""
-    if not request.text.strip():
+    if any(not text.strip() for text in request.texts()):
         raise BadInput("the text is empty", "pass a sentence, or - to read it from stdin")
+    if request.padding_side not in (None, "left", "right"):
+        raise BadInput(f"--padding {request.padding_side!r}", "use left or right")
     if request.top_k < 1:
         raise BadInput(f"--top-k must be at least 1, not {request.top_k}")
 
@@ -53,7 +60,15 @@ def select(request: RunOptions, info) -> tuple[list[int], list[int]]:
 
 
 def run_inspect(request: InspectRequest, backend=None) -> InspectReport:
-    """Run the model once and analyse the selected heads. `backend` may be passed in already loaded."""
+    """Run the model once on request.text and analyse the selected heads."""
+    return run_inspect_batch(request, backend)[0]
+
+
+def run_inspect_batch(request: InspectRequest, backend=None) -> list[InspectReport]:
+    """Run the model once on all the request's texts (padded together); one report per text.
+
+    `backend` may be passed in already loaded.
+    """
     from attn_cli.variants import VARIANTS, variant_named
 
     check_options(request)
@@ -62,24 +77,27 @@ def run_inspect(request: InspectRequest, backend=None) -> InspectReport:
         raise BadInput("raw has no projections to inject into the model", "use raw without --propagate")
     backend = backend or load_for(request)
     layers, heads = select(request, backend.info)
-    if request.propagate:
-        capture = backend.capture(request.text, layers, truncate=request.truncate, inject=variant.transform)
-        view = VARIANTS["baseline"]  # the capture already holds what the variant computed
+    if request.propagate:  # the captures already hold what the variant computed
+        inject, view, keep_inputs = variant.transform, VARIANTS["baseline"], False
     else:
-        capture = backend.capture(request.text, layers, truncate=request.truncate,
-                                  keep_inputs=variant.uses_layer_input)
-        view = variant
-    return InspectReport(
-        text=request.text,
-        model=backend.info,
-        device=capture.device,
-        dtype=capture.dtype,
-        tokens=capture.tokens,
-        layers=analyse_capture(capture, layers, heads, view, request),
-        truncated_from=capture.truncated_from,
-        variant=variant.name,
-        propagate=request.propagate,
-    )
+        inject, view, keep_inputs = None, variant, variant.uses_layer_input
+    captures = backend.capture_batch(request.texts(), layers, truncate=request.truncate, inject=inject,
+                                     keep_inputs=keep_inputs, padding_side=request.padding_side)
+    return [
+        InspectReport(
+            text=text,
+            model=backend.info,
+            device=capture.device,
+            dtype=capture.dtype,
+            tokens=capture.tokens,
+            layers=analyse_capture(capture, layers, heads, view, request),
+            truncated_from=capture.truncated_from,
+            variant=variant.name,
+            propagate=request.propagate,
+            padding_side=capture.padding_side,
+        )
+        for text, capture in zip(request.texts(), captures)
+    ]
 
 
 def analyse_capture(capture, layers: list[int], heads: list[int], view, request: RunOptions) -> list[LayerReport]:

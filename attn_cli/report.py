@@ -57,6 +57,7 @@ class InspectReport:
     truncated_from: int | None = None
     variant: str = "baseline"  # the counterfactual applied (--shared-k, --no-scale, --scoring)
     propagate: bool = False  # the variant was injected into the model rather than recomputed per layer
+    padding_side: str | None = None  # set when this text ran in a padded batch with others
 
     def heads(self):
         """Every (layer, head) pair in the report, in order."""
@@ -64,11 +65,29 @@ class InspectReport:
 
     def to_json_dict(self) -> dict:
         """The schema_version 1 document (README "JSON output"). Floats keep float32 precision."""
+        document = {**_run_header(self, "inspect"), "variant": self.variant, "propagate": self.propagate}
+        if self.padding_side is not None:
+            document["padding"] = self.padding_side
+        return {**document, "layers": layers_json(self.layers)}
+
+
+@dataclass
+class InspectBatch:
+    """Several texts run as one padded batch: one report per text, padding already removed."""
+
+    reports: list[InspectReport]
+    padding_side: str  # "left" or "right"
+
+    @property
+    def model(self) -> ModelInfo:
+        return self.reports[0].model
+
+    def to_json_dict(self) -> dict:
         return {
-            **_run_header(self, "inspect"),
-            "variant": self.variant,
-            "propagate": self.propagate,
-            "layers": layers_json(self.layers),
+            "schema_version": SCHEMA_VERSION,
+            "command": "inspect",
+            "padding": self.padding_side,
+            "sequences": [report.to_json_dict() for report in self.reports],
         }
 
 

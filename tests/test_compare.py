@@ -106,7 +106,7 @@ def test_propagated_baseline_reproduces_the_model_exactly_and_shared_k_uses_k(mi
     shared, records = run("shared-k")
     assert not torch.allclose(plain, shared, atol=1e-3)
     for record in records.values():  # the query each layer really used is its key
-        assert torch.equal(record.q, expand_kv(record.k, record.q.shape[0]))
+        assert torch.equal(record.q, expand_kv(record.k, record.q.shape[-3]))  # (B, H, T, D)
 
 
 def test_propagate_compounds_after_the_first_layer(minilm_backend):

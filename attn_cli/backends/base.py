@@ -60,6 +60,7 @@ class Capture:
     dtype: str  # the model's compute dtype ("float32", "bfloat16", …)
     layers: dict[int, LayerCapture] = field(default_factory=dict)  # only the requested layers
     truncated_from: int | None = None  # token count before --truncate cut it
+    padding_side: str | None = None  # "left"/"right" when run in a padded batch of several texts
 
 
 class Backend(Protocol):
@@ -78,4 +79,11 @@ class Backend(Protocol):
         attention layer, so its effect propagates; the capture then holds q', k', scale'.
         keep_inputs: also keep each selected layer's input X (for the raw variant).
         """
+        ...
+
+    def capture_batch(
+        self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False, inject=None,
+        keep_inputs: bool = False, padding_side: str | None = None,
+    ) -> list[Capture]:
+        """Like capture, for several texts run as one padded batch: one Capture per text, without padding."""
         ...

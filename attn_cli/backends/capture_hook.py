@@ -62,15 +62,16 @@ class LayerRecorder:
             query, key, scaling = self.inject(query, key, scaling)
         if layer in self.wanted_layers:
             inputs = self.inputs.get(id(module))
-            # query (B, H, T, D), key/value (B, H_kv, T, D); we keep sequence 0.
+            # The whole batch: query (B, H, T, D), key/value (B, H_kv, T, D), allowed (B, T, T),
+            # inputs (B, T, d_model). The backend cuts it into one LayerCapture per sequence.
             self.records[layer] = LayerCapture(
                 layer=layer,
-                q=query[0].detach(),
-                k=key[0].detach(),
-                v=value[0].detach(),
+                q=query.detach(),
+                k=key.detach(),
+                v=value.detach(),
                 allowed=allowed_mask(module, query, key, attention_mask, kwargs.get("is_causal")),
                 scale=float(scaling),
-                inputs=None if inputs is None else inputs[0].detach(),
+                inputs=None if inputs is None else inputs.detach(),
             )
         delegate = delegate_for(self.delegate_name, module)
         return delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
@@ -87,26 +88,26 @@ def delegate_for(name: str, module) -> Callable:
 
 
 def allowed_mask(module, query, key, attention_mask, is_causal_kwarg) -> torch.Tensor:
-    """(Tq, Tk) bool, True where a query may attend a key, for sequence 0.
+    """(B, Tq, Tk) bool, True where a query may attend a key.
 
     Accepts every mask format transformers builds: None (sdpa relies on
     `is_causal`), boolean (sdpa), additive float (eager), 2-D padding (flash).
     """
-    q_len, k_len = query.shape[-2], key.shape[-2]
+    batch, q_len, k_len = query.shape[0], query.shape[-2], key.shape[-2]
     device = query.device
     if attention_mask is None or attention_mask.dim() == 2:
-        allowed = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
+        allowed = torch.ones(batch, q_len, k_len, dtype=torch.bool, device=device)
         if attention_mask is not None:  # (B, Tk) padding mask, 1 = real token
-            allowed &= attention_mask[0].bool()[None, :]
+            allowed &= attention_mask.bool()[:, None, :]
         # The same rule sdpa applies when no full mask is given.
         causal = is_causal_kwarg if is_causal_kwarg is not None else getattr(module, "is_causal", True)
         if causal and q_len > 1:
             allowed &= torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(k_len - q_len)
         return allowed
-    mask = attention_mask[0, 0] if attention_mask.dim() == 4 else attention_mask[0]  # (Tq, Tk)
-    if mask.dtype == torch.bool:
-        return mask.clone()
-    return mask > torch.finfo(mask.dtype).min / 2  # additive: 0 allowed, dtype-min masked
+    mask = attention_mask[:, 0] if attention_mask.dim() == 4 else attention_mask  # (B or 1, Tq, Tk)
+    if mask.dtype != torch.bool:
+        mask = mask > torch.finfo(mask.dtype).min / 2  # additive: 0 allowed, dtype-min masked
+    return mask.expand(batch, q_len, k_len).clone()
 
 
 @contextlib.contextmanager

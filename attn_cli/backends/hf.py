@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from attn_cli.backends.base import Capture, ModelInfo, Token
+from attn_cli.backends.base import Capture, LayerCapture, ModelInfo, Token
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
-from attn_cli.errors import InputTooLong, ModelNotFound, UnsupportedModel
+from attn_cli.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -25,32 +26,71 @@ class HFBackend:
     def capture(
         self, text: str, layers: Sequence[int], *, truncate: bool = False, inject=None, keep_inputs: bool = False
     ) -> Capture:
-        encoding, truncated_from = self._encode(text, truncate)
+        return self.capture_batch([text], layers, truncate=truncate, inject=inject, keep_inputs=keep_inputs)[0]
+
+    def capture_batch(
+        self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False, inject=None,
+        keep_inputs: bool = False, padding_side: str | None = None,
+    ) -> list[Capture]:
+        """Run the texts as one padded batch; one Capture per text, its padding cut away."""
+        encodings = [self._encode(text, truncate) for text in texts]
+        batch = self._pad([encoding for encoding, _ in encodings], padding_side)
         recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, inject, keep_inputs)
-        special = encoding.pop("special_tokens_mask")[0].tolist()
-        inputs = {name: tensor.to(self.device) for name, tensor in encoding.items()}
         with capturing(self.model, recorder), torch.inference_mode():
-            self.model(**inputs)
+            self.model(**{name: tensor.to(self.device) for name, tensor in batch.items()})
         if recorder.calls == 0:
             raise UnsupportedModel(
                 f"{type(self.model).__name__} does not route attention through transformers' "
                 "attention interface, so attn cannot see its Q, K and V",
                 "models of transformers >= 5 with an attn_implementation setting are supported",
             )
-        ids = encoding["input_ids"][0].tolist()
-        texts = self.tokenizer.convert_ids_to_tokens(ids)
-        tokens = [Token(i, texts[i], ids[i], bool(special[i])) for i in range(len(ids))]
-        return Capture(tokens, self.info, self.device, self.dtype, recorder.records, truncated_from)
+        real = batch["attention_mask"].bool()  # (B, T) False at padding
+        return [
+            Capture(
+                tokens=self._tokens(encoding),
+                model=self.info,
+                device=self.device,
+                dtype=self.dtype,
+                layers={layer: sequence_of(record, index, real[index]) for layer, record in recorder.records.items()},
+                truncated_from=truncated_from,
+                padding_side=(padding_side or self.tokenizer.padding_side) if len(texts) > 1 else None,
+            )
+            for index, (encoding, truncated_from) in enumerate(encodings)
+        ]
 
-    def _encode(self, text: str, truncate: bool):
-        """Tokenize, checking the length against the model's positions (not the tokenizer's limit)."""
+    def _tokens(self, encoding) -> list[Token]:
+        ids, special = encoding["input_ids"], encoding["special_tokens_mask"]
+        texts = self.tokenizer.convert_ids_to_tokens(ids)
+        return [Token(i, texts[i], ids[i], bool(special[i])) for i in range(len(ids))]
+
+    def _pad(self, encodings: list[dict], padding_side: str | None) -> dict[str, torch.Tensor]:
+        """Model inputs for the batch: padded to the longest text, position ids kept per text."""
+        names = [name for name in encodings[0] if name != "special_tokens_mask"]
+        if len(encodings) > 1 and self.tokenizer.pad_token is None:  # decoders often have none
+            self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
+        batch = self.tokenizer.pad({name: [e[name] for e in encodings] for name in names}, padding=True,
+                                   padding_side=padding_side, return_tensors="pt")
+        batch = dict(batch)
+        if "attention_mask" not in batch:
+            batch["attention_mask"] = torch.ones_like(batch["input_ids"])
+        if (padding_side or self.tokenizer.padding_side) == "left" and self._takes_position_ids():
+            # Left padding shifts every real token right; give each text its own positions from 0,
+            # as generate() does, so absolute-position models see what they see unpadded.
+            batch["position_ids"] = (batch["attention_mask"].cumsum(-1) - 1).clamp_min(0)
+        return batch
+
+    def _takes_position_ids(self) -> bool:
+        return "position_ids" in inspect.signature(self.model.forward).parameters
+
+    def _encode(self, text: str, truncate: bool) -> tuple[dict, int | None]:
+        """Tokenize one text, checking its length against the model's positions (not the tokenizer's limit)."""
         limit = self.info.max_positions
-        encoding = self.tokenizer(text, return_tensors="pt", return_special_tokens_mask=True)
-        count = encoding["input_ids"].shape[1]
+        encoding = dict(self.tokenizer(text, return_special_tokens_mask=True))
+        count = len(encoding["input_ids"])
         vocab = getattr(self.model.config, "vocab_size", None)
-        if vocab is not None and count and int(encoding["input_ids"].max()) >= vocab:
-            raise ModelNotFound(
-                f"the tokenizer produced id {int(encoding['input_ids'].max())} but {self.info.name} "
+        if vocab is not None and count and max(encoding["input_ids"]) >= vocab:
+            raise AttnError(
+                f"the tokenizer produced id {max(encoding['input_ids'])} but {self.info.name} "
                 f"has only {vocab} embeddings",
                 "the tokenizer files do not belong to this model",
             )
@@ -61,10 +101,22 @@ class HFBackend:
                 f"the text is {count} tokens but {self.info.name} has {limit} positions",
                 f"shorten it, or pass --truncate to keep the first {limit} tokens",
             )
-        encoding = self.tokenizer(
-            text, return_tensors="pt", return_special_tokens_mask=True, truncation=True, max_length=limit
-        )
-        return encoding, count
+        return dict(self.tokenizer(text, return_special_tokens_mask=True, truncation=True, max_length=limit)), count
+
+
+def sequence_of(record: LayerCapture, index: int, real: torch.Tensor) -> LayerCapture:
+    """Sequence `index` of a batched layer record, padding positions removed. real: (T,) bool."""
+    keep = real.nonzero().squeeze(1).to(record.q.device)  # (T_real,)
+    allowed = record.allowed[index].index_select(0, keep).index_select(1, keep)  # (T_real, T_real)
+    return LayerCapture(
+        layer=record.layer,
+        q=record.q[index].index_select(1, keep),  # (H, T_real, D)
+        k=record.k[index].index_select(1, keep),  # (H_kv, T_real, D)
+        v=record.v[index].index_select(1, keep),
+        allowed=allowed,
+        scale=record.scale,
+        inputs=None if record.inputs is None else record.inputs[index].index_select(0, keep),  # (T_real, d_model)
+    )
 
 
 def load_hf_backend(

@@ -82,9 +82,11 @@ def run_with_status(run: Callable, request, quiet: bool):
 
 
 def warn_if_truncated(report) -> None:
-    if report.truncated_from is not None:
-        stderr_console().print(Text(f"warning: text truncated from {report.truncated_from} tokens "
-                                    f"to the model's {len(report.tokens)}", style="yellow"))
+    """A warning on stderr per text that --truncate cut. report: one report or an InspectBatch."""
+    for single in getattr(report, "reports", [report]):
+        if single.truncated_from is not None:
+            stderr_console().print(Text(f"warning: text truncated from {single.truncated_from} tokens "
+                                        f"to the model's {len(single.tokens)}", style="yellow"))
 
 
 def emit_json(document: dict, output: Path | None) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, parse_panels, run_and_emit, run_options
+from attn_cli.cli.common import check_outputs, parse_panels, read_text, run_and_emit, run_options
 from attn_cli.cli.edge import user_errors
 from attn_cli.errors import BadInput
 
@@ -21,8 +22,14 @@ EPILOG = (
 )
 
 
+class Padding(str, Enum):
+    left = "left"
+    right = "right"
+
+
 def inspect_command(
-    text: opt.Text,
+    texts: Annotated[list[str], typer.Argument(metavar="TEXT...", show_default=False,
+        help="The text to inspect; - reads it from stdin. Several texts run as one padded batch.")],
     model: opt.Model = None,
     layer: opt.Layer = "all",
     head: opt.Head = "all",
@@ -44,29 +51,53 @@ def inspect_command(
     scoring: Annotated[Optional[str], typer.Option("--scoring",
         help="Scoring function on the model's Q and K: dot, scaled-dot (the model's own) or cosine.")] = None,
     propagate: opt.Propagate = False,
+    padding: Annotated[Optional[Padding], typer.Option("--padding",
+        help="Pad a batch of several texts on the left or right. [default: the tokenizer's side]")] = None,
 ) -> None:
     """Show a transformer's attention for TEXT: weights heatmaps, symmetry and top-attended tokens."""
     from attn_cli.config import defaults
-    from attn_cli.core import InspectRequest, run_inspect
+    from attn_cli.core import InspectRequest
 
     with user_errors():
         settings = defaults()
         panels = parse_panels(show)
         json_wanted = as_json or output is not None
         check_outputs(save, json_wanted)
-        options = run_options(settings, text=text, model=model, top_k=top_k, dtype=dtype, include=include,
+        options = run_options(settings, text=texts[0], model=model, top_k=top_k, dtype=dtype, include=include,
                               layers=layer, heads=head, device=device, truncate=truncate,
-                              allow_pickle=allow_pickle, propagate=propagate)
+                              allow_pickle=allow_pickle, propagate=propagate,
+                              batch_texts=tuple(read_text(text) for text in texts[1:]),
+                              padding_side=padding.value if padding else None)
         options["include_qkv"] |= wants_vectors(panels)
         request = InspectRequest(**options, variant=single_variant(shared_k, no_scale, scoring))
-        run_and_emit(run_inspect, request, settings, json_wanted=json_wanted, output=output, save=save,
+        run_and_emit(inspect_texts, request, settings, json_wanted=json_wanted, output=output, save=save,
                      render=lambda report, width: render_inspect(report, panels, width), command="attn inspect")
 
 
+def inspect_texts(request):
+    """One report for one text; an InspectBatch for several (run together, padded)."""
+    from attn_cli.core import run_inspect_batch
+    from attn_cli.report import InspectBatch
+
+    reports = run_inspect_batch(request)
+    if len(reports) == 1:
+        return reports[0]
+    return InspectBatch(reports, reports[0].padding_side)
+
+
 def render_inspect(report, panels, width: int):
+    from rich.console import Group
+    from rich.rule import Rule
+
     from attn_cli.render.terminal import render_report
 
-    return render_report(report, panels, width)
+    if not hasattr(report, "reports"):
+        return render_report(report, panels, width)
+    parts = []
+    for index, single in enumerate(report.reports):
+        parts += [Rule(f"text {index + 1} of {len(report.reports)} ({report.padding_side} padding removed)"),
+                  render_report(single, panels, width)]
+    return Group(*parts)
 
 
 def wants_vectors(panels) -> bool:
