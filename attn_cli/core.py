@@ -27,6 +27,7 @@ class RunOptions:
     symmetry_tolerance: float = 1e-5
     batch_texts: tuple[str, ...] = ()  # more texts, run with `text` as one padded batch
     padding_side: str | None = None  # left | right for batches; None = the tokenizer's own
+    pre_rope: bool = False  # show q and k before rotary position embeddings (for study)
 
     def texts(self) -> list[str]:
         return [self.text, *self.batch_texts]
@@ -82,7 +83,8 @@ def run_inspect_batch(request: InspectRequest, backend=None) -> list[InspectRepo
     else:
         inject, view, keep_inputs = None, variant, variant.uses_layer_input
     captures = backend.capture_batch(request.texts(), layers, truncate=request.truncate, inject=inject,
-                                     keep_inputs=keep_inputs, padding_side=request.padding_side)
+                                     keep_inputs=keep_inputs, padding_side=request.padding_side,
+                                     pre_rope=request.pre_rope)
     return [
         InspectReport(
             text=text,
@@ -95,6 +97,7 @@ def run_inspect_batch(request: InspectRequest, backend=None) -> list[InspectRepo
             variant=variant.name,
             propagate=request.propagate,
             padding_side=capture.padding_side,
+            pre_rope=request.pre_rope,
         )
         for text, capture in zip(request.texts(), captures)
     ]

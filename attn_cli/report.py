@@ -58,6 +58,7 @@ class InspectReport:
     variant: str = "baseline"  # the counterfactual applied (--shared-k, --no-scale, --scoring)
     propagate: bool = False  # the variant was injected into the model rather than recomputed per layer
     padding_side: str | None = None  # set when this text ran in a padded batch with others
+    pre_rope: bool = False  # q and k (and so scores) are from before rotary position embeddings
 
     def heads(self):
         """Every (layer, head) pair in the report, in order."""
@@ -65,7 +66,8 @@ class InspectReport:
 
     def to_json_dict(self) -> dict:
         """The schema_version 1 document (README "JSON output"). Floats keep float32 precision."""
-        document = {**_run_header(self, "inspect"), "variant": self.variant, "propagate": self.propagate}
+        document = {**_run_header(self, "inspect"), "variant": self.variant, "propagate": self.propagate,
+                    "pre_rope": self.pre_rope}
         if self.padding_side is not None:
             document["padding"] = self.padding_side
         return {**document, "layers": layers_json(self.layers)}

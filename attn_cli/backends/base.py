@@ -83,7 +83,10 @@ class Backend(Protocol):
 
     def capture_batch(
         self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False, inject=None,
-        keep_inputs: bool = False, padding_side: str | None = None,
+        keep_inputs: bool = False, padding_side: str | None = None, pre_rope: bool = False,
     ) -> list[Capture]:
-        """Like capture, for several texts run as one padded batch: one Capture per text, without padding."""
+        """Like capture, for several texts run as one padded batch: one Capture per text, without padding.
+
+        pre_rope: keep q and k as they were before rotary position embeddings.
+        """
         ...

@@ -23,7 +23,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from attn_cli.backends.base import LayerCapture
-from attn_cli.errors import UnsupportedModel
+from attn_cli.errors import BadInput, UnsupportedModel
 
 CAPTURE_NAME = "attn_capture"
 
@@ -36,12 +36,15 @@ _UNSUPPORTED_KWARGS = ("softcap", "s_aux", "position_bias", "sinks")
 class LayerRecorder:
     """Called by transformers for every attention layer during one forward pass."""
 
-    def __init__(self, wanted_layers: set[int], delegate_name: str, inject=None, keep_inputs: bool = False):
+    def __init__(self, wanted_layers: set[int], delegate_name: str, inject=None, keep_inputs: bool = False,
+                 pre_rope: bool = False):
         self.wanted_layers = wanted_layers
         self.delegate_name = delegate_name
         self.inject = inject  # variant transform (q, k, scale) -> (q', k', scale'), or None
         self.keep_inputs = keep_inputs
+        self.pre_rope = pre_rope  # record q and k rotated back to before RoPE (the model still uses RoPE)
         self.inputs: dict[int, torch.Tensor] = {}  # id(attention module) -> its input (B, T, d_model)
+        self.rotary: dict[int, tuple] = {}  # id(attention module) -> the (cos, sin) it was given
         self.records: dict[int, LayerCapture] = {}
         self.calls = 0
 
@@ -62,12 +65,13 @@ class LayerRecorder:
             query, key, scaling = self.inject(query, key, scaling)
         if layer in self.wanted_layers:
             inputs = self.inputs.get(id(module))
+            seen_q, seen_k = unrotate(module, query, key, self.rotary.get(id(module))) if self.pre_rope else (query, key)
             # The whole batch: query (B, H, T, D), key/value (B, H_kv, T, D), allowed (B, T, T),
             # inputs (B, T, d_model). The backend cuts it into one LayerCapture per sequence.
             self.records[layer] = LayerCapture(
                 layer=layer,
-                q=query.detach(),
-                k=key.detach(),
+                q=seen_q.detach(),
+                k=seen_k.detach(),
                 v=value.detach(),
                 allowed=allowed_mask(module, query, key, attention_mask, kwargs.get("is_causal")),
                 scale=float(scaling),
@@ -85,6 +89,20 @@ def delegate_for(name: str, module) -> Callable:
             return eager
         return ALL_ATTENTION_FUNCTIONS["sdpa"]
     return ALL_ATTENTION_FUNCTIONS[name]
+
+
+def unrotate(module, query, key, position_embeddings):
+    """q and k as they were before RoPE, with the model's own apply_rotary_pos_emb.
+
+    RoPE maps x to x·cos + J(x)·sin with J a quarter turn in each plane (J² = -1),
+    so the same map with -sin is its exact inverse: rotating back by -θ.
+    """
+    apply = getattr(sys.modules[type(module).__module__], "apply_rotary_pos_emb", None)
+    if position_embeddings is None or apply is None:
+        raise BadInput(f"--pre-rope: {type(module).__name__} has no rotary position embeddings",
+                       "its q and k are already what it multiplies")
+    cos, sin = position_embeddings
+    return apply(query, key, cos, -sin)
 
 
 def allowed_mask(module, query, key, attention_mask, is_causal_kwarg) -> torch.Tensor:
@@ -119,7 +137,7 @@ def capturing(model, recorder: LayerRecorder) -> Iterator[LayerRecorder]:
     AttentionMaskInterface.register(CAPTURE_NAME, mask_function)
     model.set_attn_implementation(CAPTURE_NAME)
     hooks = []
-    if recorder.keep_inputs:  # the layer input X: the first argument of each attention module
+    if recorder.keep_inputs or recorder.pre_rope:  # what each attention module is called with
         for module in model.modules():
             if hasattr(module, "layer_idx"):
                 hooks.append(module.register_forward_pre_hook(_input_keeper(recorder), with_kwargs=True))
@@ -133,6 +151,8 @@ def capturing(model, recorder: LayerRecorder) -> Iterator[LayerRecorder]:
 
 def _input_keeper(recorder: LayerRecorder):
     def keep(module, args, kwargs):
-        recorder.inputs[id(module)] = args[0] if args else kwargs.get("hidden_states")
+        recorder.inputs[id(module)] = args[0] if args else kwargs.get("hidden_states")  # X (B, T, d_model)
+        if "position_embeddings" in kwargs:  # RoPE models pass (cos, sin) per position
+            recorder.rotary[id(module)] = kwargs["position_embeddings"]
 
     return keep

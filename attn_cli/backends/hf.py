@@ -30,12 +30,12 @@ class HFBackend:
 
     def capture_batch(
         self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False, inject=None,
-        keep_inputs: bool = False, padding_side: str | None = None,
+        keep_inputs: bool = False, padding_side: str | None = None, pre_rope: bool = False,
     ) -> list[Capture]:
         """Run the texts as one padded batch; one Capture per text, its padding cut away."""
         encodings = [self._encode(text, truncate) for text in texts]
         batch = self._pad([encoding for encoding, _ in encodings], padding_side)
-        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, inject, keep_inputs)
+        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, inject, keep_inputs, pre_rope)
         with capturing(self.model, recorder), torch.inference_mode():
             self.model(**{name: tensor.to(self.device) for name, tensor in batch.items()})
         if recorder.calls == 0:

@@ -51,6 +51,8 @@ def inspect_command(
     scoring: Annotated[Optional[str], typer.Option("--scoring",
         help="Scoring function on the model's Q and K: dot, scaled-dot (the model's own) or cosine.")] = None,
     propagate: opt.Propagate = False,
+    pre_rope: Annotated[bool, typer.Option("--pre-rope",
+        help="Show q and k before rotary position embeddings (RoPE models), for study.")] = False,
     padding: Annotated[Optional[Padding], typer.Option("--padding",
         help="Pad a batch of several texts on the left or right. [default: the tokenizer's side]")] = None,
 ) -> None:
@@ -67,7 +69,7 @@ def inspect_command(
                               layers=layer, heads=head, device=device, truncate=truncate,
                               allow_pickle=allow_pickle, propagate=propagate,
                               batch_texts=tuple(read_text(text) for text in texts[1:]),
-                              padding_side=padding.value if padding else None)
+                              padding_side=padding.value if padding else None, pre_rope=pre_rope)
         options["include_qkv"] |= wants_vectors(panels)
         request = InspectRequest(**options, variant=single_variant(shared_k, no_scale, scoring))
         run_and_emit(inspect_texts, request, settings, json_wanted=json_wanted, output=output, save=save,

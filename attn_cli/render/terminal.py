@@ -50,6 +50,9 @@ def render_report(report: InspectReport, panels: set[Panel] | None, width: int) 
     if report.variant != "baseline":
         mode = "injected into every layer (--propagate)" if report.propagate else "recomputed per layer"
         parts.append(Text(f"variant: {report.variant}, {mode}", style="magenta"))
+    if report.pre_rope:
+        parts.append(Text("q and k before rotary position embeddings (--pre-rope): not the scores the model uses",
+                          style="magenta"))
     if panels is None:
         if len(heads) > 1:
             parts += [overview_grid(report, "entropy"), overview_grid(report, "asymmetry")]
