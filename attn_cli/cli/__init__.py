@@ -14,6 +14,8 @@ from attn_cli.cli.compare import EPILOG as COMPARE_EPILOG
 from attn_cli.cli.compare import compare_command
 from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
+from attn_cli.cli.models import EPILOG as MODELS_EPILOG
+from attn_cli.cli.models import models_command
 
 app = typer.Typer(
     name="attn",
@@ -24,6 +26,7 @@ app = typer.Typer(
 )
 app.command("inspect", epilog=INSPECT_EPILOG)(inspect_command)
 app.command("compare", epilog=COMPARE_EPILOG)(compare_command)
+app.command("models", epilog=MODELS_EPILOG)(models_command)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,38 @@
+"""`attn models`: the built-in models and those in the local Hugging Face cache, with their shapes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from attn_cli.cli import options as opt
+from attn_cli.cli.common import emit_json, emit_terminal
+from attn_cli.cli.edge import user_errors
+
+EPILOG = (
+    "Examples:\n\n"
+    "  attn models\n\n"
+    "  attn models --json | jq -r '.models[] | select(.kv_heads < .heads) | .name'\n\n"
+    "  attn models --cache-dir /data/hf-cache"
+)
+
+CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="HF_HUB_CACHE", show_default=False,
+    help="The Hugging Face cache to list. Default: huggingface_hub's own (HF_HUB_CACHE, else HF_HOME/hub).")]
+
+
+def models_command(as_json: opt.AsJson = False, output: opt.Output = None, cache_dir: CacheDir = None) -> None:
+    """List the models attn runs without a download: built-ins and the Hugging Face cache, with their shapes."""
+    from attn_cli.catalog import list_models
+    from attn_cli.config import defaults
+
+    with user_errors():
+        catalog = list_models(cache_dir)
+        if as_json or output is not None:
+            emit_json(catalog.to_json_dict(), output)
+        else:
+            from attn_cli.render.models_view import render_models
+
+            emit_terminal(lambda _width: render_models(catalog), None, defaults()["render"]["fallback_width"],
+                          "attn models")
