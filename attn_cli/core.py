@@ -28,6 +28,9 @@ class RunOptions:
     batch_texts: tuple[str, ...] = ()  # more texts, run with `text` as one padded batch
     padding_side: str | None = None  # left | right for batches; None = the tokenizer's own
     pre_rope: bool = False  # show q and k before rotary position embeddings (for study)
+    revision: str | None = None  # a hub id's branch, tag or commit
+    trust_remote_code: bool = False  # run a hub model's own Python code (never by default)
+    device_map: str | None = None  # accelerate placement ("auto") for models larger than one device
 
     def texts(self) -> list[str]:
         return [self.text, *self.batch_texts]
@@ -53,7 +56,9 @@ def load_for(request: RunOptions):
     from attn_cli.devices import resolve_device
 
     device = resolve_device(request.device)
-    return load_backend(request.model, device=device, dtype=request.dtype, allow_pickle=request.allow_pickle)
+    return load_backend(request.model, device=device, dtype=request.dtype, allow_pickle=request.allow_pickle,
+                        revision=request.revision, trust_remote_code=request.trust_remote_code,
+                        device_map=request.device_map)
 
 
 def select(request: RunOptions, info) -> tuple[list[int], list[int]]:

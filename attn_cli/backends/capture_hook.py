@@ -37,7 +37,7 @@ class LayerRecorder:
     """Called by transformers for every attention layer during one forward pass."""
 
     def __init__(self, wanted_layers: set[int], delegate_name: str, inject=None, keep_inputs: bool = False,
-                 pre_rope: bool = False):
+                 pre_rope: bool = False, analysis_device=None):
         self.wanted_layers = wanted_layers
         self.delegate_name = delegate_name
         self.inject = inject  # variant transform (q, k, scale) -> (q', k', scale'), or None
@@ -45,6 +45,8 @@ class LayerRecorder:
         self.pre_rope = pre_rope  # record q and k rotated back to before RoPE (the model still uses RoPE)
         self.inputs: dict[int, torch.Tensor] = {}  # id(attention module) -> its input (B, T, d_model)
         self.rotary: dict[int, tuple] = {}  # id(attention module) -> the (cos, sin) it was given
+        # Where records are kept: layers spread over devices by a device map come together here.
+        self.analysis_device = analysis_device
         self.records: dict[int, LayerCapture] = {}
         self.calls = 0
 
@@ -68,14 +70,15 @@ class LayerRecorder:
             seen_q, seen_k = unrotate(module, query, key, self.rotary.get(id(module))) if self.pre_rope else (query, key)
             # The whole batch: query (B, H, T, D), key/value (B, H_kv, T, D), allowed (B, T, T),
             # inputs (B, T, d_model). The backend cuts it into one LayerCapture per sequence.
+            keep = lambda tensor: tensor.detach().to(self.analysis_device or tensor.device)  # noqa: E731
             self.records[layer] = LayerCapture(
                 layer=layer,
-                q=seen_q.detach(),
-                k=seen_k.detach(),
-                v=value.detach(),
-                allowed=allowed_mask(module, query, key, attention_mask, kwargs.get("is_causal")),
+                q=keep(seen_q),
+                k=keep(seen_k),
+                v=keep(value),
+                allowed=keep(allowed_mask(module, query, key, attention_mask, kwargs.get("is_causal"))),
                 scale=float(scaling),
-                inputs=None if inputs is None else inputs.detach(),
+                inputs=None if inputs is None else keep(inputs),
             )
         delegate = delegate_for(self.delegate_name, module)
         return delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
+import tempfile
 from pathlib import Path
 from typing import Sequence
 
@@ -35,9 +37,11 @@ class HFBackend:
         """Run the texts as one padded batch; one Capture per text, its padding cut away."""
         encodings = [self._encode(text, truncate) for text in texts]
         batch = self._pad([encoding for encoding, _ in encodings], padding_side)
-        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, inject, keep_inputs, pre_rope)
+        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, inject, keep_inputs, pre_rope,
+                                 analysis_device=self.device)
+        first_device = self.model.device  # where the inputs go: the device itself, or a device map's first
         with capturing(self.model, recorder), torch.inference_mode():
-            self.model(**{name: tensor.to(self.device) for name, tensor in batch.items()})
+            self.model(**{name: tensor.to(first_device) for name, tensor in batch.items()})
         if recorder.calls == 0:
             raise UnsupportedModel(
                 f"{type(self.model).__name__} does not route attention through transformers' "
@@ -120,27 +124,46 @@ def sequence_of(record: LayerCapture, index: int, real: torch.Tensor) -> LayerCa
 
 
 def load_hf_backend(
-    name: str, directory: Path, *, device: str, dtype: str = "auto", allow_pickle: bool = False
+    name: str, directory: Path, *, device: str, dtype: str = "auto", allow_pickle: bool = False,
+    trust_remote_code: bool = False, device_map: str | dict | None = None, **_options,
 ) -> HFBackend:
-    """Load model and tokenizer from a local directory, offline, without remote code."""
+    """Load model and tokenizer from a local directory, offline; remote code only when asked for.
+
+    device_map ("auto", …) hands placement to accelerate's big-model dispatch; the captured
+    Q, K and V are then moved to `device` for analysis, layer by layer.
+    """
     import transformers
     from transformers import AutoModel, AutoTokenizer
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
+    placement, offload = {}, None
+    if device_map is not None:
+        if importlib.util.find_spec("accelerate") is None:
+            raise AttnError("--device-map needs accelerate", "pip install 'attn-cli[big]' (or pip install accelerate)")
+        # Whatever does not fit the devices goes to disk; the folder lives as long as the backend.
+        offload = tempfile.TemporaryDirectory(prefix="attn-offload-")
+        placement = {"device_map": device_map, "offload_folder": offload.name}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True,
+                                                  trust_remote_code=trust_remote_code)
         model = AutoModel.from_pretrained(
             directory,
             local_files_only=True,
             use_safetensors=None if allow_pickle else True,
             dtype="auto" if dtype == "auto" else _DTYPES[dtype],
+            trust_remote_code=trust_remote_code,
+            **placement,
         )
     except (OSError, ValueError) as error:
         raise ModelNotFound(f"could not load the model in {directory}: {error}") from error
     model.config.use_cache = False  # one forward over the whole text; no KV cache needed
-    model.eval().to(device)
-    return HFBackend(name, model, tokenizer, device)
+    model.eval()
+    if device_map is None:
+        model.to(device)
+    backend = HFBackend(name, model, tokenizer, device)
+    backend.offload_folder = offload
+    return backend
 
 
 def model_info(name: str, model) -> ModelInfo:

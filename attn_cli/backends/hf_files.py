@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from attn_cli.errors import ModelNotFound, UnsafeCheckpoint
+from attn_cli.errors import BadInput, ModelNotFound, UnsafeCheckpoint
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.pth", "model.ckpt")
@@ -18,6 +18,8 @@ def resolve_model_dir(spec: str, *, revision: str | None = None, allow_pickle: b
     """A local directory holding the model `spec` names (a path, or org/name in the HF cache)."""
     path = Path(spec).expanduser()
     if path.is_dir():
+        if revision is not None:
+            raise BadInput(f"--revision {revision} applies to hub ids, not to the directory {spec}")
         check_weights_format(path, allow_pickle)
         return path
     if path.exists():

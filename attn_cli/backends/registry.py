@@ -24,25 +24,26 @@ def builtin_models() -> dict[str, str]:
     return {name: description for name, (_, description) in _BUILTINS.items()}
 
 
-def load_backend(
-    spec: str, *, device: str, dtype: str = "auto", allow_pickle: bool = False, revision: str | None = None
-) -> Backend:
-    """A built-in name ("minilm"), a local model directory, or a hub id in the HF cache."""
+def load_backend(spec: str, *, device: str, revision: str | None = None, **options) -> Backend:
+    """A built-in name ("minilm"), a local model directory, or a hub id in the HF cache.
+
+    options: dtype ("auto"), allow_pickle (False), trust_remote_code (False), device_map (None).
+    """
     if spec in _BUILTINS:
         factory, _ = _BUILTINS[spec]
-        return factory(device=device, dtype=dtype, allow_pickle=allow_pickle, revision=revision)
+        return factory(device=device, revision=revision, **options)
     from attn_cli.backends.hf import load_hf_backend
     from attn_cli.backends.hf_files import resolve_model_dir
 
-    directory = resolve_model_dir(spec, revision=revision, allow_pickle=allow_pickle)
-    return load_hf_backend(spec, directory, device=device, dtype=dtype, allow_pickle=allow_pickle)
+    directory = resolve_model_dir(spec, revision=revision, allow_pickle=options.get("allow_pickle", False))
+    return load_hf_backend(spec, directory, device=device, **options)
 
 
 @register("minilm", "all-MiniLM-L6-v2: a 6-layer, 12-head pretrained BERT, bundled (the default)")
-def _load_minilm(*, device: str, dtype: str, **_options) -> Backend:
+def _load_minilm(*, device: str, dtype: str = "auto", device_map: str | None = None, **_options) -> Backend:
     from attn_cli.backends.hf import load_hf_backend
     from attn_cli.backends.minilm import minilm_dir, verify_weights
 
     directory = minilm_dir()
     verify_weights(directory / "model.safetensors")
-    return load_hf_backend("minilm", directory, device=device, dtype=dtype)
+    return load_hf_backend("minilm", directory, device=device, dtype=dtype, device_map=device_map)

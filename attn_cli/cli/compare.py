@@ -23,7 +23,7 @@ EPILOG = (
 def compare_command(
     text: opt.Text,
     variant: Annotated[Optional[list[str]], typer.Option("--variant", "-V",
-        help="A counterfactual to set beside the model (repeatable). [default: shared-k]")] = None,
+        help="A counterfactual to set beside the model (repeatable). Default: shared-k.")] = None,
     propagate: opt.Propagate = False,
     model: opt.Model = None,
     layer: opt.Layer = "all",
@@ -37,6 +37,9 @@ def compare_command(
     dtype: opt.DTypeOpt = opt.DType.auto,
     truncate: opt.Truncate = False,
     allow_pickle: opt.AllowPickle = False,
+    revision: opt.Revision = None,
+    trust_remote_code: opt.TrustRemoteCode = False,
+    device_map: opt.DeviceMap = None,
 ) -> None:
     """Set the real model beside counterfactuals: shared-K, no √d scale, raw softmax(XXᵀ)X, other scorings."""
     from attn_cli.compare import CompareRequest, run_compare
@@ -48,7 +51,8 @@ def compare_command(
         check_outputs(save, json_wanted)
         options = run_options(settings, text=text, model=model, top_k=top_k, dtype=dtype, include=include,
                               layers=layer, heads=head, device=device, truncate=truncate,
-                              allow_pickle=allow_pickle, propagate=propagate)
+                              allow_pickle=allow_pickle, propagate=propagate, revision=revision,
+                              trust_remote_code=trust_remote_code, device_map=device_map)
         request = CompareRequest(**options, variants=tuple(variant or ("shared-k",)))
         run_and_emit(run_compare, request, settings, json_wanted=json_wanted, output=output, save=save,
                      render=render_compare_view, command="attn compare")

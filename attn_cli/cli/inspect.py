@@ -36,7 +36,7 @@ def inspect_command(
     top_k: opt.TopK = None,
     show: Annotated[Optional[list[str]], typer.Option("--show", "-s",
         help=f"Panels, comma-separated or repeated: {', '.join(opt.PANEL_NAMES)}. "
-             "[default: overview and one head in detail]")] = None,
+             "Default: an overview and one head in detail.")] = None,
     as_json: opt.AsJson = False,
     include: opt.IncludeOpt = None,
     output: opt.Output = None,
@@ -45,6 +45,9 @@ def inspect_command(
     dtype: opt.DTypeOpt = opt.DType.auto,
     truncate: opt.Truncate = False,
     allow_pickle: opt.AllowPickle = False,
+    revision: opt.Revision = None,
+    trust_remote_code: opt.TrustRemoteCode = False,
+    device_map: opt.DeviceMap = None,
     shared_k: Annotated[bool, typer.Option("--shared-k",
         help="Compute each query with the key's projection (Q := K): every score matrix becomes symmetric.")] = False,
     no_scale: Annotated[bool, typer.Option("--no-scale", help="Drop the 1/√d scale from the scores.")] = False,
@@ -54,7 +57,7 @@ def inspect_command(
     pre_rope: Annotated[bool, typer.Option("--pre-rope",
         help="Show q and k before rotary position embeddings (RoPE models), for study.")] = False,
     padding: Annotated[Optional[Padding], typer.Option("--padding",
-        help="Pad a batch of several texts on the left or right. [default: the tokenizer's side]")] = None,
+        help="Pad a batch of several texts on the left or right. Default: the tokenizer's side.")] = None,
 ) -> None:
     """Show a transformer's attention for TEXT: weights heatmaps, symmetry and top-attended tokens."""
     from attn_cli.config import defaults
@@ -67,7 +70,8 @@ def inspect_command(
         check_outputs(save, json_wanted)
         options = run_options(settings, text=texts[0], model=model, top_k=top_k, dtype=dtype, include=include,
                               layers=layer, heads=head, device=device, truncate=truncate,
-                              allow_pickle=allow_pickle, propagate=propagate,
+                              allow_pickle=allow_pickle, propagate=propagate, revision=revision,
+                              trust_remote_code=trust_remote_code, device_map=device_map,
                               batch_texts=tuple(read_text(text) for text in texts[1:]),
                               padding_side=padding.value if padding else None, pre_rope=pre_rope)
         options["include_qkv"] |= wants_vectors(panels)

@@ -28,7 +28,7 @@ Model = Annotated[Optional[str], typer.Option("--model", "-m", envvar="ATTN_MODE
     help="minilm (bundled), a local Hugging Face model directory, or a hub id in the HF cache.")]
 Layer = Annotated[str, typer.Option("--layer", "-l", help="Layers: 3, 0,2, 1-4 or all.")]
 Head = Annotated[str, typer.Option("--head", "-H", help="Heads: 3, 0,2, 1-4 or all.")]
-TopK = Annotated[Optional[int], typer.Option("--top-k", "-k", help="Most-attended keys per query. [default: 3]")]
+TopK = Annotated[Optional[int], typer.Option("--top-k", "-k", help="Most-attended keys per query. Default: 3.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Write one JSON document to stdout instead of tables.")]
 IncludeOpt = Annotated[Optional[list[Include]], typer.Option("--include",
     help="Extra JSON fields: qkv adds q, k, v and output per head.")]
@@ -46,3 +46,10 @@ AllowPickle = Annotated[bool, typer.Option("--allow-pickle",
 Propagate = Annotated[bool, typer.Option("--propagate",
     help="Inject the variant into every layer so its effect compounds through the model "
          "(default: recompute each layer from the real model's inputs).")]
+Revision = Annotated[Optional[str], typer.Option("--revision",
+    help="Branch, tag or commit of a hub model (org/name).")]
+TrustRemoteCode = Annotated[bool, typer.Option("--trust-remote-code",
+    help="Run Python code shipped with a hub model. Off by default: only for sources you trust.")]
+DeviceMap = Annotated[Optional[str], typer.Option("--device-map",
+    help="Let accelerate place a model too large for one device (auto, balanced, sequential); "
+         "needs the [big] extra. Captured Q, K, V are analysed on --device.")]
