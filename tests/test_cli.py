@@ -438,3 +438,14 @@ def test_pipe_closed_early_exits_0_quietly(tmp_path):
     assert "Exception ignored" not in stderr
     assert stderr == ""
     assert (tmp_path / "attn.rc").read_text().strip() == "0"  # README: a closed pipe is success
+
+
+def test_causal_heatmap_leaves_the_future_blank(tiny_llama_dir):
+    result = attn("inspect", "the cat sat on the mat", "--model", str(tiny_llama_dir), "--layer", "1",
+                  "--head", "5", "--show", "weights")
+    succeeded(result)
+    rows = [line.rstrip() for line in result.stdout.splitlines() if re.match(r"^ \d+ \S", line)]
+    assert len(rows) == 8  # [CLS] the cat sat on the mat [SEP]
+    for index, row in enumerate(rows):  # row i shows i + 1 cells: keys 0..i, nothing after
+        cells = row.split()[2:]
+        assert len(cells) == index + 1, row

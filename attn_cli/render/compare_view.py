@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attn_cli.report import Change, CompareReport, HeadDiff, VariantSummary
-from attn_cli.render.terminal import head_title, header, heatmap, heatmap_width
+from attn_cli.render.terminal import head_title, header, heatmap_width, weights_heatmap
 
 PER_HEAD_ROWS = 12  # more compared heads than this: one row per layer (means)
 
@@ -95,7 +95,7 @@ def side_by_side(report: CompareReport, width: int) -> list[RenderableType]:
         maps = []
         for name, run in report.runs.items():
             head = run[layer_pos].heads[head_pos]
-            maps.append(heatmap(head.weights, tokens, f"{name} · {head_title(layer, head)}",
+            maps.append(weights_heatmap(head, tokens, f"{name} · {head_title(layer, head)}",
                                 width // runs if fits else width))
         parts.append(Columns(maps, padding=(0, 2)) if fits else Group(*maps))
     return parts

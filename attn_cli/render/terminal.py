@@ -69,7 +69,7 @@ def render_report(report: InspectReport, panels: set[Panel] | None, width: int) 
     for layer, head in heads:
         title = head_title(layer, head)
         if Panel.weights in panels:
-            parts.append(heatmap(head.weights, tokens, f"{title} · weights = softmax(q·kᵀ·{head.scale:.4g})", width))
+            parts.append(weights_heatmap(head, tokens, f"{title} · weights = softmax(q·kᵀ·{head.scale:.4g})", width))
         if Panel.scores in panels:
             parts.append(heatmap(head.scores, tokens, f"{title} · scores = q·kᵀ·{head.scale:.4g}", width))
         for name in ("q", "k", "v"):
@@ -151,6 +151,15 @@ def symmetry_table(report: InspectReport, heads: list[tuple[int, HeadReport]]) -
         table.add_row(str(layer), str(head.head), f"{sym.max_abs_diff:.3g}", f"{sym.relative:.3g}",
                       Text("yes", style="green") if sym.symmetric else Text("no", style="dim"))
     return table
+
+
+def weights_heatmap(head: HeadReport, tokens: list[str], title: str, width: int) -> RenderableType:
+    """The weights heatmap with masked cells blank (their weight is exactly 0; their score is None)."""
+    if head.weights is None or head.scores is None:
+        return heatmap(head.weights, tokens, title, width)
+    shown = [[None if score is None else weight for weight, score in zip(weight_row, score_row)]
+             for weight_row, score_row in zip(head.weights, head.scores)]
+    return heatmap(shown, tokens, title, width)
 
 
 def heatmap(matrix: Matrix | None, tokens: list[str], title: str, width: int) -> RenderableType:
