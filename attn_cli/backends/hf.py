@@ -182,5 +182,20 @@ def model_info(name: str, model) -> ModelInfo:
         kv_heads=getattr(config, "num_key_value_heads", None) or heads,
         head_dim=head_dim,
         causal=causal,
-        max_positions=getattr(config, "max_position_embeddings", None),
+        max_positions=usable_positions(model),
     )
+
+
+def usable_positions(model) -> int | None:
+    """How many tokens the model can place: its own position limit, not the tokenizer's.
+
+    RoBERTa-style embeddings number positions from padding_idx + 1, so the first
+    padding_idx + 1 rows of the table are never a real token's position.
+    """
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit is None:
+        return None
+    for name, module in model.named_modules():
+        if name.endswith("position_embeddings") and getattr(module, "padding_idx", None) is not None:
+            return limit - module.padding_idx - 1
+    return limit
