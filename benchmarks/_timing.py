@@ -102,3 +102,17 @@ def print_stderr_notes(samples: dict[str, list[Sample]]) -> None:
             if len(lines) > 5:
                 print(f"    ... ({len(lines) - 5} more lines)")
             print()
+
+
+def print_ratio(samples: dict[str, list[Sample]], ours: str, peer: str, target: float) -> bool:
+    """Medians of two contenders, their ratio and PASS/FAIL against `target` (ours / peer <= target)."""
+    ours_s, peer_s = median_wall(samples[ours]), median_wall(samples[peer])
+    ratio = ours_s / peer_s
+    rss = statistics.median(s.max_rss_mib for s in samples[ours]) / statistics.median(
+        s.max_rss_mib for s in samples[peer])
+    width = max(len(ours), len(peer)) + 8
+    print(f"{ours + ' median':<{width}} {ours_s:.3f} s")
+    print(f"{peer + ' median':<{width}} {peer_s:.3f} s")
+    print(f"{'ratio':<{width}} {ratio:.2f}x  (target <= {target}x: {'PASS' if ratio <= target else 'FAIL'})")
+    print(f"{'peak RSS':<{width}} {rss:.2f}x the peer's")
+    return ratio <= target

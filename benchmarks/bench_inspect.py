@@ -17,11 +17,10 @@ and of peak RSS (ru_maxrss from os.wait4). Target: attn median <= 1.2x the peer'
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
-from _timing import add_common_args, interleave, median_wall, print_header, print_stderr_notes, print_table
+from _timing import add_common_args, interleave, print_header, print_ratio, print_stderr_notes, print_table
 
 TARGET_RATIO = 1.2
 PEER = Path(__file__).with_name("peer_transformers_inspect.py")
@@ -41,16 +40,7 @@ def main() -> int:
     print_table(samples)
     print_stderr_notes(samples)
 
-    attn_runs, peer_runs = samples["attn inspect --json"], samples["bare transformers"]
-    ratio = median_wall(attn_runs) / median_wall(peer_runs)
-    rss_ratio = (statistics.median(s.max_rss_mib for s in attn_runs)
-                 / statistics.median(s.max_rss_mib for s in peer_runs))
-    print(f"attn median   {median_wall(attn_runs):.3f} s")
-    print(f"peer median   {median_wall(peer_runs):.3f} s")
-    print(f"ratio         {ratio:.2f}x  (target <= {TARGET_RATIO}x: {'PASS' if ratio <= TARGET_RATIO else 'FAIL'})")
-    print(f"peak RSS      {rss_ratio:.2f}x the peer's")
-    return 0 if ratio <= TARGET_RATIO else 1
-
+    return 0 if print_ratio(samples, "attn inspect --json", "bare transformers", TARGET_RATIO) else 1
 
 if __name__ == "__main__":
     sys.exit(main())
