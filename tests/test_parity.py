@@ -114,3 +114,14 @@ def test_tampered_weights_are_refused(tmp_path):
     fake.write_bytes(b"not the published weights")
     with pytest.raises(ModelIntegrityError):
         verify_weights(fake)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+@pytest.mark.parametrize("model_fixture", ["minilm", "tiny_llama_dir"])
+def test_parity_on_cuda(request, model_fixture, minilm_path):
+    """The same bar on a GPU: capture on cuda, reference eager on the CPU."""
+    directory = minilm_path if model_fixture == "minilm" else request.getfixturevalue(model_fixture)
+    text = "Hello, how are you?"
+    report = run_inspect(InspectRequest(text=text, model=str(directory), device="cuda"))
+    assert report.device.startswith("cuda")
+    assert_matches_eager(report, eager_attentions(directory, text))
