@@ -7,13 +7,46 @@ import torch
 from attn_cli.report import Symmetry
 
 
-def symmetry_report(scores: torch.Tensor, valid: torch.Tensor, tolerance: float) -> Symmetry:
-    """How far a score matrix is from its transpose, over pairs of valid (non-padding) tokens.
+class SymmetryAccumulator:
+    """‖S − Sᵀ‖_F / ‖S‖_F and max |S − Sᵀ| over pairs of valid tokens, for S = scale·Q·Kᵀ.
 
-    scores (T, T) unmasked q·kᵀ·scale; valid (T,) bool. The causal mask is
-    ignored on purpose: symmetry is a property of the bilinear form q_iᵀ k_j,
-    which a causal model computes for every pair before masking the future.
+    Never builds S. The antisymmetric part comes a block of rows at a time from one
+    product: S_ij − S_ji = scale·[q_i, k_i]·[k_j, −q_j], over columns j ≥ the block's
+    first row only (the pair (j, i) has the same |difference|). ‖S‖²_F = scale²·Σ(QᵀQ ∘ KᵀK),
+    a D × D computation, in float64. The causal mask is ignored on purpose: symmetry is a
+    property of the bilinear form q_iᵀ k_j, which a causal model computes for every pair.
     """
+
+    def __init__(self, q: torch.Tensor, k: torch.Tensor, scale: float, valid: torch.Tensor):
+        self.valid = None if bool(valid.all()) else valid  # (T,) bool: non-padding tokens
+        self.left = torch.cat([q, k], dim=-1)  # (T, 2D) rows [q_i, k_i]
+        self.right = torch.cat([k, -q], dim=-1)  # (T, 2D) rows [k_j, -q_j]
+        self.scale = scale
+        q64, k64 = q[valid].double(), k[valid].double()
+        self.scores_squared = scale**2 * float(((q64.T @ q64) * (k64.T @ k64)).sum())
+        self.diff_squared = 0.0
+        self.max_abs_diff = 0.0
+
+    def add(self, start: int, stop: int) -> None:
+        """Pairs (i, j) with start <= i < stop and j >= start."""
+        diff = (self.left[start:stop] @ self.right[start:].T) * self.scale  # (c, T - start): S_ij − S_ji
+        if self.valid is not None:
+            pair = self.valid[start:stop, None] & self.valid[None, start:]
+            diff = diff.masked_fill_(~pair, 0.0)
+        block = stop - start
+        inside = float(diff[:, :block].square().sum())  # both orders of each pair inside the block
+        beyond = float(diff[:, block:].square().sum())  # each pair once: (j, i) is not in any block
+        self.diff_squared += inside + 2 * beyond
+        if diff.numel():
+            self.max_abs_diff = max(self.max_abs_diff, float(diff.abs().max()))
+
+    def result(self, tolerance: float) -> Symmetry:
+        relative = (self.diff_squared / self.scores_squared) ** 0.5 if self.scores_squared > 0 else 0.0
+        return Symmetry(self.max_abs_diff, relative, relative <= tolerance)
+
+
+def symmetry_report(scores: torch.Tensor, valid: torch.Tensor, tolerance: float) -> Symmetry:
+    """How far a whole score matrix (T, T), unmasked, is from its transpose over valid (T,) tokens."""
     pair = valid[:, None] & valid[None, :]  # (T, T)
     s = torch.where(pair, scores, torch.zeros_like(scores))
     diff = s - s.T
@@ -27,9 +60,12 @@ def row_entropy(weights: torch.Tensor) -> torch.Tensor:
     return -torch.special.xlogy(weights, weights).sum(dim=-1)
 
 
-def self_weight(weights: torch.Tensor) -> torch.Tensor:
-    """How much each token attends to itself: the diagonal. (..., T, T) -> (..., T)"""
-    return weights.diagonal(dim1=-2, dim2=-1)
+def self_weight(weights: torch.Tensor, first_row: int = 0) -> torch.Tensor:
+    """How much each token attends to itself: the diagonal. (..., T, T) -> (..., T)
+
+    For a block of rows first_row:first_row + c of the matrix, (..., c, T) -> (..., c).
+    """
+    return weights.diagonal(offset=first_row, dim1=-2, dim2=-1)
 
 
 def top_keys(weights: torch.Tensor, allowed: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
@@ -38,10 +74,11 @@ def top_keys(weights: torch.Tensor, allowed: torch.Tensor, k: int) -> list[list[
     weights, allowed (Tq, Tk). Masked keys never appear, even when a row has fewer than k allowed.
     """
     k = min(k, weights.shape[-1])
-    values, indices = torch.where(allowed, weights, torch.full_like(weights, -1.0)).topk(k, dim=-1)  # (Tq, k)
+    values, indices = weights.topk(k, dim=-1)  # (Tq, k); masked keys have weight exactly 0 …
+    keep = allowed.gather(-1, indices)  # … so drop any that were picked to fill a short row
     return [
-        [(int(i), float(w)) for i, w in zip(row_i.tolist(), row_w.tolist()) if w >= 0]
-        for row_i, row_w in zip(indices, values)
+        [(i, w) for i, w, ok in zip(row_i, row_w, row_ok) if ok]
+        for row_i, row_w, row_ok in zip(indices.tolist(), values.tolist(), keep.tolist())
     ]
 
 

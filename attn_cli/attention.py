@@ -35,9 +35,9 @@ def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """
     masked = apply_mask(scores, allowed)
     row_max = masked.amax(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).min)  # (..., Tq, 1)
-    exp = torch.exp(masked - row_max)  # masked: exp(-inf) = 0; an all-masked row stays 0 (max clamped)
+    exp = masked.sub_(row_max).exp_()  # in place on the copy; exp(-inf) = 0; an all-masked row stays 0
     total = exp.sum(dim=-1, keepdim=True)  # (..., Tq, 1): the row normaliser Z_i (shifted by row_max)
-    return exp / total.clamp_min(torch.finfo(scores.dtype).tiny)
+    return exp.div_(total.clamp_min(torch.finfo(scores.dtype).tiny))
 
 
 def attend(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

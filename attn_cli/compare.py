@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import fmean
 
-from attn_cli.core import RunOptions, analyse_capture, check_options, load_for, select
+from attn_cli.core import RunOptions, analyse_capture, check_options, load_for, matrix_window, select
 from attn_cli.errors import BadInput
 from attn_cli.report import Change, CompareReport, HeadDiff, HeadReport, VariantSummary
 
@@ -31,13 +31,14 @@ def run_compare(request: CompareRequest, backend=None) -> CompareReport:
     baseline = VARIANTS["baseline"]
     keep_inputs = any(variant.uses_layer_input for variant in variants)
     capture = backend.capture(request.text, layers, truncate=request.truncate, keep_inputs=keep_inputs)
-    runs = {"baseline": analyse_capture(capture, layers, heads, baseline, request)}
+    require_whole_matrices(request, len(capture.tokens), len(layers) * len(heads))
+    runs = {"baseline": list(analyse_capture(capture, layers, heads, baseline, request))}
     for variant in variants:
         if request.propagate:  # the model runs on with the variant in every layer
             injected = backend.capture(request.text, layers, truncate=request.truncate, inject=variant.transform)
-            runs[variant.name] = analyse_capture(injected, layers, heads, baseline, request)
+            runs[variant.name] = list(analyse_capture(injected, layers, heads, baseline, request))
         else:
-            runs[variant.name] = analyse_capture(capture, layers, heads, variant, request)
+            runs[variant.name] = list(analyse_capture(capture, layers, heads, variant, request))
     diffs = {
         name: [
             (base_layer.layer, [head_diff(b, v) for b, v in zip(base_layer.heads, layer.heads)])
@@ -51,6 +52,17 @@ def run_compare(request: CompareRequest, backend=None) -> CompareReport:
         summaries={name: summarise(runs[name], per_layer) for name, per_layer in diffs.items()},
         truncated_from=capture.truncated_from,
     )
+
+
+def require_whole_matrices(request: CompareRequest, tokens: int, heads_selected: int) -> None:
+    """The comparison metrics read whole weight rows: refuse windows and over-limit selections."""
+    window = matrix_window(request, tokens, heads_selected)
+    if window is None or window.rows != (0, tokens) or window.cols != (0, tokens):
+        raise BadInput(
+            f"compare needs whole matrices, and {heads_selected} heads × {tokens}² cells is past the "
+            f"{request.matrix_cell_limit:,}-cell limit (or a window was asked for)",
+            "select fewer layers or heads, or pass --full",
+        )
 
 
 def head_diff(base: HeadReport, other: HeadReport) -> HeadDiff:

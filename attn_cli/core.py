@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
 from attn_cli.errors import BadInput
 from attn_cli.report import HeadReport, InspectReport, LayerReport, TopKey
@@ -31,6 +32,10 @@ class RunOptions:
     revision: str | None = None  # a hub id's branch, tag or commit
     trust_remote_code: bool = False  # run a hub model's own Python code (never by default)
     device_map: str | None = None  # accelerate placement ("auto") for models larger than one device
+    full: bool = False  # keep whole score/weight matrices however large
+    rows: tuple[int, int] | None = None  # keep only this window of query rows (start, stop) …
+    cols: tuple[int, int] | None = None  # … and of key columns
+    matrix_cell_limit: int = 2_000_000  # past this many cells over all selected heads, matrices are left out
 
     def texts(self) -> list[str]:
         return [self.text, *self.batch_texts]
@@ -70,10 +75,13 @@ def run_inspect(request: InspectRequest, backend=None) -> InspectReport:
     return run_inspect_batch(request, backend)[0]
 
 
-def run_inspect_batch(request: InspectRequest, backend=None) -> list[InspectReport]:
+def run_inspect_batch(request: InspectRequest, backend=None, *, lazy: bool = False,
+                      progress: Callable[[int, int], None] | None = None) -> list[InspectReport]:
     """Run the model once on all the request's texts (padded together); one report per text.
 
-    `backend` may be passed in already loaded.
+    `backend` may be passed in already loaded. lazy=True leaves each report's layers as an
+    iterator, analysed as it is consumed (the streaming JSON writer); progress(done, total)
+    is called per analysed layer.
     """
     from attn_cli.variants import VARIANTS, variant_named
 
@@ -97,7 +105,8 @@ def run_inspect_batch(request: InspectRequest, backend=None) -> list[InspectRepo
             device=capture.device,
             dtype=capture.dtype,
             tokens=capture.tokens,
-            layers=analyse_capture(capture, layers, heads, view, request),
+            layers=_maybe_list(analyse_capture(capture, layers, heads, view, request, progress), lazy),
+            matrices_left_out=matrix_window(request, len(capture.tokens), len(layers) * len(heads)) is None,
             truncated_from=capture.truncated_from,
             variant=variant.name,
             propagate=request.propagate,
@@ -108,55 +117,85 @@ def run_inspect_batch(request: InspectRequest, backend=None) -> list[InspectRepo
     ]
 
 
-def analyse_capture(capture, layers: list[int], heads: list[int], view, request: RunOptions) -> list[LayerReport]:
-    """Every selected head of every selected layer, seen through a variant (per-layer mode)."""
+def matrix_window(request: RunOptions, tokens: int, heads_selected: int):
+    """Which part of each head's matrices to keep: a Window, or None (statistics only).
+
+    --rows/--cols pick a window; otherwise the whole matrix when --full is given or
+    all selected heads together stay within the cell limit (configs/defaults.toml).
+    """
+    from attn_cli.head_rows import Window
+
+    if request.rows is not None or request.cols is not None:
+        return Window(_span(request.rows, tokens, "--rows"), _span(request.cols, tokens, "--cols"))
+    if request.full or heads_selected * tokens * tokens <= request.matrix_cell_limit:
+        return Window((0, tokens), (0, tokens))
+    return None
+
+
+def _span(span: tuple[int, int] | None, tokens: int, option: str) -> tuple[int, int]:
+    if span is None:
+        return 0, tokens
+    start, stop = span[0], min(span[1], tokens)
+    if not 0 <= start < stop:
+        raise BadInput(f"{option} {span[0]}:{span[1]} selects nothing of the {tokens} tokens",
+                       f"use START:STOP with 0 <= START < STOP <= {tokens}")
+    return start, stop
+
+
+def _maybe_list(layers: Iterator[LayerReport], lazy: bool):
+    return layers if lazy else list(layers)
+
+
+def analyse_capture(capture, layers: list[int], heads: list[int], view, request: RunOptions,
+                    progress: Callable[[int, int], None] | None = None) -> Iterator[LayerReport]:
+    """Every selected head of every selected layer, seen through a variant (per-layer mode).
+
+    Lazy: each layer is analysed when it is asked for, so a JSON writer can write it and
+    let it go before the next one exists. progress(done, total) is called per layer.
+    """
     from attn_cli.variants import apply_variant
 
     token_texts = [token.text for token in capture.tokens]
-    reports = []
-    for layer in layers:
+    window = matrix_window(request, len(token_texts), len(layers) * len(heads))
+    for done, layer in enumerate(layers):
+        if progress is not None:
+            progress(done, len(layers))
         seen = apply_variant(capture.layers[layer], view, capture.model.heads)
         kv_head_of = (lambda head: None) if view.uses_layer_input else capture.model.kv_head_of
-        reports.append(LayerReport(layer, [
-            analyse_head(seen, head, kv_head_of(head), token_texts, request) for head in heads
-        ]))
-    return reports
+        yield LayerReport(layer, [
+            analyse_head(seen, head, kv_head_of(head), token_texts, request, window) for head in heads
+        ])
 
 
-def analyse_head(layer, head: int, kv_head: int | None, token_texts: list[str], request: RunOptions) -> HeadReport:
-    """Scores, weights and statistics of one head, in float32 whatever the model's dtype.
+def analyse_head(layer, head: int, kv_head: int | None, token_texts: list[str], request: RunOptions,
+                 window=None) -> HeadReport:
+    """Statistics of one head, and its matrices within `window`, in float32 whatever the model's dtype.
 
     kv_head None: the layer has no per-head projections (raw); every head reads row 0.
     """
-    import torch
-
-    from attn_cli import analysis, attention
+    from attn_cli.head_rows import analyse_rows
 
     q = layer.q[head].float()  # (T, D)
     k = layer.k[kv_head or 0].float()  # (T, D)
     v = layer.v[kv_head or 0].float()  # (T, D)
-    raw_scores = attention.score_matrix(q, k, layer.scale)  # (T, T) unmasked
-    weights = attention.masked_softmax(raw_scores, layer.allowed)  # (T, T)
-    valid = layer.allowed.any(dim=0)  # (T,) keys some query may attend: the non-padding tokens
-    masked_scores = torch.where(layer.allowed, raw_scores, torch.full_like(raw_scores, float("nan")))
+    rows = analyse_rows(q, k, v, layer.scale, layer.mask, top_k=request.top_k,
+                        tolerance=request.symmetry_tolerance, window=window, want_output=request.include_qkv)
     tensors = {}
     if request.include_qkv:
-        output = attention.attend(weights, v)  # (T, D)
-        tensors = {name: t.cpu().tolist() for name, t in (("q", q), ("k", k), ("v", v), ("output", output))}
+        tensors = {name: t.cpu().tolist() for name, t in (("q", q), ("k", k), ("v", v), ("output", rows.output))}
+    whole = window is not None and window.rows == (0, len(token_texts)) and window.cols == (0, len(token_texts))
     return HeadReport(
         head=head,
         kv_head=kv_head,
         scale=layer.scale,
-        scores=_with_none_for_nan(masked_scores),
-        weights=weights.cpu().tolist(),
-        symmetry=analysis.symmetry_report(raw_scores, valid, request.symmetry_tolerance),
-        entropy=analysis.row_entropy(weights).cpu().tolist(),
-        self_weight=analysis.self_weight(weights).cpu().tolist(),
-        top=[
-            [TopKey(index, token_texts[index], weight) for index, weight in row]
-            for row in analysis.top_keys(weights, layer.allowed, request.top_k)
-        ],
+        scores=None if rows.scores is None else _with_none_for_nan(rows.scores),
+        weights=None if rows.weights is None else rows.weights.cpu().tolist(),
+        symmetry=rows.symmetry,
+        entropy=rows.entropy.cpu().tolist(),
+        self_weight=rows.self_weight.cpu().tolist(),
+        top=[[TopKey(index, token_texts[index], weight) for index, weight in row] for row in rows.top],
         tensors=tensors,
+        window=None if window is None or whole else (window.rows, window.cols),
     )
 
 

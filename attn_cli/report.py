@@ -38,6 +38,7 @@ class HeadReport:
     self_weight: list[float]  # (T,) the diagonal of weights
     top: list[list[TopKey]]  # (T, ≤k) most-attended keys per query
     tensors: dict[str, Matrix] = field(default_factory=dict)  # q, k, v, output with --include qkv
+    window: tuple[tuple[int, int], tuple[int, int]] | None = None  # (rows, cols) when scores/weights are a window
 
 
 @dataclass
@@ -53,24 +54,33 @@ class InspectReport:
     device: str
     dtype: str
     tokens: list[Token]
-    layers: list[LayerReport]
+    layers: list[LayerReport]  # or, from run_inspect_batch(lazy=True), an iterator consumed once
     truncated_from: int | None = None
     variant: str = "baseline"  # the counterfactual applied (--shared-k, --no-scale, --scoring)
     propagate: bool = False  # the variant was injected into the model rather than recomputed per layer
     padding_side: str | None = None  # set when this text ran in a padded batch with others
     pre_rope: bool = False  # q and k (and so scores) are from before rotary position embeddings
+    matrices_left_out: bool = False  # scores/weights not kept: past the size limit without --full
 
     def heads(self):
         """Every (layer, head) pair in the report, in order."""
         return [(layer.layer, head) for layer in self.layers for head in layer.heads]
 
-    def to_json_dict(self) -> dict:
-        """The schema_version 1 document (README "JSON output"). Floats keep float32 precision."""
+    def json_header(self) -> dict:
+        """Everything of the JSON document but "layers", which comes last (streamed by files.stream_json)."""
         document = {**_run_header(self, "inspect"), "variant": self.variant, "propagate": self.propagate,
-                    "pre_rope": self.pre_rope}
+                    "pre_rope": self.pre_rope, "matrices_left_out": self.matrices_left_out}
         if self.padding_side is not None:
             document["padding"] = self.padding_side
-        return {**document, "layers": layers_json(self.layers)}
+        return document
+
+    def json_layers(self):
+        """The "layers" entries one at a time, as they are analysed."""
+        return (layer_json(layer) for layer in self.layers)
+
+    def to_json_dict(self) -> dict:
+        """The schema_version 1 document (README "JSON output"). Floats keep float32 precision."""
+        return {**self.json_header(), "layers": list(self.json_layers())}
 
 
 @dataclass
@@ -84,13 +94,11 @@ class InspectBatch:
     def model(self) -> ModelInfo:
         return self.reports[0].model
 
+    def json_header(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "command": "inspect", "padding": self.padding_side}
+
     def to_json_dict(self) -> dict:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "command": "inspect",
-            "padding": self.padding_side,
-            "sequences": [report.to_json_dict() for report in self.reports],
-        }
+        return {**self.json_header(), "sequences": [report.to_json_dict() for report in self.reports]}
 
 
 @dataclass(frozen=True)
@@ -170,8 +178,12 @@ def _run_header(report, command: str) -> dict:
     return document
 
 
+def layer_json(layer: LayerReport) -> dict:
+    return {"layer": layer.layer, "heads": [_head_json(head) for head in layer.heads]}
+
+
 def layers_json(layers: list[LayerReport]) -> list[dict]:
-    return [{"layer": layer.layer, "heads": [_head_json(head) for head in layer.heads]} for layer in layers]
+    return [layer_json(layer) for layer in layers]
 
 
 def _plain(record: dict) -> dict:
@@ -182,6 +194,9 @@ def _plain(record: dict) -> dict:
 
 def _head_json(head: HeadReport) -> dict:
     record = {"head": head.head, "kv_head": head.kv_head, "scale": _num(head.scale)}
+    if head.window is not None:
+        (row_start, row_stop), (col_start, col_stop) = head.window
+        record["window"] = {"rows": [row_start, row_stop], "cols": [col_start, col_stop]}
     if head.scores is not None:
         record["scores"] = _matrix(head.scores)
     if head.weights is not None:

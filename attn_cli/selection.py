@@ -30,3 +30,18 @@ def parse_selection(spec: str, count: int, what: str) -> list[int]:
             raise BadInput(f"--{what} {part} is out of range for this model", valid)
         chosen.update(range(start, stop + 1))
     return sorted(chosen)
+
+
+def parse_span(spec: str | None, option: str) -> tuple[int, int] | None:
+    """"100:140" → (100, 140); ":200" starts at 0; "100:" runs to the end (a huge stop, clipped later)."""
+    if spec is None:
+        return None
+    first, colon, last = spec.strip().partition(":")
+    try:
+        start = int(first) if first.strip() else 0
+        stop = int(last) if last.strip() else 1 << 62
+    except ValueError:
+        raise BadInput(f"{option} {spec!r} is not a span", "use START:STOP, e.g. 100:140") from None
+    if not colon or start < 0 or stop <= start:
+        raise BadInput(f"{option} {spec!r} is not a span", "use START:STOP with 0 <= START < STOP, e.g. 100:140")
+    return start, stop

@@ -4,7 +4,7 @@ Shapes (one sequence, T tokens, H query heads, H_kv key/value heads, D head dim)
 
     q        (H, T, D)     queries as the model multiplies them (after RoPE where the model has it)
     k, v     (H_kv, T, D)  keys and values per kv head, before grouped heads are repeated
-    allowed  (T, T) bool   True where query i may attend key j (padding and causal masks applied)
+    mask     AttentionMask  which key j query i may attend (padding, causal, windows); rows on demand
     inputs   (T, d_model)  the attention layer's input X, when it was captured
 """
 
@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 
 if TYPE_CHECKING:
     import torch
+
+    from attn_cli.masks import AttentionMask
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class LayerCapture:
     q: "torch.Tensor"  # (H, T, D)
     k: "torch.Tensor"  # (H_kv, T, D)
     v: "torch.Tensor"  # (H_kv, T, D)
-    allowed: "torch.Tensor"  # (T, T) bool
+    mask: "AttentionMask"  # rows(start, stop) -> (rows, T) bool, True = may attend
     scale: float  # the factor the model multiplies q·k by (1/sqrt(D) unless the model says otherwise)
     inputs: "torch.Tensor | None" = None  # (T, d_model) the attention layer's input X, when asked for
 

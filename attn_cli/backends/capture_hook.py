@@ -24,6 +24,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from attn_cli.backends.base import LayerCapture
 from attn_cli.errors import BadInput, UnsupportedModel
+from attn_cli.masks import AttentionMask
 
 CAPTURE_NAME = "attn_capture"
 
@@ -68,7 +69,7 @@ class LayerRecorder:
         if layer in self.wanted_layers:
             inputs = self.inputs.get(id(module))
             seen_q, seen_k = unrotate(module, query, key, self.rotary.get(id(module))) if self.pre_rope else (query, key)
-            # The whole batch: query (B, H, T, D), key/value (B, H_kv, T, D), allowed (B, T, T),
+            # The whole batch: query (B, H, T, D), key/value (B, H_kv, T, D), the mask,
             # inputs (B, T, d_model). The backend cuts it into one LayerCapture per sequence.
             keep = lambda tensor: tensor.detach().to(self.analysis_device or tensor.device)  # noqa: E731
             self.records[layer] = LayerCapture(
@@ -76,7 +77,8 @@ class LayerRecorder:
                 q=keep(seen_q),
                 k=keep(seen_k),
                 v=keep(value),
-                allowed=keep(allowed_mask(module, query, key, attention_mask, kwargs.get("is_causal"))),
+                mask=allowed_mask(module, query, key, attention_mask, kwargs.get("is_causal")).to(
+                    self.analysis_device or query.device),
                 scale=float(scaling),
                 inputs=None if inputs is None else keep(inputs),
             )
@@ -108,27 +110,28 @@ def unrotate(module, query, key, position_embeddings):
     return apply(query, key, cos, -sin)
 
 
-def allowed_mask(module, query, key, attention_mask, is_causal_kwarg) -> torch.Tensor:
-    """(B, Tq, Tk) bool, True where a query may attend a key.
+def allowed_mask(module, query, key, attention_mask, is_causal_kwarg) -> AttentionMask:
+    """Which key each query may attend, for the whole batch.
 
     Accepts every mask format transformers builds: None (sdpa relies on
-    `is_causal`), boolean (sdpa), additive float (eager), 2-D padding (flash).
+    `is_causal`: kept as a rule, no T × T tensor), boolean (sdpa), additive
+    float (eager), 2-D padding (flash).
     """
     batch, q_len, k_len = query.shape[0], query.shape[-2], key.shape[-2]
     device = query.device
-    if attention_mask is None or attention_mask.dim() == 2:
-        allowed = torch.ones(batch, q_len, k_len, dtype=torch.bool, device=device)
-        if attention_mask is not None:  # (B, Tk) padding mask, 1 = real token
-            allowed &= attention_mask.bool()[:, None, :]
-        # The same rule sdpa applies when no full mask is given.
-        causal = is_causal_kwarg if is_causal_kwarg is not None else getattr(module, "is_causal", True)
-        if causal and q_len > 1:
-            allowed &= torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(k_len - q_len)
-        return allowed
+    # The same rule sdpa applies when no full mask is given.
+    causal = is_causal_kwarg if is_causal_kwarg is not None else getattr(module, "is_causal", True)
+    causal = bool(causal) and q_len > 1
+    if attention_mask is None:
+        return AttentionMask(q_len, k_len, causal, None, device)
+    if attention_mask.dim() == 2:  # (B, Tk) padding mask, 1 = real token
+        rule = AttentionMask(q_len, k_len, causal, None, device).full()  # (Tq, Tk)
+        dense = attention_mask.bool()[:, None, :] & rule  # (B, Tq, Tk)
+        return AttentionMask(q_len, k_len, False, dense, device)
     mask = attention_mask[:, 0] if attention_mask.dim() == 4 else attention_mask  # (B or 1, Tq, Tk)
     if mask.dtype != torch.bool:
         mask = mask > torch.finfo(mask.dtype).min / 2  # additive: 0 allowed, dtype-min masked
-    return mask.expand(batch, q_len, k_len).clone()
+    return AttentionMask(q_len, k_len, False, mask.expand(batch, q_len, k_len).clone(), device)
 
 
 @contextlib.contextmanager

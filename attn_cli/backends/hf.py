@@ -111,13 +111,12 @@ class HFBackend:
 def sequence_of(record: LayerCapture, index: int, real: torch.Tensor) -> LayerCapture:
     """Sequence `index` of a batched layer record, padding positions removed. real: (T,) bool."""
     keep = real.nonzero().squeeze(1).to(record.q.device)  # (T_real,)
-    allowed = record.allowed[index].index_select(0, keep).index_select(1, keep)  # (T_real, T_real)
     return LayerCapture(
         layer=record.layer,
         q=record.q[index].index_select(1, keep),  # (H, T_real, D)
         k=record.k[index].index_select(1, keep),  # (H_kv, T_real, D)
         v=record.v[index].index_select(1, keep),
-        allowed=allowed,
+        mask=record.mask.for_sequence(index, keep),  # (T_real, T_real) rule or dense
         scale=record.scale,
         inputs=None if record.inputs is None else record.inputs[index].index_select(0, keep),  # (T_real, d_model)
     )

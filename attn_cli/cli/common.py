@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from rich.text import Text
 
@@ -36,8 +37,11 @@ def parse_panels(show: list[str] | None):
     return {Panel(name) for name in names}
 
 
-def run_options(settings: dict, *, text: str, model, top_k, dtype, include, **given) -> dict:
+def run_options(settings: dict, *, text: str, model, top_k, dtype, include, rows=None, cols=None,
+                **given) -> dict:
     """RunOptions keyword arguments from the command line, with configs/defaults.toml filling the gaps."""
+    from attn_cli.selection import parse_span
+
     return dict(
         text=read_text(text),
         model=model or settings["inspect"]["model"],
@@ -45,20 +49,67 @@ def run_options(settings: dict, *, text: str, model, top_k, dtype, include, **gi
         dtype=dtype.value,
         include_qkv=Include.qkv in (include or []),
         symmetry_tolerance=settings["symmetry"]["relative_tolerance"],
+        matrix_cell_limit=settings["matrices"]["max_cells"],
+        rows=parse_span(rows, "--rows"),
+        cols=parse_span(cols, "--cols"),
         **given,
     )
 
 
 def run_and_emit(run: Callable, request, settings: dict, *, json_wanted: bool, output: Path | None,
                  save: Path | None, render: Callable, command: str) -> None:
-    """Run the core, then write JSON (stdout or -o) or print render(report, width) (and --save it)."""
-    report = run_with_status(run, request, quiet=json_wanted)
-    warn_if_truncated(report)
-    if json_wanted:
-        emit_json(report.to_json_dict(), output)
-    else:
+    """Run the core, then write JSON (stdout or -o) or print render(report, width) (and --save it).
+
+    run(request, progress, lazy): lazy reports are analysed while their JSON is written.
+    """
+    with progress_on_stderr(f"running {request.model} …") as progress:
+        report = run(request, progress, json_wanted)
+        warn_if_truncated(report)
+        warn_about_matrices(report, request)
+        if json_wanted:
+            emit_json(report, output)
+    if not json_wanted:
         emit_terminal(lambda width: render(report, width), save, settings["render"]["fallback_width"],
                       f"{command} · {report.model.name}")
+
+
+@contextlib.contextmanager
+def progress_on_stderr(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A transient progress bar over layers on stderr; None (silence) when stderr is not a terminal."""
+    console = stderr_console()
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+
+    # redirect_stdout=False: stdout carries the JSON document and must never pass through Rich.
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=console, transient=True, redirect_stdout=False, redirect_stderr=False) as progress:
+        task = progress.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, description="analysing layers", completed=done, total=total)
+
+        yield update
+
+
+def warn_about_matrices(report, request) -> None:
+    """Say on stderr when whole matrices were left out, or when --full makes them large."""
+    reports = getattr(report, "reports", [report])
+    if any(getattr(single, "matrices_left_out", False) for single in reports):
+        stderr_console().print(Text(
+            f"note: scores and weights left out: the selected heads × tokens² pass the "
+            f"{request.matrix_cell_limit:,}-cell limit; every per-row statistic is complete. "
+            "Use --rows/--cols for a window, or --full for whole matrices.", style="yellow"))
+    elif request.full:
+        from attn_cli.core import select
+
+        layers, heads = select(request, report.model)
+        cells = sum(len(single.tokens) ** 2 for single in reports) * len(layers) * len(heads)
+        if cells > request.matrix_cell_limit:
+            stderr_console().print(Text(f"warning: --full keeps {cells:,} cells per matrix kind "
+                                        f"(~{cells * 2 * 11 / 1e6:,.0f} MB of JSON)", style="yellow"))
+
 
 
 def check_outputs(save: Path | None, json_wanted: bool) -> None:
@@ -72,15 +123,6 @@ def check_outputs(save: Path | None, json_wanted: bool) -> None:
     check_snapshot_path(save)
 
 
-def run_with_status(run: Callable, request, quiet: bool):
-    """Run the core, with a spinner on stderr only when stderr is a terminal."""
-    console = stderr_console()
-    if quiet or not console.is_terminal:
-        return run(request)
-    with console.status(Text(f"running {request.model} …")):  # Text: a path is never markup
-        return run(request)
-
-
 def warn_if_truncated(report) -> None:
     """A warning on stderr per text that --truncate cut. report: one report or an InspectBatch."""
     for single in getattr(report, "reports", [report]):
@@ -89,16 +131,23 @@ def warn_if_truncated(report) -> None:
                                         f"to the model's {len(single.tokens)}", style="yellow"))
 
 
-def emit_json(document: dict, output: Path | None) -> None:
-    from attn_cli.render.files import write_json
+def emit_json(report, output: Path | None) -> None:
+    """The report's JSON document to stdout or -o FILE; reports that can stream, stream."""
+    from attn_cli.render.files import stream_json, write_json
+
+    def write(stream) -> None:
+        if hasattr(report, "json_header"):
+            stream_json(report, stream)
+        else:
+            write_json(report.to_json_dict(), stream)
 
     if output is None:
-        write_json(document, sys.stdout)
+        write(sys.stdout)
         sys.stdout.flush()  # surface a closed pipe here, inside the edge, not at interpreter exit
         return
     try:
         with open(output, "w", encoding="utf-8") as handle:
-            write_json(document, handle)
+            write(handle)
     except OSError as error:
         raise AttnError(f"cannot write {output}: {error.strerror}") from None
     stderr_console().print(Text(f"wrote {output}", style="dim"))

@@ -40,6 +40,7 @@ def compare_command(
     revision: opt.Revision = None,
     trust_remote_code: opt.TrustRemoteCode = False,
     device_map: opt.DeviceMap = None,
+    full: opt.Full = False,
 ) -> None:
     """Set the real model beside counterfactuals: shared-K, no √d scale, raw softmax(XXᵀ)X, other scorings."""
     from attn_cli.compare import CompareRequest, run_compare
@@ -52,9 +53,9 @@ def compare_command(
         options = run_options(settings, text=text, model=model, top_k=top_k, dtype=dtype, include=include,
                               layers=layer, heads=head, device=device, truncate=truncate,
                               allow_pickle=allow_pickle, propagate=propagate, revision=revision,
-                              trust_remote_code=trust_remote_code, device_map=device_map)
+                              trust_remote_code=trust_remote_code, device_map=device_map, full=full)
         request = CompareRequest(**options, variants=tuple(variant or ("shared-k",)))
-        run_and_emit(run_compare, request, settings, json_wanted=json_wanted, output=output, save=save,
+        run_and_emit(lambda request, progress, lazy: run_compare(request), request, settings, json_wanted=json_wanted, output=output, save=save,
                      render=render_compare_view, command="attn compare")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -56,6 +57,11 @@ def inspect_command(
     propagate: opt.Propagate = False,
     pre_rope: Annotated[bool, typer.Option("--pre-rope",
         help="Show q and k before rotary position embeddings (RoPE models), for study.")] = False,
+    full: opt.Full = False,
+    rows: opt.Rows = None,
+    cols: opt.Cols = None,
+    save_tensors: Annotated[Optional[Path], typer.Option("--save-tensors",
+        help="Write the selected heads' q, k, v, output, scores and weights to FILE.safetensors.")] = None,
     padding: Annotated[Optional[Padding], typer.Option("--padding",
         help="Pad a batch of several texts on the left or right. Default: the tokenizer's side.")] = None,
 ) -> None:
@@ -73,22 +79,47 @@ def inspect_command(
                               allow_pickle=allow_pickle, propagate=propagate, revision=revision,
                               trust_remote_code=trust_remote_code, device_map=device_map,
                               batch_texts=tuple(read_text(text) for text in texts[1:]),
-                              padding_side=padding.value if padding else None, pre_rope=pre_rope)
-        options["include_qkv"] |= wants_vectors(panels)
+                              padding_side=padding.value if padding else None, pre_rope=pre_rope,
+                              full=full, rows=rows, cols=cols)
+        options["include_qkv"] |= wants_vectors(panels) or save_tensors is not None
+        check_tensor_path(save_tensors, len(texts))
         request = InspectRequest(**options, variant=single_variant(shared_k, no_scale, scoring))
-        run_and_emit(inspect_texts, request, settings, json_wanted=json_wanted, output=output, save=save,
+        run = inspect_texts if save_tensors is None else saving_tensors(save_tensors)
+        run_and_emit(run, request, settings, json_wanted=json_wanted, output=output, save=save,
                      render=lambda report, width: render_inspect(report, panels, width), command="attn inspect")
 
 
-def inspect_texts(request):
+def inspect_texts(request, progress=None, lazy: bool = False):
     """One report for one text; an InspectBatch for several (run together, padded)."""
     from attn_cli.core import run_inspect_batch
     from attn_cli.report import InspectBatch
 
-    reports = run_inspect_batch(request)
+    reports = run_inspect_batch(request, lazy=lazy, progress=progress)
     if len(reports) == 1:
         return reports[0]
     return InspectBatch(reports, reports[0].padding_side)
+
+
+def check_tensor_path(path: Path | None, texts: int) -> None:
+    if path is None:
+        return
+    if path.suffix != ".safetensors":
+        raise BadInput(f"--save-tensors {path}: the file must end in .safetensors")
+    if texts > 1:
+        raise BadInput("--save-tensors takes one text", "run each text on its own")
+
+
+def saving_tensors(path: Path):
+    """inspect_texts, then the tensors to `path` (the report is kept whole: lazy is ignored)."""
+
+    def run(request, progress=None, lazy: bool = False):
+        from attn_cli.render.files import save_tensors
+
+        report = inspect_texts(request, progress, lazy=False)
+        save_tensors(report, path)
+        return report
+
+    return run
 
 
 def render_inspect(report, panels, width: int):

@@ -30,7 +30,7 @@ def models_command(as_json: opt.AsJson = False, output: opt.Output = None, cache
     with user_errors():
         catalog = list_models(cache_dir)
         if as_json or output is not None:
-            emit_json(catalog.to_json_dict(), output)
+            emit_json(catalog, output)
         else:
             from attn_cli.render.models_view import render_models
 

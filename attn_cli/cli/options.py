@@ -53,3 +53,7 @@ TrustRemoteCode = Annotated[bool, typer.Option("--trust-remote-code",
 DeviceMap = Annotated[Optional[str], typer.Option("--device-map",
     help="Let accelerate place a model too large for one device (auto, balanced, sequential); "
          "needs the [big] extra. Captured Q, K, V are analysed on --device.")]
+Full = Annotated[bool, typer.Option("--full",
+    help="Keep whole score and weight matrices however large (JSON grows with heads × tokens²).")]
+Rows = Annotated[Optional[str], typer.Option("--rows", help="Keep only query rows START:STOP of the matrices.")]
+Cols = Annotated[Optional[str], typer.Option("--cols", help="Keep only key columns START:STOP of the matrices.")]

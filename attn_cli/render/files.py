@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
@@ -15,6 +16,38 @@ def write_json(document: dict, stream: TextIO) -> None:
     """One JSON document and a newline. allow_nan=False: masked values are already null."""
     json.dump(document, stream, ensure_ascii=False, allow_nan=False)
     stream.write("\n")
+
+
+def stream_json(report, stream: TextIO) -> None:
+    """Write a report's document layer by layer as the layers are analysed, then a newline.
+
+    report: an InspectReport, or an InspectBatch of them ("sequences"). The text equals
+    json.dumps(report.to_json_dict()), but no more than one layer's dict exists at a time.
+    """
+    _stream_report(report, stream)
+    stream.write("\n")
+
+
+def _stream_report(report, stream: TextIO) -> None:
+    if hasattr(report, "reports"):  # InspectBatch: {"...", "sequences": [doc, doc]}
+        _stream_list(stream, report.json_header(), "sequences", report.reports,
+                     lambda single: _stream_report(single, stream))
+    else:
+        _stream_list(stream, report.json_header(), "layers", report.json_layers(),
+                     lambda layer: stream.write(_dumps(layer)))
+
+
+def _stream_list(stream: TextIO, header: dict, key: str, items, write_item) -> None:
+    stream.write(_dumps(header)[:-1] + f', "{key}": [')  # the header object, left open
+    for index, item in enumerate(items):
+        if index:
+            stream.write(", ")
+        write_item(item)
+    stream.write("]}")
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 def check_snapshot_path(path: Path) -> None:
@@ -31,3 +64,35 @@ def save_snapshot(console, path: Path, title: str) -> None:
         console.save_svg(str(path), title=title)
     else:
         console.save_html(str(path))
+
+
+def save_tensors(report, path: Path) -> None:
+    """The selected heads' tensors as safetensors, named layers.L.heads.H.{q,k,v,output,scores,weights}.
+
+    Masked scores are NaN. Metadata (strings, as safetensors requires): text, tokens and
+    model as JSON, and per head its kv head, scale and window.
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    tensors, heads = {}, {}
+    for layer, head in report.heads():
+        prefix = f"layers.{layer}.heads.{head.head}"
+        for name, rows in (*head.tensors.items(), ("scores", head.scores), ("weights", head.weights)):
+            if rows is not None:
+                tensors[f"{prefix}.{name}"] = torch.tensor(
+                    [[float("nan") if x is None else x for x in row] for row in rows], dtype=torch.float32)
+        heads[prefix] = {"kv_head": head.kv_head, "scale": head.scale, "window": head.window}
+    metadata = {
+        "text": report.text,
+        "tokens": _dumps([token.text for token in report.tokens]),
+        "model": _dumps(asdict(report.model)),
+        "heads": _dumps(heads),
+        "attn_schema_version": "1",
+    }
+    try:
+        save_file(tensors, str(path), metadata=metadata)
+    except OSError as error:
+        from attn_cli.errors import AttnError
+
+        raise AttnError(f"cannot write {path}: {error.strerror}") from None

@@ -24,6 +24,7 @@ CELL_WIDTH = 4  # ".40", "-3.1" or a 4-character key token
 COMPACT_CELL_WIDTH = 1  # one shade character per key when numbers do not fit
 SHADES = " ░▒▓█"
 VECTOR_CELL_WIDTH = 8  # "-12.34" plus padding
+TOP_ROWS = 64  # query rows listed in the top table of a long text without a --rows window
 
 
 class Panel(str, Enum):
@@ -71,10 +72,12 @@ def render_report(report: InspectReport, panels: set[Panel] | None, width: int) 
         if Panel.weights in panels:
             parts.append(weights_heatmap(head, tokens, f"{title} · weights = softmax(q·kᵀ·{head.scale:.4g})", width))
         if Panel.scores in panels:
-            parts.append(heatmap(head.scores, tokens, f"{title} · scores = q·kᵀ·{head.scale:.4g}", width))
+            parts.append(heatmap(head.scores, tokens, f"{title} · scores = q·kᵀ·{head.scale:.4g}", width,
+                                 head.window))
         for name in ("q", "k", "v"):
             if Panel(name) in panels:
-                parts.append(vector_table(head.tensors.get(name), tokens, f"{title} · {name.upper()}", width))
+                parts.append(vector_table(head.tensors.get(name), tokens, f"{title} · {name.upper()}", width,
+                                          shown_rows(head, len(tokens))))
         if Panel.top in panels:
             parts.append(top_table(head, tokens, title))
     return Group(*parts)
@@ -100,10 +103,12 @@ def header(report, command: str) -> RenderableType:
         f"{', causal' if model.causal else ''}) · {report.device} · {report.dtype}",
     )
     tokens = Text(f"{len(report.tokens)} tokens: ")
-    for token in report.tokens:
+    for token in report.tokens[:TOP_ROWS]:
         tokens.append(f"{token.index}:", style="dim")
         tokens.append_text(literal(token.text, "dim italic" if token.special else "bold"))
         tokens.append("  ")
+    if len(report.tokens) > TOP_ROWS:
+        tokens.append(f"… and {len(report.tokens) - TOP_ROWS} more", style="dim")
     parts: list[RenderableType] = [line, tokens]
     if report.truncated_from is not None:
         parts.append(Text(f"truncated from {report.truncated_from} tokens (--truncate)", style="yellow"))
@@ -156,35 +161,42 @@ def symmetry_table(report: InspectReport, heads: list[tuple[int, HeadReport]]) -
 def weights_heatmap(head: HeadReport, tokens: list[str], title: str, width: int) -> RenderableType:
     """The weights heatmap with masked cells blank (their weight is exactly 0; their score is None)."""
     if head.weights is None or head.scores is None:
-        return heatmap(head.weights, tokens, title, width)
+        return heatmap(head.weights, tokens, title, width, head.window)
     shown = [[None if score is None else weight for weight, score in zip(weight_row, score_row)]
              for weight_row, score_row in zip(head.weights, head.scores)]
-    return heatmap(shown, tokens, title, width)
+    return heatmap(shown, tokens, title, width, head.window)
 
 
-def heatmap(matrix: Matrix | None, tokens: list[str], title: str, width: int) -> RenderableType:
-    """Query tokens as rows, key tokens as columns, cells coloured by value; masked cells blank."""
+def heatmap(matrix: Matrix | None, tokens: list[str], title: str, width: int, window=None) -> RenderableType:
+    """Query tokens as rows, key tokens as columns, cells coloured by value; masked cells blank.
+
+    window ((row start, stop), (col start, stop)): the matrix is that part of the whole.
+    """
     if matrix is None:
-        return Text(f"{title}: not computed", style="dim")
-    count = len(tokens)
+        return Text(f"{title}: not kept for {len(tokens)} tokens (past the matrix size limit); pick a "
+                    "window with --rows A:B --cols C:D, or pass --full", style="yellow")
+    (row0, _), (col0, _) = window or ((0, len(matrix)), (0, len(tokens)))
+    count = len(matrix[0]) if matrix else 0
     finite = [value for row in matrix for value in row if value is not None]
     low, high = min(min(finite, default=0.0), 0.0), max(finite, default=1.0)  # weights start at 0
     compact = heatmap_width(count) > width
-    if compact and LABEL_WIDTH + count * (COMPACT_CELL_WIDTH + 1) > width:
-        return Text(f"{title}: {count} tokens do not fit a {width}-column terminal; "
-                    "select fewer tokens or use --json", style="yellow")
+    fits = (width - LABEL_WIDTH) // (COMPACT_CELL_WIDTH + 1)
+    if compact and count > fits:
+        return Text(f"{title}: {count} key columns do not fit a {width}-column terminal; pick a window, "
+                    f"e.g. --rows {row0}:{row0 + min(len(matrix), 40)} --cols {col0}:{col0 + fits}", style="yellow")
     caption = f"colour: {low:.2g} (dark) → {high:.2g} (bright)" + ("; shade = value, widen the terminal for numbers" if compact else "")
     table = Table(caption=caption, caption_justify="left",
                   box=None, padding=(0, 1 if not compact else 0), collapse_padding=True)
     table.add_column("query ↓ key →", no_wrap=True, max_width=LABEL_WIDTH, style="bold")
-    for index, token in enumerate(tokens):
-        label = str(index % 10) if compact else _clip(token, CELL_WIDTH)
+    for index in range(col0, col0 + count):
+        label = str(index % 10) if compact else _clip(tokens[index], CELL_WIDTH)
         table.add_column(literal(label), justify="right", no_wrap=True,
                          width=COMPACT_CELL_WIDTH if compact else CELL_WIDTH)
-    for index, row in enumerate(matrix):
+    for index, row in enumerate(matrix, start=row0):
         cells = [_heat_cell(value, low, high, compact) for value in row]
         table.add_row(_row_label(index, tokens[index]), *cells)
-    return Group(Text(title, style="bold"), table)
+    place = f" · rows {row0}-{row0 + len(matrix) - 1}, keys {col0}-{col0 + count - 1}" if window else ""
+    return Group(Text(title + place, style="bold"), table)
 
 
 def _heat_cell(value: float | None, low: float, high: float, compact: bool) -> Text:
@@ -212,29 +224,43 @@ def _cell_style(share: float) -> Style:
     return Style(bgcolor=Color.from_rgb(*rgb), color="black" if share > 0.55 else "white")
 
 
-def vector_table(rows: Matrix | None, tokens: list[str], title: str, width: int) -> RenderableType:
-    """Per-token vectors (q, k or v), as many dimensions as fit the terminal."""
+def vector_table(rows: Matrix | None, tokens: list[str], title: str, width: int,
+                 span: tuple[int, int]) -> RenderableType:
+    """Per-token vectors (q, k or v) of the tokens in span, as many dimensions as fit the terminal."""
     if rows is None:
         return Text(f"{title}: not captured", style="dim")
     dims = len(rows[0])
     shown = max(1, min(dims, (width - LABEL_WIDTH - 4) // VECTOR_CELL_WIDTH))
-    caption = f"dims 0-{shown - 1} of {dims}; --json --include qkv has all" if shown < dims else None
+    notes = [f"dims 0-{shown - 1} of {dims}; --json --include qkv has all"] if shown < dims else []
+    if span[1] - span[0] < len(tokens):
+        notes.append(f"tokens {span[0]}-{span[1] - 1} of {len(tokens)}")
+    caption = "; ".join(notes) or None
     table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("token", no_wrap=True, max_width=LABEL_WIDTH)
     for dim in range(shown):
         table.add_column(f"d{dim}", justify="right", no_wrap=True, min_width=VECTOR_CELL_WIDTH - 2)
-    for index, row in enumerate(rows):
-        table.add_row(_row_label(index, tokens[index]), *(f"{value:.2f}" for value in row[:shown]))
+    for index in range(*span):
+        table.add_row(_row_label(index, tokens[index]), *(f"{value:.2f}" for value in rows[index][:shown]))
     return table
 
 
+def shown_rows(head: HeadReport, tokens: int) -> tuple[int, int]:
+    """Query rows a per-row table lists: the window's, or the first TOP_ROWS of a long text."""
+    return head.window[0] if head.window else (0, min(tokens, TOP_ROWS))
+
+
 def top_table(head: HeadReport, tokens: list[str], title: str) -> Table:
-    table = Table(title=f"{title} · most-attended keys", title_justify="left", box=box.SIMPLE_HEAD)
+    """Most-attended keys per query row: the window's rows, or the first TOP_ROWS of a long text."""
+    start, stop = shown_rows(head, len(tokens))
+    caption = f"rows {start}-{stop - 1} of {len(tokens)}; pick others with --rows" if stop - start < len(tokens) else None
+    table = Table(title=f"{title} · most-attended keys", title_justify="left", box=box.SIMPLE_HEAD,
+                  caption=caption, caption_justify="left")
     table.add_column("query", no_wrap=True)
     table.add_column("attends to (weight)")
     table.add_column("entropy", justify="right")
     table.add_column("self", justify="right")
-    for index, row in enumerate(head.top):
+    for index in range(start, stop):
+        row = head.top[index]
         keys = Text()
         # Keys under 1% weight are noise on screen (the JSON keeps all k).
         for rank, key in enumerate(key for rank, key in enumerate(row) if rank == 0 or key.weight >= 0.01):

@@ -1,0 +1,76 @@
+"""One head analysed a block of query rows at a time, so memory is O(T·(D + rows)), never O(T²).
+
+Every statistic attn reports per head is a function of single rows of S and
+softmax(S) (entropy, self-weight, top-k), or a sum over rows (symmetry). Rows
+a:b of S are q[a:b]·kᵀ·scale; the same columns, for the symmetry, are
+(q·k[a:b]ᵀ·scale)ᵀ. Matrices are kept only for the rows and columns asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from attn_cli import analysis, attention
+from attn_cli.masks import AttentionMask
+from attn_cli.report import Symmetry
+
+CHUNK_CELLS = 1 << 22  # ~4M scores per block: 16 MB in float32, a few such temporaries at once
+
+
+@dataclass(frozen=True)
+class Window:
+    rows: tuple[int, int]  # query rows start:stop
+    cols: tuple[int, int]  # key columns start:stop
+
+
+@dataclass
+class HeadRows:
+    entropy: torch.Tensor  # (T,) nats
+    self_weight: torch.Tensor  # (T,)
+    top: list[list[tuple[int, float]]]  # (T, ≤k) key index and weight, heaviest first
+    symmetry: Symmetry
+    scores: torch.Tensor | None  # the window of S, NaN where masked; None when no window
+    weights: torch.Tensor | None  # the window of softmax(S)
+    output: torch.Tensor | None  # (T, D) weights @ v, when asked for
+
+
+def analyse_rows(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: AttentionMask, *,
+    top_k: int, tolerance: float, window: Window | None, want_output: bool,
+) -> HeadRows:
+    """q (T, D), k and v (T, D) of one head (its kv head's k and v), float32."""
+    count = q.shape[0]
+    block = max(1, CHUNK_CELLS // max(count, 1))  # query rows per block
+    entropy = torch.empty(count, device=q.device)
+    self_weight = torch.empty(count, device=q.device)
+    output = torch.empty_like(q) if want_output else None
+    top: list[list[tuple[int, float]]] = []
+    symmetry = analysis.SymmetryAccumulator(q, k, scale, mask.valid_keys())
+    kept_scores, kept_weights = [], []
+    for start in range(0, count, block):
+        stop = min(start + block, count)
+        scores = attention.score_matrix(q[start:stop], k, scale)  # (c, T) rows start:stop of S
+        allowed = mask.rows(start, stop)  # (c, T)
+        weights = attention.masked_softmax(scores, allowed)  # (c, T); scores stay unmasked
+        entropy[start:stop] = analysis.row_entropy(weights)
+        self_weight[start:stop] = analysis.self_weight(weights, first_row=start)  # w[i, start + i]
+        top += analysis.top_keys(weights, allowed, top_k)
+        symmetry.add(start, stop)
+        if output is not None:
+            output[start:stop] = attention.attend(weights, v)  # (c, D)
+        if window is not None and start < window.rows[1] and stop > window.rows[0]:
+            first, last = max(start, window.rows[0]) - start, min(stop, window.rows[1]) - start
+            columns = slice(*window.cols)
+            kept_scores.append(scores[first:last, columns].masked_fill(~allowed[first:last, columns], float("nan")))
+            kept_weights.append(weights[first:last, columns])
+    return HeadRows(
+        entropy=entropy,
+        self_weight=self_weight,
+        top=top,
+        symmetry=symmetry.result(tolerance),
+        scores=torch.cat(kept_scores) if window is not None else None,
+        weights=torch.cat(kept_weights) if window is not None else None,
+        output=output,
+    )
