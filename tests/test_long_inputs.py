@@ -1,0 +1,182 @@
+"""Long inputs: statistics in row blocks equal the whole-matrix ones, and no T × T is ever built.
+
+Tolerances: float32 block sums against one-block sums, 1e-5 relative.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from attn_cli import analysis, attention, head_rows
+from attn_cli.core import InspectRequest, run_inspect
+from attn_cli.masks import AttentionMask
+
+T, D = 300, 16
+
+
+@pytest.fixture
+def qkv():
+    generator = torch.Generator().manual_seed(1)
+    return [torch.randn(T, D, generator=generator) for _ in range(3)]
+
+
+def run_rows(q, k, v, mask, window=None):
+    return head_rows.analyse_rows(q, k, v, 0.25, mask, top_k=4, tolerance=1e-5, window=window, want_output=True)
+
+
+@pytest.mark.parametrize("mask", [
+    AttentionMask(T, T, causal=False),
+    AttentionMask(T, T, causal=True),
+    AttentionMask(T, T, dense=torch.ones(T, T, dtype=torch.bool).tril() & (torch.arange(T) < 250)[None, :]),
+], ids=["open", "causal", "dense-with-padding"])
+def test_row_blocks_give_the_whole_matrix_statistics(monkeypatch, qkv, mask):
+    q, k, v = qkv
+    whole = run_rows(q, k, v, mask, head_rows.Window((0, T), (0, T)))  # one block: T² < CHUNK_CELLS
+    monkeypatch.setattr(head_rows, "CHUNK_CELLS", 7 * T)  # 7 rows a block, 43 blocks
+    blocks = run_rows(q, k, v, mask, head_rows.Window((0, T), (0, T)))
+    for name in ("entropy", "self_weight", "output", "weights"):
+        torch.testing.assert_close(getattr(blocks, name), getattr(whole, name), rtol=1e-5, atol=1e-6)
+    assert [[i for i, _ in row] for row in blocks.top] == [[i for i, _ in row] for row in whole.top]
+    assert blocks.symmetry.relative == pytest.approx(whole.symmetry.relative, rel=1e-5)
+    assert blocks.symmetry.max_abs_diff == pytest.approx(whole.symmetry.max_abs_diff, rel=1e-5)
+    scores = attention.score_matrix(q, k, 0.25)  # the reference, whole
+    reference = analysis.symmetry_report(scores, mask.valid_keys(), 1e-5)
+    assert blocks.symmetry.relative == pytest.approx(reference.relative, rel=1e-5)
+    assert blocks.symmetry.max_abs_diff == pytest.approx(reference.max_abs_diff, rel=1e-5)
+
+
+def test_symmetric_scores_stay_symmetric_in_blocks(monkeypatch, qkv):
+    _, k, v = qkv
+    monkeypatch.setattr(head_rows, "CHUNK_CELLS", 5 * T)
+    rows = run_rows(k, k, v, AttentionMask(T, T, causal=True))  # Q := K
+    assert rows.symmetry.symmetric and rows.symmetry.relative <= 1e-6
+
+
+def test_no_block_is_larger_than_the_budget(monkeypatch, qkv):
+    """The T × T never exists: every score block stays within CHUNK_CELLS."""
+    q, k, v = qkv
+    monkeypatch.setattr(head_rows, "CHUNK_CELLS", 10 * T)
+    sizes = []
+    original = attention.score_matrix
+
+    def spy(*args):
+        result = original(*args)
+        sizes.append(result.numel())
+        return result
+
+    monkeypatch.setattr(head_rows.attention, "score_matrix", spy)
+    run_rows(q, k, v, AttentionMask(T, T, causal=True))
+    assert sizes and max(sizes) <= 10 * T
+
+
+def test_window_is_the_slice_of_the_whole(qkv):
+    q, k, v = qkv
+    mask = AttentionMask(T, T, causal=True)
+    whole = run_rows(q, k, v, mask, head_rows.Window((0, T), (0, T)))
+    part = run_rows(q, k, v, mask, head_rows.Window((100, 140), (90, 200)))
+    torch.testing.assert_close(part.weights, whole.weights[100:140, 90:200])
+    assert torch.equal(part.scores.isnan(), whole.scores[100:140, 90:200].isnan())
+
+
+def test_causal_rule_rows_match_the_dense_mask():
+    rule = AttentionMask(6, 6, causal=True)
+    assert torch.equal(rule.full(), torch.ones(6, 6, dtype=torch.bool).tril())
+    assert torch.equal(rule.rows(2, 4), torch.ones(6, 6, dtype=torch.bool).tril()[2:4])
+    assert rule.dense is None and rule.valid_keys().all()
+
+
+@pytest.fixture(scope="module")
+def llama(tiny_llama_dir):
+    from attn_cli.backends.registry import load_backend
+
+    return load_backend(str(tiny_llama_dir), device="cpu")
+
+
+def test_past_the_limit_matrices_are_left_out_and_statistics_stay(llama):
+    report = run_inspect(InspectRequest(text=" ".join(["word"] * 200), layers="1", heads="0",
+                                        matrix_cell_limit=10_000), backend=llama)
+    assert report.matrices_left_out
+    head = report.layers[0].heads[0]
+    assert head.scores is None and head.weights is None
+    assert len(head.entropy) == len(head.top) == 202
+    document = report.to_json_dict()
+    assert document["matrices_left_out"] is True and "weights" not in document["layers"][0]["heads"][0]
+    full = run_inspect(InspectRequest(text=" ".join(["word"] * 200), layers="1", heads="0",
+                                      matrix_cell_limit=10_000, full=True), backend=llama)
+    assert not full.matrices_left_out and len(full.layers[0].heads[0].weights) == 202
+    assert full.layers[0].heads[0].entropy == pytest.approx(head.entropy, rel=1e-5)
+
+
+def test_streamed_json_equals_the_whole_document(llama):
+    import io
+
+    from attn_cli.core import run_inspect_batch
+    from attn_cli.render.files import stream_json
+    from attn_cli.report import InspectBatch
+
+    request = InspectRequest(text="a few words here", batch_texts=("and some more words",), layers="0-1")
+    whole = InspectBatch(run_inspect_batch(request, backend=llama), "right")
+    lazy = InspectBatch(run_inspect_batch(request, backend=llama, lazy=True), "right")
+    assert not isinstance(lazy.reports[0].layers, list)  # analysed while written
+    out = io.StringIO()
+    stream_json(lazy, out)
+    assert json.loads(out.getvalue()) == json.loads(json.dumps(whole.to_json_dict()))
+
+
+def cli(*args):
+    from attn_cli.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_cli_window_and_note(tiny_llama_dir):
+    text = " ".join(["word"] * 200)
+    result = cli("inspect", text, "--model", str(tiny_llama_dir), "--layer", "1", "--head", "0",
+                 "--rows", "10:20", "--cols", ":30", "--json")
+    assert result.exit_code == 0, result.output
+    head = json.loads(result.stdout)["layers"][0]["heads"][0]
+    assert head["window"] == {"rows": [10, 20], "cols": [0, 30]}
+    assert len(head["weights"]) == 10 and len(head["weights"][0]) == 30
+    assert len(head["entropy"]) == 202  # statistics cover every row
+    terminal = cli("inspect", text, "--model", str(tiny_llama_dir), "--layer", "1", "--head", "0",
+                   "--rows", "10:20", "--cols", "5:25", "--show", "weights")
+    assert terminal.exit_code == 0 and "rows 10-19, keys 5-24" in terminal.stdout
+    bad = cli("inspect", text, "--model", str(tiny_llama_dir), "--rows", "20:10")
+    assert bad.exit_code == 2
+
+
+def test_cli_save_tensors(tiny_llama_dir, tmp_path):
+    from safetensors import safe_open
+
+    target = tmp_path / "heads.safetensors"
+    result = cli("inspect", "the cat sat on the mat", "--model", str(tiny_llama_dir), "--layer", "1",
+                 "--head", "0,5", "--save-tensors", str(target), "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    with safe_open(str(target), framework="pt") as handle:
+        names = set(handle.keys())
+        assert {f"layers.1.heads.5.{name}" for name in ("q", "k", "v", "output", "scores", "weights")} <= names
+        weights = handle.get_tensor("layers.1.heads.5.weights")
+        metadata = handle.metadata()
+    assert weights.shape == (8, 8)
+    expected = torch.tensor(document["layers"][0]["heads"][1]["weights"])
+    torch.testing.assert_close(weights, expected, atol=1e-6, rtol=1e-6)
+    assert json.loads(metadata["tokens"])[1] == "the"
+    assert json.loads(metadata["heads"])["layers.1.heads.5"]["kv_head"] == 1
+    assert cli("inspect", "x", "--save-tensors", str(tmp_path / "x.npz")).exit_code == 2
+
+
+def test_compare_refuses_past_the_limit_without_full(llama):
+    from attn_cli.compare import CompareRequest, run_compare
+    from attn_cli.errors import BadInput
+
+    text = " ".join(["word"] * 100)
+    with pytest.raises(BadInput, match="--full"):
+        run_compare(CompareRequest(text=text, layers="0", heads="0", matrix_cell_limit=1000), backend=llama)
+    report = run_compare(CompareRequest(text=text, layers="0", heads="0", matrix_cell_limit=1000, full=True),
+                         backend=llama)
+    assert report.summaries["shared-k"].symmetric_heads == 1
