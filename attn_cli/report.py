@@ -74,13 +74,9 @@ class InspectReport:
             document["padding"] = self.padding_side
         return document
 
-    def json_layers(self):
-        """The "layers" entries one at a time, as they are analysed."""
-        return (layer_json(layer) for layer in self.layers)
-
     def to_json_dict(self) -> dict:
         """The schema_version 1 document (README "JSON output"). Floats keep float32 precision."""
-        return {**self.json_header(), "layers": list(self.json_layers())}
+        return {**self.json_header(), "layers": layers_json(self.layers)}
 
 
 @dataclass
@@ -192,15 +188,18 @@ def _plain(record: dict) -> dict:
             for key, value in record.items()}
 
 
-def _head_json(head: HeadReport) -> dict:
+def head_matrices(head: HeadReport) -> list[tuple[str, Matrix]]:
+    """The head's matrix-valued JSON fields, in document order: scores, weights, then q, k, v, output."""
+    named = [("scores", head.scores), ("weights", head.weights), *head.tensors.items()]
+    return [(name, rows) for name, rows in named if rows is not None]
+
+
+def _head_json(head: HeadReport, matrices: bool = True) -> dict:
+    """One head's JSON record; matrices=False leaves the matrix fields to a faster writer (files.py)."""
     record = {"head": head.head, "kv_head": head.kv_head, "scale": _num(head.scale)}
     if head.window is not None:
         (row_start, row_stop), (col_start, col_stop) = head.window
         record["window"] = {"rows": [row_start, row_stop], "cols": [col_start, col_stop]}
-    if head.scores is not None:
-        record["scores"] = _matrix(head.scores)
-    if head.weights is not None:
-        record["weights"] = _matrix(head.weights)
     record["symmetry"] = {
         "max_abs_diff": _num(head.symmetry.max_abs_diff),
         "relative": _num(head.symmetry.relative),
@@ -211,13 +210,20 @@ def _head_json(head: HeadReport) -> dict:
     record["top"] = [
         [{"index": t.index, "token": t.token, "weight": _num(t.weight)} for t in row] for row in head.top
     ]
-    for name, tensor in head.tensors.items():
-        record[name] = _matrix(tensor)
+    if matrices:
+        record.update((name, _matrix(rows)) for name, rows in head_matrices(head))
     return record
 
 
+def head_json_without_matrices(head: HeadReport) -> dict:
+    return _head_json(head, matrices=False)
+
+
 def _num(value: float | None) -> float | None:
-    """7 significant digits (float32 precision); None for masked or non-finite, so JSON never has NaN."""
+    """7 significant digits (float32 precision); None for masked or non-finite, so JSON never has NaN.
+
+    render/files.py writes matrices with the same f"{value:.7g}", straight to text.
+    """
     if value is None or not math.isfinite(value):
         return None
     return float(f"{value:.7g}")

@@ -100,7 +100,7 @@ def warn_about_matrices(report, request) -> None:
         stderr_console().print(Text(
             f"note: scores and weights left out: the selected heads × tokens² pass the "
             f"{request.matrix_cell_limit:,}-cell limit; every per-row statistic is complete. "
-            "Use --rows/--cols for a window, or --full for whole matrices.", style="yellow"))
+            "Use --rows/--cols for a window, or --full for whole matrices.", style="yellow"), soft_wrap=True)
     elif request.full:
         from attn_cli.core import select
 
@@ -108,7 +108,7 @@ def warn_about_matrices(report, request) -> None:
         cells = sum(len(single.tokens) ** 2 for single in reports) * len(layers) * len(heads)
         if cells > request.matrix_cell_limit:
             stderr_console().print(Text(f"warning: --full keeps {cells:,} cells per matrix kind "
-                                        f"(~{cells * 2 * 11 / 1e6:,.0f} MB of JSON)", style="yellow"))
+                                        f"(~{cells * 2 * 11 / 1e6:,.0f} MB of JSON)", style="yellow"), soft_wrap=True)
 
 
 
@@ -128,7 +128,7 @@ def warn_if_truncated(report) -> None:
     for single in getattr(report, "reports", [report]):
         if single.truncated_from is not None:
             stderr_console().print(Text(f"warning: text truncated from {single.truncated_from} tokens "
-                                        f"to the model's {len(single.tokens)}", style="yellow"))
+                                        f"to the model's {len(single.tokens)}", style="yellow"), soft_wrap=True)
 
 
 def emit_json(report, output: Path | None) -> None:

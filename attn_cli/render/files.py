@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
@@ -32,9 +33,9 @@ def _stream_report(report, stream: TextIO) -> None:
     if hasattr(report, "reports"):  # InspectBatch: {"...", "sequences": [doc, doc]}
         _stream_list(stream, report.json_header(), "sequences", report.reports,
                      lambda single: _stream_report(single, stream))
-    else:
-        _stream_list(stream, report.json_header(), "layers", report.json_layers(),
-                     lambda layer: stream.write(_dumps(layer)))
+    else:  # layers are analysed as this loop asks for them (a lazy report)
+        _stream_list(stream, report.json_header(), "layers", report.layers,
+                     lambda layer: stream.write(_layer_text(layer)))
 
 
 def _stream_list(stream: TextIO, header: dict, key: str, items, write_item) -> None:
@@ -44,6 +45,27 @@ def _stream_list(stream: TextIO, header: dict, key: str, items, write_item) -> N
             stream.write(", ")
         write_item(item)
     stream.write("]}")
+
+
+def _layer_text(layer) -> str:
+    """A layer's JSON text; matrices are formatted straight to text (the slow part of big documents)."""
+    from attn_cli.report import head_json_without_matrices, head_matrices
+
+    heads = []
+    for head in layer.heads:
+        text = _dumps(head_json_without_matrices(head))[:-1]  # the record, left open
+        for name, rows in head_matrices(head):
+            text += f', "{name}": ' + _matrix_text(rows)
+        heads.append(text + "}")
+    return f'{{"layer": {layer.layer}, "heads": [{", ".join(heads)}]}}'
+
+
+def _matrix_text(rows) -> str:
+    """Rows of floats as JSON: 7 significant digits like report._num, null for masked or non-finite."""
+    return "[" + ", ".join(
+        "[" + ", ".join(f"{v:.7g}" if v is not None and math.isfinite(v) else "null" for v in row) + "]"
+        for row in rows
+    ) + "]"
 
 
 def _dumps(value) -> str:

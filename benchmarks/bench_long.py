@@ -1,0 +1,106 @@
+"""Long inputs: `attn inspect` on 1k, 4k and 16k tokens against bare transformers.
+
+The model is the tiny Llama of the long-inputs issue (hidden 256, 4 layers,
+8 heads, 2 kv heads, 65,536 positions), built from a config with seed 0 and
+saved to a temporary directory. Per length T, whole processes, interleaved:
+
+  attn   attn inspect - --model DIR --layer 3 --head 0 --top-k 5 --json  (text on stdin)
+  sdpa   peer_long_forward.py sdpa: the plain forward, what running the model costs
+  eager  peer_long_forward.py eager: output_attentions=True, as other tools do (T <= 4096 only:
+         at 16k its attention tensors alone need ~34 GB)
+
+Targets: at 16k, attn peak RSS <= 1.5 GB and wall time <= 1.5x sdpa; at 4k, attn
+>= 5x faster and >= 3x smaller than eager.
+
+    .venv/bin/python benchmarks/bench_long.py --repeat 3 [--lengths 1024,4096,16384]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from _timing import add_common_args, interleave, median_wall, print_header, print_stderr_notes, print_table
+
+PEER = Path(__file__).with_name("peer_long_forward.py")
+EAGER_MAX_TOKENS = 4096
+
+
+def build_model(directory: Path) -> None:
+    """The tiny Llama, saved with the bundled MiniLM tokenizer (a word per token: "word word …")."""
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+
+    from attn_cli.backends.minilm import minilm_dir
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=30522, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
+                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=65536)
+    LlamaModel(config).save_pretrained(directory)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(minilm_dir() / name, directory / name)
+
+
+def contenders(model: Path, text_file: Path, tokens: int) -> dict[str, list[str]]:
+    attn = Path(sys.executable).with_name("attn")
+    # exec: the shell becomes attn, so wait4's rusage is attn's own.
+    runs = {"attn inspect": ["sh", "-c", f"exec '{attn}' inspect - --model '{model}' --layer 3 --head 0 "
+                                         f"--top-k 5 --json < '{text_file}'"],
+            "bare sdpa forward": [sys.executable, str(PEER), "sdpa", str(model), str(text_file)]}
+    if tokens <= EAGER_MAX_TOKENS:
+        runs["eager output_attentions"] = [sys.executable, str(PEER), "eager", str(model), str(text_file)]
+    return runs
+
+
+def median_rss(samples) -> float:
+    return statistics.median(s.max_rss_mib for s in samples)
+
+
+def verdicts(tokens: int, samples: dict) -> list[tuple[str, bool]]:
+    attn, sdpa = samples["attn inspect"], samples["bare sdpa forward"]
+    lines = [(f"time vs sdpa forward: {median_wall(attn) / median_wall(sdpa):.2f}x", True)]
+    if tokens >= 16384:
+        lines = [(f"peak RSS {median_rss(attn):.0f} MiB (target <= 1536)", median_rss(attn) <= 1536),
+                 (f"time {median_wall(attn) / median_wall(sdpa):.2f}x the sdpa forward (target <= 1.5x)",
+                  median_wall(attn) / median_wall(sdpa) <= 1.5)]
+    if "eager output_attentions" in samples:
+        eager = samples["eager output_attentions"]
+        speed, size = median_wall(eager) / median_wall(attn), median_rss(eager) / median_rss(attn)
+        target = tokens >= 4096
+        lines += [(f"{speed:.1f}x faster than eager" + (" (target >= 5x)" if target else ""),
+                   speed >= 5 or not target),
+                  (f"{size:.1f}x smaller than eager" + (" (target >= 3x)" if target else ""),
+                   size >= 3 or not target)]
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", default="1024,4096,16384", help="token counts, comma-separated")
+    add_common_args(parser)
+    args = parser.parse_args()
+    print_header("attn on long inputs (tiny Llama: hidden 256, 4 layers, 8 heads, 2 kv heads)")
+    passed = True
+    with tempfile.TemporaryDirectory() as scratch:
+        model = Path(scratch) / "tiny-llama"
+        build_model(model)
+        for tokens in (int(value) for value in args.lengths.split(",")):
+            text_file = Path(scratch) / f"text-{tokens}.txt"
+            text_file.write_text(" ".join(["word"] * (tokens - 2)))  # + [CLS] and [SEP]
+            print(f"--- T = {tokens} tokens")
+            samples = interleave(contenders(model, text_file, tokens), args.repeat, args.warmup)
+            print_table(samples)
+            print_stderr_notes(samples)
+            for line, ok in verdicts(tokens, samples):
+                print(f"  {line}{'' if ok else '  FAIL'}")
+                passed &= ok
+            print()
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
