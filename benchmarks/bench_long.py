@@ -12,6 +12,12 @@ saved to a temporary directory. Per length T, whole processes, interleaved:
 Targets: at 16k, attn peak RSS <= 1.5 GB and wall time <= 1.5x sdpa; at 4k, attn
 >= 5x faster and >= 3x smaller than eager.
 
+Whole processes all pay the same ~4-5 s of importing torch and transformers and
+loading the model, which caps any whole-process ratio. So each length is also
+timed in one process with the models already loaded (--in-process, default on):
+attn's run_inspect plus writing its JSON, the sdpa forward, and the eager
+forward with output_attentions plus the top-5 of layer 3 head 0.
+
     .venv/bin/python benchmarks/bench_long.py --repeat 3 [--lengths 1024,4096,16384]
 """
 
@@ -78,9 +84,64 @@ def verdicts(tokens: int, samples: dict) -> list[tuple[str, bool]]:
     return lines
 
 
+def time_in_process(model: Path, text: str, tokens: int, repeat: int) -> dict[str, float]:
+    """Median seconds of each contender's work with every model already loaded (one process)."""
+    import io
+    import time
+
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from attn_cli.backends.registry import load_backend
+    from attn_cli.core import InspectRequest, run_inspect_batch
+    from attn_cli.render.files import stream_json
+
+    backend = load_backend(str(model), device="cpu")
+    tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
+    inputs = tokenizer(text, return_tensors="pt")
+    sdpa = AutoModel.from_pretrained(model, local_files_only=True, attn_implementation="sdpa").eval()
+    request = InspectRequest(text=text, layers="3", heads="0", top_k=5)
+
+    def attn() -> None:
+        stream_json(run_inspect_batch(request, backend=backend, lazy=True)[0], io.StringIO())
+
+    def sdpa_forward() -> None:
+        with torch.inference_mode():
+            sdpa(**inputs)
+
+    work = {"attn inspect": attn, "bare sdpa forward": sdpa_forward}
+    if tokens <= EAGER_MAX_TOKENS:
+        eager = AutoModel.from_pretrained(model, local_files_only=True, attn_implementation="eager").eval()
+
+        def eager_forward() -> None:
+            with torch.inference_mode():
+                eager(**inputs, output_attentions=True).attentions[3][0, 0].topk(5, dim=-1)
+
+        work["eager output_attentions"] = eager_forward
+    times: dict[str, list[float]] = {name: [] for name in work}
+    for _ in range(repeat):
+        for name, run in work.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def print_in_process(seconds: dict[str, float]) -> None:
+    print("  in one process, models loaded (median s): " +
+          ", ".join(f"{name} {value:.2f}" for name, value in seconds.items()))
+    attn = seconds["attn inspect"]
+    line = f"  in-process: attn {attn / seconds['bare sdpa forward']:.2f}x the sdpa forward"
+    if "eager output_attentions" in seconds:
+        line += f", {seconds['eager output_attentions'] / attn:.1f}x faster than eager"
+    print(line)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", default="1024,4096,16384", help="token counts, comma-separated")
+    parser.add_argument("--no-in-process", dest="in_process", action="store_false",
+                        help="skip the timing with models already loaded")
     add_common_args(parser)
     args = parser.parse_args()
     print_header("attn on long inputs (tiny Llama: hidden 256, 4 layers, 8 heads, 2 kv heads)")
@@ -98,6 +159,8 @@ def main() -> int:
             for line, ok in verdicts(tokens, samples):
                 print(f"  {line}{'' if ok else '  FAIL'}")
                 passed &= ok
+            if args.in_process:
+                print_in_process(time_in_process(model, text_file.read_text(), tokens, args.repeat))
             print()
     return 0 if passed else 1
 
