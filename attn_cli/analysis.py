@@ -60,12 +60,18 @@ def row_entropy(weights: torch.Tensor) -> torch.Tensor:
     return -torch.special.xlogy(weights, weights).sum(dim=-1)
 
 
-def self_weight(weights: torch.Tensor, first_row: int = 0) -> torch.Tensor:
-    """How much each token attends to itself: the diagonal. (..., T, T) -> (..., T)
+def self_weight(weights: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    """How much each token attends to itself: the diagonal. (T, T) -> (T,)
 
-    For a block of rows first_row:first_row + c of the matrix, (..., c, T) -> (..., c).
+    For a block (c, n) of the matrix whose row i is token i + r and column j is key j + f,
+    offset = r - f: w[i, i + offset], 0 where that key lies outside the block's columns.
     """
-    return weights.diagonal(offset=first_row, dim1=-2, dim2=-1)
+    rows = torch.arange(weights.shape[0], device=weights.device)
+    columns = rows + offset
+    inside = (columns >= 0) & (columns < weights.shape[1])
+    diagonal = torch.zeros(weights.shape[0], dtype=weights.dtype, device=weights.device)
+    diagonal[inside] = weights[rows[inside], columns[inside]]
+    return diagonal
 
 
 def top_keys(weights: torch.Tensor, allowed: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:

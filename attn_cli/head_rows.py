@@ -51,20 +51,21 @@ def analyse_rows(
     kept_scores, kept_weights = [], []
     for start in range(0, count, block):
         stop = min(start + block, count)
-        scores = attention.score_matrix(q[start:stop], k, scale)  # (c, T) rows start:stop of S
-        allowed = mask.rows(start, stop)  # (c, T)
-        weights = attention.masked_softmax(scores, allowed)  # (c, T); scores stay unmasked
+        first, end = mask.key_span(start, stop)  # keys outside are masked for every row here
+        scores = attention.score_matrix(q[start:stop], k[first:end], scale)  # (c, end - first) of S
+        allowed = mask.rows(start, stop, first, end)  # (c, end - first)
+        weights = attention.masked_softmax(scores, allowed)  # (c, end - first); scores stay unmasked
         entropy[start:stop] = analysis.row_entropy(weights)
-        self_weight[start:stop] = analysis.self_weight(weights, first_row=start)  # w[i, start + i]
-        top += analysis.top_keys(weights, allowed, top_k)
+        self_weight[start:stop] = analysis.self_weight(weights, offset=start - first)  # w[i, i]
+        top += [[(first + key, weight) for key, weight in row] for row in analysis.top_keys(weights, allowed, top_k)]
         symmetry.add(start, stop)
         if output is not None:
-            output[start:stop] = attention.attend(weights, v)  # (c, D)
+            output[start:stop] = attention.attend(weights, v[first:end])  # (c, D)
         if window is not None and start < window.rows[1] and stop > window.rows[0]:
-            first, last = max(start, window.rows[0]) - start, min(stop, window.rows[1]) - start
-            columns = slice(*window.cols)
-            kept_scores.append(scores[first:last, columns].masked_fill(~allowed[first:last, columns], float("nan")))
-            kept_weights.append(weights[first:last, columns])
+            rows = slice(max(start, window.rows[0]) - start, min(stop, window.rows[1]) - start)
+            kept_scores.append(_widen(scores[rows].masked_fill(~allowed[rows], float("nan")), first, window,
+                                      float("nan")))
+            kept_weights.append(_widen(weights[rows], first, window, 0.0))
     return HeadRows(
         entropy=entropy,
         self_weight=self_weight,
@@ -74,3 +75,13 @@ def analyse_rows(
         weights=torch.cat(kept_weights) if window is not None else None,
         output=output,
     )
+
+
+def _widen(block: torch.Tensor, first: int, window: Window, fill: float) -> torch.Tensor:
+    """Columns first:first + n of some rows, placed into the window's columns (fill where not computed)."""
+    start, stop = window.cols
+    out = torch.full((block.shape[0], stop - start), fill, dtype=block.dtype, device=block.device)
+    lo, hi = max(start, first), min(stop, first + block.shape[1])
+    if lo < hi:
+        out[:, lo - start:hi - start] = block[:, lo - first:hi - first]
+    return out
