@@ -24,8 +24,10 @@ forward with output_attentions plus the top-5 of layer 3 head 0.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -137,7 +139,28 @@ def print_in_process(seconds: dict[str, float]) -> None:
     print(line)
 
 
+def in_child(*args: str) -> str:
+    """Run this script's --child step in a fresh process and return its stdout.
+
+    The driver never imports torch: Linux keeps ru_maxrss across fork and exec, so a
+    large driver would inflate every contender's measured peak RSS.
+    """
+    result = subprocess.run([sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True)
+    return result.stdout
+
+
+def child(step: str, *args: str) -> None:
+    if step == "build":
+        build_model(Path(args[0]))
+    else:  # time: model dir, text file, tokens, repeat
+        model, text_file, tokens, repeat = Path(args[0]), Path(args[1]), int(args[2]), int(args[3])
+        print(json.dumps(time_in_process(model, text_file.read_text(), tokens, repeat)))
+
+
 def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        child(*sys.argv[2:])
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", default="1024,4096,16384", help="token counts, comma-separated")
     parser.add_argument("--no-in-process", dest="in_process", action="store_false",
@@ -148,7 +171,7 @@ def main() -> int:
     passed = True
     with tempfile.TemporaryDirectory() as scratch:
         model = Path(scratch) / "tiny-llama"
-        build_model(model)
+        in_child("build", str(model))
         for tokens in (int(value) for value in args.lengths.split(",")):
             text_file = Path(scratch) / f"text-{tokens}.txt"
             text_file.write_text(" ".join(["word"] * (tokens - 2)))  # + [CLS] and [SEP]
@@ -160,7 +183,8 @@ def main() -> int:
                 print(f"  {line}{'' if ok else '  FAIL'}")
                 passed &= ok
             if args.in_process:
-                print_in_process(time_in_process(model, text_file.read_text(), tokens, args.repeat))
+                print_in_process(json.loads(in_child("time", str(model), str(text_file), str(tokens),
+                                                     str(args.repeat))))
             print()
     return 0 if passed else 1
 
