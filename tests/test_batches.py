@@ -59,7 +59,7 @@ def test_padding_never_receives_weight_inside_the_batch(backends):
     recorder = LayerRecorder({0}, backend.model.config._attn_implementation)
     with torch.no_grad(), capturing(backend.model, recorder):
         backend.model(**batch)
-    allowed = recorder.records[0].allowed  # (B, T, T)
+    allowed = recorder.records[0].mask.dense  # (B, T, T): padding needs the full mask
     real = batch["attention_mask"].bool()  # (B, T)
     for b in range(len(TEXTS)):
         assert not allowed[b][real[b]][:, ~real[b]].any()
