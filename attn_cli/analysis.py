@@ -45,6 +45,50 @@ class SymmetryAccumulator:
         return Symmetry(self.max_abs_diff, relative, relative <= tolerance)
 
 
+class BlockSymmetry:
+    """The same measures for any scoring function score(q_rows, keys) -> (c, n), from blocks of S.
+
+    Rows start:stop of S and the same columns (turned into rows) are computed directly,
+    over columns j >= start, and ‖S‖² from the whole rows. Twice the work of the dot form.
+    """
+
+    def __init__(self, q: torch.Tensor, k: torch.Tensor, score, valid: torch.Tensor):
+        self.q, self.k, self.score, self.valid = q, k, score, valid
+        self.diff_squared = self.scores_squared = self.max_abs_diff = 0.0
+
+    def add(self, start: int, stop: int) -> None:
+        pair = self.valid[start:stop, None] & self.valid[None, :]  # (c, T)
+        rows = self.score(self.q[start:stop], self.k).masked_fill(~pair, 0.0)  # S[start:stop, :]
+        columns = self.score(self.q[start:], self.k[start:stop]).T  # S[start:, start:stop]ᵀ
+        diff = (rows[:, start:] - columns).masked_fill_(~pair[:, start:], 0.0)
+        block = stop - start
+        self.scores_squared += float(rows.square().sum())
+        self.diff_squared += float(diff[:, :block].square().sum()) + 2 * float(diff[:, block:].square().sum())
+        if diff.numel():
+            self.max_abs_diff = max(self.max_abs_diff, float(diff.abs().max()))
+
+    result = SymmetryAccumulator.result
+
+
+class ScoreMoments:
+    """Mean and variance of the allowed scores, summed block by block (concepts.md §3)."""
+
+    def __init__(self):
+        self.count, self.total, self.squares = 0, 0.0, 0.0
+
+    def add(self, scores: torch.Tensor, allowed: torch.Tensor) -> None:
+        kept = scores[allowed].double()
+        self.count += kept.numel()
+        self.total += float(kept.sum())
+        self.squares += float(kept.square().sum())
+
+    def mean_variance(self) -> tuple[float, float]:
+        if not self.count:
+            return 0.0, 0.0
+        mean = self.total / self.count
+        return mean, max(self.squares / self.count - mean * mean, 0.0)
+
+
 def symmetry_report(scores: torch.Tensor, valid: torch.Tensor, tolerance: float) -> Symmetry:
     """How far a whole score matrix (T, T), unmasked, is from its transpose over valid (T,) tokens."""
     pair = valid[:, None] & valid[None, :]  # (T, T)

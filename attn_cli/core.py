@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from attn_cli.errors import BadInput
-from attn_cli.report import HeadReport, InspectReport, LayerReport, TopKey
+from attn_cli.report import HeadReport, InspectReport, LayerReport, ScoreStats, TopKey
 from attn_cli.selection import parse_selection
 
 
@@ -36,6 +36,7 @@ class RunOptions:
     rows: tuple[int, int] | None = None  # keep only this window of query rows (start, stop) …
     cols: tuple[int, int] | None = None  # … and of key columns
     matrix_cell_limit: int = 2_000_000  # past this many cells over all selected heads, matrices are left out
+    toy: dict = field(default_factory=dict)  # --model toy settings: d_model, heads, scoring, causal, weights …
 
     def texts(self) -> list[str]:
         return [self.text, *self.batch_texts]
@@ -61,9 +62,12 @@ def load_for(request: RunOptions):
     from attn_cli.devices import resolve_device
 
     device = resolve_device(request.device)
+    if request.toy and request.model != "toy":
+        flag = next(iter(request.toy)).replace("_", "-")
+        raise BadInput(f"--{flag} is a setting of the toy model", "use it with --model toy")
     return load_backend(request.model, device=device, dtype=request.dtype, allow_pickle=request.allow_pickle,
                         revision=request.revision, trust_remote_code=request.trust_remote_code,
-                        device_map=request.device_map)
+                        device_map=request.device_map, toy=request.toy)
 
 
 def select(request: RunOptions, info) -> tuple[list[int], list[int]]:
@@ -178,7 +182,8 @@ def analyse_head(layer, head: int, kv_head: int | None, token_texts: list[str], 
     q = layer.q[head].float()  # (T, D)
     k = layer.k[kv_head or 0].float()  # (T, D)
     v = layer.v[kv_head or 0].float()  # (T, D)
-    rows = analyse_rows(q, k, v, layer.scale, layer.mask, top_k=request.top_k,
+    scorer = None if layer.scorer is None else (lambda rows, keys: layer.scorer(rows, keys, head))
+    rows = analyse_rows(q, k, v, layer.scale, layer.mask, top_k=request.top_k, scorer=scorer,
                         tolerance=request.symmetry_tolerance, window=window, want_output=request.include_qkv)
     tensors = {}
     if request.include_qkv:
@@ -196,6 +201,23 @@ def analyse_head(layer, head: int, kv_head: int | None, token_texts: list[str], 
         top=[[TopKey(index, token_texts[index], weight) for index, weight in row] for row in rows.top],
         tensors=tensors,
         window=None if window is None or whole else (window.rows, window.cols),
+        score_stats=score_stats(q, k, layer.scale, rows.score_moments, scorer is None),
+    )
+
+
+def score_stats(q, k, scale: float, moments: tuple[float, float], dot_form: bool) -> ScoreStats:
+    """The head's score moments beside the √d prediction from its own q and k variances."""
+    mean, variance = moments
+    q_variance, k_variance = float(q.var(unbiased=False)), float(k.var(unbiased=False))
+    return ScoreStats(
+        mean=mean,
+        variance=variance,
+        unscaled_mean=mean / scale if dot_form and scale else None,
+        unscaled_variance=variance / scale**2 if dot_form and scale else None,
+        head_dim=q.shape[-1],
+        q_variance=q_variance,
+        k_variance=k_variance,
+        predicted_unscaled_variance=q.shape[-1] * q_variance * k_variance,
     )
 
 

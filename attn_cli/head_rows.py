@@ -31,6 +31,7 @@ class HeadRows:
     self_weight: torch.Tensor  # (T,)
     top: list[list[tuple[int, float]]]  # (T, ≤k) key index and weight, heaviest first
     symmetry: Symmetry
+    score_moments: tuple[float, float]  # mean and variance of the allowed scores, as used (scaled)
     scores: torch.Tensor | None  # the window of S, NaN where masked; None when no window
     weights: torch.Tensor | None  # the window of softmax(S)
     output: torch.Tensor | None  # (T, D) weights @ v, when asked for
@@ -38,22 +39,34 @@ class HeadRows:
 
 def analyse_rows(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: AttentionMask, *,
-    top_k: int, tolerance: float, window: Window | None, want_output: bool,
+    top_k: int, tolerance: float, window: Window | None, want_output: bool, scorer=None,
 ) -> HeadRows:
-    """q (T, D), k and v (T, D) of one head (its kv head's k and v), float32."""
+    """q (T, D), k and v (T, D) of one head (its kv head's k and v), float32.
+
+    scorer(q_rows, keys) -> (c, n) replaces q·kᵀ·scale for scorings that are not a dot product.
+    """
+    def score(rows: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return attention.score_matrix(rows, keys, scale) if scorer is None else scorer(rows, keys)
+
     count = q.shape[0]
     block = max(1, CHUNK_CELLS // max(count, 1))  # query rows per block
     entropy = torch.empty(count, device=q.device)
     self_weight = torch.empty(count, device=q.device)
     output = torch.empty_like(q) if want_output else None
     top: list[list[tuple[int, float]]] = []
-    symmetry = analysis.SymmetryAccumulator(q, k, scale, mask.valid_keys())
+    valid = mask.valid_keys()
+    symmetry = (analysis.SymmetryAccumulator(q, k, scale, valid) if scorer is None
+                else analysis.BlockSymmetry(q, k, scorer, valid))
+    moments = analysis.ScoreMoments()
     kept_scores, kept_weights = [], []
     for start in range(0, count, block):
         stop = min(start + block, count)
         first, end = mask.key_span(start, stop)  # keys outside are masked for every row here
-        scores = attention.score_matrix(q[start:stop], k[first:end], scale)  # (c, end - first) of S
+        if end <= first:  # these rows may attend nothing: one masked column keeps the shapes (weights 0)
+            first, end = 0, 1
+        scores = score(q[start:stop], k[first:end])  # (c, end - first) of S
         allowed = mask.rows(start, stop, first, end)  # (c, end - first)
+        moments.add(scores, allowed)
         weights = attention.masked_softmax(scores, allowed)  # (c, end - first); scores stay unmasked
         entropy[start:stop] = analysis.row_entropy(weights)
         self_weight[start:stop] = analysis.self_weight(weights, offset=start - first)  # w[i, i]
@@ -71,6 +84,7 @@ def analyse_rows(
         self_weight=self_weight,
         top=top,
         symmetry=symmetry.result(tolerance),
+        score_moments=moments.mean_variance(),
         scores=torch.cat(kept_scores) if window is not None else None,
         weights=torch.cat(kept_weights) if window is not None else None,
         output=output,

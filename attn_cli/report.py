@@ -19,6 +19,24 @@ class Symmetry:
     symmetric: bool  # relative <= tolerance
 
 
+@dataclass(frozen=True)
+class ScoreStats:
+    """Scores of one head against the √d argument (concepts.md §3).
+
+    If q and k had independent zero-mean components of variances var_q, var_k, q·k would
+    have variance d·var_q·var_k; the 1/√d scale brings unit-variance inputs back to 1.
+    """
+
+    mean: float  # of the allowed scores as the model uses them (scaled)
+    variance: float
+    unscaled_mean: float | None  # the same without the scale; None for scorings that are not q·k·scale
+    unscaled_variance: float | None
+    head_dim: int
+    q_variance: float  # of the head's q components
+    k_variance: float
+    predicted_unscaled_variance: float  # head_dim · q_variance · k_variance
+
+
 @dataclass
 class TopKey:
     index: int
@@ -39,6 +57,7 @@ class HeadReport:
     top: list[list[TopKey]]  # (T, ≤k) most-attended keys per query
     tensors: dict[str, Matrix] = field(default_factory=dict)  # q, k, v, output with --include qkv
     window: tuple[tuple[int, int], tuple[int, int]] | None = None  # (rows, cols) when scores/weights are a window
+    score_stats: ScoreStats | None = None
 
 
 @dataclass
@@ -205,13 +224,16 @@ def _head_json(head: HeadReport, matrices: bool = True) -> dict:
         "relative": _num(head.symmetry.relative),
         "symmetric": head.symmetry.symmetric,
     }
+    if head.score_stats is not None:
+        record["score_stats"] = {key: _num(value) if isinstance(value, float) else value
+                                 for key, value in asdict(head.score_stats).items()}
     record["entropy"] = [_num(x) for x in head.entropy]
     record["self_weight"] = [_num(x) for x in head.self_weight]
     record["top"] = [
         [{"index": t.index, "token": t.token, "weight": _num(t.weight)} for t in row] for row in head.top
     ]
     if matrices:
-        record.update((name, _matrix(rows)) for name, rows in head_matrices(head))
+        record.update((name, matrix_json(rows)) for name, rows in head_matrices(head))
     return record
 
 
@@ -229,5 +251,5 @@ def _num(value: float | None) -> float | None:
     return float(f"{value:.7g}")
 
 
-def _matrix(rows: Matrix) -> Matrix:
+def matrix_json(rows: Matrix) -> Matrix:
     return [[_num(value) for value in row] for row in rows]

@@ -98,6 +98,6 @@ def apply_variant(layer, variant: Variant, heads: int):
         x = layer.inputs  # (T, d_model)
         kv_heads = layer.k.shape[0]
         return LayerCapture(layer.layer, x.expand(heads, *x.shape), x.expand(kv_heads, *x.shape),
-                            x.expand(kv_heads, *x.shape), layer.mask, 1.0, x)
+                            x.expand(kv_heads, *x.shape), layer.mask, 1.0, x)  # raw: plain X·Xᵀ
     q, k, scale = variant.transform(layer.q, layer.k, layer.scale)
-    return LayerCapture(layer.layer, q, k, layer.v, layer.mask, scale, layer.inputs)
+    return LayerCapture(layer.layer, q, k, layer.v, layer.mask, scale, layer.inputs, layer.scorer)

@@ -11,7 +11,7 @@ Shapes (one sequence, T tokens, H query heads, H_kv key/value heads, D head dim)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 if TYPE_CHECKING:
     import torch
@@ -52,6 +52,24 @@ class LayerCapture:
     mask: "AttentionMask"  # rows(start, stop) -> (rows, T) bool, True = may attend
     scale: float  # the factor the model multiplies q·k by (1/sqrt(D) unless the model says otherwise)
     inputs: "torch.Tensor | None" = None  # (T, d_model) the attention layer's input X, when asked for
+    # For scorings that are not q·kᵀ·scale (the toy's bilinear, additive):
+    # scorer(q_rows (c, D), keys (n, D), head) -> scores (c, n). None: q·kᵀ·scale.
+    scorer: "Callable | None" = None
+
+
+def sequence_of(record: LayerCapture, index: int, real: "torch.Tensor") -> LayerCapture:
+    """Sequence `index` of a batched layer record, padding positions removed. real: (T,) bool."""
+    keep = real.nonzero().squeeze(1).to(record.q.device)  # (T_real,)
+    return LayerCapture(
+        layer=record.layer,
+        q=record.q[index].index_select(1, keep),  # (H, T_real, D)
+        k=record.k[index].index_select(1, keep),  # (H_kv, T_real, D)
+        v=record.v[index].index_select(1, keep),
+        mask=record.mask.for_sequence(index, keep),  # (T_real, T_real) rule or dense
+        scale=record.scale,
+        inputs=None if record.inputs is None else record.inputs[index].index_select(0, keep),  # (T_real, d_model)
+        scorer=record.scorer,
+    )
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import torch
 
-from attn_cli.backends.base import Capture, LayerCapture, ModelInfo, Token
+from attn_cli.backends.base import Capture, ModelInfo, Token, sequence_of
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
 from attn_cli.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
 
@@ -106,20 +106,6 @@ class HFBackend:
                 f"shorten it, or pass --truncate to keep the first {limit} tokens",
             )
         return dict(self.tokenizer(text, return_special_tokens_mask=True, truncation=True, max_length=limit)), count
-
-
-def sequence_of(record: LayerCapture, index: int, real: torch.Tensor) -> LayerCapture:
-    """Sequence `index` of a batched layer record, padding positions removed. real: (T,) bool."""
-    keep = real.nonzero().squeeze(1).to(record.q.device)  # (T_real,)
-    return LayerCapture(
-        layer=record.layer,
-        q=record.q[index].index_select(1, keep),  # (H, T_real, D)
-        k=record.k[index].index_select(1, keep),  # (H_kv, T_real, D)
-        v=record.v[index].index_select(1, keep),
-        mask=record.mask.for_sequence(index, keep),  # (T_real, T_real) rule or dense
-        scale=record.scale,
-        inputs=None if record.inputs is None else record.inputs[index].index_select(0, keep),  # (T_real, d_model)
-    )
 
 
 def load_hf_backend(

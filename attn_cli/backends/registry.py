@@ -47,3 +47,10 @@ def _load_minilm(*, device: str, dtype: str = "auto", device_map: str | None = N
     directory = minilm_dir()
     verify_weights(directory / "model.safetensors")
     return load_hf_backend("minilm", directory, device=device, dtype=dtype, device_map=device_map)
+
+
+@register("toy", "the textbook model of the background articles: seeded embeddings, W_Q, W_K, W_V, W_O")
+def _load_toy(*, device: str, toy: dict | None = None, **_options) -> Backend:
+    from attn_cli.backends.toy import load_toy
+
+    return load_toy(device=device, toy=toy)

@@ -56,6 +56,16 @@ def run_options(settings: dict, *, text: str, model, top_k, dtype, include, rows
     )
 
 
+def toy_settings(*, d_model=None, heads=None, layers=None, positions=None, seed=None, config=None, weights=None,
+                 shared_projection=False, mask=None, valid_len=None, scoring=None) -> dict:
+    """The toy flags that were given, as ToyConfig overrides (plus config and weights paths)."""
+    settings = {"d_model": d_model, "heads": heads, "layers": layers, "positions": positions, "seed": seed,
+                "config": config, "weights": weights, "valid_len": valid_len, "scoring": scoring,
+                "shared_projection": True if shared_projection else None,
+                "causal": None if mask is None else mask.value == "causal"}
+    return {key: value for key, value in settings.items() if value is not None}
+
+
 def run_and_emit(run: Callable, request, settings: dict, *, json_wanted: bool, output: Path | None,
                  save: Path | None, render: Callable, command: str) -> None:
     """Run the core, then write JSON (stdout or -o) or print render(report, width) (and --save it).
@@ -126,7 +136,7 @@ def check_outputs(save: Path | None, json_wanted: bool) -> None:
 def warn_if_truncated(report) -> None:
     """A warning on stderr per text that --truncate cut. report: one report or an InspectBatch."""
     for single in getattr(report, "reports", [report]):
-        if single.truncated_from is not None:
+        if getattr(single, "truncated_from", None) is not None:
             stderr_console().print(Text(f"warning: text truncated from {single.truncated_from} tokens "
                                         f"to the model's {len(single.tokens)}", style="yellow"), soft_wrap=True)
 

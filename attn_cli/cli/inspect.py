@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, parse_panels, read_text, run_and_emit, run_options
+from attn_cli.cli.common import check_outputs, parse_panels, read_text, run_and_emit, run_options, toy_settings
 from attn_cli.cli.edge import user_errors
 from attn_cli.errors import BadInput
 
@@ -62,6 +62,17 @@ def inspect_command(
     cols: opt.Cols = None,
     save_tensors: Annotated[Optional[Path], typer.Option("--save-tensors",
         help="Write the selected heads' q, k, v, output, scores and weights to FILE.safetensors.")] = None,
+    d_model: opt.DModel = None,
+    toy_heads: opt.ToyHeads = None,
+    toy_layers: opt.ToyLayers = None,
+    positions: opt.Positions = None,
+    seed: opt.Seed = None,
+    config: opt.ConfigFile = None,
+    weights: opt.Weights = None,
+    save_weights: opt.SaveWeights = None,
+    shared_projection: opt.SharedProjection = False,
+    mask: opt.Mask = None,
+    valid_len: opt.ValidLen = None,
     padding: Annotated[Optional[Padding], typer.Option("--padding",
         help="Pad a batch of several texts on the left or right. Default: the tokenizer's side.")] = None,
 ) -> None:
@@ -83,8 +94,16 @@ def inspect_command(
                               full=full, rows=rows, cols=cols)
         options["include_qkv"] |= wants_vectors(panels) or save_tensors is not None
         check_tensor_path(save_tensors, len(texts))
-        request = InspectRequest(**options, variant=single_variant(shared_k, no_scale, scoring))
+        is_toy = options["model"] == "toy"  # the toy computes with its own scoring; others get a variant
+        options["toy"] = toy_settings(d_model=d_model, heads=toy_heads, layers=toy_layers, positions=positions,
+                                      seed=seed, config=config, weights=weights,
+                                      shared_projection=shared_projection, mask=mask, valid_len=valid_len,
+                                      scoring=scoring if is_toy else None)
+        variant = single_variant(shared_k, no_scale, None if is_toy else scoring)
+        request = InspectRequest(**options, variant=variant)
         run = inspect_texts if save_tensors is None else saving_tensors(save_tensors)
+        if save_weights is not None:
+            run = saving_toy_weights(run, save_weights)
         run_and_emit(run, request, settings, json_wanted=json_wanted, output=output, save=save,
                      render=lambda report, width: render_inspect(report, panels, width), command="attn inspect")
 
@@ -120,6 +139,22 @@ def saving_tensors(path: Path):
         return report
 
     return run
+
+
+def saving_toy_weights(run, path: Path):
+    """run, then the toy's weights to `path` (a toy-only option)."""
+
+    def run_and_save(request, progress=None, lazy: bool = False):
+        from attn_cli.backends.toy import load_toy, save_weights
+
+        if request.model != "toy":
+            raise BadInput("--save-weights saves the toy model's weights", "use it with --model toy")
+        report = run(request, progress, lazy)
+        toy = load_toy(toy=request.toy)
+        save_weights(toy.base_weights, toy.config, path)
+        return report
+
+    return run_and_save
 
 
 def render_inspect(report, panels, width: int):

@@ -20,7 +20,7 @@ class Include(str, Enum):
     qkv = "qkv"
 
 
-PANEL_NAMES = ("overview", "weights", "scores", "q", "k", "v", "symmetry", "top")
+PANEL_NAMES = ("overview", "weights", "scores", "q", "k", "v", "symmetry", "stats", "top")
 
 Text = Annotated[str, typer.Argument(metavar="TEXT", help="The text to inspect; - reads it from stdin.",
                                      show_default=False)]
@@ -57,3 +57,33 @@ Full = Annotated[bool, typer.Option("--full",
     help="Keep whole score and weight matrices however large (JSON grows with heads × tokens²).")]
 Rows = Annotated[Optional[str], typer.Option("--rows", help="Keep only query rows START:STOP of the matrices.")]
 Cols = Annotated[Optional[str], typer.Option("--cols", help="Keep only key columns START:STOP of the matrices.")]
+
+
+class MaskKind(str, Enum):
+    none = "none"
+    causal = "causal"
+
+
+# Settings of the toy model (--model toy); configs/toy.toml holds their defaults.
+DModel = Annotated[Optional[int], typer.Option("--d-model", help="Toy: width of the token vectors.",
+                                               rich_help_panel="Toy model")]
+ToyHeads = Annotated[Optional[int], typer.Option("--toy-heads", help="Toy: number of heads.",
+                                                 rich_help_panel="Toy model")]
+ToyLayers = Annotated[Optional[int], typer.Option("--toy-layers", help="Toy: number of layers.",
+                                                  rich_help_panel="Toy model")]
+Positions = Annotated[Optional[str], typer.Option("--positions", help="Toy: none or sinusoidal.",
+                                                  rich_help_panel="Toy model")]
+Seed = Annotated[Optional[int], typer.Option("--seed", help="Toy: the seed of embeddings and weights.",
+                                             rich_help_panel="Toy model")]
+ConfigFile = Annotated[Optional[Path], typer.Option("--config", help="Toy: a TOML file with a [toy] table.",
+                                                    rich_help_panel="Toy model")]
+Weights = Annotated[Optional[Path], typer.Option("--weights", help="Toy: load W_Q, W_K, W_V, W_O … from .safetensors.",
+                                                 rich_help_panel="Toy model")]
+SaveWeights = Annotated[Optional[Path], typer.Option("--save-weights",
+    help="Toy: write the weights used to .safetensors.", rich_help_panel="Toy model")]
+SharedProjection = Annotated[bool, typer.Option("--shared-projection",
+    help="Toy: W_Q = W_K = W_V, the article's fc[0] used three times.", rich_help_panel="Toy model")]
+Mask = Annotated[Optional[MaskKind], typer.Option("--mask", help="Toy: causal hides the future.",
+                                                  rich_help_panel="Toy model")]
+ValidLen = Annotated[Optional[int], typer.Option("--valid-len",
+    help="Toy: mask keys at or past position N (the articles' masked softmax).", rich_help_panel="Toy model")]

@@ -35,6 +35,7 @@ class Panel(str, Enum):
     k = "k"
     v = "v"
     symmetry = "symmetry"
+    stats = "stats"
     top = "top"
 
 
@@ -61,11 +62,13 @@ def render_report(report: InspectReport, panels: set[Panel] | None, width: int) 
             parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head selected "
                               "(lowest mean entropy). Pick others with --layer and --head.", style="dim"))
             heads = [(layer, head)]
-        panels = {Panel.weights, Panel.top, Panel.symmetry}
+        panels = {Panel.weights, Panel.top, Panel.symmetry, Panel.stats}
     elif Panel.overview in panels:
         parts += [overview_grid(report, "entropy"), overview_grid(report, "asymmetry")]
     if Panel.symmetry in panels:
         parts.append(symmetry_table(report, heads))
+    if Panel.stats in panels:
+        parts.append(score_stats_table(heads))
     tokens = [token.text for token in report.tokens]
     for layer, head in heads:
         title = head_title(layer, head)
@@ -99,7 +102,8 @@ def header(report, command: str) -> RenderableType:
     kv = f", {model.kv_heads} kv heads" if model.kv_heads != model.heads else ""
     line = Text.assemble(
         (command, "bold"), " · ", literal(model.name, "cyan"),
-        f" ({model.architecture}, {model.layers} layers × {model.heads} heads{kv}, head dim {model.head_dim}"
+        f" ({model.architecture}, {_count(model.layers, 'layer')} × {_count(model.heads, 'head')}{kv}, "
+        f"head dim {model.head_dim}"
         f"{', causal' if model.causal else ''}) · {report.device} · {report.dtype}",
     )
     tokens = Text(f"{len(report.tokens)} tokens: ")
@@ -115,7 +119,7 @@ def header(report, command: str) -> RenderableType:
     return Group(*parts)
 
 
-def overview_grid(report: InspectReport, metric: str) -> Table:
+def overview_grid(report: InspectReport, metric: str) -> RenderableType:
     """Layers × heads, one number per head: mean row entropy, or relative asymmetry of S."""
     title = {
         "entropy": "Mean entropy of each head's weight rows (nats; low = focused, "
@@ -125,7 +129,7 @@ def overview_grid(report: InspectReport, metric: str) -> Table:
     }[metric]
     values = {(layer, head.head): _head_metric(head, metric) for layer, head in report.heads()}
     top = max(values.values()) or 1.0
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("layer", justify="right", style="dim")
     head_ids = [head.head for head in report.layers[0].heads]
     for head_id in head_ids:
@@ -134,7 +138,7 @@ def overview_grid(report: InspectReport, metric: str) -> Table:
         cells = [Text(f"{values[(layer.layer, h.head)]:.2f}", style=_cell_style(values[(layer.layer, h.head)] / top))
                  for h in layer.heads]
         table.add_row(str(layer.layer), *cells)
-    return table
+    return Group(Text(title, style="bold"), table)
 
 
 def _head_metric(head: HeadReport, metric: str) -> float:
@@ -165,6 +169,22 @@ def weights_heatmap(head: HeadReport, tokens: list[str], title: str, width: int)
     shown = [[None if score is None else weight for weight, score in zip(weight_row, score_row)]
              for weight_row, score_row in zip(head.weights, head.scores)]
     return heatmap(shown, tokens, title, width, head.window)
+
+
+def score_stats_table(heads: list[tuple[int, HeadReport]]) -> Table:
+    """Score mean and variance with and without the scale, beside d·var(q)·var(k) (concepts.md §3)."""
+    table = Table(title="Scores against the √d argument: var(q·k) ≈ d·var(q)·var(k); the 1/√d scale divides it by d",
+                  title_justify="left", box=box.SIMPLE_HEAD)
+    for name in ("layer", "head", "mean", "variance", "unscaled var", "d·var(q)·var(k)", "d"):
+        table.add_column(name, justify="right")
+    for layer, head in heads:
+        stats = head.score_stats
+        if stats is None:
+            continue
+        unscaled = "—" if stats.unscaled_variance is None else f"{stats.unscaled_variance:.3g}"
+        table.add_row(str(layer), str(head.head), f"{stats.mean:.3g}", f"{stats.variance:.3g}", unscaled,
+                      f"{stats.predicted_unscaled_variance:.3g}", str(stats.head_dim))
+    return table
 
 
 def heatmap(matrix: Matrix | None, tokens: list[str], title: str, width: int, window=None) -> RenderableType:
@@ -230,8 +250,8 @@ def vector_table(rows: Matrix | None, tokens: list[str], title: str, width: int,
     if rows is None:
         return Text(f"{title}: not captured", style="dim")
     dims = len(rows[0])
-    shown = max(1, min(dims, (width - LABEL_WIDTH - 4) // VECTOR_CELL_WIDTH))
-    notes = [f"dims 0-{shown - 1} of {dims}; --json --include qkv has all"] if shown < dims else []
+    shown = max(1, min(dims, (width - LABEL_WIDTH - 6) // (VECTOR_CELL_WIDTH + 1)))
+    notes = [f"dims 0-{shown - 1} of {dims}; the JSON has all"] if shown < dims else []
     if span[1] - span[0] < len(tokens):
         notes.append(f"tokens {span[0]}-{span[1] - 1} of {len(tokens)}")
     caption = "; ".join(notes) or None
@@ -274,6 +294,10 @@ def top_table(head: HeadReport, tokens: list[str], title: str) -> Table:
 
 def _row_label(index: int, token: str) -> Text:
     return Text.assemble((f"{index} ", "dim"), literal(_clip(token, LABEL_WIDTH - len(str(index)) - 1)))
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _clip(text: str, width: int) -> str:

@@ -1,0 +1,296 @@
+"""The textbook model (`--model toy`): seeded word embeddings, W_Q, W_K, W_V, softmax, W_O.
+
+It is the small example of the background articles, made deterministic: the
+same token gets the same vector in every sentence and run (derived from the
+seed and the token), the projections come from the seed or a .safetensors file,
+and every choice a pretrained model fixes is open: the scoring function, the
+mask, shared projections. Shapes: B texts, T tokens, d = d_model, H heads,
+Dh = d / H.
+
+Each layer is X ← X + W_O·concat_h(softmax(score(Q_h, K_h) + mask)·V_h).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import sys
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from attn_cli import attention, scoring
+from attn_cli.backends.base import Capture, LayerCapture, ModelInfo, Token, sequence_of
+from attn_cli.errors import AttnError, BadInput
+from attn_cli.masks import AttentionMask
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# CJK (and kana, hangul) one character a token; otherwise words, and each punctuation mark.
+_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\u3040-\u30ff\uac00-\ud7af\uf900-\ufaff]|\w+|[^\w\s]")
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    d_model: int = 32
+    heads: int = 4
+    layers: int = 1
+    positions: str = "none"  # none | sinusoidal
+    seed: int = 0
+    scoring: str = "scaled-dot"  # dot | scaled-dot | cosine | bilinear | additive
+    additive_hidden: int = 16
+    shared_projection: bool = False  # W_Q = W_K = W_V, as the article's fc[0]
+    causal: bool = False  # mask the future
+    valid_len: int | None = None  # keys at or past this position are masked (the articles' masked softmax)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+
+def toy_config(overrides: dict | None = None, config_file: Path | None = None) -> ToyConfig:
+    """configs/toy.toml, then --config FILE, then the flags (None means not given)."""
+    from attn_cli.config import config_dir
+
+    values: dict = {}
+    for path in (config_dir() / "toy.toml", config_file):
+        if path is None:
+            continue
+        try:
+            with open(path, "rb") as handle:
+                values.update(tomllib.load(handle).get("toy", {}))
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            raise BadInput(f"--config {path}: {error}") from None
+    values.update({key: value for key, value in (overrides or {}).items() if value is not None})
+    known = {field.name for field in fields(ToyConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise BadInput(f"unknown toy setting {unknown[0]!r}", f"known: {', '.join(sorted(known))}")
+    config = ToyConfig(**values)
+    _check(config)
+    return config
+
+
+def _check(config: ToyConfig) -> None:
+    if config.d_model < 1 or config.heads < 1 or config.layers < 1 or config.d_model % config.heads:
+        raise BadInput(f"toy d_model {config.d_model} must split evenly over {config.heads} heads (and layers >= 1)")
+    if config.positions not in ("none", "sinusoidal"):
+        raise BadInput(f"toy positions {config.positions!r}", "use none or sinusoidal")
+    if config.scoring not in scoring.PARAMETER_FREE + scoring.PARAMETRISED:
+        raise BadInput(f"unknown scoring {config.scoring!r}",
+                       f"choose from {', '.join(scoring.PARAMETER_FREE + scoring.PARAMETRISED)}")
+    if config.valid_len is not None and config.valid_len < 0:
+        raise BadInput(f"--valid-len {config.valid_len} must be 0 or more")
+
+
+def tokenize(text: str) -> list[str]:
+    """Words and punctuation marks, one CJK character a token: "早上好" → 早 上 好."""
+    return _TOKEN.findall(text)
+
+
+def token_vector(token: str, seed: int, width: int) -> torch.Tensor:
+    """The token's embedding: N(0, 1) numbers from a generator seeded by (seed, token). (width,)"""
+    digest = hashlib.sha256(f"{seed}\0{token}".encode()).digest()
+    generator = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+    return torch.randn(width, generator=generator)
+
+
+def sinusoidal_positions(count: int, width: int) -> torch.Tensor:
+    """The transformer's sin/cos position code. (count, width)"""
+    position = torch.arange(count, dtype=torch.float32)[:, None]
+    rate = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
+    code = torch.zeros(count, width)
+    code[:, 0::2] = torch.sin(position * rate)
+    code[:, 1::2] = torch.cos(position * rate)[:, : width // 2]
+    return code
+
+
+def initial_weights(config: ToyConfig) -> dict[str, torch.Tensor]:
+    """Every learned parameter, from the seed. Names are what the .safetensors file holds."""
+    generator = torch.Generator().manual_seed(config.seed)
+    d, h, heads, dh = config.d_model, config.additive_hidden, config.heads, config.head_dim
+
+    def draw(*shape: int, fan_in: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator) / math.sqrt(fan_in)
+
+    weights = {}
+    for layer in range(config.layers):
+        p = f"layers.{layer}."
+        for name in ("q", "k", "v", "o"):
+            weights[f"{p}w_{name}"], weights[f"{p}b_{name}"] = draw(d, d, fan_in=d), draw(d, fan_in=d)
+        weights[f"{p}bilinear"] = draw(heads, dh, dh, fan_in=dh)  # per head W: qᵀ·W·k
+        weights[f"{p}additive.w_q"] = draw(heads, h, dh, fan_in=dh)
+        weights[f"{p}additive.w_k"] = draw(heads, h, dh, fan_in=dh)
+        weights[f"{p}additive.w_v"] = draw(heads, h, fan_in=h)
+    return weights
+
+
+def share_projection(weights: dict[str, torch.Tensor], config: ToyConfig) -> dict[str, torch.Tensor]:
+    """W_K = W_V = W_Q (and biases): one Linear used three times."""
+    shared = dict(weights)
+    for layer in range(config.layers):
+        for name in ("k", "v"):
+            shared[f"layers.{layer}.w_{name}"] = weights[f"layers.{layer}.w_q"]
+            shared[f"layers.{layer}.b_{name}"] = weights[f"layers.{layer}.b_q"]
+    return shared
+
+
+def load_weights(path: Path, config: ToyConfig) -> dict[str, torch.Tensor]:
+    """Weights from .safetensors, checked against the shapes this config needs."""
+    from safetensors.torch import load_file
+
+    try:
+        loaded = load_file(str(path))
+    except (OSError, Exception) as error:  # safetensors raises its own error types for bad files
+        raise AttnError(f"cannot read toy weights {path}: {error}") from None
+    expected = initial_weights(config)
+    for name, tensor in expected.items():
+        if name not in loaded or loaded[name].shape != tensor.shape:
+            raise AttnError(f"{path} does not fit this toy: {name} should be {tuple(tensor.shape)}",
+                            "load it with the d_model, heads, layers and additive_hidden it was saved with")
+    return {name: loaded[name].float() for name in expected}
+
+
+def save_weights(weights: dict[str, torch.Tensor], config: ToyConfig, path: Path) -> None:
+    from safetensors.torch import save_file
+
+    metadata = {key: str(value) for key, value in asdict(config).items()}
+    save_file({name: tensor.contiguous() for name, tensor in weights.items()}, str(path), metadata=metadata)
+
+
+class ToyBackend:
+    """The toy, registered like every other backend (registry.py)."""
+
+    def __init__(self, config: ToyConfig, weights: dict[str, torch.Tensor] | None = None, device: str = "cpu"):
+        self.config = config
+        self.device = device
+        self.dtype = "float32"
+        self.base_weights = weights if weights is not None else initial_weights(config)  # what --save-weights writes
+        used = share_projection(self.base_weights, config) if config.shared_projection else self.base_weights
+        self.weights = {name: tensor.to(device) for name, tensor in used.items()}
+        self.info = ModelInfo("toy", "toy", config.layers, config.heads, config.heads, config.head_dim,
+                              config.causal, None)
+
+    def capture(self, text: str, layers: Sequence[int], **options) -> Capture:
+        return self.capture_batch([text], layers, **options)[0]
+
+    def capture_batch(self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False, inject=None,
+                      keep_inputs: bool = False, padding_side: str | None = None, pre_rope: bool = False,
+                      **_options) -> list[Capture]:
+        if pre_rope:
+            raise BadInput("--pre-rope: the toy has no rotary position embeddings")
+        token_lists = [tokenize(text) for text in texts]
+        for text, tokens in zip(texts, token_lists):
+            if not tokens:
+                raise BadInput(f"the toy found no words in {text!r}")
+        side = padding_side or "right"
+        x, real = self.embed(token_lists, side)  # (B, T, d), (B, T)
+        records = self.forward(x, real, set(layers), inject)
+        return [
+            Capture(
+                tokens=[Token(i, token, _token_id(token), False) for i, token in enumerate(tokens)],
+                model=self.info, device=self.device, dtype=self.dtype,
+                layers={layer: sequence_of(record, index, real[index]) for layer, record in records.items()},
+                padding_side=side if len(texts) > 1 else None,
+            )
+            for index, tokens in enumerate(token_lists)
+        ]
+
+    def embed(self, token_lists: list[list[str]], side: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token vectors (+ positions), padded with zeros: X (B, T, d) and real (B, T) bool."""
+        width, longest = self.config.d_model, max(len(tokens) for tokens in token_lists)
+        x = torch.zeros(len(token_lists), longest, width)
+        real = torch.zeros(len(token_lists), longest, dtype=torch.bool)
+        for b, tokens in enumerate(token_lists):
+            rows = torch.stack([token_vector(token, self.config.seed, width) for token in tokens])  # (n, d)
+            if self.config.positions == "sinusoidal":
+                rows = rows + sinusoidal_positions(len(tokens), width)
+            place = slice(0, len(tokens)) if side == "right" else slice(longest - len(tokens), longest)
+            x[b, place], real[b, place] = rows, True
+        return x.to(self.device), real.to(self.device)
+
+    def mask(self, real: torch.Tensor) -> torch.Tensor:
+        """(B, T, T) bool: real keys, then the causal rule and valid_len, counted per text from its first token."""
+        position = real.long().cumsum(-1) - 1  # (B, T) each token's index within its text
+        allowed = real[:, None, :].expand(-1, real.shape[1], -1).clone()  # (B, Tq, Tk)
+        if self.config.causal:
+            allowed &= position[:, None, :] <= position[:, :, None]
+        if self.config.valid_len is not None:
+            allowed &= (position < self.config.valid_len)[:, None, :]
+        return allowed
+
+    def forward(self, x: torch.Tensor, real: torch.Tensor, wanted: set[int], inject=None) -> dict[int, LayerCapture]:
+        """Run every layer on X (B, T, d); keep the wanted layers' Q, K, V, mask and scorer."""
+        allowed = self.mask(real)  # (B, T, T)
+        records = {}
+        for layer in range(self.config.layers):
+            attended, record = self.attention_layer(layer, x, allowed, inject)
+            if layer in wanted:
+                records[layer] = record
+            x = x + attended  # residual: each layer adds what attention gathered
+        return records
+
+    def attention_layer(self, layer: int, x: torch.Tensor, allowed: torch.Tensor, inject=None):
+        """One multi-head attention over X (B, T, d) -> (output (B, T, d), LayerCapture of the batch)."""
+        w = {name.split(".", 2)[2]: tensor for name, tensor in self.weights.items()
+             if name.startswith(f"layers.{layer}.")}
+        batch, count, heads, dh = x.shape[0], x.shape[1], self.config.heads, self.config.head_dim
+
+        def project(name: str) -> torch.Tensor:
+            flat = x @ w[f"w_{name}"].T + w[f"b_{name}"]  # (B, T, d)
+            return flat.view(batch, count, heads, dh).transpose(1, 2)  # (B, H, T, Dh)
+
+        q, k, v = project("q"), project("k"), project("v")
+        q, k, scale = self.scoring_view(q, k)
+        if inject is not None:
+            q, k, scale = inject(q, k, scale)
+        scorer = self.scorer(w)
+        if scorer is None:
+            scores = attention.score_matrix(q, k, scale)  # (B, H, T, T)
+        else:
+            scores = torch.stack([torch.stack([scorer(q[b, h], k[b, h], h) for h in range(heads)])
+                                  for b in range(batch)])  # (B, H, T, T)
+        weights = attention.masked_softmax(scores, allowed[:, None])  # (B, H, T, T)
+        heads_out = attention.attend(weights, v)  # (B, H, T, Dh)
+        concat = heads_out.transpose(1, 2).reshape(batch, count, self.config.d_model)  # (B, T, d)
+        output = concat @ w["w_o"].T + w["b_o"]  # W_O
+        mask = AttentionMask(count, count, False, allowed, x.device)
+        return output, LayerCapture(layer, q, k, v, mask, scale, x, scorer)
+
+    def scoring_view(self, q: torch.Tensor, k: torch.Tensor):
+        """dot, scaled-dot and cosine as (q, k, scale) for q·kᵀ·scale; the others keep q, k as they are."""
+        name, dh = self.config.scoring, self.config.head_dim
+        if name == "cosine":
+            return torch.nn.functional.normalize(q, dim=-1), torch.nn.functional.normalize(k, dim=-1), 1.0
+        if name == "scaled-dot":
+            return q, k, dh**-0.5
+        return q, k, 1.0  # dot; bilinear and additive score through scorer()
+
+    def scorer(self, w: dict[str, torch.Tensor]):
+        """scorer(q_rows (c, Dh), keys (n, Dh), head) -> (c, n) for the parametrised scorings, else None."""
+        if self.config.scoring == "bilinear":
+            return lambda q, k, head: scoring.bilinear(q, k, w["bilinear"][head])
+        if self.config.scoring == "additive":
+            return lambda q, k, head: scoring.additive(q, k, w["additive.w_q"][head], w["additive.w_k"][head],
+                                                       w["additive.w_v"][head])
+        return None
+
+
+def _token_id(token: str) -> int:
+    """A stable id for a word (the toy has no vocabulary): the first 4 bytes of its SHA-256."""
+    return int.from_bytes(hashlib.sha256(token.encode()).digest()[:4], "little")
+
+
+def load_toy(*, device: str = "cpu", toy: dict | None = None, **_options) -> ToyBackend:
+    """The registry's factory. toy: overrides (flags), plus 'config' (a TOML path) and 'weights' (.safetensors)."""
+    options = dict(toy or {})
+    config_file, weights_file = options.pop("config", None), options.pop("weights", None)
+    config = toy_config(options, config_file)
+    weights = load_weights(Path(weights_file), config) if weights_file else None
+    return ToyBackend(config, weights, device)
