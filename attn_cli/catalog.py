@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import re
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -15,6 +16,11 @@ from pathlib import Path
 from typing import Callable
 
 from attn_cli.backends.minilm import minilm_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 from attn_cli.errors import AttnError, ModelNotFound
 
 SCHEMA_VERSION = 1
@@ -122,8 +128,24 @@ def builtin_entries() -> list[CatalogEntry]:
     return [_builtin_entry(name, description) for name, description in builtin_models().items()]
 
 
+def toy_dimensions() -> dict:
+    """The toy's default shape from configs/toy.toml (flags can change it per run)."""
+    from attn_cli.config import config_dir
+
+    with open(config_dir() / "toy.toml", "rb") as handle:
+        toy = tomllib.load(handle)["toy"]
+    return {"architecture": "toy", "layers": toy["layers"], "heads": toy["heads"], "kv_heads": toy["heads"],
+            "head_dim": toy["d_model"] // toy["heads"]}
+
+
+# Built-ins that are not a Hugging Face directory: their dimensions from their own config.
+BUILTIN_DIMENSIONS: dict[str, Callable[[], dict]] = {"toy": toy_dimensions}
+
+
 def _builtin_entry(name: str, description: str) -> CatalogEntry:
     locate = BUILTIN_DIRECTORIES.get(name)
+    if name in BUILTIN_DIMENSIONS:
+        return CatalogEntry(name, Source.builtin, **BUILTIN_DIMENSIONS[name](), path=None, description=description)
     if locate is None:
         return CatalogEntry(name, Source.builtin, **NO_DIMENSIONS, path=None, description=description)
     try:

@@ -255,13 +255,13 @@ def vector_table(rows: Matrix | None, tokens: list[str], title: str, width: int,
     if span[1] - span[0] < len(tokens):
         notes.append(f"tokens {span[0]}-{span[1] - 1} of {len(tokens)}")
     caption = "; ".join(notes) or None
-    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(caption=caption, caption_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("token", no_wrap=True, max_width=LABEL_WIDTH)
     for dim in range(shown):
         table.add_column(f"d{dim}", justify="right", no_wrap=True, min_width=VECTOR_CELL_WIDTH - 2)
     for index in range(*span):
         table.add_row(_row_label(index, tokens[index]), *(f"{value:.2f}" for value in rows[index][:shown]))
-    return table
+    return Group(Text(title, style="bold"), table)
 
 
 def shown_rows(head: HeadReport, tokens: int) -> tuple[int, int]:
