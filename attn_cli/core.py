@@ -47,6 +47,10 @@ class InspectRequest(RunOptions):
     variant: str = "baseline"  # a single counterfactual: shared-k, no-scale, scoring=cosine, …
 
 
+# ToyConfig fields whose flag is not simply --field-name.
+TOY_FLAGS = {"heads": "--toy-heads", "layers": "--toy-layers", "causal": "--mask"}
+
+
 def check_options(request: RunOptions) -> None:
     """Reject what is wrong before spending seconds loading a model."""
     if any(not text.strip() for text in request.texts()):
@@ -63,8 +67,9 @@ def load_for(request: RunOptions):
 
     device = resolve_device(request.device)
     if request.toy and request.model != "toy":
-        flag = next(iter(request.toy)).replace("_", "-")
-        raise BadInput(f"--{flag} is a setting of the toy model", "use it with --model toy")
+        setting = next(iter(request.toy))
+        flag = TOY_FLAGS.get(setting, "--" + setting.replace("_", "-"))
+        raise BadInput(f"{flag} is a setting of the toy model", "use it with --model toy")
     return load_backend(request.model, device=device, dtype=request.dtype, allow_pickle=request.allow_pickle,
                         revision=request.revision, trust_remote_code=request.trust_remote_code,
                         device_map=request.device_map, toy=request.toy)

@@ -228,6 +228,12 @@ def test_cli_bad_toy_settings_exit_2(args):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(("args", "flag"), [(["--mask", "causal"], "--mask"), (["--toy-heads", "2"], "--toy-heads")])
+def test_toy_flags_on_another_model_name_the_flag(args, flag):
+    result = cli("inspect", "Hello", *args)
+    assert result.exit_code == 2 and f"{flag} is a setting of the toy model" in result.stderr
+
+
 def test_steps_walks_every_stage_on_the_toy():
     result = cli("steps", ARTICLE, "--head", "1", "--json")
     assert result.exit_code == 0, result.output
