@@ -89,16 +89,6 @@ class ScoreMoments:
         return mean, max(self.squares / self.count - mean * mean, 0.0)
 
 
-def symmetry_report(scores: torch.Tensor, valid: torch.Tensor, tolerance: float) -> Symmetry:
-    """How far a whole score matrix (T, T), unmasked, is from its transpose over valid (T,) tokens."""
-    pair = valid[:, None] & valid[None, :]  # (T, T)
-    s = torch.where(pair, scores, torch.zeros_like(scores))
-    diff = s - s.T
-    norm = torch.linalg.matrix_norm(s)
-    relative = float(torch.linalg.matrix_norm(diff) / norm) if norm > 0 else 0.0
-    return Symmetry(float(diff.abs().max()), relative, relative <= tolerance)
-
-
 def row_entropy(weights: torch.Tensor) -> torch.Tensor:
     """Entropy of each weight row in nats, with 0·log 0 = 0. (..., Tq, Tk) -> (..., Tq)"""
     return -torch.special.xlogy(weights, weights).sum(dim=-1)

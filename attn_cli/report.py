@@ -193,12 +193,8 @@ def _run_header(report, command: str) -> dict:
     return document
 
 
-def layer_json(layer: LayerReport) -> dict:
-    return {"layer": layer.layer, "heads": [_head_json(head) for head in layer.heads]}
-
-
 def layers_json(layers: list[LayerReport]) -> list[dict]:
-    return [layer_json(layer) for layer in layers]
+    return [{"layer": layer.layer, "heads": [head_json(head) for head in layer.heads]} for layer in layers]
 
 
 def _plain(record: dict) -> dict:
@@ -213,7 +209,7 @@ def head_matrices(head: HeadReport) -> list[tuple[str, Matrix]]:
     return [(name, rows) for name, rows in named if rows is not None]
 
 
-def _head_json(head: HeadReport, matrices: bool = True) -> dict:
+def head_json(head: HeadReport, matrices: bool = True) -> dict:
     """One head's JSON record; matrices=False leaves the matrix fields to a faster writer (files.py)."""
     record = {"head": head.head, "kv_head": head.kv_head, "scale": _num(head.scale)}
     if head.window is not None:
@@ -235,10 +231,6 @@ def _head_json(head: HeadReport, matrices: bool = True) -> dict:
     if matrices:
         record.update((name, matrix_json(rows)) for name, rows in head_matrices(head))
     return record
-
-
-def head_json_without_matrices(head: HeadReport) -> dict:
-    return _head_json(head, matrices=False)
 
 
 def _num(value: float | None) -> float | None:

@@ -67,23 +67,33 @@ def test_expand_kv_groups_query_heads_in_order():
     assert [int(expanded[h, 0, 0]) for h in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
 
 
+def symmetry(q, k, valid, scale=8**-0.5):
+    """The product path: the dot-form accumulator over one block of all rows."""
+    accumulator = analysis.SymmetryAccumulator(q, k, scale, valid)
+    accumulator.add(0, q.shape[0])
+    return accumulator.result(1e-5)
+
+
 def test_symmetry_is_zero_for_symmetric_scores_and_positive_otherwise(qkv):
     q, k, _ = qkv
     valid = torch.ones(6, dtype=torch.bool)
-    shared = attention.score_matrix(k[0], k[0], 8**-0.5)  # Q := K, the shared-K case
-    report = analysis.symmetry_report(shared, valid, tolerance=1e-5)
+    report = symmetry(k[0], k[0], valid)  # Q := K, the shared-K case
     assert report.symmetric and report.relative <= 1e-6 and report.max_abs_diff <= 1e-5
-    general = attention.score_matrix(q[0], k[0], 8**-0.5)
-    report = analysis.symmetry_report(general, valid, tolerance=1e-5)
+    report = symmetry(q[0], k[0], valid)
     assert not report.symmetric and report.relative > 0.1
+    general = attention.score_matrix(q[0], k[0], 8**-0.5)  # the definition, on the whole matrix
     expected = torch.linalg.matrix_norm(general - general.T) / torch.linalg.matrix_norm(general)
     assert report.relative == pytest.approx(float(expected), rel=1e-5)
+    assert report.max_abs_diff == pytest.approx(float((general - general.T).abs().max()), rel=1e-5)
 
 
-def test_symmetry_ignores_padding_tokens():
-    scores = torch.tensor([[1.0, 2.0, 9.0], [2.0, 1.0, -9.0], [0.0, 5.0, 3.0]])
-    report = analysis.symmetry_report(scores, torch.tensor([True, True, False]), tolerance=1e-5)
-    assert report.symmetric and report.max_abs_diff == 0
+def test_symmetry_ignores_padding_tokens(qkv):
+    q, k, _ = qkv
+    q = q[0].clone()
+    q[:4] = k[0][:4]  # symmetric among tokens 0-3, not with tokens 4-5
+    valid = torch.tensor([True, True, True, True, False, False])
+    assert symmetry(q, k[0], valid).symmetric
+    assert not symmetry(q, k[0], torch.ones(6, dtype=torch.bool)).symmetric
 
 
 def test_entropy_and_self_weight():

@@ -49,11 +49,11 @@ def _stream_list(stream: TextIO, header: dict, key: str, items, write_item) -> N
 
 def _layer_text(layer) -> str:
     """A layer's JSON text; matrices are formatted straight to text (the slow part of big documents)."""
-    from attn_cli.report import head_json_without_matrices, head_matrices
+    from attn_cli.report import head_json, head_matrices
 
     heads = []
     for head in layer.heads:
-        text = _dumps(head_json_without_matrices(head))[:-1]  # the record, left open
+        text = _dumps(head_json(head, matrices=False))[:-1]  # the record, left open
         for name, rows in head_matrices(head):
             text += f', "{name}": ' + _matrix_text(rows)
         heads.append(text + "}")
