@@ -17,28 +17,27 @@ class CompareRequest(RunOptions):
 
 def run_compare(request: CompareRequest, backend=None) -> CompareReport:
     """Baseline and each variant from the same forward pass (or, with propagate, one pass per variant)."""
-    from attn_cli.variants import VARIANTS, variant_named
+    from attn_cli.variants import VARIANTS, check_injectable, variant_named
 
     check_options(request)
     variants = list({variant.name: variant for variant in map(variant_named, request.variants)}.values())
     variants = [variant for variant in variants if variant.name != "baseline"]
     if not variants:
         raise BadInput("nothing to compare the baseline with", "name a variant, e.g. --variant shared-k")
-    if request.propagate and any(variant.uses_layer_input for variant in variants):
-        raise BadInput("raw has no projections to inject into the model", "use raw without --propagate")
+    check_injectable(variants, request.propagate)
     backend = backend or load_for(request)
     layers, heads = select(request, backend.info)
     baseline = VARIANTS["baseline"]
     keep_inputs = any(variant.uses_layer_input for variant in variants)
     capture = backend.capture(request.text, layers, truncate=request.truncate, keep_inputs=keep_inputs)
-    require_whole_matrices(request, len(capture.tokens), len(layers) * len(heads))
-    runs = {"baseline": list(analyse_capture(capture, layers, heads, baseline, request))}
+    window = require_whole_matrices(request, len(capture.tokens), len(layers) * len(heads))
+    runs = {"baseline": list(analyse_capture(capture, layers, heads, baseline, request, window))}
     for variant in variants:
         if request.propagate:  # the model runs on with the variant in every layer
             injected = backend.capture(request.text, layers, truncate=request.truncate, inject=variant.transform)
-            runs[variant.name] = list(analyse_capture(injected, layers, heads, baseline, request))
+            runs[variant.name] = list(analyse_capture(injected, layers, heads, baseline, request, window))
         else:
-            runs[variant.name] = list(analyse_capture(capture, layers, heads, variant, request))
+            runs[variant.name] = list(analyse_capture(capture, layers, heads, variant, request, window))
     diffs = {
         name: [
             (base_layer.layer, [head_diff(b, v) for b, v in zip(base_layer.heads, layer.heads)])
@@ -54,8 +53,9 @@ def run_compare(request: CompareRequest, backend=None) -> CompareReport:
     )
 
 
-def require_whole_matrices(request: CompareRequest, tokens: int, heads_selected: int) -> None:
-    """The comparison metrics read whole weight rows: refuse windows and over-limit selections."""
+def require_whole_matrices(request: CompareRequest, tokens: int, heads_selected: int):
+    """The whole-matrix window; the comparison metrics read whole weight rows, so windows and
+    over-limit selections are refused."""
     window = matrix_window(request, tokens, heads_selected)
     if window is None or window.rows != (0, tokens) or window.cols != (0, tokens):
         raise BadInput(
@@ -63,6 +63,7 @@ def require_whole_matrices(request: CompareRequest, tokens: int, heads_selected:
             f"{request.matrix_cell_limit:,}-cell limit (or a window was asked for)",
             "select fewer layers or heads, or pass --full",
         )
+    return window
 
 
 def head_diff(base: HeadReport, other: HeadReport) -> HeadDiff:

@@ -92,12 +92,11 @@ def run_inspect_batch(request: InspectRequest, backend=None, *, lazy: bool = Fal
     iterator, analysed as it is consumed (the streaming JSON writer); progress(done, total)
     is called per analysed layer.
     """
-    from attn_cli.variants import VARIANTS, variant_named
+    from attn_cli.variants import VARIANTS, check_injectable, variant_named
 
     check_options(request)
     variant = variant_named(request.variant)
-    if request.propagate and variant.uses_layer_input:
-        raise BadInput("raw has no projections to inject into the model", "use raw without --propagate")
+    check_injectable([variant], request.propagate)
     backend = backend or load_for(request)
     layers, heads = select(request, backend.info)
     if request.propagate:  # the captures already hold what the variant computed
@@ -107,23 +106,25 @@ def run_inspect_batch(request: InspectRequest, backend=None, *, lazy: bool = Fal
     captures = backend.capture_batch(request.texts(), layers, truncate=request.truncate, inject=inject,
                                      keep_inputs=keep_inputs, padding_side=request.padding_side,
                                      pre_rope=request.pre_rope)
-    return [
-        InspectReport(
+    reports = []
+    for text, capture in zip(request.texts(), captures):
+        window = matrix_window(request, len(capture.tokens), len(layers) * len(heads))
+        analysed = analyse_capture(capture, layers, heads, view, request, window, progress)
+        reports.append(InspectReport(
             text=text,
             model=backend.info,
             device=capture.device,
             dtype=capture.dtype,
             tokens=capture.tokens,
-            layers=_maybe_list(analyse_capture(capture, layers, heads, view, request, progress), lazy),
-            matrices_left_out=matrix_window(request, len(capture.tokens), len(layers) * len(heads)) is None,
+            layers=analysed if lazy else list(analysed),
+            matrices_left_out=window is None,
             truncated_from=capture.truncated_from,
             variant=variant.name,
             propagate=request.propagate,
             padding_side=capture.padding_side,
             pre_rope=request.pre_rope,
-        )
-        for text, capture in zip(request.texts(), captures)
-    ]
+        ))
+    return reports
 
 
 def matrix_window(request: RunOptions, tokens: int, heads_selected: int):
@@ -151,21 +152,17 @@ def _span(span: tuple[int, int] | None, tokens: int, option: str) -> tuple[int, 
     return start, stop
 
 
-def _maybe_list(layers: Iterator[LayerReport], lazy: bool):
-    return layers if lazy else list(layers)
-
-
-def analyse_capture(capture, layers: list[int], heads: list[int], view, request: RunOptions,
+def analyse_capture(capture, layers: list[int], heads: list[int], view, request: RunOptions, window,
                     progress: Callable[[int, int], None] | None = None) -> Iterator[LayerReport]:
     """Every selected head of every selected layer, seen through a variant (per-layer mode).
 
     Lazy: each layer is analysed when it is asked for, so a JSON writer can write it and
-    let it go before the next one exists. progress(done, total) is called per layer.
+    let it go before the next one exists. window: from matrix_window (None: statistics only).
+    progress(done, total) is called per layer.
     """
     from attn_cli.variants import apply_variant
 
     token_texts = [token.text for token in capture.tokens]
-    window = matrix_window(request, len(token_texts), len(layers) * len(heads))
     for done, layer in enumerate(layers):
         if progress is not None:
             progress(done, len(layers))

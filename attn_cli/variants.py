@@ -85,6 +85,12 @@ def variant_named(name: str) -> Variant:
     raise BadInput(f"unknown variant {name!r}", f"choose from {', '.join(VARIANTS)}")
 
 
+def check_injectable(variants: list[Variant], propagate: bool) -> None:
+    """--propagate feeds each variant's q, k into the model; raw has none to feed."""
+    if propagate and any(variant.uses_layer_input for variant in variants):
+        raise BadInput("raw has no projections to inject into the model", "use raw without --propagate")
+
+
 def apply_variant(layer, variant: Variant, heads: int):
     """A captured layer as the variant would have computed it (per-layer mode). Returns a LayerCapture.
 

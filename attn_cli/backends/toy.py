@@ -147,7 +147,7 @@ def load_weights(path: Path, config: ToyConfig) -> dict[str, torch.Tensor]:
 
     try:
         loaded = load_file(str(path))
-    except (OSError, Exception) as error:  # safetensors raises its own error types for bad files
+    except Exception as error:  # OSError, or safetensors' own error types for a bad file
         raise AttnError(f"cannot read toy weights {path}: {error}") from None
     expected = initial_weights(config)
     for name, tensor in expected.items():
