@@ -1,3 +1,24 @@
-"""attn: a command-line attention inspector."""
+"""attn: see what attention does with your sentence — a command line and a Python API.
+
+    import attn_cli as attn
+    model = attn.load("minilm")
+    report = model.inspect("Hello, how are you?")
+
+Importing this package is light (no torch, no transformers): `load` imports them
+when it is first called.
+"""
 
 __version__ = "0.1.0"
+__all__ = ["load", "Model", "AttnError", "BadInput", "__version__"]
+
+
+def __getattr__(name: str):
+    if name in ("load", "Model"):
+        from attn_cli import api
+
+        return getattr(api, name)
+    if name in ("AttnError", "BadInput"):
+        from attn_cli import errors
+
+        return getattr(errors, name)
+    raise AttributeError(f"module 'attn_cli' has no attribute {name!r}")

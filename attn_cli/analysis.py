@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from attn_cli.report import Symmetry
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    max_abs_diff: float  # max |S_ij - S_ji|
+    relative: float  # ||S - Sᵀ||_F / ||S||_F
+    symmetric: bool  # relative <= tolerance
 
 
 class SymmetryAccumulator:
@@ -71,7 +78,7 @@ class BlockSymmetry:
 
 
 class ScoreMoments:
-    """Mean and variance of the allowed scores, summed block by block (concepts.md §3)."""
+    """Mean and variance of the allowed scores, summed block by block (for the √d argument)."""
 
     def __init__(self):
         self.count, self.total, self.squares = 0, 0.0, 0.0
@@ -139,5 +146,5 @@ def top1_agreement(p: torch.Tensor, q: torch.Tensor) -> float:
 
 
 def score_variance(scores: torch.Tensor, allowed: torch.Tensor) -> float:
-    """Population variance of the unmasked scores (concepts.md §3: ≈ d unscaled, ≈ 1 scaled)."""
+    """Population variance of the unmasked scores (≈ d unscaled, ≈ 1 scaled, for unit-variance q and k)."""
     return float(scores[allowed].var(unbiased=False)) if allowed.any() else 0.0

@@ -1,7 +1,7 @@
 """Attention math as pure functions over tensors. No I/O, no model objects.
 
 Shapes: H heads, T tokens (Tq queries, Tk keys), D head dim.
-The readable path on purpose: explicit q @ kᵀ, mask, softmax, @ v.
+The readable path on purpose: scores (scoring.scores: q @ kᵀ · scale), mask, softmax, @ v.
 """
 
 from __future__ import annotations
@@ -16,11 +16,6 @@ def expand_kv(kv: torch.Tensor, heads: int) -> torch.Tensor:
     """
     groups = heads // kv.shape[-3]
     return kv if groups == 1 else kv.repeat_interleave(groups, dim=-3)
-
-
-def score_matrix(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
-    """Scaled dot-product scores, unmasked. (..., Tq, D), (..., Tk, D) -> (..., Tq, Tk)"""
-    return (q @ k.transpose(-2, -1)) * scale
 
 
 def apply_mask(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:

@@ -21,9 +21,9 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+from attn_cli.document import SCHEMA_VERSION, Document
 from attn_cli.errors import AttnError, ModelNotFound
 
-SCHEMA_VERSION = 1
 NO_DIMENSIONS = {"architecture": None, "layers": None, "heads": None, "kv_heads": None, "head_dim": None}
 
 # Built-ins that are a Hugging Face model directory: where it is (raising ModelNotFound when not
@@ -54,7 +54,7 @@ class CatalogEntry:
 
 
 @dataclass(frozen=True)
-class Catalog:
+class Catalog(Document):
     models: list[CatalogEntry]  # built-ins in registry order, then the cache by name
     cache_dir: Path  # the Hugging Face cache that was scanned (it may not exist)
 

@@ -2,42 +2,46 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from statistics import fmean
+from typing import Sequence
 
-from attn_cli.core import RunOptions, analyse_capture, check_options, load_for, matrix_window, select
+
+from attn_cli.core import analyse_capture, check_texts
 from attn_cli.errors import BadInput
 from attn_cli.report import Change, CompareReport, HeadDiff, HeadReport, VariantSummary
+from attn_cli.selection import Analysis, Selection, Window
 
 
-@dataclass(frozen=True)
-class CompareRequest(RunOptions):
-    variants: tuple[str, ...] = ("shared-k",)
-
-
-def run_compare(request: CompareRequest, backend=None) -> CompareReport:
+def compare_text(backend, text: str, selection: Selection, analysis: Analysis, *,
+                 variants: Sequence[str] = ("shared-k",), propagate: bool = False,
+                 truncate: bool = False) -> CompareReport:
     """Baseline and each variant from the same forward pass (or, with propagate, one pass per variant)."""
     from attn_cli.variants import VARIANTS, check_injectable, variant_named
 
-    check_options(request)
-    variants = list({variant.name: variant for variant in map(variant_named, request.variants)}.values())
-    variants = [variant for variant in variants if variant.name != "baseline"]
-    if not variants:
+    check_texts([text])
+    if isinstance(variants, str):
+        variants = [variants]
+    chosen = list({variant.name: variant for variant in map(variant_named, variants)}.values())
+    chosen = [variant for variant in chosen if variant.name != "baseline"]
+    if not chosen:
         raise BadInput("nothing to compare the baseline with", "name a variant, e.g. --variant shared-k")
-    check_injectable(variants, request.propagate)
-    backend = backend or load_for(request)
-    layers, heads = select(request, backend.info)
+    check_injectable(chosen, propagate)
+    layers, heads = selection.resolve(backend.info)
     baseline = VARIANTS["baseline"]
-    keep_inputs = any(variant.uses_layer_input for variant in variants)
-    capture = backend.capture(request.text, layers, truncate=request.truncate, keep_inputs=keep_inputs)
-    window = require_whole_matrices(request, len(capture.tokens), len(layers) * len(heads))
-    runs = {"baseline": list(analyse_capture(capture, layers, heads, baseline, request, window))}
-    for variant in variants:
-        if request.propagate:  # the model runs on with the variant in every layer
-            injected = backend.capture(request.text, layers, truncate=request.truncate, inject=variant.transform)
-            runs[variant.name] = list(analyse_capture(injected, layers, heads, baseline, request, window))
+    keep_inputs = any(variant.uses_layer_input for variant in chosen)
+
+    def capture(inject=None):
+        return backend.capture_batch([text], layers, truncate=truncate, inject=inject, keep_inputs=keep_inputs)[0]
+
+    captured = capture()
+    window = require_whole_matrices(selection, analysis, len(captured.tokens), len(layers) * len(heads))
+    runs = {"baseline": list(analyse_capture(captured, layers, heads, baseline, analysis, window))}
+    for variant in chosen:
+        if propagate:  # the model runs on with the variant in every layer
+            runs[variant.name] = list(analyse_capture(capture(variant.transform), layers, heads, baseline,
+                                                      analysis, window))
         else:
-            runs[variant.name] = list(analyse_capture(capture, layers, heads, variant, request, window))
+            runs[variant.name] = list(analyse_capture(captured, layers, heads, variant, analysis, window))
     diffs = {
         name: [
             (base_layer.layer, [head_diff(b, v) for b, v in zip(base_layer.heads, layer.heads)])
@@ -46,21 +50,23 @@ def run_compare(request: CompareRequest, backend=None) -> CompareReport:
         for name, run in runs.items() if name != "baseline"
     }
     return CompareReport(
-        text=request.text, model=backend.info, device=capture.device, dtype=capture.dtype, tokens=capture.tokens,
-        propagate=request.propagate, runs=runs, diffs=diffs,
+        text=text, model=backend.info, device=captured.device, dtype=captured.dtype, tokens=captured.tokens,
+        propagate=propagate, runs=runs,
+        descriptions={variant.name: variant.description for variant in (baseline, *chosen)},
+        diffs=diffs,
         summaries={name: summarise(runs[name], per_layer) for name, per_layer in diffs.items()},
-        truncated_from=capture.truncated_from,
+        truncated_from=captured.truncated_from,
     )
 
 
-def require_whole_matrices(request: CompareRequest, tokens: int, heads_selected: int):
+def require_whole_matrices(selection: Selection, analysis: Analysis, tokens: int, heads_selected: int) -> Window:
     """The whole-matrix window; the comparison metrics read whole weight rows, so windows and
     over-limit selections are refused."""
-    window = matrix_window(request, tokens, heads_selected)
-    if window is None or window.rows != (0, tokens) or window.cols != (0, tokens):
+    window = selection.window(tokens, heads_selected, analysis.cell_limit)
+    if not window.is_whole:
         raise BadInput(
             f"compare needs whole matrices, and {heads_selected} heads × {tokens}² cells is past the "
-            f"{request.matrix_cell_limit:,}-cell limit (or a window was asked for)",
+            f"{analysis.cell_limit:,}-cell limit (or a window was asked for)",
             "select fewer layers or heads, or pass --full",
         )
     return window
@@ -72,8 +78,8 @@ def head_diff(base: HeadReport, other: HeadReport) -> HeadDiff:
 
     from attn_cli import analysis
 
-    p, q = torch.tensor(base.weights), torch.tensor(other.weights)  # (T, T) each
-    base_scores, other_scores = _scores(base), _scores(other)
+    p, q = torch.from_numpy(base.weights), torch.from_numpy(other.weights)  # (T, T) each
+    base_scores, other_scores = torch.from_numpy(base.scores), torch.from_numpy(other.scores)  # NaN: masked
     allowed = ~base_scores.isnan()
     rows = allowed.any(-1)  # query rows that attend anything
     return HeadDiff(
@@ -86,12 +92,6 @@ def head_diff(base: HeadReport, other: HeadReport) -> HeadDiff:
         js_divergence=float(analysis.js_divergence(p, q)[rows].mean()),
         top1_agreement=analysis.top1_agreement(p[rows], q[rows]),
     )
-
-
-def _scores(head: HeadReport):
-    import torch
-
-    return torch.tensor([[float("nan") if x is None else x for x in row] for row in head.scores])
 
 
 def summarise(run, per_layer: list[tuple[int, list[HeadDiff]]]) -> VariantSummary:

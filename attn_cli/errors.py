@@ -1,6 +1,6 @@
 """The errors attn raises. The CLI turns each into one line on stderr and an exit code.
 
-Exit codes (design.md): 1 a runtime failure the user can act on, 2 bad usage.
+Exit codes: 1 a runtime failure the user can act on, 2 bad usage.
 """
 
 from __future__ import annotations

@@ -9,20 +9,16 @@ a:b of S are q[a:b]·kᵀ·scale; the same columns, for the symmetry, are
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from attn_cli import analysis, attention
+from attn_cli.analysis import Symmetry
 from attn_cli.masks import AttentionMask
-from attn_cli.report import Symmetry
+from attn_cli.selection import Window
 
 CHUNK_CELLS = 1 << 22  # ~4M scores per block: 16 MB in float32, a few such temporaries at once
-
-
-@dataclass(frozen=True)
-class Window:
-    rows: tuple[int, int]  # query rows start:stop
-    cols: tuple[int, int]  # key columns start:stop
 
 
 @dataclass
@@ -32,22 +28,22 @@ class HeadRows:
     top: list[list[tuple[int, float]]]  # (T, ≤k) key index and weight, heaviest first
     symmetry: Symmetry
     score_moments: tuple[float, float]  # mean and variance of the allowed scores, as used (scaled)
-    scores: torch.Tensor | None  # the window of S, NaN where masked; None when no window
+    scores: torch.Tensor | None  # the window of S, NaN where masked; None for an empty window
     weights: torch.Tensor | None  # the window of softmax(S)
     output: torch.Tensor | None  # (T, D) weights @ v, when asked for
 
 
 def analyse_rows(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: AttentionMask, *,
-    top_k: int, tolerance: float, window: Window | None, want_output: bool, scorer=None,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: AttentionMask, score: Callable, *,
+    top_k: int, tolerance: float, window: Window, want_output: bool, dot_scale: float | None,
 ) -> HeadRows:
     """q (T, D), k and v (T, D) of one head (its kv head's k and v), float32.
 
-    scorer(q_rows, keys) -> (c, n) replaces q·kᵀ·scale for scorings that are not a dot product.
+    score(q_rows (c, D), keys (n, D)) -> (c, n): the head's scoring (LayerCapture.head_scorer).
+    dot_scale: the scale when the scores are q·kᵀ·scale (symmetry then comes from a cheaper
+    identity), None for learned scorings.
     """
-    def score(rows: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        return attention.score_matrix(rows, keys, scale) if scorer is None else scorer(rows, keys)
-
+    keep = not window.is_empty
     count = q.shape[0]
     block = max(1, CHUNK_CELLS // max(count, 1))  # query rows per block
     entropy = torch.empty(count, device=q.device)
@@ -55,8 +51,8 @@ def analyse_rows(
     output = torch.empty_like(q) if want_output else None
     top: list[list[tuple[int, float]]] = []
     valid = mask.valid_keys()
-    symmetry = (analysis.SymmetryAccumulator(q, k, scale, valid) if scorer is None
-                else analysis.BlockSymmetry(q, k, scorer, valid))
+    symmetry = (analysis.SymmetryAccumulator(q, k, dot_scale, valid) if dot_scale is not None
+                else analysis.BlockSymmetry(q, k, score, valid))
     moments = analysis.ScoreMoments()
     kept_scores, kept_weights = [], []
     for start in range(0, count, block):
@@ -74,7 +70,7 @@ def analyse_rows(
         symmetry.add(start, stop)
         if output is not None:
             output[start:stop] = attention.attend(weights, v[first:end])  # (c, D)
-        if window is not None and start < window.rows[1] and stop > window.rows[0]:
+        if keep and start < window.rows[1] and stop > window.rows[0]:
             rows = slice(max(start, window.rows[0]) - start, min(stop, window.rows[1]) - start)
             kept_scores.append(_widen(scores[rows].masked_fill(~allowed[rows], float("nan")), first, window,
                                       float("nan")))
@@ -85,8 +81,8 @@ def analyse_rows(
         top=top,
         symmetry=symmetry.result(tolerance),
         score_moments=moments.mean_variance(),
-        scores=torch.cat(kept_scores) if window is not None else None,
-        weights=torch.cat(kept_weights) if window is not None else None,
+        scores=torch.cat(kept_scores) if keep else None,
+        weights=torch.cat(kept_weights) if keep else None,
         output=output,
     )
 

@@ -1,27 +1,30 @@
-"""The Report: plain data that every renderer reads, and its one JSON serializer."""
+"""The Reports: plain data that every renderer reads, and their one JSON serializer.
+
+Matrices are numpy float32 arrays (masked scores are NaN) so a Python user can
+use them directly; JSON turns NaN into null and keeps float32 precision (7
+significant digits). Every report writes itself as JSON text in chunks
+(`json_chunks`), so a long document is streamed layer by layer; `to_json_dict`
+is the same document as a dict.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Iterable, Iterator
 
-from attn_cli.backends.base import ModelInfo, Token
+import numpy as np
 
-SCHEMA_VERSION = 1
-
-Matrix = list[list[float | None]]  # rows of floats; None marks a masked cell
-
-
-@dataclass(frozen=True)
-class Symmetry:
-    max_abs_diff: float  # max |S_ij - S_ji|
-    relative: float  # ||S - Sᵀ||_F / ||S||_F
-    symmetric: bool  # relative <= tolerance
+from attn_cli.analysis import Symmetry
+from attn_cli.capture import ModelInfo, Token
+from attn_cli.document import SCHEMA_VERSION, Document, dumps
+from attn_cli.errors import BadInput
+from attn_cli.selection import Window
 
 
 @dataclass(frozen=True)
 class ScoreStats:
-    """Scores of one head against the √d argument (concepts.md §3).
+    """Scores of one head against the √d argument.
 
     If q and k had independent zero-mean components of variances var_q, var_k, q·k would
     have variance d·var_q·var_k; the 1/√d scale brings unit-variance inputs back to 1.
@@ -46,17 +49,19 @@ class TopKey:
 
 @dataclass
 class HeadReport:
+    """One head. Matrices cover `window` (rows × cols of the whole T × T); per-row statistics every row."""
+
     head: int
     kv_head: int | None  # None for raw, which has no per-head projections
     scale: float
-    scores: Matrix | None  # (T, T) pre-softmax, scaled, masked → None
-    weights: Matrix | None  # (T, T) post-softmax
+    window: Window
+    scores: np.ndarray | None  # (rows, cols) pre-softmax, scaled; NaN where masked; None for an empty window
+    weights: np.ndarray | None  # (rows, cols) post-softmax; masked cells exactly 0
     symmetry: Symmetry
-    entropy: list[float]  # (T,) nats per query row
-    self_weight: list[float]  # (T,) the diagonal of weights
+    entropy: np.ndarray  # (T,) nats per query row
+    self_weight: np.ndarray  # (T,) the diagonal of weights
     top: list[list[TopKey]]  # (T, ≤k) most-attended keys per query
-    tensors: dict[str, Matrix] = field(default_factory=dict)  # q, k, v, output with --include qkv
-    window: tuple[tuple[int, int], tuple[int, int]] | None = None  # (rows, cols) when scores/weights are a window
+    tensors: dict[str, np.ndarray] = field(default_factory=dict)  # q, k, v (T, D) and output, when kept
     score_stats: ScoreStats | None = None
 
 
@@ -67,39 +72,52 @@ class LayerReport:
 
 
 @dataclass
-class InspectReport:
+class InspectReport(Document):
     text: str
     model: ModelInfo
     device: str
     dtype: str
     tokens: list[Token]
-    layers: list[LayerReport]  # or, from run_inspect_batch(lazy=True), an iterator consumed once
+    layers: list[LayerReport]  # or, from a lazy run, an iterator consumed once (analysed as it is read)
+    window: Window  # the part of each head's matrices kept (whole, a window, or nothing)
     truncated_from: int | None = None
     variant: str = "baseline"  # the counterfactual applied (--shared-k, --no-scale, --scoring)
     propagate: bool = False  # the variant was injected into the model rather than recomputed per layer
     padding_side: str | None = None  # set when this text ran in a padded batch with others
     pre_rope: bool = False  # q and k (and so scores) are from before rotary position embeddings
-    matrices_left_out: bool = False  # scores/weights not kept: past the size limit without --full
 
-    def heads(self):
+    @property
+    def matrices_left_out(self) -> bool:
+        """Scores and weights not kept: past the size limit without --full or a window."""
+        return self.window.is_empty
+
+    def heads(self) -> list[tuple[int, HeadReport]]:
         """Every (layer, head) pair in the report, in order."""
         return [(layer.layer, head) for layer in self.layers for head in layer.heads]
 
+    def head(self, layer: int, head: int) -> HeadReport:
+        """One head's report: report.head(0, 2).weights is its (T, T) weight matrix."""
+        return find_head(self.layers, layer, head)
+
     def json_header(self) -> dict:
-        """Everything of the JSON document but "layers", which comes last (streamed by files.stream_json)."""
+        """Everything of the JSON document but "layers", which comes last."""
         document = {**_run_header(self, "inspect"), "variant": self.variant, "propagate": self.propagate,
                     "pre_rope": self.pre_rope, "matrices_left_out": self.matrices_left_out}
         if self.padding_side is not None:
             document["padding"] = self.padding_side
         return document
 
+    def json_chunks(self) -> Iterator[str]:
+        """The schema_version 1 document; each layer is analysed (if lazy) as its text is made."""
+        return _object_chunks(self.json_header(), "layers", (iter([layer_text(layer)]) for layer in self.layers))
+
     def to_json_dict(self) -> dict:
         """The schema_version 1 document (README "JSON output"). Floats keep float32 precision."""
-        return {**self.json_header(), "layers": layers_json(self.layers)}
+        return {**self.json_header(), "layers": [layer_json(layer) for layer in self.layers]}
 
 
 @dataclass
-class InspectBatch:
+class InspectBatch(Document):
     """Several texts run as one padded batch: one report per text, padding already removed."""
 
     reports: list[InspectReport]
@@ -111,6 +129,9 @@ class InspectBatch:
 
     def json_header(self) -> dict:
         return {"schema_version": SCHEMA_VERSION, "command": "inspect", "padding": self.padding_side}
+
+    def json_chunks(self) -> Iterator[str]:
+        return _object_chunks(self.json_header(), "sequences", (report.json_chunks() for report in self.reports))
 
     def to_json_dict(self) -> dict:
         return {**self.json_header(), "sequences": [report.to_json_dict() for report in self.reports]}
@@ -148,7 +169,7 @@ class VariantSummary:
 
 
 @dataclass
-class CompareReport:
+class CompareReport(Document):
     text: str
     model: ModelInfo
     device: str
@@ -156,15 +177,22 @@ class CompareReport:
     tokens: list[Token]
     propagate: bool
     runs: dict[str, list[LayerReport]]  # "baseline" first, then each variant
+    descriptions: dict[str, str]  # variant → what it changes, in words
     diffs: dict[str, list[tuple[int, list[HeadDiff]]]]  # variant → [(layer, per-head diffs)]
     summaries: dict[str, VariantSummary]
     truncated_from: int | None = None
+
+    def head(self, layer: int, head: int, run: str = "baseline") -> HeadReport:
+        """One head of one run: result.head(0, 2, "shared-k")."""
+        if run not in self.runs:
+            raise BadInput(f"no run named {run!r}", f"runs: {', '.join(self.runs)}")
+        return find_head(self.runs[run], layer, head)
 
     def to_json_dict(self) -> dict:
         return {
             **_run_header(self, "compare"),
             "mode": "propagate" if self.propagate else "per-layer",
-            "runs": {name: {"layers": layers_json(layers)} for name, layers in self.runs.items()},
+            "runs": {name: {"layers": [layer_json(layer) for layer in layers]} for name, layers in self.runs.items()},
             "diff": {
                 name: {
                     "summary": _plain(asdict(self.summaries[name])),
@@ -176,6 +204,17 @@ class CompareReport:
                 for name, layers in self.diffs.items()
             },
         }
+
+
+def find_head(layers: Iterable[LayerReport], layer: int, head: int) -> HeadReport:
+    for entry in layers:
+        if entry.layer == layer:
+            for record in entry.heads:
+                if record.head == head:
+                    return record
+            raise BadInput(f"head {head} of layer {layer} is not in this report",
+                           f"heads here: {', '.join(str(h.head) for h in entry.heads)}")
+    raise BadInput(f"layer {layer} is not in this report")
 
 
 def _run_header(report, command: str) -> dict:
@@ -193,28 +232,23 @@ def _run_header(report, command: str) -> dict:
     return document
 
 
-def layers_json(layers: list[LayerReport]) -> list[dict]:
-    return [{"layer": layer.layer, "heads": [head_json(head) for head in layer.heads]} for layer in layers]
-
-
 def _plain(record: dict) -> dict:
     """Round the floats of a flat-or-nested dict of numbers (Change → {"baseline", "variant"})."""
     return {key: _plain(value) if isinstance(value, dict) else _num(value) if isinstance(value, float) else value
             for key, value in record.items()}
 
 
-def head_matrices(head: HeadReport) -> list[tuple[str, Matrix]]:
+def head_matrices(head: HeadReport) -> list[tuple[str, np.ndarray]]:
     """The head's matrix-valued JSON fields, in document order: scores, weights, then q, k, v, output."""
     named = [("scores", head.scores), ("weights", head.weights), *head.tensors.items()]
     return [(name, rows) for name, rows in named if rows is not None]
 
 
 def head_json(head: HeadReport, matrices: bool = True) -> dict:
-    """One head's JSON record; matrices=False leaves the matrix fields to a faster writer (files.py)."""
+    """One head's JSON record; matrices=False leaves the matrix fields to layer_text's faster path."""
     record = {"head": head.head, "kv_head": head.kv_head, "scale": _num(head.scale)}
-    if head.window is not None:
-        (row_start, row_stop), (col_start, col_stop) = head.window
-        record["window"] = {"rows": [row_start, row_stop], "cols": [col_start, col_stop]}
+    if head.window.is_partial:
+        record["window"] = {"rows": list(head.window.rows), "cols": list(head.window.cols)}
     record["symmetry"] = {
         "max_abs_diff": _num(head.symmetry.max_abs_diff),
         "relative": _num(head.symmetry.relative),
@@ -223,8 +257,8 @@ def head_json(head: HeadReport, matrices: bool = True) -> dict:
     if head.score_stats is not None:
         record["score_stats"] = {key: _num(value) if isinstance(value, float) else value
                                  for key, value in asdict(head.score_stats).items()}
-    record["entropy"] = [_num(x) for x in head.entropy]
-    record["self_weight"] = [_num(x) for x in head.self_weight]
+    record["entropy"] = vector_json(head.entropy)
+    record["self_weight"] = vector_json(head.self_weight)
     record["top"] = [
         [{"index": t.index, "token": t.token, "weight": _num(t.weight)} for t in row] for row in head.top
     ]
@@ -233,15 +267,49 @@ def head_json(head: HeadReport, matrices: bool = True) -> dict:
     return record
 
 
-def _num(value: float | None) -> float | None:
-    """7 significant digits (float32 precision); None for masked or non-finite, so JSON never has NaN.
+def layer_json(layer: LayerReport) -> dict:
+    return {"layer": layer.layer, "heads": [head_json(head) for head in layer.heads]}
 
-    render/files.py writes matrices with the same f"{value:.7g}", straight to text.
-    """
+
+def layer_text(layer: LayerReport) -> str:
+    """layer_json as JSON text; matrices are formatted straight to text (the slow part of big documents)."""
+    heads = []
+    for head in layer.heads:
+        text = dumps(head_json(head, matrices=False))[:-1]  # the record, left open
+        for name, rows in head_matrices(head):
+            text += f', "{name}": ' + matrix_text(rows)
+        heads.append(text + "}")
+    return f'{{"layer": {layer.layer}, "heads": [{", ".join(heads)}]}}'
+
+
+def matrix_text(rows: np.ndarray) -> str:
+    """A matrix as JSON text: 7 significant digits like _num, null for masked or non-finite."""
+    return "[" + ", ".join(
+        "[" + ", ".join(f"{v:.7g}" if math.isfinite(v) else "null" for v in row) + "]"
+        for row in np.asarray(rows, dtype=np.float64).tolist()
+    ) + "]"
+
+
+def _object_chunks(header: dict, key: str, items: Iterable[Iterable[str]]) -> Iterator[str]:
+    """A JSON object: the header's fields, then `key` as a list whose items arrive as text chunks."""
+    yield dumps(header)[:-1] + f', "{key}": ['  # the header object, left open
+    for index, chunks in enumerate(items):
+        if index:
+            yield ", "
+        yield from chunks
+    yield "]}"
+
+
+def _num(value: float | None) -> float | None:
+    """7 significant digits (float32 precision); None for masked or non-finite, so JSON never has NaN."""
     if value is None or not math.isfinite(value):
         return None
     return float(f"{value:.7g}")
 
 
-def matrix_json(rows: Matrix) -> Matrix:
-    return [[_num(value) for value in row] for row in rows]
+def vector_json(values: np.ndarray) -> list[float | None]:
+    return [_num(value) for value in np.asarray(values, dtype=np.float64).tolist()]
+
+
+def matrix_json(rows: np.ndarray) -> list[list[float | None]]:
+    return [vector_json(row) for row in np.asarray(rows, dtype=np.float64)]

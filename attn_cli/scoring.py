@@ -1,34 +1,69 @@
-"""Scoring functions a(q, k) for a block of queries against a block of keys (pure torch).
+"""Scoring functions a(q, k): the one place scores are made (pure torch).
 
-q (c, D), k (n, D) -> scores (c, n). The parameter-free ones apply to any model's
-Q and K; bilinear and additive have learned parameters, so only a model that
-defines them (the toy) can use them.
+Every stage that needs scores calls `scores`: the analysis of a head, the
+toy's forward pass, `attn steps`. The parameter-free scorings are (q, k, scale)
+forms of q·kᵀ·scale, so they apply to any model's Q and K; bilinear and
+additive have learned parameters, so only a model that defines them (the toy)
+can use them, through a scorer it hands over with its capture.
+
+Adding a scoring function: a form here (parameter-free: a (q, k, scale)
+transform in FORMS; learned: a function like `bilinear` that a model wraps
+into its scorer), and nothing else.
 """
 
 from __future__ import annotations
 
-import math
+from typing import Callable, NamedTuple
 
 import torch
 
-PARAMETER_FREE = ("dot", "scaled-dot", "cosine")
-PARAMETRISED = ("bilinear", "additive")
+QKS = tuple[torch.Tensor, torch.Tensor, float]
 
 
-def dot(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    return q @ k.T
+def scores(q: torch.Tensor, k: torch.Tensor, scale: float, scorer: Callable | None = None,
+           head: int = 0) -> torch.Tensor:
+    """Attention scores, unmasked. q (..., Tq, D), k (..., Tk, D) -> (..., Tq, Tk).
+
+    scorer(q (Tq, D), k (Tk, D), head) replaces q·kᵀ·scale for learned scorings (one head at a time).
+    """
+    if scorer is not None:
+        return scorer(q, k, head)
+    return (q @ k.transpose(-2, -1)) * scale
 
 
-def scaled_dot(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    return q @ k.T / math.sqrt(q.shape[-1])
+def dot(q: torch.Tensor, k: torch.Tensor, scale: float) -> QKS:
+    """qᵀk: no scale."""
+    return q, k, 1.0
 
 
-def cosine(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.normalize(q, dim=-1) @ torch.nn.functional.normalize(k, dim=-1).T
+def scaled_dot(q: torch.Tensor, k: torch.Tensor, scale: float) -> QKS:
+    """qᵀk/√d: the scale the model uses (1/√d unless the model says otherwise)."""
+    return q, k, scale
+
+
+def cosine(q: torch.Tensor, k: torch.Tensor, scale: float) -> QKS:
+    """qᵀk / (|q| |k|): unit vectors and no scale; scores lie in [-1, 1]."""
+    return torch.nn.functional.normalize(q, dim=-1), torch.nn.functional.normalize(k, dim=-1), 1.0
+
+
+class Form(NamedTuple):
+    transform: Callable[..., QKS]  # (q, k, scale) -> (q', k', scale') for q'·k'ᵀ·scale'
+    description: str
+
+
+# The parameter-free scorings.
+FORMS: dict[str, Form] = {
+    "dot": Form(dot, "dot-product scores q·kᵀ"),
+    "scaled-dot": Form(scaled_dot, "scaled dot-product q·kᵀ/√d (the transformer default)"),
+    "cosine": Form(cosine, "cosine similarity qᵀk/(|q||k|)"),
+}
+PARAMETER_FREE = tuple(FORMS)
+# Scorings with learned parameters, and their formulas (for messages).
+PARAMETRISED = {"bilinear": "qᵀ·W·k", "additive": "w_vᵀ·tanh(W_q·q + W_k·k)"}
 
 
 def bilinear(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """qᵀ·W·k, W (D, D): a learned metric; symmetric in q, k only if W is."""
+    """qᵀ·W·k, W (D, D): a learned metric; symmetric in q, k only if W is. (c, D), (n, D) -> (c, n)"""
     return q @ w @ k.T
 
 

@@ -1,16 +1,34 @@
-"""Parse layer/head selections: "3", "0,2,5", "1-4", "all" (pure, no torch)."""
+"""What a run looks at and how it analyses it: plain values, parsed and checked here (no torch).
+
+    Selection  which layers and heads, and which part of each head's matrices to keep
+    Window     that part, resolved for a text of T tokens (whole, a window, or nothing)
+    Analysis   how each head is analysed: top-k, the symmetry tolerance, vectors, the cell limit
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Sequence, Union
+
 from attn_cli.errors import BadInput
 
+# "all", "3", "0,2", "1-4"; or an index; or a list of indices.
+Spec = Union[str, int, Sequence[int]]
+Span = Union[str, tuple[int, int], None]  # "100:140" or (100, 140)
 
-def parse_selection(spec: str, count: int, what: str) -> list[int]:
+
+def parse_selection(spec: Spec, count: int, what: str) -> list[int]:
     """Indices in [0, count) named by `spec`, sorted and without repeats.
 
     `what` ("layer", "head") names the thing in error messages, which always
     state the valid range so the user can fix the call.
     """
+    if isinstance(spec, bool):
+        raise BadInput(f"--{what} {spec!r} is not a {what} selection")
+    if isinstance(spec, int):
+        spec = str(spec)
+    elif not isinstance(spec, str):
+        spec = ",".join(str(index) for index in spec)
     valid = f"valid {what}s are 0-{count - 1}, a list like 0,2 or a range like 1-3, or 'all'"
     text = spec.strip().lower()
     if text in ("all", "*", ""):
@@ -32,10 +50,15 @@ def parse_selection(spec: str, count: int, what: str) -> list[int]:
     return sorted(chosen)
 
 
-def parse_span(spec: str | None, option: str) -> tuple[int, int] | None:
+def parse_span(spec: Span, option: str) -> tuple[int, int] | None:
     """"100:140" → (100, 140); ":200" starts at 0; "100:" runs to the end (a huge stop, clipped later)."""
     if spec is None:
         return None
+    if not isinstance(spec, str):
+        start, stop = spec
+        if start < 0 or stop <= start:
+            raise BadInput(f"{option} {start}:{stop} is not a span", "use START:STOP with 0 <= START < STOP")
+        return int(start), int(stop)
     first, colon, last = spec.strip().partition(":")
     try:
         start = int(first) if first.strip() else 0
@@ -45,3 +68,99 @@ def parse_span(spec: str | None, option: str) -> tuple[int, int] | None:
     if not colon or start < 0 or stop <= start:
         raise BadInput(f"{option} {spec!r} is not a span", "use START:STOP with 0 <= START < STOP, e.g. 100:140")
     return start, stop
+
+
+@dataclass(frozen=True)
+class Window:
+    """The part of a head's (T, T) score and weight matrices that a report keeps.
+
+    Three cases, each explicit: whole (rows and cols are 0:T), a window (part of it),
+    and nothing (statistics only: the matrices were past the size limit).
+    """
+
+    rows: tuple[int, int]  # query rows start:stop
+    cols: tuple[int, int]  # key columns start:stop
+    tokens: int  # T
+
+    @classmethod
+    def whole(cls, tokens: int) -> "Window":
+        return cls((0, tokens), (0, tokens), tokens)
+
+    @classmethod
+    def nothing(cls, tokens: int) -> "Window":
+        return cls((0, 0), (0, 0), tokens)
+
+    @property
+    def is_whole(self) -> bool:
+        return self.rows == self.cols == (0, self.tokens)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.rows[0] == self.rows[1]
+
+    @property
+    def is_partial(self) -> bool:
+        """Part of the matrix: neither whole nor empty."""
+        return not (self.is_whole or self.is_empty)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which layers and heads a run looks at, and which part of their matrices it keeps."""
+
+    layers: Spec = "all"
+    heads: Spec = "all"
+    rows: tuple[int, int] | None = None  # keep only query rows start:stop …
+    cols: tuple[int, int] | None = None  # … and key columns start:stop
+    full: bool = False  # keep whole matrices however large
+
+    def resolve(self, info) -> tuple[list[int], list[int]]:
+        """The layer and head indices for a model (ModelInfo)."""
+        return parse_selection(self.layers, info.layers, "layer"), parse_selection(self.heads, info.heads, "head")
+
+    def window(self, tokens: int, heads_selected: int, cell_limit: int) -> Window:
+        """The part of each matrix to keep for a text of `tokens` tokens.
+
+        rows/cols pick a window; otherwise the whole matrix when `full` or when all selected
+        heads together stay within `cell_limit` cells; otherwise nothing (statistics only).
+        """
+        if self.rows is not None or self.cols is not None:
+            return Window(_clip(self.rows, tokens, "--rows"), _clip(self.cols, tokens, "--cols"), tokens)
+        if self.full or heads_selected * tokens * tokens <= cell_limit:
+            return Window.whole(tokens)
+        return Window.nothing(tokens)
+
+
+def _clip(span: tuple[int, int] | None, tokens: int, option: str) -> tuple[int, int]:
+    if span is None:
+        return 0, tokens
+    start, stop = span[0], min(span[1], tokens)
+    if not 0 <= start < stop:
+        raise BadInput(f"{option} {span[0]}:{span[1]} selects nothing of the {tokens} tokens",
+                       f"use START:STOP with 0 <= START < STOP <= {tokens}")
+    return start, stop
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """How each selected head is analysed. Defaults: configs/defaults.toml (Analysis.defaults())."""
+
+    top_k: int = 3  # most-attended keys per query row
+    tolerance: float = 1e-5  # relative asymmetry ‖S−Sᵀ‖/‖S‖ at or under which S counts as symmetric
+    vectors: bool = False  # keep each head's q, k, v and output
+    cell_limit: int = 2_000_000  # past this many cells over all selected heads, matrices are left out
+
+    def __post_init__(self):
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
+            raise BadInput(f"--top-k must be at least 1, not {self.top_k}")
+
+    @classmethod
+    def defaults(cls, **given) -> "Analysis":
+        """configs/defaults.toml, then the values given (None means not given)."""
+        from attn_cli.config import defaults
+
+        settings = defaults()
+        values = {"top_k": settings["inspect"]["top_k"], "tolerance": settings["symmetry"]["relative_tolerance"],
+                  "cell_limit": settings["matrices"]["max_cells"]}
+        values.update({key: value for key, value in given.items() if value is not None})
+        return cls(**values)

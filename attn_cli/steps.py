@@ -8,31 +8,27 @@ its own to multiply: its Q, K, V as the model computed them, no W_O).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from attn_cli.core import RunOptions, check_options, load_for
+import numpy as np
+
+from attn_cli.core import check_texts
 from attn_cli.errors import BadInput
-from attn_cli.report import SCHEMA_VERSION, matrix_json
+from attn_cli.document import SCHEMA_VERSION, Document
+from attn_cli.report import matrix_json
 from attn_cli.selection import parse_selection
-
-
-@dataclass(frozen=True)
-class StepsRequest(RunOptions):
-    model: str = "toy"
-    layers: str = "0"
-    heads: str = "0"
 
 
 @dataclass
 class Stage:
     name: str  # "Q = X·W_Q"
     note: str  # what the stage does, in a sentence
-    values: list[list[float | None]]  # rows; None where masked
+    values: np.ndarray  # (rows, columns) float32; NaN where masked
     kind: str  # "tokens×dims" (a vector per token) or "tokens×tokens"
 
 
 @dataclass
-class StepsReport:
+class StepsReport(Document):
     text: str
     model: object  # ModelInfo
     tokens: list
@@ -45,8 +41,6 @@ class StepsReport:
     truncated_from: int | None = None
 
     def to_json_dict(self) -> dict:
-        from dataclasses import asdict
-
         return {
             "schema_version": SCHEMA_VERSION,
             "command": "steps",
@@ -56,23 +50,21 @@ class StepsReport:
             "layer": self.layer,
             "head": self.head,
             "stages": [{"name": stage.name, "note": stage.note, "kind": stage.kind,
-                        "shape": [len(stage.values), len(stage.values[0]) if stage.values else 0],
+                        "shape": list(stage.values.shape),
                         "values": matrix_json(stage.values)} for stage in self.stages],
             "missing": self.missing,
         }
 
 
-def run_steps(request: StepsRequest, backend=None) -> StepsReport:
-    import torch
-
+def walk_head(backend, text: str, layer: int | str = 0, head: int | str = 0) -> StepsReport:
+    """One head of one layer through every stage the backend has, on `text`."""
     from attn_cli import attention
 
-    check_options(request)
-    backend = backend or load_for(request)
+    check_texts([text])
     info = backend.info
-    layer = _one(request.layers, info.layers, "layer")
-    head = _one(request.heads, info.heads, "head")
-    capture = backend.capture(request.text, [layer], keep_inputs=True)
+    layer = _one(layer, info.layers, "layer")
+    head = _one(head, info.heads, "head")
+    capture = backend.capture_batch([text], [layer], keep_inputs=True)[0]
     record = capture.layers[layer]
     kv_head = info.kv_head_of(head)
     q, k, v = record.q[head].float(), record.k[kv_head].float(), record.v[kv_head].float()  # (T, D)
@@ -81,19 +73,20 @@ def run_steps(request: StepsRequest, backend=None) -> StepsReport:
     if record.inputs is not None:
         stages.append(Stage("X", "one row per token: the vectors attention starts from", _rows(record.inputs),
                             "tokens×dims"))
-    toy = getattr(backend, "weights", None)
-    names = ("Q = X·W_Q", "K = X·W_K", "V = X·W_V") if toy is not None else ("Q", "K", "V")
+    own_weights = record.projected is not None  # the backend computes the layer itself (the toy)
+    names = ("Q = X·W_Q", "K = X·W_K", "V = X·W_V") if own_weights else ("Q", "K", "V")
     notes = ("the queries: what each token looks for", "the keys: what each token offers to be found by",
              "the values: what each token hands over")
     stages += [Stage(name, note, _rows(matrix), "tokens×dims") for name, note, matrix in zip(names, notes, (q, k, v))]
+    score = record.head_scorer(head)
     if record.scorer is None:
         raw = q @ k.T  # (T, T)
         stages.append(Stage("Q·Kᵀ", "every query against every key: dot products", _rows(raw), "tokens×tokens"))
-        scores = raw * record.scale
+        scores = score(q, k)
         stages.append(Stage(f"× {record.scale:.4g}", "scaled (1/√d for scaled dot product) so the softmax does not "
                             "saturate", _rows(scores), "tokens×tokens"))
     else:
-        scores = record.scorer(q, k, head)
+        scores = score(q, k)
         stages.append(Stage("score(Q, K)", "the model's own scoring function", _rows(scores), "tokens×tokens"))
     masked = scores.masked_fill(~allowed, float("nan"))
     stages.append(Stage("mask", "positions that may not be attended are removed (blank)", _rows(masked),
@@ -104,32 +97,24 @@ def run_steps(request: StepsRequest, backend=None) -> StepsReport:
     stages.append(Stage("·V", "each token's weighted mix of the values: this head's output", _rows(output),
                         "tokens×dims"))
     missing = []
-    if toy is not None:
-        heads = [attention.attend(attention.masked_softmax(_head_scores(record, h, info.kv_head_of(h)), allowed),
-                                  record.v[info.kv_head_of(h)].float()) for h in range(info.heads)]
-        concat = torch.cat(heads, dim=-1)  # (T, d_model)
-        stages.append(Stage("concat heads", f"the {info.heads} heads' outputs side by side", _rows(concat),
+    if own_weights:  # the layer's own concat and W_O, from the same forward pass
+        stages.append(Stage("concat heads", f"the {info.heads} heads' outputs side by side", _rows(record.concat),
                             "tokens×dims"))
-        w_o, b_o = toy[f"layers.{layer}.w_o"], toy[f"layers.{layer}.b_o"]
-        stages.append(Stage("·W_O", "the output projection mixes the heads", _rows(concat @ w_o.T + b_o),
+        stages.append(Stage("·W_O", "the output projection mixes the heads", _rows(record.projected),
                             "tokens×dims"))
     else:
         missing = ["X·W_Q (the projection weights)", "concat heads", "·W_O"]
-    return StepsReport(request.text, info, capture.tokens, layer, head, stages, missing, capture.device,
-                       capture.dtype)
+    return StepsReport(text, info, capture.tokens, layer, head, stages, missing, capture.device,
+                       capture.dtype, capture.truncated_from)
 
 
-def _head_scores(record, head: int, kv_head: int):
-    q, k = record.q[head].float(), record.k[kv_head].float()
-    return q @ k.T * record.scale if record.scorer is None else record.scorer(q, k, head)
-
-
-def _one(spec: str, count: int, what: str) -> int:
+def _one(spec, count: int, what: str) -> int:
     chosen = parse_selection(spec, count, what)
     if len(chosen) != 1:
         raise BadInput(f"attn steps walks one {what}; --{what} {spec} names {len(chosen)}", f"pick one of 0-{count - 1}")
     return chosen[0]
 
 
-def _rows(matrix) -> list[list[float | None]]:
-    return [[None if value != value else value for value in row] for row in matrix.detach().cpu().tolist()]
+def _rows(matrix) -> np.ndarray:
+    """(rows, columns) float32, NaN kept (masked)."""
+    return matrix.detach().float().to("cpu", copy=True).numpy()

@@ -12,40 +12,29 @@ projections and works on the layer input X (softmax(X·Xᵀ)·X).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
-import torch
-
+from attn_cli import scoring
 from attn_cli.attention import expand_kv
+from attn_cli.capture import LayerCapture
 from attn_cli.errors import BadInput
 
-QKS = tuple[torch.Tensor, torch.Tensor, float]
 
-
-def _identity(q, k, scale) -> QKS:
+def _identity(q, k, scale) -> scoring.QKS:
     return q, k, scale
 
 
-def _shared_k(q, k, scale) -> QKS:
+def _shared_k(q, k, scale) -> scoring.QKS:
     """Q := K: each query head uses its kv group's key, as if W_Q were W_K."""
     return expand_kv(k, q.shape[-3]), k, scale
-
-
-def _no_scale(q, k, scale) -> QKS:
-    return q, k, 1.0
-
-
-def _cosine(q, k, scale) -> QKS:
-    """qᵀk / (|q| |k|): unit vectors and no scale; scores lie in [-1, 1]."""
-    return torch.nn.functional.normalize(q, dim=-1), torch.nn.functional.normalize(k, dim=-1), 1.0
 
 
 @dataclass(frozen=True)
 class Variant:
     name: str
     description: str
-    transform: Callable[..., QKS] | None  # None: not a q/k transform (raw)
+    transform: Callable[..., scoring.QKS] | None  # None: not a q/k transform (raw)
 
     @property
     def uses_layer_input(self) -> bool:
@@ -57,15 +46,11 @@ VARIANTS = {
     for variant in (
         Variant("baseline", "the model as it is", _identity),
         Variant("shared-k", "the query computed with the key's projection (Q := K)", _shared_k),
-        Variant("no-scale", "scores q·kᵀ without the 1/√d scale", _no_scale),
+        Variant("no-scale", "scores q·kᵀ without the 1/√d scale", scoring.FORMS["dot"].transform),
         Variant("raw", "no projections: softmax(X·Xᵀ)·X on the layer input X", None),
-        Variant("scoring=dot", "dot-product scores q·kᵀ", _no_scale),
-        Variant("scoring=scaled-dot", "scaled dot-product q·kᵀ/√d (the transformer default)", _identity),
-        Variant("scoring=cosine", "cosine similarity qᵀk/(|q||k|)", _cosine),
+        *(Variant(f"scoring={name}", form.description, form.transform) for name, form in scoring.FORMS.items()),
     )
 }
-# Scoring functions with learned parameters: only a model that defines them can use them.
-PARAMETRISED_SCORING = {"bilinear": "qᵀ·W·k", "additive": "w_vᵀ·tanh(W_q·q + W_k·k)"}
 
 
 def variant_named(name: str) -> Variant:
@@ -73,14 +58,15 @@ def variant_named(name: str) -> Variant:
     key = name.strip().lower()
     if key in VARIANTS:
         return VARIANTS[key]
-    scoring = key.removeprefix("scoring=")
-    if f"scoring={scoring}" in VARIANTS:
-        return VARIANTS[f"scoring={scoring}"]
-    if scoring in PARAMETRISED_SCORING:
+    form = key.removeprefix("scoring=")
+    if f"scoring={form}" in VARIANTS:
+        return VARIANTS[f"scoring={form}"]
+    if form in scoring.PARAMETRISED:
         raise BadInput(
-            f"{scoring} scoring ({PARAMETRISED_SCORING[scoring]}) has learned parameters that a pretrained "
+            f"{form} scoring ({scoring.PARAMETRISED[form]}) has learned parameters that a pretrained "
             "model does not have",
-            "use dot, scaled-dot or cosine, which need nothing but the model's own Q and K",
+            "use dot, scaled-dot or cosine, which need nothing but the model's own Q and K "
+            f"(the toy model computes with it: --model toy -O scoring={form})",
         )
     raise BadInput(f"unknown variant {name!r}", f"choose from {', '.join(VARIANTS)}")
 
@@ -91,13 +77,11 @@ def check_injectable(variants: list[Variant], propagate: bool) -> None:
         raise BadInput("raw has no projections to inject into the model", "use raw without --propagate")
 
 
-def apply_variant(layer, variant: Variant, heads: int):
-    """A captured layer as the variant would have computed it (per-layer mode). Returns a LayerCapture.
+def apply_variant(layer: LayerCapture, variant: Variant, heads: int) -> LayerCapture:
+    """A captured layer as the variant would have computed it (per-layer mode).
 
     raw: q = k = v = X for every head (T, d_model), scale 1, the model's mask.
     """
-    from attn_cli.backends.base import LayerCapture
-
     if variant.uses_layer_input:
         if layer.inputs is None:
             raise BadInput("raw needs the attention layer's input X, which was not captured for this model")
@@ -106,4 +90,4 @@ def apply_variant(layer, variant: Variant, heads: int):
         return LayerCapture(layer.layer, x.expand(heads, *x.shape), x.expand(kv_heads, *x.shape),
                             x.expand(kv_heads, *x.shape), layer.mask, 1.0, x)  # raw: plain X·Xᵀ
     q, k, scale = variant.transform(layer.q, layer.k, layer.scale)
-    return LayerCapture(layer.layer, q, k, layer.v, layer.mask, scale, layer.inputs, layer.scorer)
+    return replace(layer, q=q, k=k, scale=scale)

@@ -15,7 +15,7 @@ Targets: at 16k, attn peak RSS <= 1.5 GB and wall time <= 1.5x sdpa; at 4k, attn
 Whole processes all pay the same ~4-5 s of importing torch and transformers and
 loading the model, which caps any whole-process ratio. So each length is also
 timed in one process with the models already loaded (--in-process, default on):
-attn's run_inspect plus writing its JSON, the sdpa forward, and the eager
+attn's Model.inspect plus writing its JSON, the sdpa forward, and the eager
 forward with output_attentions plus the top-5 of layer 3 head 0.
 
     .venv/bin/python benchmarks/bench_long.py --repeat 3 [--lengths 1024,4096,16384]
@@ -94,18 +94,15 @@ def time_in_process(model: Path, text: str, tokens: int, repeat: int) -> dict[st
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from attn_cli.backends.registry import load_backend
-    from attn_cli.core import InspectRequest, run_inspect_batch
-    from attn_cli.render.files import stream_json
+    import attn_cli
+    from attn_cli.render.files import write_json
 
-    backend = load_backend(str(model), device="cpu")
+    loaded = attn_cli.load(str(model), device="cpu")
     tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     inputs = tokenizer(text, return_tensors="pt")
     sdpa = AutoModel.from_pretrained(model, local_files_only=True, attn_implementation="sdpa").eval()
-    request = InspectRequest(text=text, layers="3", heads="0", top_k=5)
-
     def attn() -> None:
-        stream_json(run_inspect_batch(request, backend=backend, lazy=True)[0], io.StringIO())
+        write_json(loaded.inspect(text, layers="3", heads="0", top_k=5, lazy=True), io.StringIO())
 
     def sdpa_forward() -> None:
         with torch.inference_mode():

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import transformers
@@ -29,7 +30,8 @@ from typer.testing import CliRunner
 
 from attn_cli.backends.registry import load_backend
 from attn_cli.cli import app
-from attn_cli.core import InspectRequest, run_inspect
+import attn_cli
+from attn_cli.api import Model
 from conftest import copy_minilm_tokenizer
 
 TOLERANCE = 1e-5
@@ -110,7 +112,7 @@ def tiny(request, tmp_path_factory) -> Tiny:
 @pytest.fixture(scope="module")
 def tiny_report(tiny):
     """The default (sdpa) run of the sentence, as its JSON document."""
-    report = run_inspect(InspectRequest(text=SENTENCE, model=str(tiny.directory), device="cpu"))
+    report = attn_cli.load(str(tiny.directory), device="cpu").inspect(SENTENCE)
     return report, report.to_json_dict()
 
 
@@ -141,7 +143,7 @@ def eager_attentions(directory: Path, text: str, dtype: torch.dtype | None = Non
 
 def report_weights(report) -> torch.Tensor:
     """(layers, heads, T, T) from a report's per-head weight lists."""
-    return torch.tensor([[head.weights for head in layer.heads] for layer in report.layers])
+    return torch.from_numpy(np.stack([[head.weights for head in layer.heads] for layer in report.layers]))
 
 
 def masked_by_model(architecture: str, size: int) -> torch.Tensor:
@@ -184,7 +186,7 @@ def assert_one_error_line(result) -> str:
 def test_weights_match_transformers_eager(tiny, implementation):
     backend = load_backend(str(tiny.directory), device="cpu")
     backend.model.set_attn_implementation(implementation)
-    report = run_inspect(InspectRequest(text=SENTENCE), backend=backend)
+    report = Model(backend).inspect(SENTENCE)
     expected = eager_attentions(tiny.directory, SENTENCE)
     got = report_weights(report)
     assert len(report.tokens) >= 10
@@ -255,7 +257,7 @@ def qwen2_mixed_dir(tmp_path_factory) -> Path:
 
 
 def test_per_layer_masks_of_mixed_full_and_sliding_layers(qwen2_mixed_dir):
-    report = run_inspect(InspectRequest(text=SENTENCE, model=str(qwen2_mixed_dir), device="cpu"))
+    report = attn_cli.load(str(qwen2_mixed_dir), device="cpu").inspect(SENTENCE)
     assert (report_weights(report) - eager_attentions(qwen2_mixed_dir, SENTENCE)).abs().max().item() <= TOLERANCE
     size = len(report.tokens)
     full, sliding = masked_by_model("llama", size), masked_by_model("mistral", size)
@@ -267,7 +269,7 @@ def test_per_layer_masks_of_mixed_full_and_sliding_layers(qwen2_mixed_dir):
 def test_gpt2_layer_dependent_scale_is_the_models(tmp_path):
     """scale_attn_by_inverse_layer_idx: layer l multiplies by 1/(√D·(l+1)); attn reports and uses that."""
     directory = save_tiny(tmp_path, _config("gpt2", scale_attn_by_inverse_layer_idx=True))
-    report = run_inspect(InspectRequest(text=SENTENCE, model=str(directory), device="cpu"))
+    report = attn_cli.load(str(directory), device="cpu").inspect(SENTENCE)
     for layer in report.layers:
         for head in layer.heads:
             assert head.scale == pytest.approx(16**-0.5 / (layer.layer + 1), rel=1e-6)
@@ -280,7 +282,7 @@ def test_gpt2_layer_dependent_scale_is_the_models(tmp_path):
 def test_kv_heads_and_shared_k_symmetry(tiny):
     """GQA: 8 query heads read 2 kv heads (head // 4); MHA: one each. shared-k is symmetric either way."""
     backend = load_backend(str(tiny.directory), device="cpu")
-    report = run_inspect(InspectRequest(text=SENTENCE, variant="shared-k"), backend=backend)
+    report = Model(backend).inspect(SENTENCE, variant="shared-k")
     info = report.model
     if tiny.architecture in GQA_ARCHITECTURES:
         assert (info.heads, info.kv_heads) == (HEADS, KV_HEADS)
@@ -296,7 +298,7 @@ def test_kv_heads_and_shared_k_symmetry(tiny):
 def test_heads_of_a_group_read_the_same_key(tiny):
     """With include_qkv, query heads of one kv group carry the same k; different groups' keys differ."""
     backend = load_backend(str(tiny.directory), device="cpu")
-    document = run_inspect(InspectRequest(text=SENTENCE, include_qkv=True), backend=backend).to_json_dict()
+    document = Model(backend).inspect(SENTENCE, vectors=True).to_json_dict()
     group = document["model"]["heads"] // document["model"]["kv_heads"]
     for layer in document["layers"]:
         heads = layer["heads"]
@@ -318,7 +320,7 @@ def llama_dir(tmp_path_factory) -> Path:
 
 
 def test_rope_scores_are_post_rotation_and_position_zero_is_unrotated(llama_dir):
-    report = run_inspect(InspectRequest(text=SENTENCE, model=str(llama_dir), device="cpu", include_qkv=True))
+    report = attn_cli.load(str(llama_dir), device="cpu").inspect(SENTENCE, vectors=True)
     document = report.to_json_dict()
     size = len(document["tokens"])
     masked = masked_by_model("llama", size)
@@ -357,7 +359,7 @@ def test_rope_scores_are_post_rotation_and_position_zero_is_unrotated(llama_dir)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
 def test_half_precision_llama_loads_as_saved(tmp_path, dtype):
     directory = save_tiny(tmp_path, _config("llama"), dtype=dtype)
-    report = run_inspect(InspectRequest(text=SENTENCE, model=str(directory), device="cpu", dtype="auto"))
+    report = attn_cli.load(str(directory), device="cpu", dtype="auto").inspect(SENTENCE)
     assert report.dtype == str(dtype).removeprefix("torch.")
     expected = eager_attentions(directory, SENTENCE, dtype=torch.float32)
     got = report_weights(report)
@@ -376,7 +378,7 @@ def test_tokenizer_limit_does_not_cap_a_model_with_more_positions(tmp_path):
     tokenizer_config["model_max_length"] = 16
     config_path.write_text(json.dumps(tokenizer_config))
     assert transformers.AutoTokenizer.from_pretrained(directory, local_files_only=True).model_max_length == 16
-    report = run_inspect(InspectRequest(text=LONG_TEXT, model=str(directory), device="cpu", layers="0", heads="0"))
+    report = attn_cli.load(str(directory), device="cpu").inspect(LONG_TEXT, layers="0", heads="0")
     assert report.model.max_positions == 4096
     assert len(report.tokens) == 102 and report.truncated_from is None
 
@@ -403,7 +405,7 @@ def roberta_20_dir(tmp_path_factory) -> Path:
 def test_roberta_fits_its_usable_positions(roberta_20_dir):
     """18 tokens use positions 2 … 19, the last of its 20 embeddings: that runs, and matches eager."""
     text = " ".join(["word"] * 16)
-    report = run_inspect(InspectRequest(text=text, model=str(roberta_20_dir), device="cpu"))
+    report = attn_cli.load(str(roberta_20_dir), device="cpu").inspect(text)
     assert len(report.tokens) == ROBERTA_POSITIONS - 2
     assert (report_weights(report) - eager_attentions(roberta_20_dir, text)).abs().max().item() <= TOLERANCE
 
@@ -416,6 +418,5 @@ def test_roberta_refuses_more_tokens_than_its_usable_positions(roberta_20_dir, c
 
 
 def test_roberta_truncates_to_its_usable_positions(roberta_20_dir):
-    request = InspectRequest(text=ROBERTA_TOO_LONG, model=str(roberta_20_dir), device="cpu", truncate=True)
-    report = run_inspect(request)
+    report = attn_cli.load(str(roberta_20_dir), device="cpu").inspect(ROBERTA_TOO_LONG, truncate=True)
     assert len(report.tokens) == ROBERTA_POSITIONS - 2 and report.truncated_from == 19

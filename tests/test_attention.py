@@ -1,4 +1,4 @@
-"""Invariants of the attention math and analysis (concepts.md §1, §5, §7)."""
+"""Invariants of the attention math and analysis: distributions, masks, output = weights·V, symmetry."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import math
 import pytest
 import torch
 
-from attn_cli import analysis, attention
+import numpy as np
+
+from attn_cli import analysis, attention, scoring
 from attn_cli.errors import BadInput
 from attn_cli.selection import parse_selection
 
@@ -25,21 +27,21 @@ def causal(t: int) -> torch.Tensor:
 
 def test_rows_are_distributions(qkv):
     q, k, _ = qkv
-    weights = attention.masked_softmax(attention.score_matrix(q, k, 8**-0.5), torch.ones(6, 6, dtype=torch.bool))
+    weights = attention.masked_softmax(scoring.scores(q, k, 8**-0.5), torch.ones(6, 6, dtype=torch.bool))
     assert (weights >= 0).all()
     torch.testing.assert_close(weights.sum(-1), torch.ones(4, 6), atol=1e-6, rtol=0)
 
 
 def test_softmax_matches_torch_when_nothing_is_masked(qkv):
     q, k, _ = qkv
-    scores = attention.score_matrix(q, k, 8**-0.5)
+    scores = scoring.scores(q, k, 8**-0.5)
     expected = torch.softmax(scores, dim=-1)
     torch.testing.assert_close(attention.masked_softmax(scores, torch.ones(6, 6, dtype=torch.bool)), expected)
 
 
 def test_masked_weights_are_exactly_zero_and_rows_still_sum_to_one(qkv):
     q, k, _ = qkv
-    weights = attention.masked_softmax(attention.score_matrix(q, k, 1.0), causal(6))
+    weights = attention.masked_softmax(scoring.scores(q, k, 1.0), causal(6))
     assert (weights.triu(1) == 0).all()
     torch.testing.assert_close(weights.sum(-1), torch.ones(4, 6), atol=1e-6, rtol=0)
 
@@ -54,7 +56,7 @@ def test_fully_masked_row_is_zeros_not_nan():
 
 def test_output_is_weights_times_values(qkv):
     q, k, v = qkv
-    weights = attention.masked_softmax(attention.score_matrix(q, k, 0.5), causal(6))
+    weights = attention.masked_softmax(scoring.scores(q, k, 0.5), causal(6))
     out = attention.attend(weights, v)
     manual = torch.stack([sum(weights[h, i, j] * v[h, j] for j in range(6)) for h in range(4) for i in range(6)])
     torch.testing.assert_close(out.reshape(24, 8), manual, atol=1e-5, rtol=0)
@@ -81,7 +83,7 @@ def test_symmetry_is_zero_for_symmetric_scores_and_positive_otherwise(qkv):
     assert report.symmetric and report.relative <= 1e-6 and report.max_abs_diff <= 1e-5
     report = symmetry(q[0], k[0], valid)
     assert not report.symmetric and report.relative > 0.1
-    general = attention.score_matrix(q[0], k[0], 8**-0.5)  # the definition, on the whole matrix
+    general = scoring.scores(q[0], k[0], 8**-0.5)  # the definition, on the whole matrix
     expected = torch.linalg.matrix_norm(general - general.T) / torch.linalg.matrix_norm(general)
     assert report.relative == pytest.approx(float(expected), rel=1e-5)
     assert report.max_abs_diff == pytest.approx(float((general - general.T).abs().max()), rel=1e-5)
@@ -129,13 +131,18 @@ def test_parse_selection_rejects_with_valid_range(spec):
 
 
 def test_json_never_holds_nan_and_masked_scores_are_null():
-    from attn_cli.backends.base import ModelInfo, Token
-    from attn_cli.report import HeadReport, InspectReport, LayerReport, Symmetry
+    from attn_cli.analysis import Symmetry
+    from attn_cli.capture import ModelInfo, Token
+    from attn_cli.report import HeadReport, InspectReport, LayerReport
+    from attn_cli.selection import Window
 
-    head = HeadReport(0, 0, 0.5, [[1.0, None], [0.25, 0.123456789]], [[1.0, 0.0], [0.4, 0.6]],
-                      Symmetry(0.1, 0.2, False), [0.0, float("nan")], [1.0, 0.6], [[], []])
+    array = lambda rows: np.array(rows, dtype=np.float32)  # noqa: E731
+    head = HeadReport(0, 0, 0.5, Window.whole(2), array([[1.0, np.nan], [0.25, 0.123456789]]),
+                      array([[1.0, 0.0], [0.4, 0.6]]), Symmetry(0.1, 0.2, False), array([0.0, np.nan]),
+                      array([1.0, 0.6]), [[], []])
     report = InspectReport("a b", ModelInfo("m", "bert", 1, 1, 1, 2, True, 8), "cpu", "float32",
-                           [Token(0, "a", 1, False), Token(1, "b", 2, False)], [LayerReport(0, [head])])
+                           [Token(0, "a", 1, False), Token(1, "b", 2, False)], [LayerReport(0, [head])],
+                           Window.whole(2))
     text = json.dumps(report.to_json_dict(), allow_nan=False)  # raises on NaN
     record = json.loads(text)["layers"][0]["heads"][0]
     assert record["scores"][0][1] is None

@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
 
-from attn_cli.core import InspectRequest, run_inspect, run_inspect_batch
+from attn_cli.api import Model
 
 TEXTS = ("Hi there", "A much longer sentence, so the first one needs padding.", "Mid length text")
 
 
 def weights(report) -> torch.Tensor:
-    return torch.tensor([[head.weights for head in layer.heads] for layer in report.layers])
+    return torch.from_numpy(np.stack([[head.weights for head in layer.heads] for layer in report.layers]))
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +36,10 @@ def backends(minilm_backend, tiny_llama_dir, tiny_gpt2_dir):
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_each_text_in_a_batch_matches_its_own_run(backends, architecture, side):
     backend = backends[architecture]
-    batch = run_inspect_batch(InspectRequest(text=TEXTS[0], batch_texts=TEXTS[1:], padding_side=side),
-                              backend=backend)
+    batch = Model(backend).inspect(list(TEXTS), padding=side)
     assert len(batch) == len(TEXTS)
     for text, report in zip(TEXTS, batch):
-        alone = run_inspect(InspectRequest(text=text), backend=backend)
+        alone = Model(backend).inspect(text)
         assert [t.text for t in report.tokens] == [t.text for t in alone.tokens]  # no padding tokens
         assert report.padding_side == side
         got, expected = weights(report), weights(alone)

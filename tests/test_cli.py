@@ -1,6 +1,6 @@
 """The `attn` command line, end to end: CliRunner in-process, plus a few real subprocesses.
 
-What is checked is the user-visible contract of design.md: the JSON document
+What is checked is the user-visible contract: the JSON document
 (schema_version 1), the terminal view, exit codes 0/1/2 with one `error:` line
 on stderr and never a traceback, literal token text, stdin, pipes and NO_COLOR.
 

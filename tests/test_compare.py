@@ -1,4 +1,4 @@
-"""`attn compare` and the variants, held to concepts.md §2, §3, §4 and §5 on the real MiniLM weights."""
+"""`attn compare` and the variants on the real MiniLM weights: shared-K symmetry, the √d scale, raw, cosine."""
 
 from __future__ import annotations
 
@@ -9,21 +9,19 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from attn_cli.compare import CompareRequest, run_compare
-from attn_cli.core import InspectRequest, run_inspect
+from attn_cli.api import Model
 
 TEXT = "我是一个男孩, and the boy is me."
 
 
 def matrix(rows) -> torch.Tensor:
-    """Report rows → float64 tensor; masked (None) cells become -inf."""
-    return torch.tensor([[-math.inf if x is None else x for x in row] for row in rows], dtype=torch.float64)
+    """A report's matrix → float64 tensor; masked (NaN) cells become -inf."""
+    return torch.from_numpy(rows).double().nan_to_num(nan=-math.inf)
 
 
 @pytest.fixture(scope="module")
 def compared(minilm_backend):
-    request = CompareRequest(text=TEXT, variants=("shared-k", "no-scale", "raw", "scoring=cosine"))
-    return run_compare(request, backend=minilm_backend)
+    return Model(minilm_backend).compare(TEXT, variants=("shared-k", "no-scale", "raw", "scoring=cosine"))
 
 
 def all_heads(run):
@@ -110,8 +108,8 @@ def test_propagated_baseline_reproduces_the_model_exactly_and_shared_k_uses_k(mi
 
 
 def test_propagate_compounds_after_the_first_layer(minilm_backend):
-    per_layer = run_compare(CompareRequest(text=TEXT, layers="0,5"), backend=minilm_backend)
-    propagated = run_compare(CompareRequest(text=TEXT, layers="0,5", propagate=True), backend=minilm_backend)
+    per_layer = Model(minilm_backend).compare(TEXT, layers="0,5")
+    propagated = Model(minilm_backend).compare(TEXT, layers="0,5", propagate=True)
     first = lambda report, layer: matrix(report.runs["shared-k"][layer].heads[0].weights)  # noqa: E731
     torch.testing.assert_close(first(per_layer, 0), first(propagated, 0))  # same input to layer 0
     assert not torch.allclose(first(per_layer, 1), first(propagated, 1), atol=1e-3)  # layer 5 saw a different model
@@ -119,7 +117,7 @@ def test_propagate_compounds_after_the_first_layer(minilm_backend):
 
 
 def test_inspect_with_shared_k_flags_every_head_symmetric(minilm_backend):
-    report = run_inspect(InspectRequest(text=TEXT, variant="shared-k"), backend=minilm_backend)
+    report = Model(minilm_backend).inspect(TEXT, variant="shared-k")
     assert report.variant == "shared-k"
     assert all(head.symmetry.symmetric for _, head in report.heads())
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
 
-from attn_cli.core import InspectRequest, run_inspect
+import attn_cli as attn
+from attn_cli.api import Model
 
 
 def recorded_from_pretrained(monkeypatch):
@@ -65,9 +67,9 @@ def test_device_map_dispatch_gives_the_same_attention(tiny_llama_dir):
     assert mapped.model.hf_device_map["layers.1"] == "disk"  # accelerate placed it
     assert mapped.model.layers[1].self_attn.q_proj.weight.device.type == "meta"  # not in memory until used
     plain = load_backend(str(tiny_llama_dir), device="cpu")
-    got = [head.weights for _, head in run_inspect(InspectRequest(text=text), backend=mapped).heads()]
-    expected = [head.weights for _, head in run_inspect(InspectRequest(text=text), backend=plain).heads()]
-    assert torch.allclose(torch.tensor(got), torch.tensor(expected), atol=1e-6)
+    got = [head.weights for _, head in Model(mapped).inspect(text).heads()]
+    expected = [head.weights for _, head in Model(plain).inspect(text).heads()]
+    assert np.allclose(np.stack(got), np.stack(expected), atol=1e-6)
 
 
 def test_cli_device_map_auto(tiny_llama_dir):

@@ -11,9 +11,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from attn_cli import attention, head_rows
-from attn_cli.core import InspectRequest, run_inspect
+from attn_cli import head_rows, scoring
+from attn_cli.api import Model
 from attn_cli.masks import AttentionMask
+from attn_cli.selection import Window
 
 T, D = 300, 16
 
@@ -24,8 +25,14 @@ def qkv():
     return [torch.randn(T, D, generator=generator) for _ in range(3)]
 
 
-def run_rows(q, k, v, mask, window=None):
-    return head_rows.analyse_rows(q, k, v, 0.25, mask, top_k=4, tolerance=1e-5, window=window, want_output=True)
+def scaled(rows, keys):
+    return scoring.scores(rows, keys, 0.25)
+
+
+def run_rows(q, k, v, mask, window=None, score=scaled):
+    """One head's rows; window None: statistics only."""
+    return head_rows.analyse_rows(q, k, v, mask, score, top_k=4, tolerance=1e-5, window=window or Window.nothing(T),
+                                  want_output=True, dot_scale=0.25)
 
 
 @pytest.mark.parametrize("mask", [
@@ -35,9 +42,9 @@ def run_rows(q, k, v, mask, window=None):
 ], ids=["open", "causal", "dense-with-padding"])
 def test_row_blocks_give_the_whole_matrix_statistics(monkeypatch, qkv, mask):
     q, k, v = qkv
-    whole = run_rows(q, k, v, mask, head_rows.Window((0, T), (0, T)))  # one block: T² < CHUNK_CELLS
+    whole = run_rows(q, k, v, mask, Window.whole(T))  # one block: T² < CHUNK_CELLS
     monkeypatch.setattr(head_rows, "CHUNK_CELLS", 7 * T)  # 7 rows a block, 43 blocks
-    blocks = run_rows(q, k, v, mask, head_rows.Window((0, T), (0, T)))
+    blocks = run_rows(q, k, v, mask, Window.whole(T))
     for name in ("entropy", "self_weight", "output", "weights"):
         torch.testing.assert_close(getattr(blocks, name), getattr(whole, name), rtol=1e-5, atol=1e-6)
     assert [[i for i, _ in row] for row in blocks.top] == [[i for i, _ in row] for row in whole.top]
@@ -45,7 +52,7 @@ def test_row_blocks_give_the_whole_matrix_statistics(monkeypatch, qkv, mask):
     assert blocks.symmetry.max_abs_diff == pytest.approx(whole.symmetry.max_abs_diff, rel=1e-5)
     valid = mask.valid_keys()  # the definition, on the whole matrix over valid pairs
     pair = valid[:, None] & valid[None, :]
-    scores = torch.where(pair, attention.score_matrix(q, k, 0.25), torch.zeros(T, T))
+    scores = torch.where(pair, scoring.scores(q, k, 0.25), torch.zeros(T, T))
     difference = scores - scores.T
     relative = torch.linalg.matrix_norm(difference) / torch.linalg.matrix_norm(scores)
     assert blocks.symmetry.relative == pytest.approx(float(relative), rel=1e-5)
@@ -64,23 +71,21 @@ def test_no_block_is_larger_than_the_budget(monkeypatch, qkv):
     q, k, v = qkv
     monkeypatch.setattr(head_rows, "CHUNK_CELLS", 10 * T)
     sizes = []
-    original = attention.score_matrix
 
-    def spy(*args):
-        result = original(*args)
+    def spy(rows, keys):
+        result = scaled(rows, keys)
         sizes.append(result.numel())
         return result
 
-    monkeypatch.setattr(head_rows.attention, "score_matrix", spy)
-    run_rows(q, k, v, AttentionMask(T, T, causal=True))
+    run_rows(q, k, v, AttentionMask(T, T, causal=True), score=spy)
     assert sizes and max(sizes) <= 10 * T
 
 
 def test_window_is_the_slice_of_the_whole(qkv):
     q, k, v = qkv
     mask = AttentionMask(T, T, causal=True)
-    whole = run_rows(q, k, v, mask, head_rows.Window((0, T), (0, T)))
-    part = run_rows(q, k, v, mask, head_rows.Window((100, 140), (90, 200)))
+    whole = run_rows(q, k, v, mask, Window.whole(T))
+    part = run_rows(q, k, v, mask, Window((100, 140), (90, 200), T))
     torch.testing.assert_close(part.weights, whole.weights[100:140, 90:200])
     assert torch.equal(part.scores.isnan(), whole.scores[100:140, 90:200].isnan())
 
@@ -100,16 +105,14 @@ def llama(tiny_llama_dir):
 
 
 def test_past_the_limit_matrices_are_left_out_and_statistics_stay(llama):
-    report = run_inspect(InspectRequest(text=" ".join(["word"] * 200), layers="1", heads="0",
-                                        matrix_cell_limit=10_000), backend=llama)
+    report = Model(llama).inspect(" ".join(["word"] * 200), layers="1", heads="0", cell_limit=10_000)
     assert report.matrices_left_out
     head = report.layers[0].heads[0]
     assert head.scores is None and head.weights is None
     assert len(head.entropy) == len(head.top) == 202
     document = report.to_json_dict()
     assert document["matrices_left_out"] is True and "weights" not in document["layers"][0]["heads"][0]
-    full = run_inspect(InspectRequest(text=" ".join(["word"] * 200), layers="1", heads="0",
-                                      matrix_cell_limit=10_000, full=True), backend=llama)
+    full = Model(llama).inspect(" ".join(["word"] * 200), layers="1", heads="0", cell_limit=10_000, full=True)
     assert not full.matrices_left_out and len(full.layers[0].heads[0].weights) == 202
     assert full.layers[0].heads[0].entropy == pytest.approx(head.entropy, rel=1e-5)
 
@@ -117,16 +120,15 @@ def test_past_the_limit_matrices_are_left_out_and_statistics_stay(llama):
 def test_streamed_json_equals_the_whole_document(llama):
     import io
 
-    from attn_cli.core import run_inspect_batch
-    from attn_cli.render.files import stream_json
+    from attn_cli.render.files import write_json
     from attn_cli.report import InspectBatch
 
-    request = InspectRequest(text="a few words here", batch_texts=("and some more words",), layers="0-1")
-    whole = InspectBatch(run_inspect_batch(request, backend=llama), "right")
-    lazy = InspectBatch(run_inspect_batch(request, backend=llama, lazy=True), "right")
+    texts = ["a few words here", "and some more words"]
+    whole = InspectBatch(Model(llama).inspect(texts, layers="0-1"), "right")
+    lazy = InspectBatch(Model(llama).inspect(texts, layers="0-1", lazy=True), "right")
     assert not isinstance(lazy.reports[0].layers, list)  # analysed while written
     out = io.StringIO()
-    stream_json(lazy, out)
+    write_json(lazy, out)
     assert json.loads(out.getvalue()) == json.loads(json.dumps(whole.to_json_dict()))
 
 
@@ -174,12 +176,10 @@ def test_cli_save_tensors(tiny_llama_dir, tmp_path):
 
 
 def test_compare_refuses_past_the_limit_without_full(llama):
-    from attn_cli.compare import CompareRequest, run_compare
     from attn_cli.errors import BadInput
 
     text = " ".join(["word"] * 100)
     with pytest.raises(BadInput, match="--full"):
-        run_compare(CompareRequest(text=text, layers="0", heads="0", matrix_cell_limit=1000), backend=llama)
-    report = run_compare(CompareRequest(text=text, layers="0", heads="0", matrix_cell_limit=1000, full=True),
-                         backend=llama)
+        Model(llama).compare(text, layers="0", heads="0", cell_limit=1000)
+    report = Model(llama).compare(text, layers="0", heads="0", cell_limit=1000, full=True)
     assert report.summaries["shared-k"].symmetric_heads == 1

@@ -7,10 +7,12 @@ float round-off only (~1e-6 after six layers).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from attn_cli.core import InspectRequest, run_inspect
+import attn_cli as attn
+from attn_cli.api import Model
 
 TOLERANCE = 1e-5
 SENTENCES = [
@@ -33,7 +35,7 @@ def eager_attentions(directory, text: str) -> tuple[torch.Tensor, ...]:
 
 def report_weights(report) -> torch.Tensor:
     """(layers, heads, T, T) from a report's per-head weight lists."""
-    return torch.tensor([[head.weights for head in layer.heads] for layer in report.layers])
+    return torch.from_numpy(np.stack([[head.weights for head in layer.heads] for layer in report.layers]))
 
 
 def assert_matches_eager(report, reference) -> None:
@@ -52,13 +54,13 @@ def minilm_path():
 
 @pytest.mark.parametrize("text", SENTENCES)
 def test_minilm_weights_match_transformers_eager(minilm_backend, minilm_path, text):
-    report = run_inspect(InspectRequest(text=text), backend=minilm_backend)
+    report = Model(minilm_backend).inspect(text)
     assert_matches_eager(report, eager_attentions(minilm_path, text))
 
 
 def test_tiny_bert_loaded_by_path_matches_eager(tiny_bert_dir):
     text = "A tiny model, loaded the way a user's is."
-    report = run_inspect(InspectRequest(text=text, model=str(tiny_bert_dir), device="cpu"))
+    report = attn.load(str(tiny_bert_dir), device="cpu").inspect(text)
     assert report.model.layers == 2 and report.model.heads == 4 and report.model.head_dim == 8
     assert_matches_eager(report, eager_attentions(tiny_bert_dir, text))
 
@@ -69,9 +71,9 @@ def test_capture_under_eager_equals_capture_under_sdpa(tiny_bert_dir):
     text = "the same weights whatever the kernel"
     backend = load_backend(str(tiny_bert_dir), device="cpu")
     assert backend.model.config._attn_implementation == "sdpa"
-    under_sdpa = report_weights(run_inspect(InspectRequest(text=text), backend=backend))
+    under_sdpa = report_weights(Model(backend).inspect(text))
     backend.model.set_attn_implementation("eager")
-    under_eager = report_weights(run_inspect(InspectRequest(text=text), backend=backend))
+    under_eager = report_weights(Model(backend).inspect(text))
     assert (under_sdpa - under_eager).abs().max().item() <= TOLERANCE
 
 
@@ -92,7 +94,7 @@ def test_capturing_leaves_the_model_output_unchanged(minilm_backend):
 
 
 def test_only_selected_layers_are_kept(minilm_backend):
-    capture = minilm_backend.capture("Hello there", [1, 4])
+    capture = Model(minilm_backend).capture("Hello there", layers=[1, 4])
     assert sorted(capture.layers) == [1, 4]
     layer = capture.layers[4]
     assert layer.q.shape == (12, len(capture.tokens), 32)
@@ -101,7 +103,7 @@ def test_only_selected_layers_are_kept(minilm_backend):
 
 
 def test_default_model_tokens(minilm_backend):
-    report = run_inspect(InspectRequest(text="Hello, how are you?", layers="0", heads="0"), backend=minilm_backend)
+    report = Model(minilm_backend).inspect("Hello, how are you?", layers="0", heads="0")
     assert [t.text for t in report.tokens] == ["[CLS]", "hello", ",", "how", "are", "you", "?", "[SEP]"]
     assert [t.special for t in report.tokens] == [True] + [False] * 6 + [True]
 
@@ -122,6 +124,6 @@ def test_parity_on_cuda(request, model_fixture, minilm_path):
     """The same bar on a GPU: capture on cuda, reference eager on the CPU."""
     directory = minilm_path if model_fixture == "minilm" else request.getfixturevalue(model_fixture)
     text = "Hello, how are you?"
-    report = run_inspect(InspectRequest(text=text, model=str(directory), device="cuda"))
+    report = attn.load(str(directory), device="cuda").inspect(text)
     assert report.device.startswith("cuda")
     assert_matches_eager(report, eager_attentions(directory, text))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
 
-from attn_cli.core import InspectRequest, run_inspect
+import attn_cli as attn
+from attn_cli.api import Model
 
 TEXT = "rotary embeddings turn q and k by their position"
 
@@ -33,24 +35,24 @@ def projections(backend, layer: int):
 
 
 def test_pre_rope_q_and_k_are_the_projections(llama):
-    report = run_inspect(InspectRequest(text=TEXT, layers="1", pre_rope=True, include_qkv=True), backend=llama)
+    report = Model(llama).inspect(TEXT, layers="1", pre_rope=True, vectors=True)
     assert report.pre_rope and report.to_json_dict()["pre_rope"] is True
     q, k = projections(llama, 1)
     for head in report.layers[0].heads:
-        torch.testing.assert_close(torch.tensor(head.tensors["q"]), q[head.head], atol=1e-5, rtol=0)
-        torch.testing.assert_close(torch.tensor(head.tensors["k"]), k[head.kv_head], atol=1e-5, rtol=0)
+        torch.testing.assert_close(torch.from_numpy(head.tensors["q"]), q[head.head], atol=1e-5, rtol=0)
+        torch.testing.assert_close(torch.from_numpy(head.tensors["k"]), k[head.kv_head], atol=1e-5, rtol=0)
 
 
 def test_post_rope_is_what_the_model_uses_and_pre_rope_is_not(llama):
-    post = run_inspect(InspectRequest(text=TEXT, layers="1", include_qkv=True), backend=llama)
-    pre = run_inspect(InspectRequest(text=TEXT, layers="1", pre_rope=True), backend=llama)
+    post = Model(llama).inspect(TEXT, layers="1", vectors=True)
+    pre = Model(llama).inspect(TEXT, layers="1", pre_rope=True)
     for head, pre_head in zip(post.layers[0].heads, pre.layers[0].heads):
-        q, k = torch.tensor(head.tensors["q"]), torch.tensor(head.tensors["k"])
-        scores = torch.tensor([[float("nan") if x is None else x for x in row] for row in head.scores])
+        q, k = torch.from_numpy(head.tensors["q"]), torch.from_numpy(head.tensors["k"])
+        scores = torch.from_numpy(head.scores)
         recomputed = q @ k.T * head.scale
         allowed = ~scores.isnan()
         torch.testing.assert_close(recomputed[allowed], scores[allowed], atol=1e-5, rtol=1e-5)
-        pre_scores = torch.tensor([[float("nan") if x is None else x for x in row] for row in pre_head.scores])
+        pre_scores = torch.from_numpy(pre_head.scores)
         assert pre_scores[0, 0] == pytest.approx(float(scores[0, 0]), abs=1e-5)  # position 0: no rotation
         assert (pre_scores - scores)[allowed].abs().max() > 1e-3  # later positions: rotated
 

@@ -1,112 +1,99 @@
-"""What every backend produces: a Capture of one forward pass (plain data).
+"""The contract between attn and a model: what a backend module provides, and how its options are checked.
 
-Shapes (one sequence, T tokens, H query heads, H_kv key/value heads, D head dim):
+A backend module (minilm, toy, hf) provides two names:
 
-    q        (H, T, D)     queries as the model multiplies them (after RoPE where the model has it)
-    k, v     (H_kv, T, D)  keys and values per kv head, before grouped heads are repeated
-    mask     AttentionMask  which key j query i may attend (padding, causal, windows); rows on demand
-    inputs   (T, d_model)  the attention layer's input X, when it was captured
+    Options   a frozen dataclass: the backend's own settings, each with a default and a comment
+    load(name, *, device, dtype, options) -> Backend
+
+The registry finds the module; `parse_options` checks what the user gave against
+`Options` (unknown keys and wrong types are a BadInput naming the backend), so
+nothing above a backend needs to know which settings it has. Values may come
+typed (the Python API) or as strings (`-O key=value` on the command line).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Mapping, Protocol, Sequence
 
-if TYPE_CHECKING:
-    import torch
-
-    from attn_cli.masks import AttentionMask
-
-
-@dataclass(frozen=True)
-class Token:
-    index: int
-    text: str  # as the tokenizer spells it ("hello", "##ing", "Ġthe")
-    id: int
-    special: bool  # [CLS], [SEP], <s>, padding …
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    name: str  # what the user asked for ("minilm", a path, org/name)
-    architecture: str  # model_type from the config ("bert", "llama", "toy")
-    layers: int
-    heads: int
-    kv_heads: int  # < heads under grouped-query attention
-    head_dim: int
-    causal: bool
-    max_positions: int | None  # the model's own position limit, None if unbounded
-
-    def kv_head_of(self, head: int) -> int:
-        """The key/value head a query head reads (query heads are grouped in order)."""
-        return head // (self.heads // self.kv_heads)
-
-
-@dataclass
-class LayerCapture:
-    layer: int
-    q: "torch.Tensor"  # (H, T, D)
-    k: "torch.Tensor"  # (H_kv, T, D)
-    v: "torch.Tensor"  # (H_kv, T, D)
-    mask: "AttentionMask"  # rows(start, stop) -> (rows, T) bool, True = may attend
-    scale: float  # the factor the model multiplies q·k by (1/sqrt(D) unless the model says otherwise)
-    inputs: "torch.Tensor | None" = None  # (T, d_model) the attention layer's input X, when asked for
-    # For scorings that are not q·kᵀ·scale (the toy's bilinear, additive):
-    # scorer(q_rows (c, D), keys (n, D), head) -> scores (c, n). None: q·kᵀ·scale.
-    scorer: "Callable | None" = None
-
-
-def sequence_of(record: LayerCapture, index: int, real: "torch.Tensor") -> LayerCapture:
-    """Sequence `index` of a batched layer record, padding positions removed. real: (T,) bool."""
-    keep = real.nonzero().squeeze(1).to(record.q.device)  # (T_real,)
-    return LayerCapture(
-        layer=record.layer,
-        q=record.q[index].index_select(1, keep),  # (H, T_real, D)
-        k=record.k[index].index_select(1, keep),  # (H_kv, T_real, D)
-        v=record.v[index].index_select(1, keep),
-        mask=record.mask.for_sequence(index, keep),  # (T_real, T_real) rule or dense
-        scale=record.scale,
-        inputs=None if record.inputs is None else record.inputs[index].index_select(0, keep),  # (T_real, d_model)
-        scorer=record.scorer,
-    )
-
-
-@dataclass
-class Capture:
-    tokens: list[Token]
-    model: ModelInfo
-    device: str
-    dtype: str  # the model's compute dtype ("float32", "bfloat16", …)
-    layers: dict[int, LayerCapture] = field(default_factory=dict)  # only the requested layers
-    truncated_from: int | None = None  # token count before --truncate cut it
-    padding_side: str | None = None  # "left"/"right" when run in a padded batch of several texts
+from attn_cli.capture import Capture, ModelInfo
+from attn_cli.errors import BadInput
 
 
 class Backend(Protocol):
-    """One loaded model. Backends are made by the factories in `registry`."""
+    """One loaded model."""
 
     info: ModelInfo
     device: str
     dtype: str
 
-    def capture(
-        self, text: str, layers: Sequence[int], *, truncate: bool = False, inject=None, keep_inputs: bool = False
-    ) -> Capture:
-        """Tokenize `text`, run the model once, and keep Q, K, V of `layers`.
-
-        inject: a variant transform (q, k, scale) -> (q', k', scale') applied inside every
-        attention layer, so its effect propagates; the capture then holds q', k', scale'.
-        keep_inputs: also keep each selected layer's input X (for the raw variant).
-        """
-        ...
-
     def capture_batch(
         self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False, inject=None,
         keep_inputs: bool = False, padding_side: str | None = None, pre_rope: bool = False,
     ) -> list[Capture]:
-        """Like capture, for several texts run as one padded batch: one Capture per text, without padding.
+        """Tokenize the texts, run them through the model as one padded batch, and keep Q, K, V of
+        `layers`: one Capture per text, its padding cut away.
 
+        inject: a variant transform (q, k, scale) -> (q', k', scale') applied inside every
+        attention layer, so its effect propagates; the capture then holds q', k', scale'.
+        keep_inputs: also keep each selected layer's input X (for the raw variant).
         pre_rope: keep q and k as they were before rotary position embeddings.
         """
         ...
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def parse_options(backend: str, options_type: type, given: Mapping[str, object]):
+    """An `options_type` instance from what was given; keys may use - or _ ("d-model", "d_model")."""
+    hints = typing.get_type_hints(options_type)
+    known = [field.name for field in dataclasses.fields(options_type)]
+    values = {}
+    for key, value in given.items():
+        name = key.strip().replace("-", "_")
+        if name not in known:
+            listed = ", ".join(known) if known else "none"
+            raise BadInput(f"{backend} does not take the option {key!r}", f"its options: {listed}")
+        values[name] = _coerce(value, hints[name], f"{backend} option {name}={value!r}")
+    return options_type(**values)
+
+
+def option_names(options_type: type) -> list[str]:
+    return [field.name for field in dataclasses.fields(options_type)]
+
+
+def _coerce(value, annotation, what: str):
+    """value as the annotated type (bool, int, float, str, Path, or one of them | None)."""
+    kinds = [kind for kind in _members(annotation) if kind is not type(None)]
+    if value is None and type(None) in _members(annotation):
+        return None
+    if any(isinstance(value, kind) and not (kind is int and isinstance(value, bool)) for kind in kinds):
+        return value
+    kind = kinds[0]
+    if isinstance(value, str):
+        text = value.strip()
+        if kind is bool and text.lower() in _TRUE + _FALSE:
+            return text.lower() in _TRUE
+        if kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        if kind is Path:
+            return Path(text)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is Path and isinstance(value, Path):
+        return value
+    names = {bool: "true or false", int: "a whole number", float: "a number", str: "text", Path: "a file path"}
+    raise BadInput(f"{what}: expected {names.get(kind, kind.__name__)}")
+
+
+def _members(annotation) -> tuple:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return typing.get_args(annotation)
+    return (annotation,)

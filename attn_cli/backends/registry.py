@@ -1,22 +1,26 @@
-"""Model names → backends. Built-in names are registered exactly like user models are loaded."""
+"""Model names → backend modules. Built-in names are registered exactly like user models are loaded.
+
+Every backend module provides `Options` and `load(name, *, device, dtype, options)` (backends/base.py).
+A built-in name maps to its module; anything else is a Hugging Face model (a local directory or a
+hub id), served by backends/hf.py. Modules are imported only when a model is loaded, so listing
+the built-ins costs nothing.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import importlib
+from types import ModuleType
 
-from attn_cli.backends.base import Backend
+from attn_cli.backends.base import Backend, parse_options
 
-# A factory takes the load options (device, dtype, allow_pickle, revision) and returns a Backend.
-BackendFactory = Callable[..., Backend]
-_BUILTINS: dict[str, tuple[BackendFactory, str]] = {}
-
-
-def register(name: str, description: str) -> Callable[[BackendFactory], BackendFactory]:
-    def decorate(factory: BackendFactory) -> BackendFactory:
-        _BUILTINS[name] = (factory, description)
-        return factory
-
-    return decorate
+HF_MODULE = "attn_cli.backends.hf"
+# name → (module, one-line description)
+_BUILTINS: dict[str, tuple[str, str]] = {
+    "minilm": ("attn_cli.backends.minilm",
+               "all-MiniLM-L6-v2: a 6-layer, 12-head pretrained BERT, bundled (the default)"),
+    "toy": ("attn_cli.backends.toy",
+            "the textbook model: seeded embeddings, W_Q, W_K, W_V, W_O, every scoring function"),
+}
 
 
 def builtin_models() -> dict[str, str]:
@@ -24,33 +28,31 @@ def builtin_models() -> dict[str, str]:
     return {name: description for name, (_, description) in _BUILTINS.items()}
 
 
-def load_backend(spec: str, *, device: str, revision: str | None = None, **options) -> Backend:
-    """A built-in name ("minilm"), a local model directory, or a hub id in the HF cache.
+def backend_module(spec: str) -> ModuleType:
+    """The module that loads `spec`: a built-in's own, else the Hugging Face backend."""
+    return importlib.import_module(_BUILTINS[spec][0] if spec in _BUILTINS else HF_MODULE)
 
-    options: dtype ("auto"), allow_pickle (False), trust_remote_code (False), device_map (None).
+
+def backend_label(spec: str) -> str:
+    """How errors name the backend: "the toy model", "the Hugging Face model ./dir"."""
+    return f"the {spec} model" if spec in _BUILTINS else f"the Hugging Face model {spec}"
+
+
+def load_backend(spec: str, *, device: str = "auto", dtype: str = "auto", **options) -> Backend:
+    """Load a built-in name ("minilm", "toy"), a local model directory, or a hub id in the HF cache.
+
+    options: the backend's own settings (its module's Options), checked before anything loads.
     """
-    if spec in _BUILTINS:
-        factory, _ = _BUILTINS[spec]
-        return factory(device=device, revision=revision, **options)
-    from attn_cli.backends.hf import load_hf_backend
-    from attn_cli.backends.hf_files import resolve_model_dir
+    from attn_cli.devices import resolve_device
 
-    directory = resolve_model_dir(spec, revision=revision, allow_pickle=options.get("allow_pickle", False))
-    return load_hf_backend(spec, directory, device=device, **options)
+    module = backend_module(spec)
+    parsed = parse_options(backend_label(spec), module.Options, options)
+    return module.load(spec, device=resolve_device(device), dtype=_dtype(dtype), options=parsed)
 
 
-@register("minilm", "all-MiniLM-L6-v2: a 6-layer, 12-head pretrained BERT, bundled (the default)")
-def _load_minilm(*, device: str, dtype: str = "auto", device_map: str | None = None, **_options) -> Backend:
-    from attn_cli.backends.hf import load_hf_backend
-    from attn_cli.backends.minilm import minilm_dir, verify_weights
+def _dtype(dtype: str) -> str:
+    from attn_cli.errors import BadInput
 
-    directory = minilm_dir()
-    verify_weights(directory / "model.safetensors")
-    return load_hf_backend("minilm", directory, device=device, dtype=dtype, device_map=device_map)
-
-
-@register("toy", "the textbook model of the background articles: seeded embeddings, W_Q, W_K, W_V, W_O")
-def _load_toy(*, device: str, toy: dict | None = None, **_options) -> Backend:
-    from attn_cli.backends.toy import load_toy
-
-    return load_toy(device=device, toy=toy)
+    if dtype not in ("auto", "float32", "float16", "bfloat16"):
+        raise BadInput(f"unknown dtype {dtype!r}", "use auto, float32, float16 or bfloat16")
+    return dtype

@@ -16,14 +16,16 @@ import hashlib
 import math
 import re
 import sys
-from dataclasses import asdict, dataclass, fields
+import typing
+from dataclasses import asdict, dataclass, fields, make_dataclass
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
 from attn_cli import attention, scoring
-from attn_cli.backends.base import Capture, LayerCapture, ModelInfo, Token, sequence_of
+from attn_cli.backends.base import parse_options
+from attn_cli.capture import Capture, LayerCapture, ModelInfo, Token, sequence_of
 from attn_cli.errors import AttnError, BadInput
 from attn_cli.masks import AttentionMask
 
@@ -54,27 +56,60 @@ class ToyConfig:
         return self.d_model // self.heads
 
 
-def toy_config(overrides: dict | None = None, config_file: Path | None = None) -> ToyConfig:
-    """configs/toy.toml, then --config FILE, then the flags (None means not given)."""
+# The options `attn.load("toy", …)` and `-O key=value` take: every ToyConfig field (None: from
+# configs/toy.toml and the config file), and the files. A new ToyConfig field is an option by itself.
+_SETTINGS = typing.get_type_hints(ToyConfig)
+Options = make_dataclass("Options", [
+    *((field.name, _SETTINGS[field.name] | None, None) for field in fields(ToyConfig)),
+    ("config", Path | None, None),  # a TOML file with a [toy] table, over configs/toy.toml
+    ("weights", Path | None, None),  # W_Q, W_K, W_V, W_O … from a .safetensors file
+    ("save_weights", Path | None, None),  # write the weights in use to a .safetensors file
+], frozen=True)
+LABEL = "the toy model"
+
+
+def load(name: str, *, device: str, dtype: str, options) -> "ToyBackend":
+    """The toy from its options (backends/base.py contract). It computes in float32."""
+    if dtype not in ("auto", "float32"):
+        raise BadInput(f"--dtype {dtype}: the toy computes in float32")
+    config = toy_config(options)
+    weights = load_weights(options.weights, config) if options.weights else None
+    backend = ToyBackend(config, weights, device)
+    if options.save_weights is not None:
+        save_weights(backend.base_weights, config, options.save_weights)
+    return backend
+
+
+def toy_config(options=None) -> ToyConfig:
+    """configs/toy.toml, then options.config (a TOML file), then the options given (None: not given).
+
+    Values from the files are checked like the options themselves: a wrong type is a BadInput.
+    """
     from attn_cli.config import config_dir
 
+    options = options if options is not None else Options()
     values: dict = {}
-    for path in (config_dir() / "toy.toml", config_file):
-        if path is None:
-            continue
-        try:
-            with open(path, "rb") as handle:
-                values.update(tomllib.load(handle).get("toy", {}))
-        except (OSError, tomllib.TOMLDecodeError) as error:
-            raise BadInput(f"--config {path}: {error}") from None
-    values.update({key: value for key, value in (overrides or {}).items() if value is not None})
-    known = {field.name for field in fields(ToyConfig)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise BadInput(f"unknown toy setting {unknown[0]!r}", f"known: {', '.join(sorted(known))}")
+    for path in (config_dir() / "toy.toml", options.config):
+        if path is not None:
+            values.update(_read_table(path))
+    settings = [field.name for field in fields(ToyConfig)]
+    values.update({name: getattr(options, name) for name in settings if getattr(options, name) is not None})
     config = ToyConfig(**values)
     _check(config)
     return config
+
+
+def _read_table(path: Path) -> dict:
+    """The [toy] table of a TOML file, each value checked against the toy's options."""
+    try:
+        with open(path, "rb") as handle:
+            table = tomllib.load(handle).get("toy", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise BadInput(f"config {path}: {error}") from None
+    if not isinstance(table, dict):
+        raise BadInput(f"config {path}: [toy] must be a table")
+    parsed = parse_options(f"{LABEL} (config {path})", Options, table)
+    return {name: value for name, value in asdict(parsed).items() if value is not None}
 
 
 def _check(config: ToyConfig) -> None:
@@ -82,11 +117,13 @@ def _check(config: ToyConfig) -> None:
         raise BadInput(f"toy d_model {config.d_model} must split evenly over {config.heads} heads (and layers >= 1)")
     if config.positions not in ("none", "sinusoidal"):
         raise BadInput(f"toy positions {config.positions!r}", "use none or sinusoidal")
-    if config.scoring not in scoring.PARAMETER_FREE + scoring.PARAMETRISED:
+    if config.scoring not in (*scoring.PARAMETER_FREE, *scoring.PARAMETRISED):
         raise BadInput(f"unknown scoring {config.scoring!r}",
-                       f"choose from {', '.join(scoring.PARAMETER_FREE + scoring.PARAMETRISED)}")
+                       f"choose from {', '.join((*scoring.PARAMETER_FREE, *scoring.PARAMETRISED))}")
+    if config.additive_hidden < 1:
+        raise BadInput(f"toy additive_hidden {config.additive_hidden} must be at least 1")
     if config.valid_len is not None and config.valid_len < 0:
-        raise BadInput(f"--valid-len {config.valid_len} must be 0 or more")
+        raise BadInput(f"toy valid_len {config.valid_len} must be 0 or more")
 
 
 def tokenize(text: str) -> list[str]:
@@ -161,7 +198,10 @@ def save_weights(weights: dict[str, torch.Tensor], config: ToyConfig, path: Path
     from safetensors.torch import save_file
 
     metadata = {key: str(value) for key, value in asdict(config).items()}
-    save_file({name: tensor.contiguous() for name, tensor in weights.items()}, str(path), metadata=metadata)
+    try:
+        save_file({name: tensor.contiguous() for name, tensor in weights.items()}, str(path), metadata=metadata)
+    except Exception as error:  # OSError, or safetensors' own error for a path it cannot write
+        raise AttnError(f"cannot write toy weights {path}: {error}") from None
 
 
 class ToyBackend:
@@ -177,12 +217,9 @@ class ToyBackend:
         self.info = ModelInfo("toy", "toy", config.layers, config.heads, config.heads, config.head_dim,
                               config.causal, None)
 
-    def capture(self, text: str, layers: Sequence[int], **options) -> Capture:
-        return self.capture_batch([text], layers, **options)[0]
-
     def capture_batch(self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False, inject=None,
-                      keep_inputs: bool = False, padding_side: str | None = None, pre_rope: bool = False,
-                      **_options) -> list[Capture]:
+                      keep_inputs: bool = False, padding_side: str | None = None,
+                      pre_rope: bool = False) -> list[Capture]:
         if pre_rope:
             raise BadInput("--pre-rope: the toy has no rotary position embeddings")
         token_lists = [tokenize(text) for text in texts]
@@ -252,25 +289,22 @@ class ToyBackend:
             q, k, scale = inject(q, k, scale)
         scorer = self.scorer(w)
         if scorer is None:
-            scores = attention.score_matrix(q, k, scale)  # (B, H, T, T)
-        else:
-            scores = torch.stack([torch.stack([scorer(q[b, h], k[b, h], h) for h in range(heads)])
-                                  for b in range(batch)])  # (B, H, T, T)
+            scores = scoring.scores(q, k, scale)  # (B, H, T, T)
+        else:  # learned scorings score one head of one text at a time
+            scores = torch.stack([torch.stack([scoring.scores(q[b, h], k[b, h], scale, scorer, h)
+                                               for h in range(heads)]) for b in range(batch)])  # (B, H, T, T)
         weights = attention.masked_softmax(scores, allowed[:, None])  # (B, H, T, T)
         heads_out = attention.attend(weights, v)  # (B, H, T, Dh)
         concat = heads_out.transpose(1, 2).reshape(batch, count, self.config.d_model)  # (B, T, d)
         output = concat @ w["w_o"].T + w["b_o"]  # W_O
         mask = AttentionMask(count, count, False, allowed, x.device)
-        return output, LayerCapture(layer, q, k, v, mask, scale, x, scorer)
+        return output, LayerCapture(layer, q, k, v, mask, scale, x, scorer, concat=concat, projected=output)
 
     def scoring_view(self, q: torch.Tensor, k: torch.Tensor):
-        """dot, scaled-dot and cosine as (q, k, scale) for q·kᵀ·scale; the others keep q, k as they are."""
-        name, dh = self.config.scoring, self.config.head_dim
-        if name == "cosine":
-            return torch.nn.functional.normalize(q, dim=-1), torch.nn.functional.normalize(k, dim=-1), 1.0
-        if name == "scaled-dot":
-            return q, k, dh**-0.5
-        return q, k, 1.0  # dot; bilinear and additive score through scorer()
+        """dot, scaled-dot and cosine as (q, k, scale) for q·kᵀ·scale; the learned ones keep q, k as they are."""
+        form = scoring.FORMS.get(self.config.scoring)
+        scale = self.config.head_dim**-0.5
+        return (q, k, 1.0) if form is None else form.transform(q, k, scale)  # learned: scale unused
 
     def scorer(self, w: dict[str, torch.Tensor]):
         """scorer(q_rows (c, Dh), keys (n, Dh), head) -> (c, n) for the parametrised scorings, else None."""
@@ -285,12 +319,3 @@ class ToyBackend:
 def _token_id(token: str) -> int:
     """A stable id for a word (the toy has no vocabulary): the first 4 bytes of its SHA-256."""
     return int.from_bytes(hashlib.sha256(token.encode()).digest()[:4], "little")
-
-
-def load_toy(*, device: str = "cpu", toy: dict | None = None, **_options) -> ToyBackend:
-    """The registry's factory. toy: overrides (flags), plus 'config' (a TOML path) and 'weights' (.safetensors)."""
-    options = dict(toy or {})
-    config_file, weights_file = options.pop("config", None), options.pop("weights", None)
-    config = toy_config(options, config_file)
-    weights = load_weights(Path(weights_file), config) if weights_file else None
-    return ToyBackend(config, weights, device)

@@ -1,4 +1,4 @@
-"""The steps every command shares: read the text, run the core with a spinner, print or write."""
+"""The steps every command shares: read the text, load the model, run with a spinner, print or write."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Callable, Iterator
 from rich.text import Text
 
 from attn_cli.cli.edge import stderr_console
-from attn_cli.cli.options import PANEL_NAMES, Include
+from attn_cli.cli.options import PANEL_NAMES
 from attn_cli.errors import AttnError, BadInput
 
 
@@ -37,50 +37,42 @@ def parse_panels(show: list[str] | None):
     return {Panel(name) for name in names}
 
 
-def run_options(settings: dict, *, text: str, model, top_k, dtype, include, rows=None, cols=None,
-                **given) -> dict:
-    """RunOptions keyword arguments from the command line, with configs/defaults.toml filling the gaps."""
-    from attn_cli.selection import parse_span
-
-    return dict(
-        text=read_text(text),
-        model=model or settings["inspect"]["model"],
-        top_k=settings["inspect"]["top_k"] if top_k is None else top_k,
-        dtype=dtype.value,
-        include_qkv=Include.qkv in (include or []),
-        symmetry_tolerance=settings["symmetry"]["relative_tolerance"],
-        matrix_cell_limit=settings["matrices"]["max_cells"],
-        rows=parse_span(rows, "--rows"),
-        cols=parse_span(cols, "--cols"),
-        **given,
-    )
+def model_options(pairs: list[str] | None, **flags) -> dict:
+    """-O KEY=VALUE pairs, plus the loading flags that were given (False and None: not given)."""
+    options: dict = {}
+    for pair in pairs or []:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise BadInput(f"-O {pair!r} is not KEY=VALUE", "for example -O d_model=64")
+        options[key.strip()] = value
+    options.update({name: value for name, value in flags.items() if value is not None and value is not False})
+    return options
 
 
-def toy_settings(*, d_model=None, heads=None, layers=None, positions=None, seed=None, config=None, weights=None,
-                 shared_projection=False, mask=None, valid_len=None, scoring=None) -> dict:
-    """The toy flags that were given, as ToyConfig overrides (plus config and weights paths)."""
-    settings = {"d_model": d_model, "heads": heads, "layers": layers, "positions": positions, "seed": seed,
-                "config": config, "weights": weights, "valid_len": valid_len, "scoring": scoring,
-                "shared_projection": True if shared_projection else None,
-                "causal": None if mask is None else mask.value == "causal"}
-    return {key: value for key, value in settings.items() if value is not None}
+def load_model(model: str | None, *, device: str, dtype, options: dict):
+    """attn_cli.load with the command line's choices; configs/defaults.toml names the default model."""
+    from attn_cli.api import load
+    from attn_cli.config import defaults
+
+    return load(model or defaults()["inspect"]["model"], device=device, dtype=dtype.value, **options)
 
 
-def run_and_emit(run: Callable, request, settings: dict, *, json_wanted: bool, output: Path | None,
-                 save: Path | None, render: Callable, command: str) -> None:
-    """Run the core, then write JSON (stdout or -o) or print render(report, width) (and --save it).
+def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path | None, save: Path | None,
+                 render: Callable, title: str) -> None:
+    """run(progress, lazy) → report, under a spinner; then JSON (stdout or -o) or render(report, width).
 
-    run(request, progress, lazy): lazy reports are analysed while their JSON is written.
+    lazy: the report may analyse its layers as its JSON is written.
     """
-    with progress_on_stderr(f"running {request.model} …") as progress:
-        report = run(request, progress, json_wanted)
+    from attn_cli.config import defaults
+
+    with progress_on_stderr(label) as progress:
+        report = run(progress, json_wanted)
         warn_if_truncated(report)
-        warn_about_matrices(report, request)
         if json_wanted:
             emit_json(report, output)
     if not json_wanted:
-        emit_terminal(lambda width: render(report, width), save, settings["render"]["fallback_width"],
-                      f"{command} · {report.model.name}")
+        emit_terminal(lambda width: render(report, width), save, defaults()["render"]["fallback_width"],
+                      f"{title} · {report.model.name}")
 
 
 @contextlib.contextmanager
@@ -103,23 +95,9 @@ def progress_on_stderr(label: str) -> Iterator[Callable[[int, int], None] | None
         yield update
 
 
-def warn_about_matrices(report, request) -> None:
-    """Say on stderr when whole matrices were left out, or when --full makes them large."""
-    reports = getattr(report, "reports", [report])
-    if any(getattr(single, "matrices_left_out", False) for single in reports):
-        stderr_console().print(Text(
-            f"note: scores and weights left out: the selected heads × tokens² pass the "
-            f"{request.matrix_cell_limit:,}-cell limit; every per-row statistic is complete. "
-            "Use --rows/--cols for a window, or --full for whole matrices.", style="yellow"), soft_wrap=True)
-    elif request.full:
-        from attn_cli.core import select
-
-        layers, heads = select(request, report.model)
-        cells = sum(len(single.tokens) ** 2 for single in reports) * len(layers) * len(heads)
-        if cells > request.matrix_cell_limit:
-            stderr_console().print(Text(f"warning: --full keeps {cells:,} cells per matrix kind "
-                                        f"(~{cells * 2 * 11 / 1e6:,.0f} MB of JSON)", style="yellow"), soft_wrap=True)
-
+def note(message: str, style: str = "yellow") -> None:
+    """One line on stderr, however wide the terminal."""
+    stderr_console().print(Text(message, style=style), soft_wrap=True)
 
 
 def check_outputs(save: Path | None, json_wanted: bool) -> None:
@@ -137,30 +115,23 @@ def warn_if_truncated(report) -> None:
     """A warning on stderr per text that --truncate cut. report: one report or an InspectBatch."""
     for single in getattr(report, "reports", [report]):
         if getattr(single, "truncated_from", None) is not None:
-            stderr_console().print(Text(f"warning: text truncated from {single.truncated_from} tokens "
-                                        f"to the model's {len(single.tokens)}", style="yellow"), soft_wrap=True)
+            note(f"warning: text truncated from {single.truncated_from} tokens to the model's {len(single.tokens)}")
 
 
 def emit_json(report, output: Path | None) -> None:
-    """The report's JSON document to stdout or -o FILE; reports that can stream, stream."""
-    from attn_cli.render.files import stream_json, write_json
-
-    def write(stream) -> None:
-        if hasattr(report, "json_header"):
-            stream_json(report, stream)
-        else:
-            write_json(report.to_json_dict(), stream)
+    """The report's JSON document to stdout or -o FILE, through the one writer."""
+    from attn_cli.render.files import write_json
 
     if output is None:
-        write(sys.stdout)
+        write_json(report, sys.stdout)
         sys.stdout.flush()  # surface a closed pipe here, inside the edge, not at interpreter exit
         return
     try:
         with open(output, "w", encoding="utf-8") as handle:
-            write(handle)
+            write_json(report, handle)
     except OSError as error:
         raise AttnError(f"cannot write {output}: {error.strerror}") from None
-    stderr_console().print(Text(f"wrote {output}", style="dim"))
+    note(f"wrote {output}", style="dim")
 
 
 def emit_terminal(render: Callable[[int], object], save: Path | None, fallback_width: int, title: str) -> None:
@@ -175,4 +146,4 @@ def emit_terminal(render: Callable[[int], object], save: Path | None, fallback_w
     console.print(render(console.width))
     if save is not None:
         save_snapshot(console, save, title=title)
-        stderr_console().print(Text(f"saved {save}", style="dim"))
+        note(f"saved {save}", style="dim")

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, run_and_emit, run_options
+from attn_cli.cli.common import check_outputs, load_model, model_options, read_text, run_and_emit
 from attn_cli.cli.edge import user_errors
 
 EPILOG = (
@@ -26,6 +26,7 @@ def compare_command(
         help="A counterfactual to set beside the model (repeatable). Default: shared-k.")] = None,
     propagate: opt.Propagate = False,
     model: opt.Model = None,
+    option: opt.ModelOptions = None,
     layer: opt.Layer = "all",
     head: opt.Head = "all",
     top_k: opt.TopK = None,
@@ -43,20 +44,21 @@ def compare_command(
     full: opt.Full = False,
 ) -> None:
     """Set the real model beside counterfactuals: shared-K, no √d scale, raw softmax(XXᵀ)X, other scorings."""
-    from attn_cli.compare import CompareRequest, run_compare
-    from attn_cli.config import defaults
-
     with user_errors():
-        settings = defaults()
         json_wanted = as_json or output is not None
         check_outputs(save, json_wanted)
-        options = run_options(settings, text=text, model=model, top_k=top_k, dtype=dtype, include=include,
-                              layers=layer, heads=head, device=device, truncate=truncate,
-                              allow_pickle=allow_pickle, propagate=propagate, revision=revision,
-                              trust_remote_code=trust_remote_code, device_map=device_map, full=full)
-        request = CompareRequest(**options, variants=tuple(variant or ("shared-k",)))
-        run_and_emit(lambda request, progress, lazy: run_compare(request), request, settings, json_wanted=json_wanted, output=output, save=save,
-                     render=render_compare_view, command="attn compare")
+        text = read_text(text)
+        options = model_options(option, revision=revision, allow_pickle=allow_pickle,
+                                trust_remote_code=trust_remote_code, device_map=device_map)
+
+        def run(progress, lazy: bool):
+            loaded = load_model(model, device=device, dtype=dtype, options=options)
+            return loaded.compare(text, variants=variant or ("shared-k",), propagate=propagate, layers=layer,
+                                  heads=head, top_k=top_k, truncate=truncate, full=full,
+                                  vectors=opt.Include.qkv in (include or []))
+
+        run_and_emit(run, label=f"running {model or 'the model'} …", json_wanted=json_wanted, output=output,
+                     save=save, render=render_compare_view, title="attn compare")
 
 
 def render_compare_view(report, width: int):

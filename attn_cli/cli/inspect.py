@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, parse_panels, read_text, run_and_emit, run_options, toy_settings
+from attn_cli.cli.common import (check_outputs, load_model, model_options, note, parse_panels, read_text,
+                                 run_and_emit)
 from attn_cli.cli.edge import user_errors
 from attn_cli.errors import BadInput
 
@@ -19,6 +20,7 @@ EPILOG = (
     "  attn inspect \"The cat sat\" --layer 2 --head 0-3 --show weights,top\n\n"
     "  attn inspect \"Hello\" --json | jq '.layers[0].heads[0].weights'\n\n"
     "  attn inspect \"我是一个男孩\" --shared-k --layer 0 --head 0\n\n"
+    "  attn inspect \"I love you\" --model toy -O heads=1 -O causal=true\n\n"
     "  echo \"from stdin\" | attn inspect - --model ./my-bert --device cuda"
 )
 
@@ -32,6 +34,7 @@ def inspect_command(
     texts: Annotated[list[str], typer.Argument(metavar="TEXT...", show_default=False,
         help="The text to inspect; - reads it from stdin. Several texts run as one padded batch.")],
     model: opt.Model = None,
+    option: opt.ModelOptions = None,
     layer: opt.Layer = "all",
     head: opt.Head = "all",
     top_k: opt.TopK = None,
@@ -53,7 +56,8 @@ def inspect_command(
         help="Compute each query with the key's projection (Q := K): every score matrix becomes symmetric.")] = False,
     no_scale: Annotated[bool, typer.Option("--no-scale", help="Drop the 1/√d scale from the scores.")] = False,
     scoring: Annotated[Optional[str], typer.Option("--scoring",
-        help="Scoring function on the model's Q and K: dot, scaled-dot (the model's own) or cosine.")] = None,
+        help="Recompute the scores from the model's Q and K with dot, scaled-dot (the model's own) or cosine. "
+             "The toy computes with bilinear or additive itself: -O scoring=bilinear.")] = None,
     propagate: opt.Propagate = False,
     pre_rope: Annotated[bool, typer.Option("--pre-rope",
         help="Show q and k before rotary position embeddings (RoPE models), for study.")] = False,
@@ -62,61 +66,57 @@ def inspect_command(
     cols: opt.Cols = None,
     save_tensors: Annotated[Optional[Path], typer.Option("--save-tensors",
         help="Write the selected heads' q, k, v, output, scores and weights to FILE.safetensors.")] = None,
-    d_model: opt.DModel = None,
-    toy_heads: opt.ToyHeads = None,
-    toy_layers: opt.ToyLayers = None,
-    positions: opt.Positions = None,
-    seed: opt.Seed = None,
-    config: opt.ConfigFile = None,
-    weights: opt.Weights = None,
-    save_weights: opt.SaveWeights = None,
-    shared_projection: opt.SharedProjection = False,
-    mask: opt.Mask = None,
-    valid_len: opt.ValidLen = None,
     padding: Annotated[Optional[Padding], typer.Option("--padding",
         help="Pad a batch of several texts on the left or right. Default: the tokenizer's side.")] = None,
 ) -> None:
     """Show a transformer's attention for TEXT: weights heatmaps, symmetry and top-attended tokens."""
-    from attn_cli.config import defaults
-    from attn_cli.core import InspectRequest
-
     with user_errors():
-        settings = defaults()
         panels = parse_panels(show)
         json_wanted = as_json or output is not None
         check_outputs(save, json_wanted)
-        options = run_options(settings, text=texts[0], model=model, top_k=top_k, dtype=dtype, include=include,
-                              layers=layer, heads=head, device=device, truncate=truncate,
-                              allow_pickle=allow_pickle, propagate=propagate, revision=revision,
-                              trust_remote_code=trust_remote_code, device_map=device_map,
-                              batch_texts=tuple(read_text(text) for text in texts[1:]),
-                              padding_side=padding.value if padding else None, pre_rope=pre_rope,
-                              full=full, rows=rows, cols=cols)
-        options["include_qkv"] |= wants_vectors(panels) or save_tensors is not None
         check_tensor_path(save_tensors, len(texts))
-        is_toy = options["model"] == "toy"  # the toy computes with its own scoring; others get a variant
-        options["toy"] = toy_settings(d_model=d_model, heads=toy_heads, layers=toy_layers, positions=positions,
-                                      seed=seed, config=config, weights=weights,
-                                      shared_projection=shared_projection, mask=mask, valid_len=valid_len,
-                                      scoring=scoring if is_toy else None)
-        variant = single_variant(shared_k, no_scale, None if is_toy else scoring)
-        request = InspectRequest(**options, variant=variant)
-        run = inspect_texts if save_tensors is None else saving_tensors(save_tensors)
-        if save_weights is not None:
-            run = saving_toy_weights(run, save_weights)
-        run_and_emit(run, request, settings, json_wanted=json_wanted, output=output, save=save,
-                     render=lambda report, width: render_inspect(report, panels, width), command="attn inspect")
+        texts = [read_text(text) for text in texts]
+        variant = single_variant(shared_k, no_scale, scoring)
+        vectors = opt.Include.qkv in (include or []) or wants_vectors(panels) or save_tensors is not None
+        options = model_options(option, revision=revision, allow_pickle=allow_pickle,
+                                trust_remote_code=trust_remote_code, device_map=device_map)
+
+        def run(progress, lazy: bool):
+            from attn_cli.report import InspectBatch
+            from attn_cli.selection import Selection
+
+            loaded = load_model(model, device=device, dtype=dtype, options=options)
+            reports = loaded.inspect(texts, layers=layer, heads=head, top_k=top_k, variant=variant,
+                                     propagate=propagate, truncate=truncate, padding=padding and padding.value,
+                                     pre_rope=pre_rope, rows=rows, cols=cols, full=full, vectors=vectors,
+                                     lazy=lazy and save_tensors is None, progress=progress)
+            report = reports[0] if len(reports) == 1 else InspectBatch(reports, reports[0].padding_side)
+            layers, heads = Selection(layers=layer, heads=head).resolve(loaded.info)
+            warn_about_matrices(reports, full, len(layers) * len(heads))
+            if save_tensors is not None:
+                from attn_cli.render.files import save_tensors as write_tensors
+
+                write_tensors(report, save_tensors)
+            return report
+
+        run_and_emit(run, label=f"running {model or 'the model'} …", json_wanted=json_wanted, output=output,
+                     save=save, render=lambda report, width: render_inspect(report, panels, width),
+                     title="attn inspect")
 
 
-def inspect_texts(request, progress=None, lazy: bool = False):
-    """One report for one text; an InspectBatch for several (run together, padded)."""
-    from attn_cli.core import run_inspect_batch
-    from attn_cli.report import InspectBatch
+def warn_about_matrices(reports, full: bool, heads_selected: int) -> None:
+    """Say on stderr when whole matrices were left out, or when --full makes them large."""
+    from attn_cli.selection import Analysis
 
-    reports = run_inspect_batch(request, lazy=lazy, progress=progress)
-    if len(reports) == 1:
-        return reports[0]
-    return InspectBatch(reports, reports[0].padding_side)
+    limit = Analysis.defaults().cell_limit
+    if any(report.matrices_left_out for report in reports):
+        note(f"note: scores and weights left out: the selected heads × tokens² pass the {limit:,}-cell limit; "
+             "every per-row statistic is complete. Use --rows/--cols for a window, or --full for whole matrices.")
+        return
+    if full:
+        cells = sum(len(report.tokens) ** 2 for report in reports) * heads_selected
+        if cells > limit:
+            note(f"warning: --full keeps {cells:,} cells per matrix kind (~{cells * 2 * 11 / 1e6:,.0f} MB of JSON)")
 
 
 def check_tensor_path(path: Path | None, texts: int) -> None:
@@ -126,35 +126,6 @@ def check_tensor_path(path: Path | None, texts: int) -> None:
         raise BadInput(f"--save-tensors {path}: the file must end in .safetensors")
     if texts > 1:
         raise BadInput("--save-tensors takes one text", "run each text on its own")
-
-
-def saving_tensors(path: Path):
-    """inspect_texts, then the tensors to `path` (the report is kept whole: lazy is ignored)."""
-
-    def run(request, progress=None, lazy: bool = False):
-        from attn_cli.render.files import save_tensors
-
-        report = inspect_texts(request, progress, lazy=False)
-        save_tensors(report, path)
-        return report
-
-    return run
-
-
-def saving_toy_weights(run, path: Path):
-    """run, then the toy's weights to `path` (a toy-only option)."""
-
-    def run_and_save(request, progress=None, lazy: bool = False):
-        from attn_cli.backends.toy import load_toy, save_weights
-
-        if request.model != "toy":
-            raise BadInput("--save-weights saves the toy model's weights", "use it with --model toy")
-        report = run(request, progress, lazy)
-        toy = load_toy(toy=request.toy)
-        save_weights(toy.base_weights, toy.config, path)
-        return report
-
-    return run_and_save
 
 
 def render_inspect(report, panels, width: int):

@@ -59,31 +59,9 @@ Rows = Annotated[Optional[str], typer.Option("--rows", help="Keep only query row
 Cols = Annotated[Optional[str], typer.Option("--cols", help="Keep only key columns START:STOP of the matrices.")]
 
 
-class MaskKind(str, Enum):
-    none = "none"
-    causal = "causal"
-
-
-# Settings of the toy model (--model toy); configs/toy.toml holds their defaults.
-DModel = Annotated[Optional[int], typer.Option("--d-model", help="Toy: width of the token vectors.",
-                                               rich_help_panel="Toy model")]
-ToyHeads = Annotated[Optional[int], typer.Option("--toy-heads", help="Toy: number of heads.",
-                                                 rich_help_panel="Toy model")]
-ToyLayers = Annotated[Optional[int], typer.Option("--toy-layers", help="Toy: number of layers.",
-                                                  rich_help_panel="Toy model")]
-Positions = Annotated[Optional[str], typer.Option("--positions", help="Toy: none or sinusoidal.",
-                                                  rich_help_panel="Toy model")]
-Seed = Annotated[Optional[int], typer.Option("--seed", help="Toy: the seed of embeddings and weights.",
-                                             rich_help_panel="Toy model")]
-ConfigFile = Annotated[Optional[Path], typer.Option("--config", help="Toy: a TOML file with a [toy] table.",
-                                                    rich_help_panel="Toy model")]
-Weights = Annotated[Optional[Path], typer.Option("--weights", help="Toy: load W_Q, W_K, W_V, W_O … from .safetensors.",
-                                                 rich_help_panel="Toy model")]
-SaveWeights = Annotated[Optional[Path], typer.Option("--save-weights",
-    help="Toy: write the weights used to .safetensors.", rich_help_panel="Toy model")]
-SharedProjection = Annotated[bool, typer.Option("--shared-projection",
-    help="Toy: W_Q = W_K = W_V, the article's fc[0] used three times.", rich_help_panel="Toy model")]
-Mask = Annotated[Optional[MaskKind], typer.Option("--mask", help="Toy: causal hides the future.",
-                                                  rich_help_panel="Toy model")]
-ValidLen = Annotated[Optional[int], typer.Option("--valid-len",
-    help="Toy: mask keys at or past position N (the articles' masked softmax).", rich_help_panel="Toy model")]
+# A backend's own settings (backends/*.py declare them as `Options`).
+ModelOptions = Annotated[Optional[list[str]], typer.Option("--option", "-O", metavar="KEY=VALUE", show_default=False,
+    help="A setting of the model's backend, repeatable. The toy: d_model, heads, layers, positions, seed, "
+         "scoring, additive_hidden, shared_projection, causal, valid_len, config, weights, save_weights "
+         "(e.g. -O heads=1 -O causal=true). Hugging Face models: revision, allow_pickle, trust_remote_code, "
+         "device_map.")]

@@ -15,12 +15,10 @@ PER_HEAD_ROWS = 12  # more compared heads than this: one row per layer (means)
 
 
 def render_compare(report: CompareReport, width: int) -> RenderableType:
-    from attn_cli.variants import VARIANTS
-
     mode = "injected into every layer (--propagate)" if report.propagate else "recomputed per layer from the real inputs"
     parts: list[RenderableType] = [header(report, "attn compare"), Text(f"variants {mode}", style="dim")]
     for name, summary in report.summaries.items():
-        parts.append(Text.assemble((f"{name}", "bold magenta"), f" — {VARIANTS[name].description}"))
+        parts.append(Text.assemble((f"{name}", "bold magenta"), f" — {report.descriptions[name]}"))
         parts.append(Text("  " + summary_sentence(summary)))
     for name, layers in report.diffs.items():
         parts.append(diff_table(name, layers))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from rich.console import Group, RenderableType
 from rich.text import Text
 
@@ -16,14 +17,12 @@ def render_steps(report, width: int) -> RenderableType:
     ]
     masked = None  # after the mask stage, its blank cells stay blank (their weights are exactly 0)
     for number, stage in enumerate(report.stages, start=1):
-        rows, columns = len(stage.values), len(stage.values[0]) if stage.values else 0
+        rows, columns = stage.values.shape
         title = f"{number}. {stage.name}  ({rows} × {columns}) — {stage.note}"
         if stage.name == "mask":
-            masked = [[value is None for value in row] for row in stage.values]
+            masked = np.isnan(stage.values)
         if stage.kind == "tokens×tokens":
-            shown = stage.values if masked is None else [
-                [None if hidden else value for value, hidden in zip(row, hidden_row)]
-                for row, hidden_row in zip(stage.values, masked)]
+            shown = stage.values if masked is None else np.where(masked, np.nan, stage.values)
             parts.append(heatmap(shown, tokens, title, width))
         else:
             parts.append(vector_table(stage.values, tokens, title, width, (0, rows)))

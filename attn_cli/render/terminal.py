@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from enum import Enum
 
+import numpy as np
 from rich import box
 from rich.color import Color
 from rich.console import Group, RenderableType
@@ -17,7 +18,8 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from attn_cli.report import HeadReport, InspectReport, Matrix
+from attn_cli.report import HeadReport, InspectReport
+from attn_cli.selection import Window
 
 LABEL_WIDTH = 14  # row labels: "12 token…"
 CELL_WIDTH = 4  # ".40", "-3.1" or a 4-character key token
@@ -144,7 +146,7 @@ def overview_grid(report: InspectReport, metric: str) -> RenderableType:
 def _head_metric(head: HeadReport, metric: str) -> float:
     if metric == "asymmetry":
         return head.symmetry.relative
-    return sum(head.entropy) / len(head.entropy)
+    return float(np.mean(head.entropy, dtype=np.float64))
 
 
 def most_focused(heads: list[tuple[int, HeadReport]]) -> tuple[int, HeadReport]:
@@ -163,16 +165,14 @@ def symmetry_table(report: InspectReport, heads: list[tuple[int, HeadReport]]) -
 
 
 def weights_heatmap(head: HeadReport, tokens: list[str], title: str, width: int) -> RenderableType:
-    """The weights heatmap with masked cells blank (their weight is exactly 0; their score is None)."""
+    """The weights heatmap with masked cells blank (their weight is exactly 0; their score is NaN)."""
     if head.weights is None or head.scores is None:
         return heatmap(head.weights, tokens, title, width, head.window)
-    shown = [[None if score is None else weight for weight, score in zip(weight_row, score_row)]
-             for weight_row, score_row in zip(head.weights, head.scores)]
-    return heatmap(shown, tokens, title, width, head.window)
+    return heatmap(np.where(np.isnan(head.scores), np.nan, head.weights), tokens, title, width, head.window)
 
 
 def score_stats_table(heads: list[tuple[int, HeadReport]]) -> Table:
-    """Score mean and variance with and without the scale, beside d·var(q)·var(k) (concepts.md §3)."""
+    """Score mean and variance with and without the scale, beside d·var(q)·var(k) (the √d argument)."""
     table = Table(title="Scores against the √d argument: var(q·k) ≈ d·var(q)·var(k); the 1/√d scale divides it by d",
                   title_justify="left", box=box.SIMPLE_HEAD)
     for name in ("layer", "head", "mean", "variance", "unscaled var", "d·var(q)·var(k)", "d"):
@@ -187,18 +187,21 @@ def score_stats_table(heads: list[tuple[int, HeadReport]]) -> Table:
     return table
 
 
-def heatmap(matrix: Matrix | None, tokens: list[str], title: str, width: int, window=None) -> RenderableType:
-    """Query tokens as rows, key tokens as columns, cells coloured by value; masked cells blank.
+def heatmap(matrix: np.ndarray | None, tokens: list[str], title: str, width: int,
+            window: Window | None = None) -> RenderableType:
+    """Query tokens as rows, key tokens as columns, cells coloured by value; masked (NaN) cells blank.
 
-    window ((row start, stop), (col start, stop)): the matrix is that part of the whole.
+    window: the part of the whole (T, T) that `matrix` is; None for a whole matrix.
     """
     if matrix is None:
         return Text(f"{title}: not kept for {len(tokens)} tokens (past the matrix size limit); pick a "
                     "window with --rows A:B --cols C:D, or pass --full", style="yellow")
-    (row0, _), (col0, _) = window or ((0, len(matrix)), (0, len(tokens)))
-    count = len(matrix[0]) if matrix else 0
-    finite = [value for row in matrix for value in row if value is not None]
-    low, high = min(min(finite, default=0.0), 0.0), max(finite, default=1.0)  # weights start at 0
+    window = window if window is not None and window.is_partial else None
+    row0, col0 = (window.rows[0], window.cols[0]) if window else (0, 0)
+    count = matrix.shape[1]
+    finite = matrix[np.isfinite(matrix)]
+    low = min(float(finite.min()), 0.0) if finite.size else 0.0  # weights start at 0
+    high = float(finite.max()) if finite.size else 1.0
     compact = heatmap_width(count) > width
     fits = (width - LABEL_WIDTH) // (COMPACT_CELL_WIDTH + 1)
     if compact and count > fits:
@@ -212,15 +215,15 @@ def heatmap(matrix: Matrix | None, tokens: list[str], title: str, width: int, wi
         label = str(index % 10) if compact else _clip(tokens[index], CELL_WIDTH)
         table.add_column(literal(label), justify="right", no_wrap=True,
                          width=COMPACT_CELL_WIDTH if compact else CELL_WIDTH)
-    for index, row in enumerate(matrix, start=row0):
+    for index, row in enumerate(matrix.tolist(), start=row0):
         cells = [_heat_cell(value, low, high, compact) for value in row]
         table.add_row(_row_label(index, tokens[index]), *cells)
     place = f" · rows {row0}-{row0 + len(matrix) - 1}, keys {col0}-{col0 + count - 1}" if window else ""
     return Group(Text(title + place, style="bold"), table)
 
 
-def _heat_cell(value: float | None, low: float, high: float, compact: bool) -> Text:
-    if value is None:
+def _heat_cell(value: float, low: float, high: float, compact: bool) -> Text:
+    if not math.isfinite(value):  # masked
         return Text("")
     share = (value - low) / (high - low) if high > low else 1.0
     if compact:
@@ -244,12 +247,12 @@ def _cell_style(share: float) -> Style:
     return Style(bgcolor=Color.from_rgb(*rgb), color="black" if share > 0.55 else "white")
 
 
-def vector_table(rows: Matrix | None, tokens: list[str], title: str, width: int,
+def vector_table(rows: np.ndarray | None, tokens: list[str], title: str, width: int,
                  span: tuple[int, int]) -> RenderableType:
     """Per-token vectors (q, k or v) of the tokens in span, as many dimensions as fit the terminal."""
     if rows is None:
         return Text(f"{title}: not captured", style="dim")
-    dims = len(rows[0])
+    dims = rows.shape[1]
     shown = max(1, min(dims, (width - LABEL_WIDTH - 6) // (VECTOR_CELL_WIDTH + 1)))
     notes = [f"dims 0-{shown - 1} of {dims}; the JSON has all"] if shown < dims else []
     if span[1] - span[0] < len(tokens):
@@ -260,13 +263,14 @@ def vector_table(rows: Matrix | None, tokens: list[str], title: str, width: int,
     for dim in range(shown):
         table.add_column(f"d{dim}", justify="right", no_wrap=True, min_width=VECTOR_CELL_WIDTH - 2)
     for index in range(*span):
-        table.add_row(_row_label(index, tokens[index]), *(f"{value:.2f}" for value in rows[index][:shown]))
+        table.add_row(_row_label(index, tokens[index]), *(f"{value:.2f}" for value in rows[index][:shown].tolist()))
     return Group(Text(title, style="bold"), table)
 
 
 def shown_rows(head: HeadReport, tokens: int) -> tuple[int, int]:
     """Query rows a per-row table lists: the window's, or the first TOP_ROWS of a long text."""
-    return head.window[0] if head.window else (0, min(tokens, TOP_ROWS))
+    window = head.window
+    return window.rows if window.is_partial else (0, min(tokens, TOP_ROWS))
 
 
 def top_table(head: HeadReport, tokens: list[str], title: str) -> Table:

@@ -1,0 +1,130 @@
+"""The Python API: load a model once, then ask it as many questions as you like.
+
+    import attn_cli as attn
+
+    model = attn.load("minilm")                       # or "toy", a local directory, a hub id in the HF cache
+    report = model.inspect("Hello, how are you?")
+    report.head(0, 2).weights                         # numpy (T, T): layer 0, head 2
+    report.to_json_dict()                             # the document `attn inspect --json` prints
+
+Every command of the `attn` CLI is a thin caller of these methods, and they raise
+the same errors (attn_cli.errors.AttnError and its kinds) the CLI turns into
+messages.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, overload
+
+from attn_cli.capture import Capture, ModelInfo
+from attn_cli.core import Progress, check_texts, inspect_texts
+from attn_cli.report import CompareReport, InspectReport
+from attn_cli.selection import Analysis, Selection, Spec, Span, parse_span
+
+
+def load(model: str = "minilm", *, device: str = "auto", dtype: str = "auto", **options) -> "Model":
+    """Load a model once: "minilm" (bundled), "toy", a local Hugging Face directory, or a hub id.
+
+    device: auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps.
+    dtype: auto (as saved), float32, float16 or bfloat16; analysis is always float32.
+    options: the backend's own settings. Hugging Face models: revision, allow_pickle,
+    trust_remote_code, device_map. The toy: d_model, heads, layers, positions, seed, scoring,
+    additive_hidden, shared_projection, causal, valid_len, config, weights, save_weights.
+    An option the backend does not take is a BadInput naming the backend.
+    """
+    from attn_cli.backends.registry import load_backend
+
+    return Model(load_backend(model, device=device, dtype=dtype, **options))
+
+
+class Model:
+    """A loaded model. Cheap to ask: the model stays loaded between calls."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    @property
+    def info(self) -> ModelInfo:
+        """Name, architecture, layers, heads, kv heads, head dim, causal, position limit."""
+        return self.backend.info
+
+    @property
+    def device(self) -> str:
+        return self.backend.device
+
+    @property
+    def dtype(self) -> str:
+        return self.backend.dtype
+
+    def __repr__(self) -> str:
+        info = self.info
+        return (f"<attn Model {info.name!r}: {info.architecture}, {info.layers} layers × {info.heads} heads, "
+                f"{self.device}, {self.dtype}>")
+
+    @overload
+    def inspect(self, text: str, **kwargs) -> InspectReport: ...
+
+    @overload
+    def inspect(self, text: Sequence[str], **kwargs) -> list[InspectReport]: ...
+
+    def inspect(self, text, *, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
+                variant: str = "baseline", propagate: bool = False, truncate: bool = False,
+                padding: str | None = None, pre_rope: bool = False, rows: Span = None, cols: Span = None,
+                full: bool = False, vectors: bool = False, tolerance: float | None = None,
+                cell_limit: int | None = None, lazy: bool = False, progress: Progress | None = None):
+        """Every selected head's scores, weights, symmetry, entropy, self-weight and top keys.
+
+        text: one text (one report) or a list of texts (run as one padded batch, one report each).
+        layers, heads: "all", 3, [0, 2], "0,2" or "1-4". top_k: keys listed per query (default 3).
+        variant: baseline, shared-k, no-scale, raw, scoring=dot|scaled-dot|cosine.
+        propagate: inject the variant into every layer instead of recomputing each layer.
+        truncate: cut a text past the model's positions instead of failing.
+        padding: left or right for several texts (default: the tokenizer's side).
+        pre_rope: q and k before rotary position embeddings.
+        rows, cols: keep only this window of the matrices ("100:140" or (100, 140)).
+        full: keep whole matrices however large; by default they are kept up to cell_limit cells.
+        vectors: keep each head's q, k, v and output.
+        lazy: analyse each layer when report.layers is iterated (once), for streaming writers.
+        progress(done, total): called per analysed layer.
+        """
+        texts = [text] if isinstance(text, str) else list(text)
+        reports = inspect_texts(
+            self.backend, texts, _selection(layers, heads, rows, cols, full),
+            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit),
+            variant=variant, propagate=propagate, truncate=truncate, padding_side=padding, pre_rope=pre_rope,
+            lazy=lazy, progress=progress)
+        return reports[0] if isinstance(text, str) else reports
+
+    def compare(self, text: str, *, variants: Sequence[str] | str = ("shared-k",), propagate: bool = False,
+                layers: Spec = "all", heads: Spec = "all", top_k: int | None = None, truncate: bool = False,
+                full: bool = False, vectors: bool = False, tolerance: float | None = None,
+                cell_limit: int | None = None) -> CompareReport:
+        """The model beside counterfactual variants, head by head: runs, per-head diffs and summaries."""
+        from attn_cli.compare import compare_text
+
+        return compare_text(self.backend, text, _selection(layers, heads, None, None, full),
+                            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors,
+                                              cell_limit=cell_limit),
+                            variants=variants, propagate=propagate, truncate=truncate)
+
+    def capture(self, text: str, *, layers: Spec = "all", truncate: bool = False, pre_rope: bool = False,
+                inputs: bool = False) -> Capture:
+        """The raw capture: tokens, and per selected layer q (H, T, D), k and v (H_kv, T, D), mask, scale.
+
+        inputs: also keep each layer's input X (T, d_model).
+        """
+        check_texts([text])
+        chosen = Selection(layers=layers).resolve(self.info)[0]
+        return self.backend.capture_batch([text], chosen, truncate=truncate, keep_inputs=inputs,
+                                          pre_rope=pre_rope)[0]
+
+    def steps(self, text: str, *, layer: int | str = 0, head: int | str = 0):
+        """One head walked through X, Q, K, V, Q·Kᵀ, the scale, the mask, softmax, ·V (and W_O on the toy)."""
+        from attn_cli.steps import walk_head
+
+        return walk_head(self.backend, text, layer, head)
+
+
+def _selection(layers: Spec, heads: Spec, rows: Span, cols: Span, full: bool) -> Selection:
+    return Selection(layers=layers, heads=heads, rows=parse_span(rows, "--rows"), cols=parse_span(cols, "--cols"),
+                     full=full)

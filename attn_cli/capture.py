@@ -1,0 +1,99 @@
+"""What every backend produces: a Capture of one forward pass (plain data every stage can import).
+
+Shapes (one sequence, T tokens, H query heads, H_kv key/value heads, D head dim):
+
+    q        (H, T, D)     queries as the model multiplies them (after RoPE where the model has it)
+    k, v     (H_kv, T, D)  keys and values per kv head, before grouped heads are repeated
+    mask     AttentionMask  which key j query i may attend (padding, causal, windows); rows on demand
+    inputs   (T, d_model)  the attention layer's input X, when it was captured
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    import torch
+
+    from attn_cli.masks import AttentionMask
+
+
+@dataclass(frozen=True)
+class Token:
+    index: int
+    text: str  # as the tokenizer spells it ("hello", "##ing", "Ġthe")
+    id: int
+    special: bool  # [CLS], [SEP], <s>, padding …
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str  # what the user asked for ("minilm", a path, org/name)
+    architecture: str  # model_type from the config ("bert", "llama", "toy")
+    layers: int
+    heads: int
+    kv_heads: int  # < heads under grouped-query attention
+    head_dim: int
+    causal: bool
+    max_positions: int | None  # the model's own position limit, None if unbounded
+
+    def kv_head_of(self, head: int) -> int:
+        """The key/value head a query head reads (query heads are grouped in order)."""
+        return head // (self.heads // self.kv_heads)
+
+
+@dataclass
+class LayerCapture:
+    layer: int
+    q: "torch.Tensor"  # (H, T, D)
+    k: "torch.Tensor"  # (H_kv, T, D)
+    v: "torch.Tensor"  # (H_kv, T, D)
+    mask: "AttentionMask"  # rows(start, stop) -> (rows, T) bool, True = may attend
+    scale: float  # the factor the model multiplies q·k by (1/sqrt(D) unless the model says otherwise)
+    inputs: "torch.Tensor | None" = None  # (T, d_model) the attention layer's input X, when asked for
+    # For scorings that are not q·kᵀ·scale (the toy's bilinear, additive):
+    # scorer(q_rows (c, D), keys (n, D), head) -> scores (c, n). None: q·kᵀ·scale.
+    scorer: "Callable | None" = None
+    # What the layer made of the heads, where the backend computes it itself (the toy):
+    concat: "torch.Tensor | None" = None  # (T, H·D) the heads' outputs side by side
+    projected: "torch.Tensor | None" = None  # (T, d_model) concat·W_Oᵀ + b_O, what the layer adds to X
+
+    def head_scorer(self, head: int) -> Callable:
+        """score(q_rows (c, D), keys (n, D)) -> (c, n) for one head: q·kᵀ·scale or the model's own scorer."""
+        from attn_cli.scoring import scores
+
+        return lambda rows, keys: scores(rows, keys, self.scale, self.scorer, head)
+
+
+def sequence_of(record: LayerCapture, index: int, real: "torch.Tensor") -> LayerCapture:
+    """Sequence `index` of a batched layer record, padding positions removed. real: (T,) bool."""
+    keep = real.nonzero().squeeze(1).to(record.q.device)  # (T_real,)
+    return LayerCapture(
+        layer=record.layer,
+        q=record.q[index].index_select(1, keep),  # (H, T_real, D)
+        k=record.k[index].index_select(1, keep),  # (H_kv, T_real, D)
+        v=record.v[index].index_select(1, keep),
+        mask=record.mask.for_sequence(index, keep),  # (T_real, T_real) rule or dense
+        scale=record.scale,
+        inputs=_rows_of(record.inputs, index, keep),  # (T_real, d_model)
+        scorer=record.scorer,
+        concat=_rows_of(record.concat, index, keep),  # (T_real, H·D)
+        projected=_rows_of(record.projected, index, keep),  # (T_real, d_model)
+    )
+
+
+def _rows_of(batched: "torch.Tensor | None", index: int, keep: "torch.Tensor") -> "torch.Tensor | None":
+    """Sequence `index` of a (B, T, width) tensor, rows `keep` only."""
+    return None if batched is None else batched[index].index_select(0, keep)
+
+
+@dataclass
+class Capture:
+    tokens: list[Token]
+    model: ModelInfo
+    device: str
+    dtype: str  # the model's compute dtype ("float32", "bfloat16", …)
+    layers: dict[int, LayerCapture] = field(default_factory=dict)  # only the requested layers
+    truncated_from: int | None = None  # token count before --truncate cut it
+    padding_side: str | None = None  # "left"/"right" when run in a padded batch of several texts
