@@ -100,8 +100,8 @@ def inspect_command(
             return report
 
         run_and_emit(run, label=f"running {model or 'the model'} …", json_wanted=json_wanted, output=output,
-                     save=save, render=lambda report, width: render_inspect(report, panels, width),
-                     title="attn inspect")
+                     save=save, render=lambda report: render_inspect(report, panels),
+                     title="attn inspect", figure=lambda report, path: save_figure(report, panels, path))
 
 
 def warn_about_matrices(reports, full: bool, heads_selected: int) -> None:
@@ -128,18 +128,24 @@ def check_tensor_path(path: Path | None, texts: int) -> None:
         raise BadInput("--save-tensors takes one text", "run each text on its own")
 
 
-def render_inspect(report, panels, width: int):
+def save_figure(report, panels, path):
+    from attn_cli.render.files import save_figure as write
+
+    write(report, path, panels)
+
+
+def render_inspect(report, panels):
     from rich.console import Group
     from rich.rule import Rule
 
     from attn_cli.render.terminal import render_report
 
     if not hasattr(report, "reports"):
-        return render_report(report, panels, width)
+        return render_report(report, panels)
     parts = []
     for index, single in enumerate(report.reports):
         parts += [Rule(f"text {index + 1} of {len(report.reports)} ({report.padding_side} padding removed)"),
-                  render_report(single, panels, width)]
+                  render_report(single, panels)]
     return Group(*parts)
 
 

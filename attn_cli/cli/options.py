@@ -20,7 +20,7 @@ class Include(str, Enum):
     qkv = "qkv"
 
 
-PANEL_NAMES = ("overview", "weights", "scores", "q", "k", "v", "symmetry", "stats", "top")
+PANEL_NAMES = ("grid", "overview", "weights", "scores", "q", "k", "v", "symmetry", "stats", "top")
 
 Text = Annotated[str, typer.Argument(metavar="TEXT", help="The text to inspect; - reads it from stdin.",
                                      show_default=False)]

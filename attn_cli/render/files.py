@@ -1,4 +1,4 @@
-"""Write reports to streams and files: JSON documents, SVG/HTML snapshots of the terminal view, tensors."""
+"""Write reports to streams and files: JSON documents, SVG and HTML figures, tensors."""
 
 from __future__ import annotations
 
@@ -28,6 +28,17 @@ def check_snapshot_path(path: Path) -> None:
         raise BadInput(f"--save {path}: unknown format {path.suffix or '(none)'!r}", "use a .svg or .html file")
     if not path.parent.exists():
         raise BadInput(f"--save {path}: directory {path.parent} does not exist")
+
+
+def save_figure(report, path: Path, panels=None) -> None:
+    """--save for a report: a vector SVG figure, or a self-contained interactive HTML page (render/figures.py)."""
+    from attn_cli.render.figures import html_page, svg_figure
+
+    text = svg_figure(report, panels) if path.suffix.lower() == ".svg" else html_page(report)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise AttnError(f"cannot write {path}: {error.strerror}") from None
 
 
 def save_snapshot(console, path: Path, title: str) -> None:
