@@ -12,6 +12,7 @@ import math
 import numpy as np
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.measure import Measurement
+from rich.segment import Segment
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
@@ -188,6 +189,7 @@ class Heatmap:
 # Quadrant characters by the cells they ink: upper-left 8, upper-right 4, lower-left 2, lower-right 1.
 QUADRANTS = " ▗▖▄▝▐▞▟▘▚▌▙▀▜▛█"
 CONTRAST = 0.08  # a 2×2 block whose values differ less than this is drawn as one colour
+DIM = Style(dim=True)
 INK_FLOOR = 0.2  # without colour, cells under this weight get no ink in the grid
 THUMB_MAX = 16  # characters across one thumbnail (32 tokens) at most
 
@@ -197,15 +199,27 @@ def pool(matrix: np.ndarray, rows: int, cols: int) -> np.ndarray:
     matrix = np.nan_to_num(np.asarray(matrix, dtype=np.float64), nan=0.0)
     if matrix.shape == (rows, cols):
         return matrix
-    row_edges = np.linspace(0, matrix.shape[0], rows + 1).astype(int)
-    col_edges = np.linspace(0, matrix.shape[1], cols + 1).astype(int)
-    out = np.zeros((rows, cols))
-    for i in range(rows):
-        for j in range(cols):
-            block = matrix[row_edges[i]:max(row_edges[i + 1], row_edges[i] + 1),
-                           col_edges[j]:max(col_edges[j + 1], col_edges[j] + 1)]
-            out[i, j] = block.max() if block.size else 0.0
-    return out
+    row_edges = np.linspace(0, matrix.shape[0], rows + 1).astype(int)[:-1]
+    col_edges = np.linspace(0, matrix.shape[1], cols + 1).astype(int)[:-1]
+    return np.maximum.reduceat(np.maximum.reduceat(matrix, row_edges, axis=0), col_edges, axis=1)
+
+
+def _shares(scale: Scale, values: np.ndarray) -> np.ndarray:
+    if scale.diverging:
+        return np.minimum(1.0, np.abs(values) / scale.limit)
+    return np.clip(values, 0.0, 1.0)
+
+
+_STYLES: dict = {}
+
+
+def _style(scale: Scale, fg: float, bg: float) -> Style:
+    """Styles by colour, made once: a grid draws thousands of characters in a few hundred colours."""
+    key = (scale, fg, bg)  # already rounded by the caller
+    style = _STYLES.get(key)
+    if style is None:
+        style = _STYLES[key] = Style(color=scale.colour(fg), bgcolor=scale.colour(bg))
+    return style
 
 
 def quadrant_cells(matrix: np.ndarray, scale: Scale, ink_floor: float = 0.0) -> list[list[tuple[str, Style]]]:
@@ -217,22 +231,28 @@ def quadrant_cells(matrix: np.ndarray, scale: Scale, ink_floor: float = 0.0) -> 
     """
     rows, cols = matrix.shape
     padded = np.zeros((rows + rows % 2, cols + cols % 2))
-    padded[:rows, :cols] = matrix
+    padded[:rows, :cols] = np.nan_to_num(matrix, nan=0.0)
+    lines_, chars = padded.shape[0] // 2, padded.shape[1] // 2
+    blocks = padded.reshape(lines_, 2, chars, 2).transpose(0, 2, 1, 3).reshape(lines_, chars, 4)
+    high, low = blocks.max(axis=-1), blocks.min(axis=-1)
+    ink = (blocks >= ((high + low) / 2)[..., None]) & (_shares(scale, blocks) >= ink_floor)
+    inked = ink.sum(axis=-1)
+    two = (_shares(scale, high) - _shares(scale, low) >= CONTRAST) & (inked > 0) & (inked < 4)
+    bits = (ink * np.array([8, 4, 2, 1])).sum(axis=-1)
+    ink_mean = np.where(ink, blocks, 0).sum(axis=-1) / np.maximum(inked, 1)
+    back_mean = np.where(ink, 0, blocks).sum(axis=-1) / np.maximum(4 - inked, 1)
+    mean = blocks.mean(axis=-1)
+    solid = (_shares(scale, mean) >= max(0.25, ink_floor)).tolist()
+    two, bits = two.tolist(), bits.tolist()
+    ink_mean, back_mean, mean = (np.round(values, 3).tolist() for values in (ink_mean, back_mean, mean))
     lines = []
-    for top in range(0, padded.shape[0], 2):
+    for i in range(lines_):
         line = []
-        for left in range(0, padded.shape[1], 2):
-            block = padded[top:top + 2, left:left + 2].reshape(4)
-            high, low = block.max(), block.min()
-            ink = (block >= (high + low) / 2) & (np.array([scale.share(v) for v in block]) >= ink_floor)
-            if scale.share(high) - scale.share(low) >= CONTRAST and ink.any() and not ink.all():
-                bits = sum(8 >> i for i in range(4) if ink[i])
-                style = Style(color=scale.colour(block[ink].mean()), bgcolor=scale.colour(block[~ink].mean()))
-                line.append((QUADRANTS[bits], style))
+        for j in range(chars):
+            if two[i][j]:
+                line.append((QUADRANTS[bits[i][j]], _style(scale, ink_mean[i][j], back_mean[i][j])))
             else:
-                mean = block.mean()
-                glyph = "█" if scale.share(mean) >= max(0.25, ink_floor) else " "
-                line.append((glyph, Style(color=scale.colour(mean), bgcolor=scale.colour(mean))))
+                line.append(("█" if solid[i][j] else " ", _style(scale, mean[i][j], mean[i][j])))
         lines.append(line)
     return lines
 
@@ -292,18 +312,17 @@ class HeadsGrid:
             for head in heads:
                 pictures.append(self.thumbnail(head.weights, thumb, 0.0 if console.color_system else INK_FLOOR))
             lines = max(len(picture) for picture in pictures)
-            for line_no in range(lines):
-                line = Text(f"L{layer}".ljust(self.label_width) if line_no == 0 else " " * self.label_width,
-                            style="dim")
+            for line_no in range(lines):  # segments, not Text: thousands of one-character cells
+                label = f"L{layer}".ljust(self.label_width) if line_no == 0 else " " * self.label_width
+                segments = [Segment(label, DIM)]
                 for head, picture in zip(heads, pictures):
                     cells = picture[line_no] if line_no < len(picture) else []
-                    for glyph, style in cells:
-                        line.append(glyph, style=style)
-                    line.append(" " * (thumb - len(cells)))
+                    segments += [Segment(glyph, style) for glyph, style in cells]
                     marked = self.mark == (layer, head.head) and line_no == 0
-                    line.append("◂" if marked else " ", style="bold")
-                line.rstrip()
-                yield line
+                    segments.append(Segment(" " * (thumb - len(cells)) + ("◂" if marked else " ")))
+                yield from segments[:-1]
+                yield Segment(segments[-1].text.rstrip())
+                yield Segment.line()
         phrases = ["query rows ↓, key columns →",
                    "a cell: the strongest of a few tokens" if pooled else "2×2 cells a character"]
         if self.mark is not None:
@@ -332,8 +351,9 @@ VECTOR_CELL = 7  # '-12.34'
 class VectorTable:
     """Per-token vectors (q, k or v) of the tokens in span, as many dimensions as fit the width."""
 
-    def __init__(self, rows: np.ndarray | None, tokens: list[str], title: str, span: tuple[int, int]):
-        self.rows, self.tokens, self.title, self.span = rows, tokens, title, span
+    def __init__(self, rows: np.ndarray | None, tokens: list[str], title: str, span: tuple[int, int],
+                 more: str = "--json has all"):
+        self.rows, self.tokens, self.title, self.span, self.more = rows, tokens, title, span, more
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement(30, options.max_width)
@@ -351,7 +371,7 @@ class VectorTable:
         if shown < 1:
             yield Text(f"{self.title}: needs {label + cell + 2} columns, the terminal has {width}", style="yellow")
             return
-        notes = [f"dims 0-{shown - 1} of {dims}; the JSON (--include qkv) has all"] if shown < dims else []
+        notes = [f"dims 0-{shown - 1} of {dims}; {self.more}"] if shown < dims else []
         if self.span[1] - self.span[0] < len(self.tokens):
             notes.append(f"tokens {self.span[0]}-{self.span[1] - 1} of {len(self.tokens)}")
         table = Table(box=None, padding=(0, 0, 0, 1), pad_edge=False, show_edge=False)

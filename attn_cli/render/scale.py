@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Near-black through grey to red, orange and pale yellow, brightness rising all the way (inferno-like,
-# its low quarter grey so that 256-colour terminals, which have few dark colours, keep it dark).
-SEQUENTIAL = ((34, 32, 38), (92, 88, 100), (190, 66, 70), (249, 142, 9), (252, 255, 164))
-# dark at 0, brightening towards blue (negative) and orange (positive).
-NEGATIVE = ((38, 38, 46), (45, 90, 170), (120, 180, 255))
-POSITIVE = ((38, 38, 46), (190, 100, 30), (255, 200, 90))
+# Near-black through grey-violet to red, orange and pale yellow, each stop brighter (higher luminance)
+# than the one before, so brightness rises all the way (an inferno-like scale; its low quarter greyish
+# so that 256-colour terminals, which have few dark colours, keep it dark).
+SEQUENTIAL = ((34, 32, 38), (96, 80, 110), (210, 80, 60), (245, 140, 30), (252, 250, 170))
+# dark at 0, brightening towards blue (negative) and orange (positive), equally bright at equal |score|.
+NEGATIVE = ((38, 38, 46), (50, 100, 190), (130, 190, 255))
+POSITIVE = ((38, 38, 46), (170, 80, 30), (255, 170, 90))
 SHADES = "░▒▓█"  # ink rising with the value; below SHADE_FLOOR nothing is drawn
 
 

@@ -72,7 +72,7 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None) -> Re
         for name in ("q", "k", "v"):
             if Panel(name) in panels:
                 parts.append(VectorTable(head.tensors.get(name), tokens, f"{title} · {name.upper()}",
-                                         shown_rows(head, len(tokens))))
+                                         shown_rows(head, len(tokens)), "--json --include qkv has all"))
         if Panel.top in panels:
             parts.append(titled(f"{title} · most-attended keys", top_table(head, tokens)))
     return Group(*parts)
