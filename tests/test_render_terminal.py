@@ -92,6 +92,15 @@ def test_every_view_fits_every_width(reports, width):
         assert_fits(lines, width)
 
 
+@pytest.mark.parametrize("width", WIDTHS)
+def test_coloured_default_views_fit(reports, width):
+    """With colour the grid may draw half blocks (a character a token): it must still fit."""
+    from attn_cli.render.terminal import render_report
+
+    for name in ("hello", "long"):
+        assert_fits(printed(render_report(reports[name]), width, colour=True), width)
+
+
 def test_models_view_fits():
     from attn_cli.catalog import list_models
     from attn_cli.render.models_view import render_models

@@ -44,7 +44,8 @@ def row_label(index: int, token: str, digits: int = 0) -> Text:
 def legend(scale: Scale, width: int, what: str | None = None, extra: str = "") -> Text:
     """'weight 0 ░░▒▒▓▓██ 1 · fixed scale, brighter = more' cut to whole phrases that fit `width`."""
     what = what or ("weight" if not scale.diverging else "score")
-    text = Text(f"{what} ", style="dim")
+    text = Text()
+    text.append(f"{what} ", style="dim")
     text.append(f"{scale.low_label} ")
     for value in scale.stops(9 if scale.diverging else 8):
         text.append(scale.shade(value), style=Style(color=scale.colour(value)))
@@ -257,6 +258,24 @@ def quadrant_cells(matrix: np.ndarray, scale: Scale, ink_floor: float = 0.0) -> 
     return lines
 
 
+def half_blocks(matrix: np.ndarray | None, scale: Scale) -> list[list[tuple[str, Style]]]:
+    """A matrix as lines of '▀': the upper cell in the glyph's colour, the lower one in the background's."""
+    if matrix is None:
+        return []
+    values = np.round(np.nan_to_num(np.asarray(matrix, dtype=np.float64), nan=0.0), 3).tolist()
+    lines = []
+    for top in range(0, len(values), 2):
+        upper = values[top]
+        lower = values[top + 1] if top + 1 < len(values) else None
+        lines.append([("▀", _style(scale, a, b)) if lower is not None else ("▀", _fg_style(scale, a))
+                      for a, b in zip(upper, lower or upper)])
+    return lines
+
+
+def _fg_style(scale: Scale, value: float) -> Style:
+    return Style(color=scale.colour(value))
+
+
 class HeadsGrid:
     """Every selected head's weights as a small picture: layers down, heads across.
 
@@ -290,6 +309,12 @@ class HeadsGrid:
             yield Text("all-heads grid: the weights were not kept (see --rows/--cols or --full)", style="yellow")
             return
         thumb = self.thumb_width(width)
+        cols = next(head.weights.shape[1] for _, heads in self.layers for head in heads if head.weights is not None)
+        per = (width - self.label_width) // max(1, self.across) - 1
+        # With colour and room for a character per token: half blocks, every cell its own exact colour.
+        half = bool(console.color_system) and cols <= min(per, THUMB_MAX)
+        if half:
+            thumb = cols
         if thumb < 2:
             need = self.label_width + 3 * self.across
             yield Text(f"all-heads grid: {self.across} heads need {need} columns, the terminal has {width}; "
@@ -305,12 +330,12 @@ class HeadsGrid:
             header.append(" ")
         header.rstrip()
         yield header
-        cols = next(head.weights.shape[1] for _, heads in self.layers for head in heads if head.weights is not None)
-        pooled = 2 * thumb < cols
+        pooled = 2 * thumb < cols and not half
         for layer, heads in self.layers:
             pictures = []
             for head in heads:
-                pictures.append(self.thumbnail(head.weights, thumb, 0.0 if console.color_system else INK_FLOOR))
+                pictures.append(half_blocks(head.weights, self.scale) if half else
+                                self.thumbnail(head.weights, thumb, 0.0 if console.color_system else INK_FLOOR))
             lines = max(len(picture) for picture in pictures)
             for line_no in range(lines):  # segments, not Text: thousands of one-character cells
                 label = f"L{layer}".ljust(self.label_width) if line_no == 0 else " " * self.label_width
@@ -324,7 +349,8 @@ class HeadsGrid:
                 yield Segment(segments[-1].text.rstrip())
                 yield Segment.line()
         phrases = ["query rows ↓, key columns →",
-                   "a cell: the strongest of a few tokens" if pooled else "2×2 cells a character"]
+                   "a cell: the strongest of a few tokens" if pooled else
+                   "2 cells a character" if half else "2×2 cells a character"]
         if self.mark is not None:
             phrases.append("◂ the head in detail below")
         note = phrases[0]
