@@ -31,7 +31,7 @@ class Padding(str, Enum):
 
 
 def inspect_command(
-    texts: Annotated[list[str], typer.Argument(metavar="TEXT...", show_default=False,
+    texts: Annotated[list[str], typer.Argument(metavar="TEXT", show_default=False,
         help="The text to inspect; - reads it from stdin. Several texts run as one padded batch.")],
     model: opt.Model = None,
     option: opt.ModelOptions = None,
@@ -40,7 +40,7 @@ def inspect_command(
     top_k: opt.TopK = None,
     show: Annotated[Optional[list[str]], typer.Option("--show", "-s",
         help=f"Panels, comma-separated or repeated: {', '.join(opt.PANEL_NAMES)}. "
-             "Default: an overview and one head in detail.")] = None,
+             "Default: every head as a grid, and the most focused head in detail.")] = None,
     as_json: opt.AsJson = False,
     include: opt.IncludeOpt = None,
     output: opt.Output = None,
@@ -52,14 +52,14 @@ def inspect_command(
     revision: opt.Revision = None,
     trust_remote_code: opt.TrustRemoteCode = False,
     device_map: opt.DeviceMap = None,
-    shared_k: Annotated[bool, typer.Option("--shared-k",
+    shared_k: Annotated[bool, typer.Option("--shared-k", metavar=opt.FLAG,
         help="Compute each query with the key's projection (Q := K): every score matrix becomes symmetric.")] = False,
-    no_scale: Annotated[bool, typer.Option("--no-scale", help="Drop the 1/√d scale from the scores.")] = False,
+    no_scale: Annotated[bool, typer.Option("--no-scale", metavar=opt.FLAG, help="Drop the 1/√d scale from the scores.")] = False,
     scoring: Annotated[Optional[str], typer.Option("--scoring",
         help="Recompute the scores from the model's Q and K with dot, scaled-dot (the model's own) or cosine. "
              "The toy computes with bilinear or additive itself: -O scoring=bilinear.")] = None,
     propagate: opt.Propagate = False,
-    pre_rope: Annotated[bool, typer.Option("--pre-rope",
+    pre_rope: Annotated[bool, typer.Option("--pre-rope", metavar=opt.FLAG,
         help="Show q and k before rotary position embeddings (RoPE models), for study.")] = False,
     full: opt.Full = False,
     rows: opt.Rows = None,

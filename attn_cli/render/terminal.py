@@ -141,6 +141,11 @@ def weights_formula(head: HeadReport) -> str:
 
 
 def scores_formula(head: HeadReport) -> str:
+    """q·kᵀ·scale, or score(q, k) for a model's own scoring (the toy's bilinear and additive), which has no
+    unscaled form (its score statistics say so)."""
+    stats = head.score_stats
+    if stats is not None and stats.unscaled_variance is None:
+        return "score(q, k)"
     return f"q·kᵀ·{head.scale:.4g}"
 
 
