@@ -64,8 +64,8 @@ def _inspect_panels(report, panels) -> tuple[list[tuple[str, np.ndarray, Scale, 
 
 def _report_title(report, command: str) -> str:
     model = report.model
-    variant = getattr(report, "variant", "baseline")
-    extra = f" · variant {variant}" if variant != "baseline" else ""
+    variant = getattr(report, "variant", None)
+    extra = f" · {variant}" if variant else ""
     return f"attn {command} · {model.name} ({model.architecture}, {model.layers} layers × {model.heads} heads){extra}"
 
 
@@ -112,8 +112,15 @@ def _heatmap_svg(svg: _Svg, x0: float, y0: float, title: str, matrix, tokens: li
     size = max(7.0, min(13.0, cell * 0.55))
     left = max(_text_width(token, size) for token in row_tokens) + 8
     top = max(_text_width(token, size) for token in col_tokens) * 0.75 + 10
-    out = [svg.text(x0, y0 + 15, title, 14, weight="bold")]
-    gx, gy = x0 + left, y0 + 26 + top
+    # the title on two lines, head then formula, so neighbouring heatmaps' titles never overlap
+    head_part, _, formula = title.partition(" · weights = ") if " · weights = " in title else title.partition(
+        " · scores = ")
+    kind = "weights = " if " · weights = " in title else "scores = " if formula else ""
+    lines = [head_part] + ([kind + formula] if formula else [])
+    out = [svg.text(x0, y0 + 15 + 17 * index, line, 14 if index == 0 else 12, weight="bold" if index == 0 else "normal")
+           for index, line in enumerate(lines)]
+    title_width = max(_text_width(line, 14) for line in lines)
+    gx, gy = x0 + left, y0 + 26 + 17 * (len(lines) - 1) + top
     for j, token in enumerate(col_tokens):  # key labels, slanted up-right, reading from the column
         cx = gx + (j + 0.5) * cell
         out.append(svg.text(cx, gy - 5, token, size,
@@ -141,7 +148,7 @@ def _heatmap_svg(svg: _Svg, x0: float, y0: float, title: str, matrix, tokens: li
     bar_x = gx + cols * cell + 18
     bar_h = max(80.0, rows * cell)
     out.append(_colour_bar(svg, bar_x, gy, bar_h, scale))
-    width = bar_x + 60 - x0
+    width = max(bar_x + 60 - x0, title_width)
     height = gy + rows * cell + 22 - y0
     svg.add("\n".join(out), x0 + width, y0 + height)
     return width, height
