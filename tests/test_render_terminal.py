@@ -23,7 +23,7 @@ SENTENCE = "Hello, how are you?"
 # 34 tokens with [CLS] and [SEP] under MiniLM's tokenizer
 LONG = ("The quick brown fox jumps over the lazy dog while the small cat sleeps on a warm mat near the old "
         "red barn door, and the birds sing a happy song")
-CUT = re.compile(r"\d…|…\d|\.…|-…")
+CUT = re.compile(r"\d…|…\d|\.…|-…|:…|: …")
 
 
 @pytest.fixture(scope="module")

@@ -131,6 +131,8 @@ def check_tensor_path(path: Path | None, texts: int) -> None:
 def save_figure(report, panels, path):
     from attn_cli.render.files import save_figure as write
 
+    if hasattr(report, "reports") and path.suffix.lower() != ".svg":
+        note(f"note: {path.name} shows the first of the {len(report.reports)} texts; the SVG figure shows them all")
     write(report, path, panels)
 
 

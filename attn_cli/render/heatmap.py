@@ -444,7 +444,7 @@ class SideBySide:
         if sum(widths) + self.gap * (len(widths) - 1) <= options.max_width and len(self.parts) > 1:
             grid = Table.grid(padding=(0, self.gap))
             for width in widths:
-                grid.add_column(width=width, no_wrap=True)
+                grid.add_column(width=width, overflow="fold")
             grid.add_row(*self.parts)
             yield grid
         else:
