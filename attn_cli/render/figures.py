@@ -66,7 +66,9 @@ def _report_title(report, command: str) -> str:
     model = report.model
     variant = getattr(report, "variant", None)
     extra = f" · {variant}" if variant else ""
-    return f"attn {command} · {model.name} ({model.architecture}, {model.layers} layers × {model.heads} heads){extra}"
+    layers = f"{model.layers} layer" + ("s" if model.layers != 1 else "")
+    heads = f"{model.heads} head" + ("s" if model.heads != 1 else "")
+    return f"attn {command} · {model.name} ({model.architecture}, {layers} × {heads}){extra}"
 
 
 # -- SVG ----------------------------------------------------------------------------------------------

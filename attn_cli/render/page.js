@@ -102,8 +102,11 @@
   }
 
   // -- one head in detail, per run (side by side for compare) ---------------------------------------
-  const info = el("div", { id: "info", class: "info" }, app, "");
-  const runsBox = el("div", { id: "runs", class: "runs" }, app);
+  // A fixed height, a line per run: a hover must never move what is under the pointer.
+  const info = el("div", { id: "info", class: "info", style: "height:" + (1.5 * data.runs.length + 0.2) + "em" },
+    app, "");
+  // several runs (compare, steps): each one's head view above its heatmap, the runs side by side
+  const runsBox = el("div", { id: "runs", class: data.runs.length > 1 ? "runs stacked" : "runs" }, app);
   const views = data.runs.map((run, index) => {
     const box = el("div", { class: "run", "data-run": index }, runsBox);
     el("h2", {}, box, run.name);
@@ -241,7 +244,7 @@
       }
       if (side) lines.push(describe(view, s, side, index));
     }
-    info.textContent = lines.filter(Boolean).join("   |   ");
+    info.textContent = lines.filter(Boolean).join("\n");
   }
 
   function describe(view, s, side, index) {
@@ -250,7 +253,8 @@
       pairs = s.m[index - s.r0].map((v, j) => [tokens[s.c0 + j], v]);
     else if (side === "k" && index >= s.c0 && index < s.c0 + s.m[0].length)
       pairs = s.m.map((row, i) => [tokens[s.r0 + i], row[index - s.c0]]);
-    pairs = pairs.filter((p) => p[1] !== null).sort((a, b) => b[1] - a[1]).slice(0, 5);
+    pairs = pairs.filter((p) => p[1] !== null).sort((a, b) => b[1] - a[1]);
+    pairs = pairs.filter((p, rank) => rank === 0 || Math.abs(p[1]) >= 0.005).slice(0, 5);
     const who = "“" + tokens[index] + "” (" + index + ")";
     const verb = side === "q" ? " attends to " : " is attended by ";
     return view.run.name + ": " + who + verb + pairs.map((p) => p[0] + " " + fmt(p[1])).join(", ");
