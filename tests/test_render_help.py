@@ -45,3 +45,9 @@ def test_the_toy_bilinear_heatmap_is_not_titled_with_a_scale():
     assert "weights = softmax(score(q, k))" in result.stdout
     assert "scores = score(q, k)" in result.stdout
     assert "q·kᵀ·1)" not in result.stdout
+
+
+def test_save_names_the_formats_it_writes(tmp_path):
+    result = runner.invoke(app, ["inspect", "Hello", "--save", str(tmp_path / "figure.png")])
+    assert result.exit_code == 2
+    assert "use FILE.svg" in result.stderr
