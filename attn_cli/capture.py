@@ -11,7 +11,7 @@ Shapes (one sequence, T tokens, H query heads, H_kv key/value heads, D head dim)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 if TYPE_CHECKING:
     import torch
@@ -59,11 +59,17 @@ class LayerCapture:
     concat: "torch.Tensor | None" = None  # (T, H·D) the heads' outputs side by side
     projected: "torch.Tensor | None" = None  # (T, d_model) concat·W_Oᵀ + b_O, what the layer adds to X
 
-    def head_scorer(self, head: int) -> Callable:
-        """score(q_rows (c, D), keys (n, D)) -> (c, n) for one head: q·kᵀ·scale or the model's own scorer."""
+    def scorer_for(self, heads: Sequence[int]) -> Callable:
+        """score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n) for these query heads, in order:
+        q·kᵀ·scale, or the model's own scorer one head at a time."""
+        import torch
+
         from attn_cli.scoring import scores
 
-        return lambda rows, keys: scores(rows, keys, self.scale, self.scorer, head)
+        if self.scorer is None:
+            return lambda rows, keys: scores(rows, keys, self.scale)
+        return lambda rows, keys: torch.stack([scores(row, key, self.scale, self.scorer, head)
+                                               for row, key, head in zip(rows, keys, heads)])
 
 
 def sequence_of(record: LayerCapture, index: int, real: "torch.Tensor") -> LayerCapture:
