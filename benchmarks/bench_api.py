@@ -8,7 +8,7 @@ interleaved sentence by sentence, is bare transformers: the same model with
 eager attention and `output_attentions=True`, its weights turned into Python
 lists. Target: `model.inspect` per-sentence median ≤ 0.1 s on CPU.
 
-    .venv/bin/python benchmarks/bench_api.py [--sentences 50] [--device cpu]
+    .venv/bin/python benchmarks/bench_api.py [--sentences 50] [--device cpu] [--threads N]
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=50)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's own)")
     args = parser.parse_args()
     print_header(f"Python API: load once, inspect {args.sentences} sentences (all layers and heads)")
 
@@ -47,6 +48,9 @@ def main() -> int:
     import attn_cli
     from attn_cli.backends.minilm import minilm_dir
     from attn_cli.render.files import write_json
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     start = time.perf_counter()
     model = attn_cli.load("minilm", device=args.device)
