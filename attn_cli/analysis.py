@@ -152,6 +152,19 @@ def _pairs(indices: list, values: list, keep: list, leading: int) -> list:
             for row_i, row_w, row_ok in zip(indices, values, keep)]
 
 
+def value_norms(v: torch.Tensor, w_o: torch.Tensor, heads: list[int]) -> torch.Tensor:
+    """‖f(x_j)‖ = ‖v_j · W_Oʰᵀ‖ per head and key token: what token j can hand over through head h.
+
+    v (h, T, D) each query head's values (its kv head's under grouped-query attention);
+    w_o (d_model, H·D), head h's slice the columns h·D:(h+1)·D. -> (h, T). The value bias is
+    inside v; the output bias b_O is added once after the heads are summed and belongs to no
+    token, so it is left out (as Kobayashi et al. 2020 do).
+    """
+    d = v.shape[-1]
+    slices = torch.stack([w_o[:, h * d:(h + 1) * d] for h in heads]).to(v)  # (h, d_model, D)
+    return (v @ slices.transpose(-2, -1)).norm(dim=-1)  # (h, T, d_model) -> (h, T)
+
+
 def js_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """Jensen–Shannon divergence between matching rows of two weight matrices, in nats (0 to ln 2).
 

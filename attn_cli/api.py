@@ -70,7 +70,7 @@ class Model:
     def inspect(self, text, *, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
                 variant: str = "baseline", propagate: bool = False, truncate: bool = False,
                 padding: str | None = None, pre_rope: bool = False, rows: Span = None, cols: Span = None,
-                full: bool = False, vectors: bool = False, tolerance: float | None = None,
+                full: bool = False, vectors: bool = False, norms: bool = False, tolerance: float | None = None,
                 cell_limit: int | None = None, lazy: bool = False, progress: Progress | None = None):
         """Every selected head's scores, weights, symmetry, entropy, self-weight and top keys.
 
@@ -84,13 +84,16 @@ class Model:
         rows, cols: keep only this window of the matrices ("100:140" or (100, 140)).
         full: keep whole matrices however large; by default they are kept up to cell_limit cells.
         vectors: keep each head's q, k, v and output.
+        norms: also each head's value-weighted norms ‖α_ij · v_j·W_Oʰ‖ (head.norms), where a token's
+        weight is scaled by how much its transformed value can carry (Kobayashi et al. 2020).
         lazy: analyse each layer when report.layers is iterated (once), for streaming writers.
         progress(done, total): called per analysed layer.
         """
         texts = [text] if isinstance(text, str) else list(text)
         reports = inspect_texts(
             self.backend, texts, _selection(layers, heads, rows, cols, full),
-            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit),
+            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit,
+                              norms=norms),
             variant=variant, propagate=propagate, truncate=truncate, padding_side=padding, pre_rope=pre_rope,
             lazy=lazy, progress=progress)
         return reports[0] if isinstance(text, str) else reports

@@ -58,6 +58,9 @@ class LayerCapture:
     # What the layer made of the heads, where the backend computes it itself (the toy):
     concat: "torch.Tensor | None" = None  # (T, H·D) the heads' outputs side by side
     projected: "torch.Tensor | None" = None  # (T, d_model) concat·W_Oᵀ + b_O, what the layer adds to X
+    # The attention output projection W_O as (d_model, H·D): query head h's slice is columns h·D:(h+1)·D.
+    # A reference to the model's own weight (no copy); None where it could not be found.
+    w_o: "torch.Tensor | None" = None
 
     def scorer_for(self, heads: Sequence[int]) -> Callable:
         """score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n) for these query heads, in order:
@@ -86,6 +89,7 @@ def sequence_of(record: LayerCapture, index: int, real: "torch.Tensor") -> Layer
         scorer=record.scorer,
         concat=_rows_of(record.concat, index, keep),  # (T_real, H·D)
         projected=_rows_of(record.projected, index, keep),  # (T_real, d_model)
+        w_o=record.w_o,
     )
 
 

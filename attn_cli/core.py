@@ -11,7 +11,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from attn_cli.capture import Capture, LayerCapture
-from attn_cli.errors import BadInput
+from attn_cli.errors import BadInput, UnsupportedModel
 from attn_cli.report import HeadReport, InspectReport, LayerReport, ScoreStats, TopKey
 from attn_cli.selection import Analysis, Selection, Window
 
@@ -109,7 +109,8 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
                         tolerance=analysis.tolerance, window=window, want_output=analysis.vectors,
                         dot_scale=layer.scale if dot_form else None)
     named = [("scores", rows.scores), ("weights", rows.weights), ("entropy", rows.entropy),
-             ("self_weight", rows.self_weight)]
+             ("self_weight", rows.self_weight), ("norms", _norms(layer, heads, kv_heads, v, rows.weights, window)
+                                                  if analysis.norms else None)]
     if analysis.vectors:
         named += [("q", q), ("k", k), ("v", v), ("output", rows.output)]
     arrays = {name: None if tensor is None else _array(tensor) for name, tensor in named}
@@ -123,6 +124,7 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
             window=window,
             scores=None if arrays["scores"] is None else arrays["scores"][i],
             weights=None if arrays["weights"] is None else arrays["weights"][i],
+            norms=None if arrays["norms"] is None else arrays["norms"][i],
             symmetry=rows.symmetry[i],
             entropy=arrays["entropy"][i],
             self_weight=arrays["self_weight"][i],
@@ -131,6 +133,21 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
             score_stats=score_stats(q[i], k[i], layer.scale, rows.score_moments[i], dot_form),
         ))
     return reports
+
+
+def _norms(layer: LayerCapture, heads: list[int], kv_heads: list[int | None], v, weights, window: Window):
+    """The value-weighted norms ‖α_ij · v_j·W_Oʰ‖ over the window: weights × each key's ‖f(x_j)‖. (h, rows, cols)"""
+    from attn_cli.analysis import value_norms
+
+    if None in kv_heads:
+        raise BadInput("norms need each head's output projection; raw has no per-head projections")
+    if layer.w_o is None:
+        raise UnsupportedModel(f"attn cannot find the attention output projection W_O of layer {layer.layer}",
+                               "norms are available for the BERT, GPT-2, Llama, Qwen, Mistral and DistilBERT families")
+    if weights is None:
+        return None
+    start, stop = window.cols
+    return weights * value_norms(v[:, start:stop], layer.w_o, heads)[:, None, :]  # (h, rows, cols)
 
 
 def score_stats(q, k, scale: float, moments: tuple[float, float], dot_form: bool) -> ScoreStats:

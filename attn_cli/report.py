@@ -63,6 +63,7 @@ class HeadReport:
     top: list[list[TopKey]]  # (T, ≤k) most-attended keys per query
     tensors: dict[str, np.ndarray] = field(default_factory=dict)  # q, k, v (T, D) and output, when kept
     score_stats: ScoreStats | None = None
+    norms: np.ndarray | None = None  # (rows, cols) ‖α_ij · v_j·W_Oʰ‖ with --measure norm
 
 
 @dataclass
@@ -239,8 +240,8 @@ def _plain(record: dict) -> dict:
 
 
 def head_matrices(head: HeadReport) -> list[tuple[str, np.ndarray]]:
-    """The head's matrix-valued JSON fields, in document order: scores, weights, then q, k, v, output."""
-    named = [("scores", head.scores), ("weights", head.weights), *head.tensors.items()]
+    """The head's matrix-valued JSON fields, in document order: scores, weights, norms, then q, k, v, output."""
+    named = [("scores", head.scores), ("weights", head.weights), ("norms", head.norms), *head.tensors.items()]
     return [(name, rows) for name, rows in named if rows is not None]
 
 

@@ -298,7 +298,8 @@ class ToyBackend:
         concat = heads_out.transpose(1, 2).reshape(batch, count, self.config.d_model)  # (B, T, d)
         output = concat @ w["w_o"].T + w["b_o"]  # W_O
         mask = AttentionMask(count, count, False, allowed, x.device)
-        return output, LayerCapture(layer, q, k, v, mask, scale, x, scorer, concat=concat, projected=output)
+        return output, LayerCapture(layer, q, k, v, mask, scale, x, scorer, concat=concat, projected=output,
+                                    w_o=w["w_o"])
 
     def scoring_view(self, q: torch.Tensor, k: torch.Tensor):
         """dot, scaled-dot and cosine as (q, k, scale) for q·kᵀ·scale; the learned ones keep q, k as they are."""

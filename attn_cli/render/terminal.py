@@ -74,7 +74,10 @@ def render_report(report: InspectReport, panels: set[Panel] | None, width: int) 
     tokens = [token.text for token in report.tokens]
     for layer, head in heads:
         title = head_title(layer, head)
-        if Panel.weights in panels:
+        if Panel.weights in panels and head.norms is not None:  # --measure norm: shown instead of weights
+            parts.append(weights_heatmap(head, tokens, f"{title} · value-weighted norms ‖α·v·W_Oʰ‖", width,
+                                         head.norms))
+        elif Panel.weights in panels:
             parts.append(weights_heatmap(head, tokens, f"{title} · weights = softmax(q·kᵀ·{head.scale:.4g})", width))
         if Panel.scores in panels:
             parts.append(heatmap(head.scores, tokens, f"{title} · scores = q·kᵀ·{head.scale:.4g}", width,
@@ -164,11 +167,13 @@ def symmetry_table(report: InspectReport, heads: list[tuple[int, HeadReport]]) -
     return table
 
 
-def weights_heatmap(head: HeadReport, tokens: list[str], title: str, width: int) -> RenderableType:
-    """The weights heatmap with masked cells blank (their weight is exactly 0; their score is NaN)."""
-    if head.weights is None or head.scores is None:
-        return heatmap(head.weights, tokens, title, width, head.window)
-    return heatmap(np.where(np.isnan(head.scores), np.nan, head.weights), tokens, title, width, head.window)
+def weights_heatmap(head: HeadReport, tokens: list[str], title: str, width: int,
+                    values: np.ndarray | None = None) -> RenderableType:
+    """The weights (or another per-weight matrix: the norms) with masked cells blank (their score is NaN)."""
+    values = head.weights if values is None else values
+    if values is None or head.scores is None:
+        return heatmap(values, tokens, title, width, head.window)
+    return heatmap(np.where(np.isnan(head.scores), np.nan, values), tokens, title, width, head.window)
 
 
 def score_stats_table(heads: list[tuple[int, HeadReport]]) -> Table:
