@@ -165,6 +165,32 @@ def value_norms(v: torch.Tensor, w_o: torch.Tensor, heads: list[int]) -> torch.T
     return (v @ slices.transpose(-2, -1)).norm(dim=-1)  # (h, T, d_model) -> (h, T)
 
 
+HEAD_FUSIONS = ("mean", "max", "min")
+
+
+def fuse_heads(weights: torch.Tensor, how: str = "mean") -> torch.Tensor:
+    """One layer's heads as one matrix: their mean, max or min. (H, T, T) -> (T, T)"""
+    if how == "mean":
+        return weights.mean(0)
+    return weights.amax(0) if how == "max" else weights.amin(0)
+
+
+def attention_rollout(layers: list[torch.Tensor]) -> torch.Tensor:
+    """Abnar & Zuidema 2020: Â_l = 0.5·A_l + 0.5·I, rows renormalised; rollout = Â_L ⋯ Â_1.
+
+    layers: each layer's fused weights (T, T), first layer first. Row i of the result says how much
+    of output token i traces back to each input token, counting the residual path as half of each
+    layer. -> (T, T)
+    """
+    count = layers[0].shape[-1]
+    rolled = torch.eye(count, dtype=torch.float64, device=layers[0].device)
+    for weights in layers:
+        mixed = 0.5 * weights.double() + 0.5 * torch.eye(count, dtype=torch.float64, device=weights.device)
+        mixed = mixed / mixed.sum(-1, keepdim=True)  # (T, T) rows sum to 1
+        rolled = mixed @ rolled  # later layers apply after earlier ones
+    return rolled.float()
+
+
 def js_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """Jensen–Shannon divergence between matching rows of two weight matrices, in nats (0 to ln 2).
 

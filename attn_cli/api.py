@@ -121,6 +121,14 @@ class Model:
         return self.backend.capture_batch([text], chosen, truncate=truncate, keep_inputs=inputs,
                                           pre_rope=pre_rope)[0]
 
+    def rollout(self, text: str, *, layers: Spec = "all", head_fusion: str = "mean", top_k: int | None = None,
+                truncate: bool = False):
+        """Attention rollout over the selected consecutive layers: a RolloutReport whose .matrix (T, T)
+        says how much of each output token traces back to each input token."""
+        from attn_cli.rollout import roll_out
+
+        return roll_out(self.backend, text, layers, head_fusion, Analysis.defaults(top_k=top_k).top_k, truncate)
+
     def steps(self, text: str, *, layer: int | str = 0, head: int | str = 0):
         """One head walked through X, Q, K, V, Q·Kᵀ, the scale, the mask, softmax, ·V (and W_O on the toy)."""
         from attn_cli.steps import walk_head

@@ -16,6 +16,8 @@ from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
 from attn_cli.cli.models import EPILOG as MODELS_EPILOG
 from attn_cli.cli.models import models_command
+from attn_cli.cli.rollout import EPILOG as ROLLOUT_EPILOG
+from attn_cli.cli.rollout import rollout_command
 from attn_cli.cli.steps import EPILOG as STEPS_EPILOG
 from attn_cli.cli.steps import steps_command
 
@@ -29,6 +31,7 @@ app = typer.Typer(
 app.command("inspect", epilog=INSPECT_EPILOG)(inspect_command)
 app.command("compare", epilog=COMPARE_EPILOG)(compare_command)
 app.command("steps", epilog=STEPS_EPILOG)(steps_command)
+app.command("rollout", epilog=ROLLOUT_EPILOG)(rollout_command)
 app.command("models", epilog=MODELS_EPILOG)(models_command)
 
 

@@ -222,7 +222,7 @@ def heatmap(matrix: np.ndarray | None, tokens: list[str], title: str, width: int
                          width=COMPACT_CELL_WIDTH if compact else CELL_WIDTH)
     for index, row in enumerate(matrix.tolist(), start=row0):
         cells = [_heat_cell(value, low, high, compact) for value in row]
-        table.add_row(_row_label(index, tokens[index]), *cells)
+        table.add_row(row_label(index, tokens[index]), *cells)
     place = f" · rows {row0}-{row0 + len(matrix) - 1}, keys {col0}-{col0 + count - 1}" if window else ""
     return Group(Text(title + place, style="bold"), table)
 
@@ -268,7 +268,7 @@ def vector_table(rows: np.ndarray | None, tokens: list[str], title: str, width: 
     for dim in range(shown):
         table.add_column(f"d{dim}", justify="right", no_wrap=True, min_width=VECTOR_CELL_WIDTH - 2)
     for index in range(*span):
-        table.add_row(_row_label(index, tokens[index]), *(f"{value:.2f}" for value in rows[index][:shown].tolist()))
+        table.add_row(row_label(index, tokens[index]), *(f"{value:.2f}" for value in rows[index][:shown].tolist()))
     return Group(Text(title, style="bold"), table)
 
 
@@ -296,12 +296,12 @@ def top_table(head: HeadReport, tokens: list[str], title: str) -> Table:
             keys.append(", " if rank else "")
             keys.append_text(literal(key.token, "bold"))
             keys.append(f" {key.weight:.2f}", style="dim")
-        table.add_row(_row_label(index, tokens[index]), keys,
+        table.add_row(row_label(index, tokens[index]), keys,
                       f"{head.entropy[index]:.2f}", f"{head.self_weight[index]:.2f}")
     return table
 
 
-def _row_label(index: int, token: str) -> Text:
+def row_label(index: int, token: str) -> Text:
     return Text.assemble((f"{index} ", "dim"), literal(_clip(token, LABEL_WIDTH - len(str(index)) - 1)))
 
 
