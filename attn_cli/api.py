@@ -121,6 +121,22 @@ class Model:
         return self.backend.capture_batch([text], chosen, truncate=truncate, keep_inputs=inputs,
                                           pre_rope=pre_rope)[0]
 
+    def diff(self, text: str, other: str | None = None, *, against: "Model | None" = None, layers: Spec = "all",
+             heads: Spec = "all", top_k: int | None = None):
+        """Every selected head on two texts (diff(a, b)), or on one text in this model and another
+        checkpoint of the same shape and tokenizer (diff(text, against=other_model)): a DiffReport
+        whose .heads are ranked most changed first."""
+        from attn_cli.diff import diff_runs
+        from attn_cli.errors import BadInput
+
+        if (other is None) == (against is None):
+            raise BadInput("diff takes two texts, or one text and another model to run it against",
+                           "attn diff TEXT_A TEXT_B, or attn diff TEXT --against-model M")
+        selection, analysis = _selection(layers, heads, None, None, False), Analysis.defaults(top_k=top_k)
+        if against is not None:
+            return diff_runs(self.backend, against.backend, text, text, selection, analysis, "models")
+        return diff_runs(self.backend, self.backend, text, other, selection, analysis, "texts")
+
     def rollout(self, text: str, *, layers: Spec = "all", head_fusion: str = "mean", top_k: int | None = None,
                 truncate: bool = False):
         """Attention rollout over the selected consecutive layers: a RolloutReport whose .matrix (T, T)
