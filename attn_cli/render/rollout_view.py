@@ -13,7 +13,7 @@ from attn_cli.render.terminal import header, heatmap, literal, row_label
 def render_rollout(report, width: int) -> RenderableType:
     tokens = [token.text for token in report.tokens]
     span = f"layers {report.layers[0]}-{report.layers[-1]}" if len(report.layers) > 1 else f"layer {report.layers[0]}"
-    title = f"attention rollout over {span}, heads fused by {report.head_fusion} (rows: output tokens, sum to 1)"
+    title = f"rollout over {span}, heads fused by {report.head_fusion} (rows sum to 1)"
     sources = Table(title="where each output token comes from", title_justify="left", box=box.SIMPLE_HEAD)
     sources.add_column("output", no_wrap=True)
     sources.add_column("input tokens (share)")
