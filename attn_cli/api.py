@@ -137,6 +137,17 @@ class Model:
             return diff_runs(self.backend, against.backend, text, text, selection, analysis, "models")
         return diff_runs(self.backend, self.backend, text, other, selection, analysis, "texts")
 
+    def generate(self, prompt: str, *, max_new_tokens: int = 20, sample: bool = False, temperature: float = 1.0,
+                 seed: int | None = None, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
+                 on_token=None):
+        """Generate from `prompt` (greedy, or sampled at `temperature` with `seed`) and record each generated
+        token's attention in the selected heads: a GenerateReport. on_token(text) sees the text as it comes."""
+        from attn_cli.generate import generate_from
+
+        return generate_from(self.backend, prompt, _selection(layers, heads, None, None, False),
+                             max_new_tokens=max_new_tokens, sample=sample, temperature=temperature, seed=seed,
+                             top_k=Analysis.defaults(top_k=top_k).top_k, on_token=on_token)
+
     def rollout(self, text: str, *, layers: Spec = "all", head_fusion: str = "mean", top_k: int | None = None,
                 truncate: bool = False):
         """Attention rollout over the selected consecutive layers: a RolloutReport whose .matrix (T, T)

@@ -17,7 +17,7 @@ STAGES = [
     ("backends", ["backends", "catalog"]),
     ("analysis", ["variants", "analysis", "head_rows"]),
     ("report", ["report"]),
-    ("engine", ["core", "compare", "steps", "rollout", "diff"]),
+    ("engine", ["core", "compare", "steps", "rollout", "diff", "generate"]),
     ("api", ["api"]),
     ("render", ["render"]),
     ("cli", ["cli", "__main__"]),

@@ -38,7 +38,7 @@ class LayerRecorder:
     """Called by transformers for every attention layer during one forward pass."""
 
     def __init__(self, wanted_layers: set[int], delegate_name: str, inject=None, keep_inputs: bool = False,
-                 pre_rope: bool = False, analysis_device=None):
+                 pre_rope: bool = False, analysis_device=None, sink: Callable | None = None):
         self.wanted_layers = wanted_layers
         self.delegate_name = delegate_name
         self.inject = inject  # variant transform (q, k, scale) -> (q', k', scale'), or None
@@ -49,6 +49,9 @@ class LayerRecorder:
         # Where records are kept: layers spread over devices by a device map come together here.
         self.analysis_device = analysis_device
         self.records: dict[int, LayerCapture] = {}
+        # sink(record): handed each record as it is made instead of keeping the last one per layer
+        # (generation calls every layer once per new token).
+        self.sink = sink
         self.parents: dict[int, torch.nn.Module] = {}  # id(attention module) -> the module holding it
         self.calls = 0
 
@@ -73,7 +76,7 @@ class LayerRecorder:
             # The whole batch: query (B, H, T, D), key/value (B, H_kv, T, D), the mask,
             # inputs (B, T, d_model). The backend cuts it into one LayerCapture per sequence.
             keep = lambda tensor: tensor.detach().to(self.analysis_device or tensor.device)  # noqa: E731
-            self.records[layer] = LayerCapture(
+            record = LayerCapture(
                 layer=layer,
                 q=keep(seen_q),
                 k=keep(seen_k),
@@ -84,6 +87,10 @@ class LayerRecorder:
                 inputs=None if inputs is None else keep(inputs),
                 w_o=output_projection(module, self.parents.get(id(module))),
             )
+            if self.sink is not None:
+                self.sink(record)
+            else:
+                self.records[layer] = record
         delegate = delegate_for(self.delegate_name, module)
         return delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
 

@@ -14,6 +14,8 @@ from attn_cli.cli.compare import EPILOG as COMPARE_EPILOG
 from attn_cli.cli.compare import compare_command
 from attn_cli.cli.diff import EPILOG as DIFF_EPILOG
 from attn_cli.cli.diff import diff_command
+from attn_cli.cli.generate import EPILOG as GENERATE_EPILOG
+from attn_cli.cli.generate import generate_command
 from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
 from attn_cli.cli.models import EPILOG as MODELS_EPILOG
@@ -35,6 +37,7 @@ app.command("compare", epilog=COMPARE_EPILOG)(compare_command)
 app.command("steps", epilog=STEPS_EPILOG)(steps_command)
 app.command("rollout", epilog=ROLLOUT_EPILOG)(rollout_command)
 app.command("diff", epilog=DIFF_EPILOG)(diff_command)
+app.command("generate", epilog=GENERATE_EPILOG)(generate_command)
 app.command("models", epilog=MODELS_EPILOG)(models_command)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from typing import Iterator
@@ -14,7 +15,10 @@ from rich.text import Text
 from attn_cli.errors import AttnError
 
 
+@functools.cache
 def stderr_console() -> Console:
+    """The one stderr console, so text printed while a progress bar is live lands above it.
+    (Rich finds sys.stderr at each write, so a test that swaps the stream still sees the output.)"""
     return Console(stderr=True)
 
 
