@@ -29,16 +29,14 @@ def render_generate(report, width: int) -> RenderableType:
         parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head selected. "
                           "Pick others with --layer and --head.", style="dim"))
     window = Window((count, total), (0, total), total)  # rows: the generated tokens
-    title = (f"layer {layer} · head {head.head} (kv head {head.kv_head}) · each generated token's row: "
-             f"the step that produced it; keys 0-{count - 1} are the prompt")
+    title = f"layer {layer} · head {head.head} (kv head {head.kv_head}) · keys 0-{count - 1}: the prompt"
     parts.append(heatmap(head.weights, tokens, title, width, window))
     parts.append(sources_table(head, tokens, count))
     return Group(*parts)
 
 
 def sources_table(head, tokens: list[str], count: int) -> Table:
-    table = Table(title="what each generated token was produced from (most-attended tokens)", title_justify="left",
-                  box=box.SIMPLE_HEAD)
+    table = Table(title="what each generated token was produced from", title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("generated", no_wrap=True)
     table.add_column("attended (weight)")
     for offset, row in enumerate(head.top):
