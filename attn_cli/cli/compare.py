@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from attn_cli.atomic import check_all_writable
 from attn_cli.cli import options as opt
 from attn_cli.cli.common import check_outputs, run_and_emit, run_options
 from attn_cli.cli.edge import user_errors
@@ -50,6 +51,7 @@ def compare_command(
         settings = defaults()
         json_wanted = as_json or output is not None
         check_outputs(save, json_wanted)
+        check_all_writable({"-o": output})
         options = run_options(settings, text=text, model=model, top_k=top_k, dtype=dtype, include=include,
                               layers=layer, heads=head, device=device, truncate=truncate,
                               allow_pickle=allow_pickle, propagate=propagate, revision=revision,

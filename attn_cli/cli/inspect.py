@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from attn_cli.atomic import check_all_writable
 from attn_cli.cli import options as opt
 from attn_cli.cli.common import check_outputs, parse_panels, read_text, run_and_emit, run_options, toy_settings
 from attn_cli.cli.edge import user_errors
@@ -94,6 +95,7 @@ def inspect_command(
                               full=full, rows=rows, cols=cols)
         options["include_qkv"] |= wants_vectors(panels) or save_tensors is not None
         check_tensor_path(save_tensors, len(texts))
+        check_all_writable({"-o": output, "--save-tensors": save_tensors, "--save-weights": save_weights})
         is_toy = options["model"] == "toy"  # the toy computes with its own scoring; others get a variant
         options["toy"] = toy_settings(d_model=d_model, heads=toy_heads, layers=toy_layers, positions=positions,
                                       seed=seed, config=config, weights=weights,

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from attn_cli.atomic import check_all_writable
 from attn_cli.cli import options as opt
 from attn_cli.cli.common import check_outputs, run_and_emit, run_options, toy_settings
 from attn_cli.cli.edge import user_errors
@@ -51,6 +52,7 @@ def steps_command(
         settings = defaults()
         json_wanted = as_json or output is not None
         check_outputs(save, json_wanted)
+        check_all_writable({"-o": output})
         options = run_options(settings, text=text, model=model or "toy", top_k=None, dtype=dtype, include=None,
                               layers=layer, heads=head, device=device)
         options["toy"] = toy_settings(d_model=d_model, heads=toy_heads, layers=toy_layers, positions=positions,

@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
+from attn_cli.atomic import atomic_path, check_writable
 from attn_cli.errors import BadInput
 
 SNAPSHOT_FORMATS = (".svg", ".html", ".htm")
@@ -76,16 +77,16 @@ def check_snapshot_path(path: Path) -> None:
     """Fail before the model runs, not after, when --save names a format we cannot write."""
     if path.suffix.lower() not in SNAPSHOT_FORMATS:
         raise BadInput(f"--save {path}: unknown format {path.suffix or '(none)'!r}", "use a .svg or .html file")
-    if not path.parent.exists():
-        raise BadInput(f"--save {path}: directory {path.parent} does not exist")
+    check_writable(path, "--save")
 
 
 def save_snapshot(console, path: Path, title: str) -> None:
     """Save what a recording Console printed, as SVG or HTML by the file's extension."""
-    if path.suffix.lower() == ".svg":
-        console.save_svg(str(path), title=title)
-    else:
-        console.save_html(str(path))
+    with atomic_path(path, "--save") as temp:
+        if path.suffix.lower() == ".svg":
+            console.save_svg(str(temp), title=title)
+        else:
+            console.save_html(str(temp))
 
 
 def save_tensors(report, path: Path) -> None:
@@ -113,7 +114,8 @@ def save_tensors(report, path: Path) -> None:
         "attn_schema_version": "1",
     }
     try:
-        save_file(tensors, str(path), metadata=metadata)
+        with atomic_path(path, "--save-tensors") as temp:
+            save_file(tensors, str(temp), metadata=metadata)
     except OSError as error:
         from attn_cli.errors import AttnError
 
