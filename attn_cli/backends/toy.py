@@ -24,6 +24,8 @@ import torch
 
 from attn_cli import attention, scoring
 from attn_cli.backends.base import Capture, LayerCapture, ModelInfo, Token, sequence_of
+from attn_cli.backends.toy_checks import check_finite_weights, check_token_count, check_types, read_toml_table
+from attn_cli.backends.validate import check_finite
 from attn_cli.errors import AttnError, BadInput
 from attn_cli.masks import AttentionMask
 
@@ -62,16 +64,13 @@ def toy_config(overrides: dict | None = None, config_file: Path | None = None) -
     for path in (config_dir() / "toy.toml", config_file):
         if path is None:
             continue
-        try:
-            with open(path, "rb") as handle:
-                values.update(tomllib.load(handle).get("toy", {}))
-        except (OSError, tomllib.TOMLDecodeError) as error:
-            raise BadInput(f"--config {path}: {error}") from None
+        values.update(read_toml_table(path))
     values.update({key: value for key, value in (overrides or {}).items() if value is not None})
     known = {field.name for field in fields(ToyConfig)}
     unknown = sorted(set(values) - known)
     if unknown:
         raise BadInput(f"unknown toy setting {unknown[0]!r}", f"known: {', '.join(sorted(known))}")
+    check_types(values, ToyConfig)
     config = ToyConfig(**values)
     _check(config)
     return config
@@ -154,14 +153,18 @@ def load_weights(path: Path, config: ToyConfig) -> dict[str, torch.Tensor]:
         if name not in loaded or loaded[name].shape != tensor.shape:
             raise AttnError(f"{path} does not fit this toy: {name} should be {tuple(tensor.shape)}",
                             "load it with the d_model, heads, layers and additive_hidden it was saved with")
+    check_finite_weights(loaded, path)
     return {name: loaded[name].float() for name in expected}
 
 
 def save_weights(weights: dict[str, torch.Tensor], config: ToyConfig, path: Path) -> None:
     from safetensors.torch import save_file
 
+    from attn_cli.atomic import atomic_path
+
     metadata = {key: str(value) for key, value in asdict(config).items()}
-    save_file({name: tensor.contiguous() for name, tensor in weights.items()}, str(path), metadata=metadata)
+    with atomic_path(path, "--save-weights") as temp:
+        save_file({name: tensor.contiguous() for name, tensor in weights.items()}, str(temp), metadata=metadata)
 
 
 class ToyBackend:
@@ -189,10 +192,11 @@ class ToyBackend:
         for text, tokens in zip(texts, token_lists):
             if not tokens:
                 raise BadInput(f"the toy found no words in {text!r}")
+        check_token_count(token_lists)
         side = padding_side or "right"
         x, real = self.embed(token_lists, side)  # (B, T, d), (B, T)
         records = self.forward(x, real, set(layers), inject)
-        return [
+        return check_finite([
             Capture(
                 tokens=[Token(i, token, _token_id(token), False) for i, token in enumerate(tokens)],
                 model=self.info, device=self.device, dtype=self.dtype,
@@ -200,7 +204,7 @@ class ToyBackend:
                 padding_side=side if len(texts) > 1 else None,
             )
             for index, tokens in enumerate(token_lists)
-        ]
+        ])
 
     def embed(self, token_lists: list[list[str]], side: str) -> tuple[torch.Tensor, torch.Tensor]:
         """Token vectors (+ positions), padded with zeros: X (B, T, d) and real (B, T) bool."""
