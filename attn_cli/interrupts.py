@@ -1,6 +1,11 @@
-"""Signals as exceptions, so that every `finally` and cleanup runs: SIGINT → KeyboardInterrupt (Python's
-default), SIGTERM → Terminated (a KeyboardInterrupt). `deferred()` holds both off for a few statements
-that must not be cut in half (creating, renaming or removing a temporary file)."""
+"""Signals as exceptions, so that every `finally` and cleanup runs: SIGINT → KeyboardInterrupt,
+SIGTERM → Terminated (a KeyboardInterrupt). `deferred()` holds both off for the few statements that
+must not be cut in half (creating, renaming or removing a temporary file): a signal that arrives
+meanwhile is raised when the block ends.
+
+Deferral is done by the handlers themselves rather than by blocking the signals (pthread_sigmask only
+blocks them for one thread, and torch's worker threads would still receive them).
+"""
 
 from __future__ import annotations
 
@@ -9,24 +14,45 @@ import signal
 import threading
 from typing import Iterator
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_pending: list[int] = []
+_depth = 0
+_raised: list[KeyboardInterrupt] = []  # what the handlers raised, for an edge that only sees Typer's Exit(130)
 
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM arrived. A KeyboardInterrupt, so code that cleans up after Ctrl-C cleans up after it too."""
 
 
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated()
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    interrupt = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    _raised.append(interrupt)
+    return interrupt
+
+
+def last_raised() -> KeyboardInterrupt | None:
+    """The interrupt a handler raised most recently in this process and nobody has reported yet."""
+    return _raised[-1] if _raised else None
+
+
+def reported() -> None:
+    """The edge has said so: last_raised() is None again."""
+    _raised.clear()
+
+
+def _handler(signum, frame) -> None:
+    if _depth:
+        _pending.append(signum)
+        return
+    raise _interrupt(signum)
 
 
 def install() -> None:
-    """SIGTERM raises Terminated; SIGINT raises KeyboardInterrupt (restored if something had ignored it)."""
+    """SIGINT and SIGTERM raise (unless SIGINT was ignored by whoever started us). Main thread only."""
     if threading.current_thread() is not threading.main_thread():
         return
-    signal.signal(signal.SIGTERM, _raise_terminated)
-    if signal.getsignal(signal.SIGINT) is signal.SIG_DFL:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _handler)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, _handler)
 
 
 def exit_code(interrupt: BaseException) -> int:
@@ -36,12 +62,14 @@ def exit_code(interrupt: BaseException) -> int:
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Block SIGINT and SIGTERM for the block; one that arrives meanwhile is delivered right after it."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    """Hold SIGINT and SIGTERM off for the block; the first that arrived meanwhile is raised after it."""
+    global _depth
+    _depth += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        _depth -= 1
+        if not _depth and _pending:
+            signum = _pending[0]
+            _pending.clear()
+            raise _interrupt(signum)

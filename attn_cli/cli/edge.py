@@ -63,7 +63,11 @@ def describe(error: BaseException) -> tuple[str, str | None, int]:
 
 def fail(error: BaseException) -> typer.Exit:
     """Print error as one red line (after its traceback with ATTN_DEBUG=1); the Exit to raise."""
+    if interrupts.last_raised() is not None:  # a library swallowed the interrupt; what broke next is its echo
+        error = interrupts.last_raised()
     message, hint, code = describe(error)
+    if isinstance(error, KeyboardInterrupt):
+        interrupts.reported()
     if os.environ.get("ATTN_DEBUG"):
         import traceback
 
@@ -144,6 +148,8 @@ def run_at_the_edge(app) -> None:
         raise
     except BaseException as error:  # outside a command: help text to a closed stdout, an interrupt …
         sys.exit(fail(error).exit_code)
+    if interrupts.last_raised() is not None:  # Typer's bare Exit(130), or an interrupt a library swallowed
+        sys.exit(fail(interrupts.last_raised()).exit_code)
     sys.exit(code if isinstance(code, int) else 0)
 
 
