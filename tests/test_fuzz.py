@@ -25,7 +25,7 @@ from attn_cli.cli import app
 from attn_cli.cli.edge import run_at_the_edge
 
 runner = CliRunner()
-FUZZ = settings(max_examples=int(os.environ.get("ATTN_FUZZ_EXAMPLES", "25")), deadline=None,
+FUZZ = settings(max_examples=int(os.environ.get("ATTN_FUZZ_EXAMPLES", "25")), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                        HealthCheck.data_too_large])
 
@@ -129,7 +129,7 @@ def test_random_bytes_as_toy_files(tmp_path_factory, config, weights):
                    str(directory / "w.safetensors")])
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(name=st.sampled_from(["config.json", "model.safetensors", "tokenizer.json", "vocab.txt",
                              "tokenizer_config.json"]),
        content=st.one_of(st.binary(max_size=300), st.sampled_from([b"", b"[]", b"{}", b"null", b'{"a": 1}'])))
