@@ -1,5 +1,5 @@
 """Signals as exceptions, so that every `finally` and cleanup runs: SIGINT → KeyboardInterrupt,
-SIGTERM → Terminated (a KeyboardInterrupt). `deferred()` holds both off for the few statements that
+SIGTERM and SIGHUP (the terminal closed) → Terminated (a KeyboardInterrupt). `deferred()` holds both off for the few statements that
 must not be cut in half (creating, renaming or removing a temporary file): a signal that arrives
 meanwhile is raised when the block ends.
 
@@ -20,11 +20,16 @@ _raised: list[KeyboardInterrupt] = []  # what the handlers raised, for an edge t
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived. A KeyboardInterrupt, so code that cleans up after Ctrl-C cleans up after it too."""
+    """SIGTERM (or SIGHUP) arrived. A KeyboardInterrupt, so code that cleans up after Ctrl-C cleans up
+    after it too."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__()
+        self.signum = signum
 
 
 def _interrupt(signum: int) -> KeyboardInterrupt:
-    interrupt = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    interrupt = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
     _raised.append(interrupt)
     return interrupt
 
@@ -51,18 +56,20 @@ def install() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     signal.signal(signal.SIGTERM, _handler)
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:  # nohup leaves it ignored
+        signal.signal(signal.SIGHUP, _handler)
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, _handler)
 
 
 def exit_code(interrupt: BaseException) -> int:
     """The shell's convention: 128 + the signal's number."""
-    return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+    return 128 + (interrupt.signum if isinstance(interrupt, Terminated) else signal.SIGINT)
 
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM off for the block; the first that arrived meanwhile is raised after it."""
+    """Hold SIGINT, SIGTERM and SIGHUP off for the block; the first that arrived meanwhile is raised after it."""
     global _depth
     _depth += 1
     try:

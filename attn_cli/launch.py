@@ -57,7 +57,7 @@ def main() -> None:
         from attn_cli.cli import app
         from attn_cli.cli.edge import run_at_the_edge
     except KeyboardInterrupt as interrupt:  # during the imports: the edge is not there yet
-        sys.stderr.write("error: terminated\n" if isinstance(interrupt, interrupts.Terminated) else
-                         "error: interrupted\n")
-        sys.exit(interrupts.exit_code(interrupt))
+        code = interrupts.exit_code(interrupt)
+        sys.stderr.write("error: interrupted\n" if code == 130 else "error: terminated\n")
+        sys.exit(code)
     run_at_the_edge(app)

@@ -25,9 +25,9 @@ from attn_cli.cli import app
 from attn_cli.cli.edge import run_at_the_edge
 
 runner = CliRunner()
-FUZZ = settings(max_examples=int(os.environ.get("ATTN_FUZZ_EXAMPLES", "25")), deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                       HealthCheck.data_too_large])
+EXAMPLES = int(os.environ.get("ATTN_FUZZ_EXAMPLES", "25"))  # more for a long local hunt
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+FUZZ_HF = settings(FUZZ, max_examples=max(EXAMPLES * 2 // 5, 1))  # a Hugging Face model: slower examples
 
 
 @pytest.fixture(autouse=True)
@@ -129,7 +129,7 @@ def test_random_bytes_as_toy_files(tmp_path_factory, config, weights):
                    str(directory / "w.safetensors")])
 
 
-@settings(max_examples=8, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@FUZZ_HF
 @given(name=st.sampled_from(["config.json", "model.safetensors", "tokenizer.json", "vocab.txt",
                              "tokenizer_config.json"]),
        content=st.one_of(st.binary(max_size=300), st.sampled_from([b"", b"[]", b"{}", b"null", b'{"a": 1}'])))
@@ -138,3 +138,11 @@ def test_random_bytes_as_model_files(tiny_bert_dir, tmp_path_factory, name, cont
     shutil.copytree(tiny_bert_dir, directory)
     (directory / name).write_bytes(content)
     check_outcome(["inspect", "hello world", "--model", str(directory), "--json"])
+
+
+@FUZZ_HF
+@given(text=texts, truncate=st.booleans(), stdin=st.binary(max_size=64))
+def test_random_texts_through_a_real_tokenizer(tiny_bert_dir, text, truncate, stdin):
+    """The same texts into a Hugging Face model (BERT's tokenizer, 64 positions)."""
+    check_outcome(["inspect", "--model", str(tiny_bert_dir), "--json", "--layer", "1", "--head", "0-1",
+                   *(["--truncate"] if truncate else []), "--", text], stdin)

@@ -299,6 +299,41 @@ def test_save_tensors_and_save_weights_replace_atomically(tmp_path):
     assert temp_files(tmp_path) == []
 
 
+def test_signals_are_deferred_around_the_critical_steps():
+    import signal
+
+    from attn_cli import interrupts
+
+    previous = signal.getsignal(signal.SIGTERM)
+    interrupts.install()
+    try:
+        reached_the_end = False
+        with pytest.raises(interrupts.Terminated):
+            with interrupts.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(1000):  # the handler runs here, between bytecodes, and waits
+                    pass
+                reached_the_end = True
+        assert reached_the_end and interrupts.exit_code(interrupts.Terminated()) == 143
+    finally:
+        interrupts.reported()
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def test_a_bad_place_fails_before_the_model_loads(tmp_path, monkeypatch):
+    """A read-only directory or filesystem (root cannot be refused a chmod'ed one): the probe file fails."""
+    no_model_load(monkeypatch)
+
+    def refused(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr("tempfile.mkstemp", refused)
+    for option, name in (("-o", "x.json"), ("--save", "x.svg"), ("--save-tensors", "x.safetensors")):
+        one_line_error(attn("inspect", "hello", "--model", "toy", option, tmp_path / name), 1,
+                       "Read-only file system")
+
+
 def test_atomic_open_unit(tmp_path):
     from attn_cli.atomic import atomic_open
     from attn_cli.errors import AttnError

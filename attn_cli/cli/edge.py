@@ -1,7 +1,7 @@
 """Where errors become messages and exit codes — here and nowhere else.
 
 Every failure ends as exactly one line on stderr (`error: …`) and an exit code: 1 a runtime failure,
-2 bad usage, 130 interrupted (SIGINT), 143 terminated (SIGTERM), 0 when the reader of stdout went
+2 bad usage, 130 interrupted (SIGINT), 143 terminated (SIGTERM; 129 SIGHUP), 0 when the reader of stdout went
 away. ATTN_DEBUG=1 adds the traceback above that line; the exit code stays the same. Exceptions of the
 libraries underneath (safetensors, huggingface_hub, transformers, the OS) are mapped here by class, so
 the code below needs no try/except of its own for them.
@@ -39,7 +39,7 @@ def describe(error: BaseException) -> tuple[str, str | None, int]:
         return _one_line(error.message), error.hint and _one_line(error.hint), error.exit_code
     if isinstance(error, KeyboardInterrupt):
         code = interrupts.exit_code(error)
-        return ("terminated" if code == 143 else "interrupted"), None, code
+        return ("interrupted" if code == 130 else "terminated"), None, code
     if isinstance(error, UnicodeEncodeError) and (error.encoding or "").lower() not in _UTF8:
         char = error.object[error.start] if isinstance(error.object, str) else "?"
         return (f"the output encoding {error.encoding} cannot write {ascii(char)}",
