@@ -24,10 +24,10 @@ import torch
 
 from attn_cli import attention, scoring
 from attn_cli.backends.base import Capture, LayerCapture, ModelInfo, Token, sequence_of
-from attn_cli.backends.toy_checks import check_finite_weights, check_token_count, check_types, read_toml_table
-from attn_cli.backends.validate import check_finite
 from attn_cli.errors import AttnError, BadInput
 from attn_cli.masks import AttentionMask
+from attn_cli.backends.toy_checks import check_finite_weights, check_token_count, check_types, read_toml_table
+from attn_cli.backends.validate import check_finite
 
 if sys.version_info >= (3, 11):
     import tomllib

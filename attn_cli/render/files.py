@@ -8,7 +8,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
-from attn_cli.atomic import atomic_path, check_writable
 from attn_cli.errors import BadInput
 
 SNAPSHOT_FORMATS = (".svg", ".html", ".htm")
@@ -77,11 +76,15 @@ def check_snapshot_path(path: Path) -> None:
     """Fail before the model runs, not after, when --save names a format we cannot write."""
     if path.suffix.lower() not in SNAPSHOT_FORMATS:
         raise BadInput(f"--save {path}: unknown format {path.suffix or '(none)'!r}", "use a .svg or .html file")
+    from attn_cli.atomic import check_writable
+
     check_writable(path, "--save")
 
 
 def save_snapshot(console, path: Path, title: str) -> None:
     """Save what a recording Console printed, as SVG or HTML by the file's extension."""
+    from attn_cli.atomic import atomic_path
+
     with atomic_path(path, "--save") as temp:
         if path.suffix.lower() == ".svg":
             console.save_svg(str(temp), title=title)
@@ -97,6 +100,8 @@ def save_tensors(report, path: Path) -> None:
     """
     import torch
     from safetensors.torch import save_file
+
+    from attn_cli.atomic import atomic_path
 
     tensors, heads = {}, {}
     for layer, head in report.heads():
