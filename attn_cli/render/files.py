@@ -101,8 +101,6 @@ def save_tensors(report, path: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from attn_cli.atomic import atomic_path
-
     tensors, heads = {}, {}
     for layer, head in report.heads():
         prefix = f"layers.{layer}.heads.{head.head}"
@@ -118,6 +116,8 @@ def save_tensors(report, path: Path) -> None:
         "heads": _dumps(heads),
         "attn_schema_version": "1",
     }
+    from attn_cli.atomic import atomic_path
+
     try:
         with atomic_path(path, "--save-tensors") as temp:
             save_file(tensors, str(temp), metadata=metadata)
