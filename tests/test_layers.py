@@ -13,14 +13,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "attn_cli"
 # Each module's stage; a module may import modules of its own stage or an earlier one.
 STAGES = [
     ("data and math", ["errors", "config", "document", "selection", "devices", "capture", "masks", "attention",
-                       "scoring"]),
+                       "scoring", "textio", "atomic", "interrupts"]),
     ("backends", ["backends", "catalog"]),
     ("analysis", ["variants", "analysis", "head_rows"]),
     ("report", ["report"]),
     ("engine", ["core", "compare", "steps", "rollout", "diff", "generate"]),
     ("api", ["api"]),
     ("render", ["render"]),
-    ("cli", ["cli", "__main__"]),
+    ("cli", ["cli", "__main__", "launch"]),
 ]
 RANK = {name: rank for rank, (_, names) in enumerate(STAGES) for name in names}
 

@@ -14,6 +14,7 @@ import torch
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
 from attn_cli.capture import Capture, ModelInfo, Token, sequence_of
 from attn_cli.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
+from attn_cli.backends.validate import check_config_file, check_finite, check_tokenizer, load_model
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -65,7 +66,7 @@ class HFBackend:
                 "models of transformers >= 5 with an attn_implementation setting are supported",
             )
         real = batch["attention_mask"].bool()  # (B, T) False at padding
-        return [
+        return check_finite([
             Capture(
                 tokens=self._tokens(encoding),
                 model=self.info,
@@ -76,7 +77,7 @@ class HFBackend:
                 padding_side=(padding_side or self.tokenizer.padding_side) if len(texts) > 1 else None,
             )
             for index, (encoding, truncated_from) in enumerate(encodings)
-        ]
+        ])
 
     def capture_generation(self, prompt: str, layers: Sequence[int], sink, *, max_new_tokens: int,
                            sample: bool = False, temperature: float = 1.0, seed: int | None = None,
@@ -191,12 +192,13 @@ def load_hf_backend(
         # Whatever does not fit the devices goes to disk; the folder lives as long as the backend.
         offload = tempfile.TemporaryDirectory(prefix="attn-offload-")
         placement = {"device_map": device_map, "offload_folder": offload.name}
+    check_config_file(directory)
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True,
                                                   trust_remote_code=trust_remote_code)
         model_class = AutoModelForCausalLM if has_lm_head(directory) else AutoModel
-        model = model_class.from_pretrained(
-            directory,
+        model = load_model(
+            model_class.from_pretrained, directory,
             local_files_only=True,
             use_safetensors=None if allow_pickle else True,
             dtype="auto" if dtype == "auto" else _DTYPES[dtype],
@@ -205,6 +207,7 @@ def load_hf_backend(
         )
     except (OSError, ValueError) as error:
         raise ModelNotFound(f"could not load the model in {directory}: {error}") from error
+    check_tokenizer(tokenizer, directory)
     model.config.use_cache = False  # one forward over the whole text; no KV cache needed
     model.eval()
     if device_map is None:

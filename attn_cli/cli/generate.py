@@ -44,7 +44,7 @@ def generate_command(
     """Generate from PROMPT with a causal model and show what each generated token attended to."""
     with user_errors():
         json_wanted = as_json or output is not None
-        check_outputs(save, json_wanted)
+        check_outputs(save, json_wanted, output)
         prompt = read_text(prompt)
         options = model_options(option, revision=revision, allow_pickle=allow_pickle,
                                 trust_remote_code=trust_remote_code)

@@ -49,7 +49,7 @@ def rollout_command(
     """Roll attention out across layers: which input tokens each output token comes from."""
     with user_errors():
         json_wanted = as_json or output is not None
-        check_outputs(save, json_wanted)
+        check_outputs(save, json_wanted, output)
         text = read_text(text)
         options = model_options(option, revision=revision, allow_pickle=allow_pickle,
                                 trust_remote_code=trust_remote_code)

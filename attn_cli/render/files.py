@@ -26,16 +26,20 @@ def check_snapshot_path(path: Path) -> None:
     """Fail before the model runs, not after, when --save names a format we cannot write."""
     if path.suffix.lower() not in SNAPSHOT_FORMATS:
         raise BadInput(f"--save {path}: unknown format {path.suffix or '(none)'!r}", "use a .svg or .html file")
-    if not path.parent.exists():
-        raise BadInput(f"--save {path}: directory {path.parent} does not exist")
+    from attn_cli.atomic import check_writable
+
+    check_writable(path, "--save")
 
 
 def save_snapshot(console, path: Path, title: str) -> None:
     """Save what a recording Console printed, as SVG or HTML by the file's extension."""
-    if path.suffix.lower() == ".svg":
-        console.save_svg(str(path), title=title)
-    else:
-        console.save_html(str(path))
+    from attn_cli.atomic import atomic_path
+
+    with atomic_path(path, "--save") as temp:
+        if path.suffix.lower() == ".svg":
+            console.save_svg(str(temp), title=title)
+        else:
+            console.save_html(str(temp))
 
 
 def save_tensors(report, path: Path) -> None:
@@ -65,7 +69,10 @@ def save_tensors(report, path: Path) -> None:
         "heads": dumps(heads),
         "attn_schema_version": "1",
     }
+    from attn_cli.atomic import atomic_path
+
     try:
-        save_file(tensors, str(path), metadata=metadata)
+        with atomic_path(path, "--save-tensors") as temp:
+            save_file(tensors, str(temp), metadata=metadata)
     except OSError as error:
         raise AttnError(f"cannot write {path}: {error.strerror}") from None
