@@ -424,6 +424,19 @@ def test_broken_configs_are_one_line(tiny_bert_dir, tmp_path, write, fragment):
     one_line_error(attn("inspect", "hello", "--model", directory), 1, fragment)
 
 
+@pytest.mark.parametrize("name, value", [("n_head", 0), ("num_key_value_heads", -2), ("head_dim", 2.5),
+                                         ("vocab_size", True), ("max_position_embeddings", 0)])
+def test_config_sizes_must_be_positive_integers(tmp_path, name, value):
+    from attn_cli.backends.validate import check_config_file
+    from attn_cli.errors import ModelNotFound
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", name: value}))
+    with pytest.raises(ModelNotFound, match=f"{name} is"):
+        check_config_file(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", name: None, "n_head": 4}))
+    check_config_file(tmp_path)  # absent or null: transformers' default applies
+
+
 @pytest.mark.parametrize("corrupt", ["truncated", "random", "empty"])
 def test_broken_safetensors_are_one_line(tiny_bert_dir, tmp_path, corrupt):
     directory = _copy(tiny_bert_dir, tmp_path / "model")

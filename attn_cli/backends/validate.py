@@ -21,7 +21,9 @@ from attn_cli.errors import AttnError, ModelNotFound, UnsupportedModel
 
 ALLOW_MISSING = "ATTN_ALLOW_MISSING_WEIGHTS"
 _HARMLESS_MISSING = ("pooler.",)  # computed after every attention layer: cannot change what attn reports
-_SIZES = ("num_attention_heads", "num_hidden_layers", "hidden_size")
+# Sizes that must be positive integers when a config gives them (GPT-2 spells them n_head, n_layer, n_embd).
+_SIZES = ("num_attention_heads", "num_hidden_layers", "hidden_size", "num_key_value_heads", "head_dim",
+          "vocab_size", "max_position_embeddings", "n_head", "n_layer", "n_embd", "n_positions")
 
 
 def one_line(text: object) -> str:
