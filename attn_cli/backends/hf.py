@@ -12,9 +12,9 @@ from typing import Sequence
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
+from attn_cli.backends.validate import check_config_file, check_finite, check_tokenizer, load_model
 from attn_cli.capture import Capture, ModelInfo, Token, sequence_of
 from attn_cli.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
-from attn_cli.backends.validate import check_config_file, check_finite, check_tokenizer, load_model
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
