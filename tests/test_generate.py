@@ -106,3 +106,19 @@ def test_cli_generate_json_and_view(gpt2_lm_dir):
     assert view.exit_code == 0 and "what each generated token was produced from" in view.stdout
     refused = runner.invoke(app, ["generate", PROMPT, "-n", "3"])  # the default model is an encoder
     assert refused.exit_code == 2 and "not a causal language model" in refused.stderr
+
+
+def test_inspect_on_a_checkpoint_with_its_lm_head_runs_the_base_model(llama_lm_dir):
+    """Loaded with its head for generate, inspect still equals transformers' eager attention (1e-5)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    model = attn_cli.load(str(llama_lm_dir), device="cpu")
+    assert model.backend.lm is not None and model.backend.model is model.backend.lm.base_model
+    report = model.inspect(PROMPT)
+    reference = AutoModel.from_pretrained(llama_lm_dir, local_files_only=True, attn_implementation="eager").eval()
+    tokenizer = AutoTokenizer.from_pretrained(llama_lm_dir, local_files_only=True)
+    with torch.no_grad():
+        attentions = reference(**tokenizer(PROMPT, return_tensors="pt"), output_attentions=True).attentions
+    for layer, expected in zip(report.layers, attentions):
+        got = torch.from_numpy(np.stack([head.weights for head in layer.heads]))
+        assert (got - expected[0]).abs().max().item() <= 1e-5
