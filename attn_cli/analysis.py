@@ -1,10 +1,14 @@
-"""Pure functions from scores and weights to the numbers attn reports."""
+"""Pure functions from scores and weights to the numbers attn reports.
+
+Shapes: h heads analysed together, T tokens, c query rows of a block, n key columns.
+The accumulators sum over blocks of query rows, per head, so no (T, T) need exist.
+"""
 
 from __future__ import annotations
 
-import torch
-
 from dataclasses import dataclass
+
+import torch
 
 
 @dataclass(frozen=True)
@@ -15,7 +19,7 @@ class Symmetry:
 
 
 class SymmetryAccumulator:
-    """‖S − Sᵀ‖_F / ‖S‖_F and max |S − Sᵀ| over pairs of valid tokens, for S = scale·Q·Kᵀ.
+    """‖S − Sᵀ‖_F / ‖S‖_F and max |S − Sᵀ| over pairs of valid tokens, per head, for S = scale·Q·Kᵀ.
 
     Never builds S. The antisymmetric part comes a block of rows at a time from one
     product: S_ij − S_ji = scale·[q_i, k_i]·[k_j, −q_j], over columns j ≥ the block's
@@ -25,35 +29,44 @@ class SymmetryAccumulator:
     """
 
     def __init__(self, q: torch.Tensor, k: torch.Tensor, scale: float, valid: torch.Tensor):
-        self.valid = None if bool(valid.all()) else valid  # (T,) bool: non-padding tokens
-        self.left = torch.cat([q, k], dim=-1)  # (T, 2D) rows [q_i, k_i]
-        self.right = torch.cat([k, -q], dim=-1)  # (T, 2D) rows [k_j, -q_j]
+        """q, k (h, T, D); valid (T,) bool: the non-padding tokens."""
+        self.valid = None if bool(valid.all()) else valid
+        self.left = torch.cat([q, k], dim=-1)  # (h, T, 2D) rows [q_i, k_i]
+        self.right = torch.cat([k, -q], dim=-1)  # (h, T, 2D) rows [k_j, -q_j]
         self.scale = scale
-        q64, k64 = q[valid].double(), k[valid].double()
-        self.scores_squared = scale**2 * float(((q64.T @ q64) * (k64.T @ k64)).sum())
-        self.diff_squared = 0.0
-        self.max_abs_diff = 0.0
+        q64, k64 = q[:, valid].double(), k[:, valid].double()  # (h, T_valid, D)
+        gram = (q64.transpose(-2, -1) @ q64) * (k64.transpose(-2, -1) @ k64)  # (h, D, D)
+        self.scores_squared = scale**2 * gram.sum((-2, -1))  # (h,)
+        self.diff_squared = torch.zeros_like(self.scores_squared)
+        self.max_abs_diff = torch.zeros_like(self.scores_squared)
 
     def add(self, start: int, stop: int) -> None:
         """Pairs (i, j) with start <= i < stop and j >= start."""
-        diff = (self.left[start:stop] @ self.right[start:].T) * self.scale  # (c, T - start): S_ij − S_ji
+        diff = (self.left[:, start:stop] @ self.right[:, start:].transpose(-2, -1)) * self.scale  # (h, c, T - start)
         if self.valid is not None:
             pair = self.valid[start:stop, None] & self.valid[None, start:]
             diff = diff.masked_fill_(~pair, 0.0)
-        block = stop - start
-        inside = float(diff[:, :block].square().sum())  # both orders of each pair inside the block
-        beyond = float(diff[:, block:].square().sum())  # each pair once: (j, i) is not in any block
-        self.diff_squared += inside + 2 * beyond
-        if diff.numel():
-            self.max_abs_diff = max(self.max_abs_diff, float(diff.abs().max()))
+        _accumulate(self, diff, stop - start)
 
-    def result(self, tolerance: float) -> Symmetry:
-        relative = (self.diff_squared / self.scores_squared) ** 0.5 if self.scores_squared > 0 else 0.0
-        return Symmetry(self.max_abs_diff, relative, relative <= tolerance)
+    def result(self, tolerance: float) -> list[Symmetry]:
+        """One Symmetry per head."""
+        relative = torch.where(self.scores_squared > 0, (self.diff_squared / self.scores_squared).sqrt(), 0.0)
+        return [Symmetry(float(peak), float(rel), float(rel) <= tolerance)
+                for peak, rel in zip(self.max_abs_diff.tolist(), relative.tolist())]
+
+
+def _accumulate(accumulator, diff: torch.Tensor, block: int) -> None:
+    """Add a block's S_ij − S_ji (h, c, T - start) to the sums: both orders of each pair inside the block
+    are in it; a pair beyond it is there once ((j, i) falls in no block)."""
+    inside = diff[..., :block].double().square().sum((-2, -1))  # (h,)
+    beyond = diff[..., block:].double().square().sum((-2, -1))
+    accumulator.diff_squared += inside + 2 * beyond
+    if diff.numel():
+        accumulator.max_abs_diff = torch.maximum(accumulator.max_abs_diff, diff.abs().amax((-2, -1)).double())
 
 
 class BlockSymmetry:
-    """The same measures for any scoring function score(q_rows, keys) -> (c, n), from blocks of S.
+    """The same measures for any scoring function score(q_rows, keys) -> (h, c, n), from blocks of S.
 
     Rows start:stop of S and the same columns (turned into rows) are computed directly,
     over columns j >= start, and ‖S‖² from the whole rows. Twice the work of the dot form.
@@ -61,39 +74,43 @@ class BlockSymmetry:
 
     def __init__(self, q: torch.Tensor, k: torch.Tensor, score, valid: torch.Tensor):
         self.q, self.k, self.score, self.valid = q, k, score, valid
-        self.diff_squared = self.scores_squared = self.max_abs_diff = 0.0
+        self.scores_squared = torch.zeros(q.shape[0], dtype=torch.float64, device=q.device)
+        self.diff_squared = torch.zeros_like(self.scores_squared)
+        self.max_abs_diff = torch.zeros_like(self.scores_squared)
 
     def add(self, start: int, stop: int) -> None:
         pair = self.valid[start:stop, None] & self.valid[None, :]  # (c, T)
-        rows = self.score(self.q[start:stop], self.k).masked_fill(~pair, 0.0)  # S[start:stop, :]
-        columns = self.score(self.q[start:], self.k[start:stop]).T  # S[start:, start:stop]ᵀ
-        diff = (rows[:, start:] - columns).masked_fill_(~pair[:, start:], 0.0)
-        block = stop - start
-        self.scores_squared += float(rows.square().sum())
-        self.diff_squared += float(diff[:, :block].square().sum()) + 2 * float(diff[:, block:].square().sum())
-        if diff.numel():
-            self.max_abs_diff = max(self.max_abs_diff, float(diff.abs().max()))
+        rows = self.score(self.q[:, start:stop], self.k).masked_fill(~pair, 0.0)  # (h, c, T): S[start:stop, :]
+        columns = self.score(self.q[:, start:], self.k[:, start:stop]).transpose(-2, -1)  # S[start:, start:stop]ᵀ
+        diff = (rows[..., start:] - columns).masked_fill_(~pair[:, start:], 0.0)  # (h, c, T - start)
+        self.scores_squared += rows.double().square().sum((-2, -1))
+        _accumulate(self, diff, stop - start)
 
     result = SymmetryAccumulator.result
 
 
 class ScoreMoments:
-    """Mean and variance of the allowed scores, summed block by block (for the √d argument)."""
+    """Mean and variance of the allowed scores per head, summed block by block (for the √d argument)."""
 
-    def __init__(self):
-        self.count, self.total, self.squares = 0, 0.0, 0.0
+    def __init__(self, heads: int):
+        self.count = 0
+        self.total = torch.zeros(heads, dtype=torch.float64)
+        self.squares = torch.zeros(heads, dtype=torch.float64)
 
     def add(self, scores: torch.Tensor, allowed: torch.Tensor) -> None:
-        kept = scores[allowed].double()
-        self.count += kept.numel()
-        self.total += float(kept.sum())
-        self.squares += float(kept.square().sum())
+        """scores (h, c, n), allowed (c, n)."""
+        kept = scores.double().masked_fill(~allowed, 0.0)
+        self.count += int(allowed.sum())
+        self.total += kept.sum((-2, -1)).cpu()
+        self.squares += kept.square().sum((-2, -1)).cpu()
 
-    def mean_variance(self) -> tuple[float, float]:
+    def mean_variance(self) -> list[tuple[float, float]]:
+        """(mean, variance) per head."""
         if not self.count:
-            return 0.0, 0.0
+            return [(0.0, 0.0)] * len(self.total)
         mean = self.total / self.count
-        return mean, max(self.squares / self.count - mean * mean, 0.0)
+        variance = (self.squares / self.count - mean.square()).clamp_min(0.0)
+        return list(zip(mean.tolist(), variance.tolist()))
 
 
 def row_entropy(weights: torch.Tensor) -> torch.Tensor:
@@ -102,31 +119,76 @@ def row_entropy(weights: torch.Tensor) -> torch.Tensor:
 
 
 def self_weight(weights: torch.Tensor, offset: int = 0) -> torch.Tensor:
-    """How much each token attends to itself: the diagonal. (T, T) -> (T,)
+    """How much each token attends to itself: the diagonal. (..., T, T) -> (..., T)
 
-    For a block (c, n) of the matrix whose row i is token i + r and column j is key j + f,
+    For a block (..., c, n) of the matrix whose row i is token i + r and column j is key j + f,
     offset = r - f: w[i, i + offset], 0 where that key lies outside the block's columns.
     """
-    rows = torch.arange(weights.shape[0], device=weights.device)
+    count = weights.shape[-2]
+    rows = torch.arange(count, device=weights.device)
     columns = rows + offset
-    inside = (columns >= 0) & (columns < weights.shape[1])
-    diagonal = torch.zeros(weights.shape[0], dtype=weights.dtype, device=weights.device)
-    diagonal[inside] = weights[rows[inside], columns[inside]]
+    inside = (columns >= 0) & (columns < weights.shape[-1])
+    diagonal = torch.zeros(*weights.shape[:-1], dtype=weights.dtype, device=weights.device)
+    diagonal[..., inside] = weights[..., rows[inside], columns[inside]]
     return diagonal
 
 
-def top_keys(weights: torch.Tensor, allowed: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
+def top_keys(weights: torch.Tensor, allowed: torch.Tensor, k: int) -> list:
     """Per query row, the k most-attended allowed keys as (key index, weight), heaviest first.
 
-    weights, allowed (Tq, Tk). Masked keys never appear, even when a row has fewer than k allowed.
+    weights (..., Tq, Tk), allowed broadcasting to it; nested lists (..., Tq, ≤k). Masked keys
+    never appear, even when a row has fewer than k allowed.
     """
     k = min(k, weights.shape[-1])
-    values, indices = weights.topk(k, dim=-1)  # (Tq, k); masked keys have weight exactly 0 …
-    keep = allowed.gather(-1, indices)  # … so drop any that were picked to fill a short row
-    return [
-        [(i, w) for i, w, ok in zip(row_i, row_w, row_ok) if ok]
-        for row_i, row_w, row_ok in zip(indices.tolist(), values.tolist(), keep.tolist())
-    ]
+    values, indices = weights.topk(k, dim=-1)  # (..., Tq, k); masked keys have weight exactly 0 …
+    keep = allowed.expand_as(weights).gather(-1, indices)  # … so drop any that were picked to fill a short row
+    return _pairs(indices.tolist(), values.tolist(), keep.tolist(), weights.dim() - 2)
+
+
+def _pairs(indices: list, values: list, keep: list, leading: int) -> list:
+    if leading:
+        return [_pairs(i, v, ok, leading - 1) for i, v, ok in zip(indices, values, keep)]
+    return [[(i, w) for i, w, ok in zip(row_i, row_w, row_ok) if ok]
+            for row_i, row_w, row_ok in zip(indices, values, keep)]
+
+
+def value_norms(v: torch.Tensor, w_o: torch.Tensor, heads: list[int]) -> torch.Tensor:
+    """‖f(x_j)‖ = ‖v_j · W_Oʰᵀ‖ per head and key token: what token j can hand over through head h.
+
+    v (h, T, D) each query head's values (its kv head's under grouped-query attention);
+    w_o (d_model, H·D), head h's slice the columns h·D:(h+1)·D. -> (h, T). The value bias is
+    inside v; the output bias b_O is added once after the heads are summed and belongs to no
+    token, so it is left out (as Kobayashi et al. 2020 do).
+    """
+    d = v.shape[-1]
+    slices = torch.stack([w_o[:, h * d:(h + 1) * d] for h in heads]).to(v)  # (h, d_model, D)
+    return (v @ slices.transpose(-2, -1)).norm(dim=-1)  # (h, T, d_model) -> (h, T)
+
+
+HEAD_FUSIONS = ("mean", "max", "min")
+
+
+def fuse_heads(weights: torch.Tensor, how: str = "mean") -> torch.Tensor:
+    """One layer's heads as one matrix: their mean, max or min. (H, T, T) -> (T, T)"""
+    if how == "mean":
+        return weights.mean(0)
+    return weights.amax(0) if how == "max" else weights.amin(0)
+
+
+def attention_rollout(layers: list[torch.Tensor]) -> torch.Tensor:
+    """Abnar & Zuidema 2020: Â_l = 0.5·A_l + 0.5·I, rows renormalised; rollout = Â_L ⋯ Â_1.
+
+    layers: each layer's fused weights (T, T), first layer first. Row i of the result says how much
+    of output token i traces back to each input token, counting the residual path as half of each
+    layer. -> (T, T)
+    """
+    count = layers[0].shape[-1]
+    rolled = torch.eye(count, dtype=torch.float64, device=layers[0].device)
+    for weights in layers:
+        mixed = 0.5 * weights.double() + 0.5 * torch.eye(count, dtype=torch.float64, device=weights.device)
+        mixed = mixed / mixed.sum(-1, keepdim=True)  # (T, T) rows sum to 1
+        rolled = mixed @ rolled  # later layers apply after earlier ones
+    return rolled.float()
 
 
 def js_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

@@ -70,7 +70,7 @@ class Model:
     def inspect(self, text, *, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
                 variant: str = "baseline", propagate: bool = False, truncate: bool = False,
                 padding: str | None = None, pre_rope: bool = False, rows: Span = None, cols: Span = None,
-                full: bool = False, vectors: bool = False, tolerance: float | None = None,
+                full: bool = False, vectors: bool = False, norms: bool = False, tolerance: float | None = None,
                 cell_limit: int | None = None, lazy: bool = False, progress: Progress | None = None):
         """Every selected head's scores, weights, symmetry, entropy, self-weight and top keys.
 
@@ -84,13 +84,16 @@ class Model:
         rows, cols: keep only this window of the matrices ("100:140" or (100, 140)).
         full: keep whole matrices however large; by default they are kept up to cell_limit cells.
         vectors: keep each head's q, k, v and output.
+        norms: also each head's value-weighted norms ‖α_ij · v_j·W_Oʰ‖ (head.norms), where a token's
+        weight is scaled by how much its transformed value can carry (Kobayashi et al. 2020).
         lazy: analyse each layer when report.layers is iterated (once), for streaming writers.
         progress(done, total): called per analysed layer.
         """
         texts = [text] if isinstance(text, str) else list(text)
         reports = inspect_texts(
             self.backend, texts, _selection(layers, heads, rows, cols, full),
-            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit),
+            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit,
+                              norms=norms),
             variant=variant, propagate=propagate, truncate=truncate, padding_side=padding, pre_rope=pre_rope,
             lazy=lazy, progress=progress)
         return reports[0] if isinstance(text, str) else reports
@@ -117,6 +120,41 @@ class Model:
         chosen = Selection(layers=layers).resolve(self.info)[0]
         return self.backend.capture_batch([text], chosen, truncate=truncate, keep_inputs=inputs,
                                           pre_rope=pre_rope)[0]
+
+    def diff(self, text: str, other: str | None = None, *, against: "Model | None" = None, layers: Spec = "all",
+             heads: Spec = "all", top_k: int | None = None):
+        """Every selected head on two texts (diff(a, b)), or on one text in this model and another
+        checkpoint of the same shape and tokenizer (diff(text, against=other_model)): a DiffReport
+        whose .heads are ranked most changed first."""
+        from attn_cli.diff import diff_runs
+        from attn_cli.errors import BadInput
+
+        if (other is None) == (against is None):
+            raise BadInput("diff takes two texts, or one text and another model to run it against",
+                           "attn diff TEXT_A TEXT_B, or attn diff TEXT --against-model M")
+        selection, analysis = _selection(layers, heads, None, None, False), Analysis.defaults(top_k=top_k)
+        if against is not None:
+            return diff_runs(self.backend, against.backend, text, text, selection, analysis, "models")
+        return diff_runs(self.backend, self.backend, text, other, selection, analysis, "texts")
+
+    def generate(self, prompt: str, *, max_new_tokens: int = 20, sample: bool = False, temperature: float = 1.0,
+                 seed: int | None = None, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
+                 on_token=None):
+        """Generate from `prompt` (greedy, or sampled at `temperature` with `seed`) and record each generated
+        token's attention in the selected heads: a GenerateReport. on_token(text) sees the text as it comes."""
+        from attn_cli.generate import generate_from
+
+        return generate_from(self.backend, prompt, _selection(layers, heads, None, None, False),
+                             max_new_tokens=max_new_tokens, sample=sample, temperature=temperature, seed=seed,
+                             top_k=Analysis.defaults(top_k=top_k).top_k, on_token=on_token)
+
+    def rollout(self, text: str, *, layers: Spec = "all", head_fusion: str = "mean", top_k: int | None = None,
+                truncate: bool = False):
+        """Attention rollout over the selected consecutive layers: a RolloutReport whose .matrix (T, T)
+        says how much of each output token traces back to each input token."""
+        from attn_cli.rollout import roll_out
+
+        return roll_out(self.backend, text, layers, head_fusion, Analysis.defaults(top_k=top_k).top_k, truncate)
 
     def steps(self, text: str, *, layer: int | str = 0, head: int | str = 0):
         """One head walked through X, Q, K, V, Q·Kᵀ, the scale, the mask, softmax, ·V (and W_O on the toy)."""

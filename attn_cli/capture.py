@@ -11,7 +11,7 @@ Shapes (one sequence, T tokens, H query heads, H_kv key/value heads, D head dim)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 if TYPE_CHECKING:
     import torch
@@ -58,12 +58,21 @@ class LayerCapture:
     # What the layer made of the heads, where the backend computes it itself (the toy):
     concat: "torch.Tensor | None" = None  # (T, H·D) the heads' outputs side by side
     projected: "torch.Tensor | None" = None  # (T, d_model) concat·W_Oᵀ + b_O, what the layer adds to X
+    # The attention output projection W_O as (d_model, H·D): query head h's slice is columns h·D:(h+1)·D.
+    # A reference to the model's own weight (no copy); None where it could not be found.
+    w_o: "torch.Tensor | None" = None
 
-    def head_scorer(self, head: int) -> Callable:
-        """score(q_rows (c, D), keys (n, D)) -> (c, n) for one head: q·kᵀ·scale or the model's own scorer."""
+    def scorer_for(self, heads: Sequence[int]) -> Callable:
+        """score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n) for these query heads, in order:
+        q·kᵀ·scale, or the model's own scorer one head at a time."""
+        import torch
+
         from attn_cli.scoring import scores
 
-        return lambda rows, keys: scores(rows, keys, self.scale, self.scorer, head)
+        if self.scorer is None:
+            return lambda rows, keys: scores(rows, keys, self.scale)
+        return lambda rows, keys: torch.stack([scores(row, key, self.scale, self.scorer, head)
+                                               for row, key, head in zip(rows, keys, heads)])
 
 
 def sequence_of(record: LayerCapture, index: int, real: "torch.Tensor") -> LayerCapture:
@@ -80,6 +89,7 @@ def sequence_of(record: LayerCapture, index: int, real: "torch.Tensor") -> Layer
         scorer=record.scorer,
         concat=_rows_of(record.concat, index, keep),  # (T_real, H·D)
         projected=_rows_of(record.projected, index, keep),  # (T_real, d_model)
+        w_o=record.w_o,
     )
 
 

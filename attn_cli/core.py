@@ -11,7 +11,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from attn_cli.capture import Capture, LayerCapture
-from attn_cli.errors import BadInput
+from attn_cli.errors import BadInput, UnsupportedModel
 from attn_cli.report import HeadReport, InspectReport, LayerReport, ScoreStats, TopKey
 from attn_cli.selection import Analysis, Selection, Window
 
@@ -87,44 +87,67 @@ def analyse_capture(capture: Capture, layers: list[int], heads: list[int], view,
         if progress is not None:
             progress(done, len(layers))
         seen = apply_variant(capture.layers[layer], view, capture.model.heads)
-        kv_head_of = (lambda head: None) if view.uses_layer_input else capture.model.kv_head_of
-        yield LayerReport(layer, [
-            analyse_head(seen, head, kv_head_of(head), token_texts, analysis, window) for head in heads
-        ])
+        kv_heads = [None if view.uses_layer_input else capture.model.kv_head_of(head) for head in heads]
+        yield LayerReport(layer, analyse_heads(seen, heads, kv_heads, token_texts, analysis, window))
 
 
-def analyse_head(layer: LayerCapture, head: int, kv_head: int | None, token_texts: list[str], analysis: Analysis,
-                 window: Window) -> HeadReport:
-    """Statistics of one head, and its matrices within `window`, in float32 whatever the model's dtype.
+def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | None], token_texts: list[str],
+                  analysis: Analysis, window: Window) -> list[HeadReport]:
+    """Statistics of the heads, and their matrices within `window`, in float32 whatever the model's dtype.
 
-    kv_head None: the layer has no per-head projections (raw); every head reads row 0.
+    kv_heads[i]: the key/value head query head heads[i] reads; None when the layer has no per-head
+    projections (raw): every head then reads row 0.
     """
     from attn_cli.head_rows import analyse_rows
 
-    q = layer.q[head].float()  # (T, D)
-    k = layer.k[kv_head or 0].float()  # (T, D)
-    v = layer.v[kv_head or 0].float()  # (T, D)
+    reads = [kv or 0 for kv in kv_heads]
+    q = layer.q[heads].float()  # (h, T, D)
+    k = layer.k[reads].float()  # (h, T, D): each query head's key head
+    v = layer.v[reads].float()  # (h, T, D)
     dot_form = layer.scorer is None
-    rows = analyse_rows(q, k, v, layer.mask, layer.head_scorer(head), top_k=analysis.top_k,
+    rows = analyse_rows(q, k, v, layer.mask, layer.scorer_for(heads), top_k=analysis.top_k,
                         tolerance=analysis.tolerance, window=window, want_output=analysis.vectors,
                         dot_scale=layer.scale if dot_form else None)
-    tensors = {}
+    named = [("scores", rows.scores), ("weights", rows.weights), ("entropy", rows.entropy),
+             ("self_weight", rows.self_weight), ("norms", _norms(layer, heads, kv_heads, v, rows.weights, window)
+                                                  if analysis.norms else None)]
     if analysis.vectors:
-        tensors = {name: _array(t) for name, t in (("q", q), ("k", k), ("v", v), ("output", rows.output))}
-    return HeadReport(
-        head=head,
-        kv_head=kv_head,
-        scale=layer.scale,
-        window=window,
-        scores=None if rows.scores is None else _array(rows.scores),
-        weights=None if rows.weights is None else _array(rows.weights),
-        symmetry=rows.symmetry,
-        entropy=_array(rows.entropy),
-        self_weight=_array(rows.self_weight),
-        top=[[TopKey(index, token_texts[index], weight) for index, weight in row] for row in rows.top],
-        tensors=tensors,
-        score_stats=score_stats(q, k, layer.scale, rows.score_moments, dot_form),
-    )
+        named += [("q", q), ("k", k), ("v", v), ("output", rows.output)]
+    arrays = {name: None if tensor is None else _array(tensor) for name, tensor in named}
+    reports = []
+    for i, (head, kv_head) in enumerate(zip(heads, kv_heads)):
+        tensors = {name: arrays[name][i] for name in ("q", "k", "v", "output")} if analysis.vectors else {}
+        reports.append(HeadReport(
+            head=head,
+            kv_head=kv_head,
+            scale=layer.scale,
+            window=window,
+            scores=None if arrays["scores"] is None else arrays["scores"][i],
+            weights=None if arrays["weights"] is None else arrays["weights"][i],
+            norms=None if arrays["norms"] is None else arrays["norms"][i],
+            symmetry=rows.symmetry[i],
+            entropy=arrays["entropy"][i],
+            self_weight=arrays["self_weight"][i],
+            top=[[TopKey(index, token_texts[index], weight) for index, weight in row] for row in rows.top[i]],
+            tensors=tensors,
+            score_stats=score_stats(q[i], k[i], layer.scale, rows.score_moments[i], dot_form),
+        ))
+    return reports
+
+
+def _norms(layer: LayerCapture, heads: list[int], kv_heads: list[int | None], v, weights, window: Window):
+    """The value-weighted norms ‖α_ij · v_j·W_Oʰ‖ over the window: weights × each key's ‖f(x_j)‖. (h, rows, cols)"""
+    from attn_cli.analysis import value_norms
+
+    if None in kv_heads:
+        raise BadInput("norms need each head's output projection; raw has no per-head projections")
+    if layer.w_o is None:
+        raise UnsupportedModel(f"attn cannot find the attention output projection W_O of layer {layer.layer}",
+                               "norms are available for the BERT, GPT-2, Llama, Qwen, Mistral and DistilBERT families")
+    if weights is None:
+        return None
+    start, stop = window.cols
+    return weights * value_norms(v[:, start:stop], layer.w_o, heads)[:, None, :]  # (h, rows, cols)
 
 
 def score_stats(q, k, scale: float, moments: tuple[float, float], dot_form: bool) -> ScoreStats:

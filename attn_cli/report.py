@@ -63,6 +63,7 @@ class HeadReport:
     top: list[list[TopKey]]  # (T, ≤k) most-attended keys per query
     tensors: dict[str, np.ndarray] = field(default_factory=dict)  # q, k, v (T, D) and output, when kept
     score_stats: ScoreStats | None = None
+    norms: np.ndarray | None = None  # (rows, cols) ‖α_ij · v_j·W_Oʰ‖ with --measure norm
 
 
 @dataclass
@@ -234,33 +235,33 @@ def _run_header(report, command: str) -> dict:
 
 def _plain(record: dict) -> dict:
     """Round the floats of a flat-or-nested dict of numbers (Change → {"baseline", "variant"})."""
-    return {key: _plain(value) if isinstance(value, dict) else _num(value) if isinstance(value, float) else value
+    return {key: _plain(value) if isinstance(value, dict) else num_json(value) if isinstance(value, float) else value
             for key, value in record.items()}
 
 
 def head_matrices(head: HeadReport) -> list[tuple[str, np.ndarray]]:
-    """The head's matrix-valued JSON fields, in document order: scores, weights, then q, k, v, output."""
-    named = [("scores", head.scores), ("weights", head.weights), *head.tensors.items()]
+    """The head's matrix-valued JSON fields, in document order: scores, weights, norms, then q, k, v, output."""
+    named = [("scores", head.scores), ("weights", head.weights), ("norms", head.norms), *head.tensors.items()]
     return [(name, rows) for name, rows in named if rows is not None]
 
 
 def head_json(head: HeadReport, matrices: bool = True) -> dict:
     """One head's JSON record; matrices=False leaves the matrix fields to layer_text's faster path."""
-    record = {"head": head.head, "kv_head": head.kv_head, "scale": _num(head.scale)}
+    record = {"head": head.head, "kv_head": head.kv_head, "scale": num_json(head.scale)}
     if head.window.is_partial:
         record["window"] = {"rows": list(head.window.rows), "cols": list(head.window.cols)}
     record["symmetry"] = {
-        "max_abs_diff": _num(head.symmetry.max_abs_diff),
-        "relative": _num(head.symmetry.relative),
+        "max_abs_diff": num_json(head.symmetry.max_abs_diff),
+        "relative": num_json(head.symmetry.relative),
         "symmetric": head.symmetry.symmetric,
     }
     if head.score_stats is not None:
-        record["score_stats"] = {key: _num(value) if isinstance(value, float) else value
+        record["score_stats"] = {key: num_json(value) if isinstance(value, float) else value
                                  for key, value in asdict(head.score_stats).items()}
     record["entropy"] = vector_json(head.entropy)
     record["self_weight"] = vector_json(head.self_weight)
     record["top"] = [
-        [{"index": t.index, "token": t.token, "weight": _num(t.weight)} for t in row] for row in head.top
+        [{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row] for row in head.top
     ]
     if matrices:
         record.update((name, matrix_json(rows)) for name, rows in head_matrices(head))
@@ -283,7 +284,7 @@ def layer_text(layer: LayerReport) -> str:
 
 
 def matrix_text(rows: np.ndarray) -> str:
-    """A matrix as JSON text: 7 significant digits like _num, null for masked or non-finite."""
+    """A matrix as JSON text: 7 significant digits like num_json, null for masked or non-finite."""
     return "[" + ", ".join(
         "[" + ", ".join(f"{v:.7g}" if math.isfinite(v) else "null" for v in row) + "]"
         for row in np.asarray(rows, dtype=np.float64).tolist()
@@ -300,7 +301,7 @@ def _object_chunks(header: dict, key: str, items: Iterable[Iterable[str]]) -> It
     yield "]}"
 
 
-def _num(value: float | None) -> float | None:
+def num_json(value: float | None) -> float | None:
     """7 significant digits (float32 precision); None for masked or non-finite, so JSON never has NaN."""
     if value is None or not math.isfinite(value):
         return None
@@ -308,7 +309,7 @@ def _num(value: float | None) -> float | None:
 
 
 def vector_json(values: np.ndarray) -> list[float | None]:
-    return [_num(value) for value in np.asarray(values, dtype=np.float64).tolist()]
+    return [num_json(value) for value in np.asarray(values, dtype=np.float64).tolist()]
 
 
 def matrix_json(rows: np.ndarray) -> list[list[float | None]]:

@@ -78,15 +78,15 @@ def walk_head(backend, text: str, layer: int | str = 0, head: int | str = 0) -> 
     notes = ("the queries: what each token looks for", "the keys: what each token offers to be found by",
              "the values: what each token hands over")
     stages += [Stage(name, note, _rows(matrix), "tokens×dims") for name, note, matrix in zip(names, notes, (q, k, v))]
-    score = record.head_scorer(head)
+    score = record.scorer_for([head])
     if record.scorer is None:
         raw = q @ k.T  # (T, T)
         stages.append(Stage("Q·Kᵀ", "every query against every key: dot products", _rows(raw), "tokens×tokens"))
-        scores = score(q, k)
+        scores = score(q[None], k[None])[0]
         stages.append(Stage(f"× {record.scale:.4g}", "scaled (1/√d for scaled dot product) so the softmax does not "
                             "saturate", _rows(scores), "tokens×tokens"))
     else:
-        scores = score(q, k)
+        scores = score(q[None], k[None])[0]
         stages.append(Stage("score(Q, K)", "the model's own scoring function", _rows(scores), "tokens×tokens"))
     masked = scores.masked_fill(~allowed, float("nan"))
     stages.append(Stage("mask", "positions that may not be attended are removed (blank)", _rows(masked),

@@ -70,10 +70,11 @@ def test_expand_kv_groups_query_heads_in_order():
 
 
 def symmetry(q, k, valid, scale=8**-0.5):
-    """The product path: the dot-form accumulator over one block of all rows."""
-    accumulator = analysis.SymmetryAccumulator(q, k, scale, valid)
+    """The product path: the dot-form accumulator over one block of all rows, for one head (T, D)."""
+    accumulator = analysis.SymmetryAccumulator(q[None], k[None], scale, valid)
     accumulator.add(0, q.shape[0])
-    return accumulator.result(1e-5)
+    [result] = accumulator.result(1e-5)
+    return result
 
 
 def test_symmetry_is_zero_for_symmetric_scores_and_positive_otherwise(qkv):

@@ -30,9 +30,11 @@ def scaled(rows, keys):
 
 
 def run_rows(q, k, v, mask, window=None, score=scaled):
-    """One head's rows; window None: statistics only."""
-    return head_rows.analyse_rows(q, k, v, mask, score, top_k=4, tolerance=1e-5, window=window or Window.nothing(T),
-                                  want_output=True, dot_scale=0.25)
+    """One head (T, D) through the product's row blocks; window None: statistics only. Fields of that head."""
+    rows = head_rows.analyse_rows(q[None], k[None], v[None], mask, score, top_k=4, tolerance=1e-5,
+                                  window=window or Window.nothing(T), want_output=True, dot_scale=0.25)
+    one = lambda value: None if value is None else value[0]  # noqa: E731
+    return head_rows.HeadRows(*(one(getattr(rows, name)) for name in head_rows.HeadRows.__dataclass_fields__))
 
 
 @pytest.mark.parametrize("mask", [

@@ -151,7 +151,7 @@ def test_score_variance_is_d_unscaled_and_one_scaled():
     """The √d argument through the product's own statistics: unit-variance q, k of dimension d give
     score variance ≈ d before the scale and ≈ 1 after it (±10%: 400² scores of one draw)."""
     from attn_cli.capture import LayerCapture
-    from attn_cli.core import analyse_head
+    from attn_cli.core import analyse_heads
     from attn_cli.masks import AttentionMask
     from attn_cli.selection import Analysis, Window
 
@@ -160,7 +160,8 @@ def test_score_variance_is_d_unscaled_and_one_scaled():
     for d in (4, 16, 64, 256):
         q, k, v = (torch.randn(1, tokens, d, generator=generator) for _ in range(3))  # (H=1, T, D)
         layer = LayerCapture(0, q, k, v, AttentionMask(tokens, tokens), scale=d**-0.5)
-        stats = analyse_head(layer, 0, 0, ["t"] * tokens, Analysis(), Window.nothing(tokens)).score_stats
+        [head] = analyse_heads(layer, [0], [0], ["t"] * tokens, Analysis(), Window.nothing(tokens))
+        stats = head.score_stats
         assert stats.unscaled_variance == pytest.approx(d, rel=0.1)
         assert stats.variance == pytest.approx(1.0, rel=0.1)
         assert stats.predicted_unscaled_variance == pytest.approx(d, rel=0.1)

@@ -62,10 +62,6 @@ def parse_options(backend: str, options_type: type, given: Mapping[str, object])
     return options_type(**values)
 
 
-def option_names(options_type: type) -> list[str]:
-    return [field.name for field in dataclasses.fields(options_type)]
-
-
 def _coerce(value, annotation, what: str):
     """value as the annotated type (bool, int, float, str, Path, or one of them | None)."""
     kinds = [kind for kind in _members(annotation) if kind is not type(None)]

@@ -38,7 +38,7 @@ class LayerRecorder:
     """Called by transformers for every attention layer during one forward pass."""
 
     def __init__(self, wanted_layers: set[int], delegate_name: str, inject=None, keep_inputs: bool = False,
-                 pre_rope: bool = False, analysis_device=None):
+                 pre_rope: bool = False, analysis_device=None, sink: Callable | None = None):
         self.wanted_layers = wanted_layers
         self.delegate_name = delegate_name
         self.inject = inject  # variant transform (q, k, scale) -> (q', k', scale'), or None
@@ -49,6 +49,10 @@ class LayerRecorder:
         # Where records are kept: layers spread over devices by a device map come together here.
         self.analysis_device = analysis_device
         self.records: dict[int, LayerCapture] = {}
+        # sink(record): handed each record as it is made instead of keeping the last one per layer
+        # (generation calls every layer once per new token).
+        self.sink = sink
+        self.parents: dict[int, torch.nn.Module] = {}  # id(attention module) -> the module holding it
         self.calls = 0
 
     def __call__(self, module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -72,7 +76,7 @@ class LayerRecorder:
             # The whole batch: query (B, H, T, D), key/value (B, H_kv, T, D), the mask,
             # inputs (B, T, d_model). The backend cuts it into one LayerCapture per sequence.
             keep = lambda tensor: tensor.detach().to(self.analysis_device or tensor.device)  # noqa: E731
-            self.records[layer] = LayerCapture(
+            record = LayerCapture(
                 layer=layer,
                 q=keep(seen_q),
                 k=keep(seen_k),
@@ -81,7 +85,12 @@ class LayerRecorder:
                     self.analysis_device or query.device),
                 scale=float(scaling),
                 inputs=None if inputs is None else keep(inputs),
+                w_o=output_projection(module, self.parents.get(id(module))),
             )
+            if self.sink is not None:
+                self.sink(record)
+            else:
+                self.records[layer] = record
         delegate = delegate_for(self.delegate_name, module)
         return delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
 
@@ -94,6 +103,39 @@ def delegate_for(name: str, module) -> Callable:
             return eager
         return ALL_ATTENTION_FUNCTIONS["sdpa"]
     return ALL_ATTENTION_FUNCTIONS[name]
+
+
+# Where architectures keep the attention output projection W_O, relative to the attention module the
+# hook sees: Llama/Qwen/Mistral o_proj, BART/OPT out_proj, DistilBERT out_lin, GPT-2 c_proj (a Conv1D,
+# stored transposed), and the BERT family's sibling output.dense (the hook sees BertSelfAttention).
+_OWN_OUTPUT = ("o_proj", "out_proj", "out_lin", "c_proj", "dense")
+_SIBLING_OUTPUT = ("output.dense",)
+
+
+def output_projection(module, parent=None) -> torch.Tensor | None:
+    """The attention output projection W_O of `module` as (d_model, H·D), or None where it is not found.
+
+    This is the one place that knows where each architecture keeps it.
+    """
+    candidates = [getattr(module, name, None) for name in _OWN_OUTPUT]
+    if parent is not None:
+        candidates += [parent.get_submodule(path) if _has(parent, path) else None for path in _SIBLING_OUTPUT]
+    for layer in candidates:
+        weight = getattr(layer, "weight", None)
+        if weight is None or weight.dim() != 2:
+            continue
+        if type(layer).__name__ == "Conv1D":  # transformers' Conv1D keeps (in, out): x @ W + b
+            return weight.detach().T
+        return weight.detach()  # nn.Linear keeps (out, in): x @ Wᵀ + b
+    return None
+
+
+def _has(module, path: str) -> bool:
+    try:
+        module.get_submodule(path)
+    except AttributeError:
+        return False
+    return True
 
 
 def unrotate(module, query, key, position_embeddings):
@@ -142,6 +184,7 @@ def capturing(model, recorder: LayerRecorder) -> Iterator[LayerRecorder]:
     AttentionInterface.register(CAPTURE_NAME, recorder)
     AttentionMaskInterface.register(CAPTURE_NAME, mask_function)
     model.set_attn_implementation(CAPTURE_NAME)
+    recorder.parents = {id(child): parent for parent in model.modules() for child in parent.children()}
     hooks = []
     if recorder.keep_inputs or recorder.pre_rope:  # what each attention module is called with
         for module in model.modules():

@@ -12,6 +12,7 @@ from typing import Sequence
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
+from attn_cli.backends.validate import check_config_file, check_finite, check_tokenizer, load_model
 from attn_cli.capture import Capture, ModelInfo, Token, sequence_of
 from attn_cli.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
 
@@ -38,8 +39,9 @@ def load(name: str, *, device: str, dtype: str, options: Options) -> "HFBackend"
 
 
 class HFBackend:
-    def __init__(self, name: str, model, tokenizer, device: str):
-        self.model = model
+    def __init__(self, name: str, model, tokenizer, device: str, lm=None):
+        self.model = model  # the base model: hidden states only (a single forward never computes logits)
+        self.lm = lm  # the same model with its language-model head, for a checkpoint that has one
         self.tokenizer = tokenizer
         self.device = device
         self.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
@@ -64,7 +66,7 @@ class HFBackend:
                 "models of transformers >= 5 with an attn_implementation setting are supported",
             )
         real = batch["attention_mask"].bool()  # (B, T) False at padding
-        return [
+        return check_finite([
             Capture(
                 tokens=self._tokens(encoding),
                 model=self.info,
@@ -75,7 +77,53 @@ class HFBackend:
                 padding_side=(padding_side or self.tokenizer.padding_side) if len(texts) > 1 else None,
             )
             for index, (encoding, truncated_from) in enumerate(encodings)
-        ]
+        ])
+
+    def capture_generation(self, prompt: str, layers: Sequence[int], sink, *, max_new_tokens: int,
+                           sample: bool = False, temperature: float = 1.0, seed: int | None = None,
+                           on_token=None) -> tuple[list[Token], list[int]]:
+        """model.generate() on the prompt, handing sink(record) every selected layer's capture at every step
+        (the first step holds the whole prompt; each later one the new token's query over the KV cache).
+
+        Returns the prompt's tokens and the generated ids. on_token(text): each new piece of text as it comes.
+        """
+        from transformers.generation.streamers import BaseStreamer
+
+        if self.lm is None:
+            raise UnsupportedModel(f"{self.info.name} has no language-model head in its checkpoint, so it cannot "
+                                   "generate", "use a checkpoint saved with its *ForCausalLM / *LMHeadModel class")
+        encoding, _ = self._encode(prompt, truncate=False)
+        limit = self.info.max_positions
+        if limit is not None and len(encoding["input_ids"]) + max_new_tokens > limit:
+            raise InputTooLong(f"the prompt and {max_new_tokens} new tokens pass {self.info.name}'s {limit} positions",
+                               "shorten the prompt or ask for fewer tokens")
+        ids = torch.tensor([encoding["input_ids"]], device=self.model.device)
+
+        class Streamer(BaseStreamer):
+            def __init__(self):
+                self.prompt_seen = False
+
+            def put(self, value):
+                if not self.prompt_seen:  # generate() hands the prompt first
+                    self.prompt_seen = True
+                elif on_token is not None:
+                    on_token(tokenizer.decode(value.reshape(-1).tolist()))
+
+            def end(self):
+                pass
+
+        tokenizer = self.tokenizer
+        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, analysis_device=self.device,
+                                 sink=sink)
+        if seed is not None:
+            torch.manual_seed(seed)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        with capturing(self.lm, recorder), torch.inference_mode():
+            out = self.lm.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                                   do_sample=sample, temperature=temperature if sample else None,
+                                   top_k=None if not sample else 0, top_p=None, use_cache=True,
+                                   pad_token_id=pad, streamer=Streamer())
+        return self._tokens(encoding), out[0, ids.shape[1]:].tolist()
 
     def _tokens(self, encoding) -> list[Token]:
         ids, special = encoding["input_ids"], encoding["special_tokens_mask"]
@@ -133,7 +181,7 @@ def load_hf_backend(
     Q, K and V are then moved to `device` for analysis, layer by layer.
     """
     import transformers
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -144,11 +192,13 @@ def load_hf_backend(
         # Whatever does not fit the devices goes to disk; the folder lives as long as the backend.
         offload = tempfile.TemporaryDirectory(prefix="attn-offload-")
         placement = {"device_map": device_map, "offload_folder": offload.name}
+    check_config_file(directory)
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True,
                                                   trust_remote_code=trust_remote_code)
-        model = AutoModel.from_pretrained(
-            directory,
+        model_class = AutoModelForCausalLM if has_lm_head(directory) else AutoModel
+        model = load_model(
+            model_class.from_pretrained, directory,
             local_files_only=True,
             use_safetensors=None if allow_pickle else True,
             dtype="auto" if dtype == "auto" else _DTYPES[dtype],
@@ -157,13 +207,26 @@ def load_hf_backend(
         )
     except (OSError, ValueError) as error:
         raise ModelNotFound(f"could not load the model in {directory}: {error}") from error
+    check_tokenizer(tokenizer, directory)
     model.config.use_cache = False  # one forward over the whole text; no KV cache needed
     model.eval()
     if device_map is None:
         model.to(device)
-    backend = HFBackend(name, model, tokenizer, device)
+    lm = model if model_class is AutoModelForCausalLM else None
+    backend = HFBackend(name, model.base_model if lm is not None else model, tokenizer, device, lm)
     backend.offload_folder = offload
     return backend
+
+
+def has_lm_head(directory: Path) -> bool:
+    """The checkpoint was saved with its language-model head (config.json's architectures say so)."""
+    import json
+
+    try:
+        architectures = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("architectures")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return any(str(name).endswith(("ForCausalLM", "LMHeadModel")) for name in architectures or [])
 
 
 def model_info(name: str, model) -> ModelInfo:

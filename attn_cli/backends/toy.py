@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import sys
 import typing
 from dataclasses import asdict, dataclass, fields, make_dataclass
 from pathlib import Path
@@ -25,14 +24,11 @@ import torch
 
 from attn_cli import attention, scoring
 from attn_cli.backends.base import parse_options
+from attn_cli.backends.toy_checks import check_finite_weights, check_sizes, check_token_count, read_toml_table
+from attn_cli.backends.validate import check_finite
 from attn_cli.capture import Capture, LayerCapture, ModelInfo, Token, sequence_of
 from attn_cli.errors import AttnError, BadInput
 from attn_cli.masks import AttentionMask
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 # CJK (and kana, hangul) one character a token; otherwise words, and each punctuation mark.
 _TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\u3040-\u30ff\uac00-\ud7af\uf900-\ufaff]|\w+|[^\w\s]")
@@ -70,8 +66,11 @@ LABEL = "the toy model"
 
 def load(name: str, *, device: str, dtype: str, options) -> "ToyBackend":
     """The toy from its options (backends/base.py contract). It computes in float32."""
+    from attn_cli.atomic import check_writable
+
     if dtype not in ("auto", "float32"):
         raise BadInput(f"--dtype {dtype}: the toy computes in float32")
+    check_writable(options.save_weights, "-O save_weights")  # before anything is computed
     config = toy_config(options)
     weights = load_weights(options.weights, config) if options.weights else None
     backend = ToyBackend(config, weights, device)
@@ -94,6 +93,7 @@ def toy_config(options=None) -> ToyConfig:
             values.update(_read_table(path))
     settings = [field.name for field in fields(ToyConfig)]
     values.update({name: getattr(options, name) for name in settings if getattr(options, name) is not None})
+    check_sizes(values)
     config = ToyConfig(**values)
     _check(config)
     return config
@@ -101,14 +101,7 @@ def toy_config(options=None) -> ToyConfig:
 
 def _read_table(path: Path) -> dict:
     """The [toy] table of a TOML file, each value checked against the toy's options."""
-    try:
-        with open(path, "rb") as handle:
-            table = tomllib.load(handle).get("toy", {})
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise BadInput(f"config {path}: {error}") from None
-    if not isinstance(table, dict):
-        raise BadInput(f"config {path}: [toy] must be a table")
-    parsed = parse_options(f"{LABEL} (config {path})", Options, table)
+    parsed = parse_options(f"{LABEL} (config {path})", Options, read_toml_table(path))
     return {name: value for name, value in asdict(parsed).items() if value is not None}
 
 
@@ -191,17 +184,18 @@ def load_weights(path: Path, config: ToyConfig) -> dict[str, torch.Tensor]:
         if name not in loaded or loaded[name].shape != tensor.shape:
             raise AttnError(f"{path} does not fit this toy: {name} should be {tuple(tensor.shape)}",
                             "load it with the d_model, heads, layers and additive_hidden it was saved with")
+    check_finite_weights(loaded, path)
     return {name: loaded[name].float() for name in expected}
 
 
 def save_weights(weights: dict[str, torch.Tensor], config: ToyConfig, path: Path) -> None:
     from safetensors.torch import save_file
 
+    from attn_cli.atomic import atomic_path
+
     metadata = {key: str(value) for key, value in asdict(config).items()}
-    try:
-        save_file({name: tensor.contiguous() for name, tensor in weights.items()}, str(path), metadata=metadata)
-    except Exception as error:  # OSError, or safetensors' own error for a path it cannot write
-        raise AttnError(f"cannot write toy weights {path}: {error}") from None
+    with atomic_path(path, "-O save_weights") as temp:
+        save_file({name: tensor.contiguous() for name, tensor in weights.items()}, str(temp), metadata=metadata)
 
 
 class ToyBackend:
@@ -226,10 +220,11 @@ class ToyBackend:
         for text, tokens in zip(texts, token_lists):
             if not tokens:
                 raise BadInput(f"the toy found no words in {text!r}")
+        check_token_count(token_lists)
         side = padding_side or "right"
         x, real = self.embed(token_lists, side)  # (B, T, d), (B, T)
         records = self.forward(x, real, set(layers), inject)
-        return [
+        return check_finite([
             Capture(
                 tokens=[Token(i, token, _token_id(token), False) for i, token in enumerate(tokens)],
                 model=self.info, device=self.device, dtype=self.dtype,
@@ -237,7 +232,7 @@ class ToyBackend:
                 padding_side=side if len(texts) > 1 else None,
             )
             for index, tokens in enumerate(token_lists)
-        ]
+        ])
 
     def embed(self, token_lists: list[list[str]], side: str) -> tuple[torch.Tensor, torch.Tensor]:
         """Token vectors (+ positions), padded with zeros: X (B, T, d) and real (B, T) bool."""
@@ -298,7 +293,8 @@ class ToyBackend:
         concat = heads_out.transpose(1, 2).reshape(batch, count, self.config.d_model)  # (B, T, d)
         output = concat @ w["w_o"].T + w["b_o"]  # W_O
         mask = AttentionMask(count, count, False, allowed, x.device)
-        return output, LayerCapture(layer, q, k, v, mask, scale, x, scorer, concat=concat, projected=output)
+        return output, LayerCapture(layer, q, k, v, mask, scale, x, scorer, concat=concat, projected=output,
+                                    w_o=w["w_o"])
 
     def scoring_view(self, q: torch.Tensor, k: torch.Tensor):
         """dot, scaled-dot and cosine as (q, k, scale) for q·kᵀ·scale; the learned ones keep q, k as they are."""

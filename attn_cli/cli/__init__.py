@@ -13,10 +13,16 @@ from attn_cli import __version__
 from attn_cli.cli.edge import run_at_the_edge
 from attn_cli.cli.compare import EPILOG as COMPARE_EPILOG
 from attn_cli.cli.compare import compare_command
+from attn_cli.cli.diff import EPILOG as DIFF_EPILOG
+from attn_cli.cli.diff import diff_command
+from attn_cli.cli.generate import EPILOG as GENERATE_EPILOG
+from attn_cli.cli.generate import generate_command
 from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
 from attn_cli.cli.models import EPILOG as MODELS_EPILOG
 from attn_cli.cli.models import models_command
+from attn_cli.cli.rollout import EPILOG as ROLLOUT_EPILOG
+from attn_cli.cli.rollout import rollout_command
 from attn_cli.cli.steps import EPILOG as STEPS_EPILOG
 from attn_cli.cli.steps import steps_command
 
@@ -50,6 +56,9 @@ app = typer.Typer(
 app.command("inspect", cls=Command, epilog=INSPECT_EPILOG)(inspect_command)
 app.command("compare", cls=Command, epilog=COMPARE_EPILOG)(compare_command)
 app.command("steps", cls=Command, epilog=STEPS_EPILOG)(steps_command)
+app.command("rollout", cls=Command, epilog=ROLLOUT_EPILOG)(rollout_command)
+app.command("diff", cls=Command, epilog=DIFF_EPILOG)(diff_command)
+app.command("generate", cls=Command, epilog=GENERATE_EPILOG)(generate_command)
 app.command("models", cls=Command, epilog=MODELS_EPILOG)(models_command)
 
 

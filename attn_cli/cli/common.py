@@ -10,18 +10,16 @@ from typing import Callable, Iterator
 
 from rich.text import Text
 
+from attn_cli import textio
+from attn_cli.atomic import atomic_open
 from attn_cli.cli.edge import stderr_console
 from attn_cli.cli.options import PANEL_NAMES
 from attn_cli.errors import AttnError, BadInput
 
 
 def read_text(text: str) -> str:
-    """The argument itself, or stdin for '-'. Blank text is a usage error."""
-    if text == "-":
-        text = sys.stdin.read().rstrip("\n")
-    if not text.strip():
-        raise BadInput("the text is empty", "pass a sentence, or - to read it from stdin")
-    return text
+    """The argument itself, or stdin for '-'. Blank text, or text that is not valid UTF-8, is a usage error."""
+    return textio.read_text(text)
 
 
 def parse_panels(show: list[str] | None):
@@ -31,6 +29,8 @@ def parse_panels(show: list[str] | None):
     if not show:
         return None
     names = [name.strip().lower() for value in show for name in value.split(",") if name.strip()]
+    if not names:
+        raise BadInput("--show needs a panel name", f"choose from {', '.join(PANEL_NAMES)}")
     unknown = [name for name in names if name not in PANEL_NAMES]
     if unknown:
         raise BadInput(f"--show {unknown[0]!r} is not a panel", f"choose from {', '.join(PANEL_NAMES)}")
@@ -102,8 +102,14 @@ def note(message: str, style: str = "yellow") -> None:
     stderr_console().print(Text(message, style=style), soft_wrap=True)
 
 
-def check_outputs(save: Path | None, json_wanted: bool) -> None:
-    """--save records the terminal view; fail before the model runs if it cannot be written."""
+def check_outputs(save: Path | None, json_wanted: bool, output: Path | None = None, **more: Path | None) -> None:
+    """Fail in milliseconds, before the model loads, when an output file cannot be written.
+
+    save: --save (the terminal view); output: -o (the JSON); more: other options' files by flag name.
+    """
+    from attn_cli.atomic import check_all_writable
+
+    check_all_writable({"-o": output, **{"--" + name.replace("_", "-"): path for name, path in more.items()}})
     if save is None:
         return
     from attn_cli.render.files import check_snapshot_path
@@ -129,7 +135,7 @@ def emit_json(report, output: Path | None) -> None:
         sys.stdout.flush()  # surface a closed pipe here, inside the edge, not at interpreter exit
         return
     try:
-        with open(output, "w", encoding="utf-8") as handle:
+        with atomic_open(output, option="-o") as handle:
             write_json(report, handle)
     except OSError as error:
         raise AttnError(f"cannot write {output}: {error.strerror}") from None

@@ -46,7 +46,7 @@ def compare_command(
     """Set the real model beside counterfactuals: shared-K, no √d scale, raw softmax(XXᵀ)X, other scorings."""
     with user_errors():
         json_wanted = as_json or output is not None
-        check_outputs(save, json_wanted)
+        check_outputs(save, json_wanted, output)
         text = read_text(text)
         options = model_options(option, revision=revision, allow_pickle=allow_pickle,
                                 trust_remote_code=trust_remote_code, device_map=device_map)

@@ -21,6 +21,7 @@ EPILOG = (
     "  attn inspect \"Hello\" --json | jq '.layers[0].heads[0].weights'\n\n"
     "  attn inspect \"我是一个男孩\" --shared-k --layer 0 --head 0\n\n"
     "  attn inspect \"I love you\" --model toy -O heads=1 -O causal=true\n\n"
+    "  attn inspect \"The cat sat on the mat.\" --measure norm --layer 3\n\n"
     "  echo \"from stdin\" | attn inspect - --model ./my-bert --device cuda"
 )
 
@@ -28,6 +29,11 @@ EPILOG = (
 class Padding(str, Enum):
     left = "left"
     right = "right"
+
+
+class Measure(str, Enum):
+    weights = "weights"
+    norm = "norm"
 
 
 def inspect_command(
@@ -68,12 +74,16 @@ def inspect_command(
         help="Write the selected heads' q, k, v, output, scores and weights to FILE.safetensors.")] = None,
     padding: Annotated[Optional[Padding], typer.Option("--padding",
         help="Pad a batch of several texts on the left or right. Default: the tokenizer's side.")] = None,
+    measure: Annotated[Measure, typer.Option("--measure",
+        help="weights, or norm: the value-weighted norms ‖α_ij·v_j·W_Oʰ‖ (how much each token really hands "
+             "over through the head), shown instead of the weights and added to the JSON as \"norms\".")]
+        = Measure.weights,
 ) -> None:
     """Show a transformer's attention for TEXT: weights heatmaps, symmetry and top-attended tokens."""
     with user_errors():
         panels = parse_panels(show)
         json_wanted = as_json or output is not None
-        check_outputs(save, json_wanted)
+        check_outputs(save, json_wanted, output, save_tensors=save_tensors)
         check_tensor_path(save_tensors, len(texts))
         texts = [read_text(text) for text in texts]
         variant = single_variant(shared_k, no_scale, scoring)
@@ -89,7 +99,8 @@ def inspect_command(
             reports = loaded.inspect(texts, layers=layer, heads=head, top_k=top_k, variant=variant,
                                      propagate=propagate, truncate=truncate, padding=padding and padding.value,
                                      pre_rope=pre_rope, rows=rows, cols=cols, full=full, vectors=vectors,
-                                     lazy=lazy and save_tensors is None, progress=progress)
+                                     norms=measure is Measure.norm, lazy=lazy and save_tensors is None,
+                                     progress=progress)
             report = reports[0] if len(reports) == 1 else InspectBatch(reports, reports[0].padding_side)
             layers, heads = Selection(layers=layer, heads=head).resolve(loaded.info)
             warn_about_matrices(reports, full, len(layers) * len(heads))

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from attn_cli.atomic import check_all_writable
 from attn_cli.cli import options as opt
 from attn_cli.cli.common import emit_json, emit_terminal
 from attn_cli.cli.edge import user_errors
@@ -28,6 +29,7 @@ def models_command(as_json: opt.AsJson = False, output: opt.Output = None, cache
     from attn_cli.config import defaults
 
     with user_errors():
+        check_all_writable({"-o": output})
         catalog = list_models(cache_dir)
         if as_json or output is not None:
             emit_json(catalog, output)

@@ -35,7 +35,7 @@ def steps_command(
     """Walk one head through X, Q, K, V, Q·Kᵀ, ÷√d, mask, softmax, ·V, concat and W_O on your sentence."""
     with user_errors():
         json_wanted = as_json or output is not None
-        check_outputs(save, json_wanted)
+        check_outputs(save, json_wanted, output)
         text = read_text(text)
         options = model_options(option)
 

@@ -29,27 +29,35 @@ def check_snapshot_path(path: Path) -> None:
                        "use FILE.svg (any browser prints it to PDF or PNG), or FILE.html for the interactive page")
     if path.suffix.lower() not in SNAPSHOT_FORMATS:
         raise BadInput(f"--save {path}: unknown format {path.suffix or '(none)'!r}", "use a .svg or .html file")
-    if not path.parent.exists():
-        raise BadInput(f"--save {path}: directory {path.parent} does not exist")
+    from attn_cli.atomic import check_writable
+
+    check_writable(path, "--save")
 
 
 def save_figure(report, path: Path, panels=None) -> None:
     """--save for a report: a vector SVG figure, or a self-contained interactive HTML page (render/figures.py)."""
     from attn_cli.render.figures import html_page, svg_figure
 
+    from attn_cli.atomic import atomic_path
+
     text = svg_figure(report, panels) if path.suffix.lower() == ".svg" else html_page(report)
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise AttnError(f"cannot write {path}: {error.strerror}") from None
+    with atomic_path(path, "--save") as temp:  # an OSError becomes one AttnError there
+        write_text(temp, text)
+
+
+def write_text(path: Path, text: str) -> None:
+    Path(path).write_text(text, encoding="utf-8")
 
 
 def save_snapshot(console, path: Path, title: str) -> None:
     """Save what a recording Console printed, as SVG or HTML by the file's extension."""
-    if path.suffix.lower() == ".svg":
-        console.save_svg(str(path), title=title)
-    else:
-        console.save_html(str(path))
+    from attn_cli.atomic import atomic_path
+
+    with atomic_path(path, "--save") as temp:
+        if path.suffix.lower() == ".svg":
+            console.save_svg(str(temp), title=title)
+        else:
+            console.save_html(str(temp))
 
 
 def save_tensors(report, path: Path) -> None:
@@ -79,7 +87,10 @@ def save_tensors(report, path: Path) -> None:
         "heads": dumps(heads),
         "attn_schema_version": "1",
     }
+    from attn_cli.atomic import atomic_path
+
     try:
-        save_file(tensors, str(path), metadata=metadata)
+        with atomic_path(path, "--save-tensors") as temp:
+            save_file(tensors, str(temp), metadata=metadata)
     except OSError as error:
         raise AttnError(f"cannot write {path}: {error.strerror}") from None

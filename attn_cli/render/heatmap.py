@@ -43,15 +43,15 @@ def row_label(index: int, token: str, digits: int = 0) -> Text:
 
 def legend(scale: Scale, width: int, what: str | None = None, extra: str = "") -> Text:
     """'weight 0 ░░▒▒▓▓██ 1 · fixed scale, brighter = more' cut to whole phrases that fit `width`."""
-    what = what or ("weight" if not scale.diverging else "score")
+    what = what or {"weights": "weight", "scores": "score"}.get(scale.kind, "value")
     text = Text()
     text.append(f"{what} ", style="dim")
     text.append(f"{scale.low_label} ")
     for value in scale.stops(9 if scale.diverging else 8):
         text.append(scale.shade(value), style=Style(color=scale.colour(value)))
     text.append(f" {scale.high_label}")
-    phrases = ["the same scale for every head" if not scale.diverging else "centred on 0",
-               "brighter = more" if not scale.diverging else "brighter = further from 0"]
+    phrases = {"weights": ["the same scale for every head", "brighter = more"],
+               "scores": ["centred on 0", "brighter = further from 0"]}.get(scale.kind, ["brighter = more"])
     if extra:
         phrases.append(extra)
     for phrase in phrases:

@@ -64,15 +64,20 @@ class Scale:
                 limit = max(limit, float(finite.max()))
         return cls("scores", limit or 1.0)
 
+    @classmethod
+    def magnitude(cls, *matrices) -> "Scale":
+        """Non-negative values (norms): the weights' colours from 0 up to the largest finite value."""
+        return cls("magnitude", cls.scores(*matrices).limit)
+
     @property
     def diverging(self) -> bool:
         return self.kind == "scores"
 
     def share(self, value: float) -> float:
-        """Brightness in [0, 1]: the weight itself, or |score| / limit."""
+        """Brightness in [0, 1]: the weight itself, or |score| / limit, or a magnitude / limit."""
         if self.diverging:
             return min(1.0, abs(value) / self.limit)
-        return min(1.0, max(0.0, value))
+        return min(1.0, max(0.0, value / self.limit))
 
     def rgb(self, value: float) -> tuple[int, int, int]:
         if self.diverging:
@@ -95,11 +100,11 @@ class Scale:
 
     @property
     def high_label(self) -> str:
-        return "1" if not self.diverging else stat(self.limit)
+        return stat(self.limit) if self.kind != "weights" else "1"
 
     def stops(self, count: int) -> list[float]:
         """count values evenly across the scale, low to high (for legends and colour bars)."""
-        low, high = (-self.limit, self.limit) if self.diverging else (0.0, 1.0)
+        low, high = (-self.limit, self.limit) if self.diverging else (0.0, self.limit)
         return [low + (high - low) * index / (count - 1) for index in range(count)]
 
 
@@ -141,7 +146,7 @@ class CellFormat:
 
     @classmethod
     def choose(cls, matrix: np.ndarray, scale: Scale, width: int) -> "CellFormat":
-        if not scale.diverging:
+        if scale.kind == "weights":
             return cls(2, True)
         finite = np.asarray(matrix, dtype=np.float64)
         finite = finite[np.isfinite(finite)]

@@ -65,7 +65,9 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None) -> Re
     tokens = [token.text for token in report.tokens]
     for layer, head in heads:
         title = head_title(layer, head)
-        if Panel.weights in panels:
+        if Panel.weights in panels and head.norms is not None:  # --measure norm: shown instead of weights
+            parts.append(norms_heatmap(head, tokens, layer))
+        elif Panel.weights in panels:
             parts.append(weights_heatmap(head, tokens, layer))
         if Panel.scores in panels:
             parts.append(scores_heatmap(head, tokens, layer))
@@ -129,6 +131,13 @@ def weights_heatmap(head: HeadReport, tokens: list[str], layer: int, title: str 
     if matrix is not None and head.scores is not None:
         matrix = np.where(np.isnan(head.scores), np.nan, head.weights)
     return Heatmap(matrix, tokens, title, Scale.weights(), head.window)
+
+
+def norms_heatmap(head: HeadReport, tokens: list[str], layer: int) -> Heatmap:
+    """--measure norm: the value-weighted norms ‖α·v·W_Oʰ‖, 0 up to their largest, masked cells blank."""
+    values = head.norms if head.scores is None else np.where(np.isnan(head.scores), np.nan, head.norms)
+    return Heatmap(values, tokens, f"{head_title(layer, head)} · value-weighted norms ‖α·v·W_Oʰ‖",
+                   Scale.magnitude(values), head.window)
 
 
 def scores_heatmap(head: HeadReport, tokens: list[str], layer: int, scale: Scale | None = None) -> Heatmap:

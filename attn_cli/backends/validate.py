@@ -1,0 +1,157 @@
+"""Checks that a loaded Hugging Face model is what it claims to be, so attn never reports a number that
+was not computed from the user's weights. Every failure is one line and exit 1.
+
+- config.json must be a JSON object with positive sizes; encoder–decoder models (BART, T5, …) are
+  refused: their "layer L" would mix encoder self-attention, decoder self-attention and cross-attention.
+- Every weight the model needs must come from the checkpoint: weights transformers would initialise at
+  random (a config declaring more layers than the file holds) are refused, naming how many and which,
+  unless ATTN_ALLOW_MISSING_WEIGHTS=1. A pooler (after the last attention layer) may be missing.
+- The tokenizer must have a vocabulary (no tokenizer files → every word would be [UNK]).
+- Captured q, k, v (and layer inputs) must be finite: NaN or Inf weights or a float16 overflow are errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+from attn_cli.errors import AttnError, ModelNotFound, UnsupportedModel
+
+ALLOW_MISSING = "ATTN_ALLOW_MISSING_WEIGHTS"
+_HARMLESS_MISSING = ("pooler.",)  # computed after every attention layer: cannot change what attn reports
+# Sizes that must be positive integers when a config gives them (GPT-2 spells them n_head, n_layer, n_embd).
+_SIZES = ("num_attention_heads", "num_hidden_layers", "hidden_size", "num_key_value_heads", "head_dim",
+          "vocab_size", "max_position_embeddings", "n_head", "n_layer", "n_embd", "n_positions")
+
+
+def one_line(text: object) -> str:
+    """Transformers' multi-line messages, as one line."""
+    return " ".join(str(text).split())
+
+
+def check_config_file(directory: Path) -> None:
+    """Before transformers reads it: config.json is a JSON object, its sizes positive, not encoder–decoder."""
+    path = Path(directory) / "config.json"
+    try:
+        config = json.loads(path.read_bytes())
+    except OSError as error:
+        raise ModelNotFound(f"cannot read {path}: {error.strerror or error}") from None
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        raise ModelNotFound(f"{path} is not valid JSON: {one_line(error)}") from None
+    if not isinstance(config, dict):
+        raise ModelNotFound(f"{path} must hold a JSON object, not a {type(config).__name__}")
+    for name in _SIZES:
+        value = config.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ModelNotFound(f"{path}: {name} is {value!r}", "it must be a positive integer")
+    if config.get("is_encoder_decoder"):
+        raise encoder_decoder(config.get("model_type", "this model"))
+
+
+def encoder_decoder(kind: str) -> UnsupportedModel:
+    return UnsupportedModel(
+        f"{kind} is an encoder–decoder model; attn inspects encoder-only and decoder-only models",
+        "its encoder self-attention, decoder self-attention and cross-attention would be mixed up in one layer",
+    )
+
+
+def load_model(from_pretrained: Callable, directory: Path, **options):
+    """from_pretrained(directory, **options) with its loading report checked. Errors of a broken
+    checkpoint (safetensors header, shapes that do not fit the config, an unreadable pickle) become one
+    line; a model with weights the checkpoint lacks is refused (exit 1)."""
+    try:
+        # Shapes that do not fit are reported in `loading` (and refused below) instead of a multi-line error.
+        model, loading = from_pretrained(directory, output_loading_info=True, ignore_mismatched_sizes=True, **options)
+    except (OSError, ValueError):
+        raise  # the caller's "could not load the model" error
+    except Exception as error:
+        if isinstance(error, AttnError):
+            raise
+        raise ModelNotFound(f"could not load the model in {directory}: {type(error).__name__}: "
+                            f"{_short(one_line(error))}") from error
+    check_config(model)
+    check_loading(loading, directory)
+    return model
+
+
+def check_config(model) -> None:
+    """A text model with one stack of attention layers: takes input_ids, not encoder–decoder."""
+    import inspect
+
+    config = model.config
+    kind = getattr(config, "model_type", None) or type(model).__name__
+    two_stacks = isinstance(getattr(model, "encoder", None), torch_module()) and \
+        isinstance(getattr(model, "decoder", None), torch_module())
+    if getattr(config, "is_encoder_decoder", False) or two_stacks:
+        raise encoder_decoder(kind)
+    with_ids = "input_ids" in inspect.signature(model.forward).parameters
+    if not with_ids:
+        raise UnsupportedModel(f"{kind} ({type(model).__name__}) is not a text model: it takes no token ids",
+                               "attn inspects models that read text through a tokenizer")
+
+
+def torch_module() -> type:
+    import torch
+
+    return torch.nn.Module
+
+
+def check_loading(loading: dict, directory: Path) -> None:
+    """Refuse weights the checkpoint lacked (initialised at random) or that did not fit."""
+    mismatched = sorted(_shapes(entry) for entry in loading.get("mismatched_keys") or [])
+    if mismatched:
+        raise ModelNotFound(f"{directory}: {len(mismatched)} weight(s) do not fit the config's shapes: "
+                            f"{_names(mismatched)}", "the config does not belong to these weights")
+    missing = sorted(name for name in loading.get("missing_keys") or [] if not name.startswith(_HARMLESS_MISSING))
+    if missing and os.environ.get(ALLOW_MISSING, "").strip().lower() not in ("1", "true", "yes", "on"):
+        raise ModelNotFound(
+            f"{directory}: {len(missing)} weight(s) are missing from the checkpoint and would be random: "
+            f"{_names(missing)}",
+            f"the config does not match the weights; {ALLOW_MISSING}=1 runs it anyway",
+        )
+
+
+def check_tokenizer(tokenizer, directory: Path) -> None:
+    """A tokenizer whose whole vocabulary is its special tokens has no files: every word would be [UNK]."""
+    try:
+        vocabulary = set(tokenizer.get_vocab().values())
+    except Exception:  # a tokenizer that cannot list its vocabulary: nothing to judge
+        return
+    if not vocabulary - set(tokenizer.all_special_ids):
+        raise ModelNotFound(f"{directory} has no tokenizer files (vocab.txt, tokenizer.json, …)",
+                            "every word would become an unknown token; copy the model's tokenizer files there")
+
+
+def check_finite(captures: list) -> list:
+    """Captures whose q, k, v (or layer input) hold NaN or Inf are refused; returns the captures."""
+    import torch
+
+    for capture in captures:
+        for layer, record in capture.layers.items():
+            for name in ("q", "k", "v", "inputs"):
+                tensor = getattr(record, name, None)
+                if tensor is not None and not bool(torch.isfinite(tensor).all()):
+                    raise AttnError(
+                        f"layer {layer}: {name} holds NaN or infinite values",
+                        "the weights hold non-finite numbers or the dtype overflowed; try --dtype float32",
+                    )
+    return captures
+
+
+def _shapes(entry) -> str:
+    """transformers' (name, checkpoint shape, model shape) as "name (file 32×32, config 64×64)"."""
+    if not isinstance(entry, (tuple, list)) or len(entry) < 3:
+        return str(entry)
+    name, saved, wanted = entry[:3]
+    return f"{name} (file {'×'.join(map(str, saved))}, config {'×'.join(map(str, wanted))})"
+
+
+def _names(names: list[str], shown: int = 5) -> str:
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" (+{more} more)" if more > 0 else "")
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

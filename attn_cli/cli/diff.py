@@ -1,0 +1,64 @@
+"""`attn diff`: two texts on one model, or one text on two checkpoints, head by head."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from attn_cli.cli import options as opt
+from attn_cli.cli.common import check_outputs, load_model, model_options, read_text, run_and_emit
+from attn_cli.cli.edge import user_errors
+from attn_cli.errors import BadInput
+
+EPILOG = (
+    "Examples:\n\n"
+    "  attn diff \"The cat sat on the mat.\" \"The dog sat on the mat.\"\n\n"
+    "  attn diff \"Hello, how are you?\" --model ./base --against-model ./finetuned\n\n"
+    "  attn diff \"A text\" \"Another text\" --json | jq '.heads[:3]'"
+)
+
+
+def diff_command(
+    texts: Annotated[list[str], typer.Argument(metavar="TEXT [TEXT_B]", show_default=False,
+        help="Two texts to run on one model, or one text with --against-model; - reads one from stdin.")],
+    model: opt.Model = None,
+    against_model: Annotated[Optional[str], typer.Option("--against-model",
+        help="A second checkpoint of the same shape and tokenizer to run TEXT on (B); --model is A.")] = None,
+    option: opt.ModelOptions = None,
+    layer: opt.Layer = "all",
+    head: opt.Head = "all",
+    as_json: opt.AsJson = False,
+    output: opt.Output = None,
+    save: opt.Save = None,
+    device: opt.Device = "auto",
+    dtype: opt.DTypeOpt = opt.DType.auto,
+    allow_pickle: opt.AllowPickle = False,
+    trust_remote_code: opt.TrustRemoteCode = False,
+) -> None:
+    """Compare every head between two texts, or between two checkpoints on one text; most changed first."""
+    with user_errors():
+        json_wanted = as_json or output is not None
+        check_outputs(save, json_wanted, output)
+        expected = 1 if against_model else 2
+        if len(texts) != expected:
+            raise BadInput(f"diff takes {'one text with --against-model' if against_model else 'two texts'}, "
+                           f"not {len(texts)}", "attn diff TEXT_A TEXT_B, or attn diff TEXT --against-model M")
+        texts = [read_text(text) for text in texts]
+        options = model_options(option, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
+
+        def run(progress, lazy: bool):
+            loaded = load_model(model, device=device, dtype=dtype, options=options)
+            if against_model is None:
+                return loaded.diff(texts[0], texts[1], layers=layer, heads=head)
+            other = load_model(against_model, device=device, dtype=dtype, options=options)
+            return loaded.diff(texts[0], against=other, layers=layer, heads=head)
+
+        run_and_emit(run, label="running both …", json_wanted=json_wanted, output=output, save=save,
+                     render=render_diff_view, title="attn diff")
+
+
+def render_diff_view(report):
+    from attn_cli.render.diff_view import render_diff
+
+    return render_diff(report)

@@ -1,0 +1,72 @@
+"""`attn generate PROMPT`: generate text and see what each new token attended to."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from attn_cli.cli import options as opt
+from attn_cli.cli.common import check_outputs, load_model, model_options, read_text, run_and_emit
+from attn_cli.cli.edge import stderr_console, user_errors
+
+EPILOG = (
+    "Greedy by default; --sample draws at --temperature with --seed. Row i of a head is the step that "
+    "produced generated token i: the attention of the token before it over everything it could see.\n\n"
+    "Examples:\n\n"
+    "  attn generate \"The capital of France is\" --model ./my-gpt2 --max-new-tokens 8\n\n"
+    "  attn generate \"Once upon a time\" --model org/name --sample --temperature 0.8 --seed 1 --layer 5\n\n"
+    "  attn generate \"1, 2, 3,\" --model ./my-llama --json | jq '.text'"
+)
+
+
+def generate_command(
+    prompt: Annotated[str, typer.Argument(metavar="PROMPT", show_default=False,
+        help="The text to continue; - reads it from stdin.")],
+    model: opt.Model = None,
+    option: opt.ModelOptions = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", help="Stop after this many tokens.")] = 20,
+    sample: Annotated[bool, typer.Option("--sample", help="Sample instead of taking the likeliest token.")] = False,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (with --sample).")] = 1.0,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed for --sample.")] = None,
+    layer: opt.Layer = "all",
+    head: opt.Head = "all",
+    top_k: opt.TopK = None,
+    as_json: opt.AsJson = False,
+    output: opt.Output = None,
+    save: opt.Save = None,
+    device: opt.Device = "auto",
+    dtype: opt.DTypeOpt = opt.DType.auto,
+    allow_pickle: opt.AllowPickle = False,
+    revision: opt.Revision = None,
+    trust_remote_code: opt.TrustRemoteCode = False,
+) -> None:
+    """Generate from PROMPT with a causal model and show what each generated token attended to."""
+    with user_errors():
+        json_wanted = as_json or output is not None
+        check_outputs(save, json_wanted, output)
+        prompt = read_text(prompt)
+        options = model_options(option, revision=revision, allow_pickle=allow_pickle,
+                                trust_remote_code=trust_remote_code)
+        console = stderr_console()
+
+        def show(text: str) -> None:  # the text as it is produced, on stderr (stdout carries the result)
+            if console.is_terminal:
+                console.print(text, end="", style="green", markup=False, highlight=False, soft_wrap=True)
+
+        def run(progress, lazy: bool):
+            loaded = load_model(model, device=device, dtype=dtype, options=options)
+            report = loaded.generate(prompt, max_new_tokens=max_new_tokens, sample=sample, temperature=temperature,
+                                     seed=seed, layers=layer, heads=head, top_k=top_k, on_token=show)
+            if console.is_terminal:
+                console.print()
+            return report
+
+        run_and_emit(run, label=f"running {model or 'the model'} …", json_wanted=json_wanted, output=output,
+                     save=save, render=render_generate_view, title="attn generate")
+
+
+def render_generate_view(report):
+    from attn_cli.render.generate_view import render_generate
+
+    return render_generate(report)

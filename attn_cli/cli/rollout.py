@@ -1,0 +1,68 @@
+"""`attn rollout TEXT`: attention rolled out across layers (Abnar & Zuidema 2020)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from attn_cli.cli import options as opt
+from attn_cli.cli.common import check_outputs, load_model, model_options, read_text, run_and_emit
+from attn_cli.cli.edge import user_errors
+
+EPILOG = (
+    "Each layer's heads are fused (mean by default) and mixed half and half with the identity for the "
+    "residual path, rows renormalised; the layers are multiplied, first to last.\n\n"
+    "Examples:\n\n"
+    "  attn rollout \"The cat sat on the mat.\"\n\n"
+    "  attn rollout \"The cat sat on the mat.\" --layers 0-2 --head-fusion max\n\n"
+    "  attn rollout \"Hello\" --json | jq '.rollout'"
+)
+
+
+class HeadFusion(str, Enum):
+    mean = "mean"
+    max = "max"
+    min = "min"
+
+
+def rollout_command(
+    text: opt.Text,
+    model: opt.Model = None,
+    option: opt.ModelOptions = None,
+    layers: Annotated[str, typer.Option("--layers", "--layer", "-l",
+        help="The consecutive layers to roll out: all, or a range like 0-3.")] = "all",
+    head_fusion: Annotated[HeadFusion, typer.Option("--head-fusion", help="How each layer's heads become one.")]
+        = HeadFusion.mean,
+    top_k: opt.TopK = None,
+    as_json: opt.AsJson = False,
+    output: opt.Output = None,
+    save: opt.Save = None,
+    device: opt.Device = "auto",
+    dtype: opt.DTypeOpt = opt.DType.auto,
+    truncate: opt.Truncate = False,
+    allow_pickle: opt.AllowPickle = False,
+    revision: opt.Revision = None,
+    trust_remote_code: opt.TrustRemoteCode = False,
+) -> None:
+    """Roll attention out across layers: which input tokens each output token comes from."""
+    with user_errors():
+        json_wanted = as_json or output is not None
+        check_outputs(save, json_wanted, output)
+        text = read_text(text)
+        options = model_options(option, revision=revision, allow_pickle=allow_pickle,
+                                trust_remote_code=trust_remote_code)
+
+        def run(progress, lazy: bool):
+            loaded = load_model(model, device=device, dtype=dtype, options=options)
+            return loaded.rollout(text, layers=layers, head_fusion=head_fusion.value, top_k=top_k, truncate=truncate)
+
+        run_and_emit(run, label=f"running {model or 'the model'} …", json_wanted=json_wanted, output=output,
+                     save=save, render=render_rollout_view, title="attn rollout")
+
+
+def render_rollout_view(report):
+    from attn_cli.render.rollout_view import render_rollout
+
+    return render_rollout(report)

@@ -1,0 +1,128 @@
+"""`attn generate`: the attention of generated tokens, recorded while model.generate() runs.
+
+The capture hook sees every step of generation: the first with the whole prompt, each later one
+with one new query over the KV cache. Row i of a head is the step that produced generated token
+i: the attention of the token before it (the prompt's last token for the first) over every token
+it could see. One forward pass over prompt + generated ids gives the same rows (tested).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from attn_cli.capture import Token
+from attn_cli.core import check_texts
+from attn_cli.document import SCHEMA_VERSION, Document
+from attn_cli.errors import BadInput
+from attn_cli.report import TopKey, find_head, matrix_json, num_json
+from attn_cli.selection import Selection
+
+
+@dataclass
+class GeneratedHead:
+    head: int
+    kv_head: int
+    weights: np.ndarray  # (N, T) row i: the step that produced generated token i; NaN where it could not look
+    top: list[list[TopKey]]  # (N, ≤k) its most-attended tokens
+
+
+@dataclass
+class GeneratedLayer:
+    layer: int
+    heads: list[GeneratedHead]
+
+
+@dataclass
+class GenerateReport(Document):
+    prompt: str
+    text: str  # the generated text
+    model: object  # ModelInfo
+    device: str
+    dtype: str
+    tokens: list[Token]  # prompt, then generated
+    prompt_tokens: int  # P: tokens[P:] were generated
+    layers: list[GeneratedLayer]
+    stop: str  # "eos" or "max_new_tokens"
+    sample: bool
+    truncated_from: None = None  # a prompt is never cut (the header every view shares reads it)
+
+    def head(self, layer: int, head: int) -> GeneratedHead:
+        return find_head(self.layers, layer, head)
+
+    def to_json_dict(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "command": "generate",
+            "prompt": self.prompt,
+            "text": self.text,
+            "model": asdict(self.model),
+            "device": self.device,
+            "dtype": self.dtype,
+            "sample": self.sample,
+            "stop": self.stop,
+            "tokens": [{**asdict(token), "generated": token.index >= self.prompt_tokens} for token in self.tokens],
+            "layers": [{"layer": layer.layer, "heads": [
+                {"head": head.head, "kv_head": head.kv_head, "weights": matrix_json(head.weights),
+                 "top": [[{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row]
+                         for row in head.top]}
+                for head in layer.heads]} for layer in self.layers],
+        }
+
+
+def generate_from(backend, prompt: str, selection: Selection, *, max_new_tokens: int = 20, sample: bool = False,
+                  temperature: float = 1.0, seed: int | None = None, top_k: int = 3, on_token=None) -> GenerateReport:
+    """Generate from `prompt`, recording each new token's attention row in the selected heads."""
+    import torch
+
+    from attn_cli import attention
+    from attn_cli.analysis import top_keys
+
+    check_texts([prompt])
+    info = backend.info
+    if not hasattr(backend, "capture_generation") or not info.causal:
+        raise BadInput(f"{info.name} is not a causal language model, so it does not generate",
+                       "use a decoder (GPT-2, Llama, Qwen, Mistral …) saved with its language-model head")
+    if max_new_tokens < 1:
+        raise BadInput(f"--max-new-tokens must be at least 1, not {max_new_tokens}")
+    if sample and not temperature > 0:
+        raise BadInput(f"--temperature must be above 0, not {temperature}")
+    layers, heads = selection.resolve(info)
+    kv_heads = [info.kv_head_of(head) for head in heads]
+    rows: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
+
+    def keep_last_row(record) -> None:
+        """The step's last query (the one whose output picks the next token) over every key. (h, K)"""
+        q = record.q[0, heads, -1:].float()  # (h, 1, D)
+        k = record.k[0, kv_heads].float()  # (h, K, D)
+        last = record.q.shape[-2] - 1
+        allowed = record.mask.rows(last, last + 1)  # (1, K)
+        weights = attention.masked_softmax(record.scorer_for(heads)(q, k), allowed)  # (h, 1, K)
+        rows[record.layer].append(weights[:, 0].cpu())
+
+    prompt_tokens, generated = backend.capture_generation(
+        prompt, layers, keep_last_row, max_new_tokens=max_new_tokens, sample=sample, temperature=temperature,
+        seed=seed, on_token=on_token)
+    tokenizer = backend.tokenizer
+    count = len(prompt_tokens)
+    names = tokenizer.convert_ids_to_tokens(generated)
+    special = set(tokenizer.all_special_ids)
+    tokens = prompt_tokens + [Token(count + i, name, token_id, token_id in special)
+                              for i, (name, token_id) in enumerate(zip(names, generated))]
+    texts = [token.text for token in tokens]
+    report_layers = []
+    for layer in layers:
+        steps = rows[layer][:len(generated)]  # one row per generated token
+        matrix = torch.full((len(heads), len(steps), len(tokens)), float("nan"))  # (h, N, T)
+        for i, row in enumerate(steps):
+            matrix[:, i, :row.shape[-1]] = row
+        allowed = ~matrix.isnan()
+        top = top_keys(matrix.nan_to_num(0.0), allowed, top_k)  # (h, N, ≤k)
+        report_layers.append(GeneratedLayer(layer, [
+            GeneratedHead(head, kv, matrix[i].numpy(), [[TopKey(j, texts[j], w) for j, w in row] for row in top[i]])
+            for i, (head, kv) in enumerate(zip(heads, kv_heads))]))
+    eos = tokenizer.eos_token_id
+    stop = "eos" if generated and eos is not None and generated[-1] == eos else "max_new_tokens"
+    return GenerateReport(prompt, tokenizer.decode(generated), info, backend.device, backend.dtype, tokens, count,
+                          report_layers, stop, sample)

@@ -1,0 +1,58 @@
+"""Rich renderables for a GenerateReport: the text, then what each generated token looked at."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from attn_cli.render.heatmap import Heatmap
+from attn_cli.render.scale import Scale
+from attn_cli.render.terminal import header, literal, row_label, titled
+from attn_cli.selection import Window
+
+
+def render_generate(report) -> RenderableType:
+    tokens = [token.text for token in report.tokens]
+    count, total = report.prompt_tokens, len(report.tokens)
+    story = Text.assemble(literal(report.prompt), " ")
+    story.append_text(literal(report.text, "bold green"))
+    mode = "sampled" if report.sample else "greedy"
+    parts: list[RenderableType] = [
+        header(report, "attn generate"), story,
+        Text(f"{total - count} tokens generated ({mode}, stopped at {report.stop.replace('_', ' ')}); "
+             f"tokens {count}-{total - 1} are new", style="dim"),
+    ]
+    pairs = [(layer.layer, head) for layer in report.layers for head in layer.heads]
+    layer, head = min(pairs, key=lambda pair: _mean_entropy(pair[1].weights))
+    if len(pairs) > 1:
+        parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head selected. "
+                          "Pick others with --layer and --head.", style="dim"))
+    window = Window((count, total), (0, total), total)  # rows: the generated tokens
+    title = f"layer {layer} · head {head.head} (kv head {head.kv_head}) · keys 0-{count - 1}: the prompt"
+    parts.append(Heatmap(head.weights, tokens, title, Scale.weights(), window, hint="widen"))
+    parts.append(titled("what each generated token was produced from", sources_table(head, tokens, count)))
+    return Group(*parts)
+
+
+def sources_table(head, tokens: list[str], count: int) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("generated", no_wrap=True)
+    table.add_column("attended (weight)")
+    for offset, row in enumerate(head.top):
+        cell = Text()
+        for rank, key in enumerate(row):
+            cell.append(", " if rank else "")
+            cell.append_text(literal(key.token, "bold" if key.index < count else "bold green"))
+            cell.append(f" {key.weight:.2f}", style="dim")
+        table.add_row(row_label(count + offset, tokens[count + offset]), cell)
+    return table
+
+
+def _mean_entropy(weights: np.ndarray) -> float:
+    kept = np.nan_to_num(weights, nan=0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(kept > 0, -kept * np.log(kept), 0.0)
+    return float(terms.sum(-1).mean())

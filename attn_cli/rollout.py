@@ -1,0 +1,74 @@
+"""`attn rollout`: how much of each output token traces back to each input token, across layers.
+
+Attention rollout (Abnar & Zuidema 2020) multiplies the layers' attention, each mixed half and
+half with the identity for the residual connection: Â_l = 0.5·fuse_h(A_l) + 0.5·I, rows
+renormalised, rollout = Â_L ⋯ Â_1 over the selected (consecutive) layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from attn_cli.core import inspect_texts
+from attn_cli.document import SCHEMA_VERSION, Document
+from attn_cli.errors import BadInput
+from attn_cli.report import TopKey, matrix_json, num_json
+from attn_cli.selection import Analysis, Selection
+
+
+@dataclass
+class RolloutReport(Document):
+    text: str
+    model: object  # ModelInfo
+    device: str
+    dtype: str
+    tokens: list
+    layers: list[int]  # rolled out, first to last
+    head_fusion: str  # mean | max | min
+    matrix: np.ndarray  # (T, T) row i: output token i over input tokens; rows sum to 1
+    top: list[list[TopKey]]  # (T, ≤k) the input tokens each output token traces back to most
+    truncated_from: int | None = None
+
+    def to_json_dict(self) -> dict:
+        document = {
+            "schema_version": SCHEMA_VERSION,
+            "command": "rollout",
+            "text": self.text,
+            "model": asdict(self.model),
+            "device": self.device,
+            "dtype": self.dtype,
+            "tokens": [asdict(token) for token in self.tokens],
+            "layers": self.layers,
+            "head_fusion": self.head_fusion,
+            "rollout": matrix_json(self.matrix),
+            "top": [[{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row] for row in self.top],
+        }
+        if self.truncated_from is not None:
+            document["truncated_from"] = self.truncated_from
+        return document
+
+
+def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k: int = 3,
+             truncate: bool = False) -> RolloutReport:
+    """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out."""
+    import torch
+
+    from attn_cli.analysis import HEAD_FUSIONS, attention_rollout, fuse_heads, top_keys
+
+    if head_fusion not in HEAD_FUSIONS:
+        raise BadInput(f"--head-fusion {head_fusion!r}", f"use {', '.join(HEAD_FUSIONS)}")
+    selection = Selection(layers=layers, full=True)
+    chosen, _ = selection.resolve(backend.info)
+    if chosen != list(range(chosen[0], chosen[-1] + 1)):
+        raise BadInput(f"rollout multiplies consecutive layers; --layers {layers} has gaps", "use a range like 2-5")
+    [report] = inspect_texts(backend, [text], selection, Analysis(top_k=top_k), truncate=truncate)
+    fused = [fuse_heads(torch.from_numpy(np.stack([head.weights for head in layer.heads])), head_fusion)
+             for layer in report.layers]  # each (T, T)
+    matrix = attention_rollout(fused)
+    allowed = torch.ones_like(matrix, dtype=torch.bool)
+    texts = [token.text for token in report.tokens]
+    top = [[TopKey(index, texts[index], weight) for index, weight in row] for row in top_keys(matrix, allowed, top_k)]
+    return RolloutReport(text, report.model, report.device, report.dtype, report.tokens, chosen, head_fusion,
+                         matrix.numpy(), top, report.truncated_from)

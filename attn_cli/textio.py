@@ -1,0 +1,56 @@
+"""Where text enters attn: an argument, or stdin for '-'. The one place that makes it valid Unicode.
+
+Undecodable bytes never reach a tokenizer: stdin is read as bytes and decoded as strict UTF-8, and an
+argument whose bytes were not UTF-8 (Python hands those over as lone surrogates U+DC80–U+DCFF) is
+refused the same way, with the offending byte named, as one BadInput (exit 2).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from attn_cli.errors import BadInput
+
+_HINT = "pass UTF-8 text (iconv -t UTF-8 converts other encodings)"
+
+
+def read_text(text: str) -> str:
+    """The argument itself, or stdin for '-'. Text that is not valid Unicode, or blank, is a usage error."""
+    if text == "-":
+        text = read_stdin()
+    else:
+        check_unicode(text, "the text")
+    if not text.strip():
+        raise BadInput("the text is empty", "pass a sentence, or - to read it from stdin")
+    return text
+
+
+def read_stdin() -> str:
+    """All of stdin as strict UTF-8 (a BOM dropped), final newlines removed."""
+    stream = sys.stdin
+    if stream is None or getattr(stream, "closed", False):
+        raise BadInput("stdin is closed", "pass the text as an argument, or pipe it in")
+    buffer = getattr(stream, "buffer", None)
+    data = buffer.read() if buffer is not None else stream.read()
+    text = decode(data, "stdin") if isinstance(data, bytes) else data
+    check_unicode(text, "stdin")
+    return text.rstrip("\r\n")
+
+
+def decode(data: bytes, source: str) -> str:
+    """Strict UTF-8; the first bad byte and its offset in the message."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise BadInput(f"{source} is not valid UTF-8: byte 0x{data[error.start]:02x} at offset {error.start}",
+                       _HINT) from None
+
+
+def check_unicode(text: str, source: str) -> None:
+    """Refuse lone surrogates: undecodable argument bytes (U+DC80–U+DCFF) or broken UTF-16 halves."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        what = (f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"lone surrogate U+{code:04X}")
+        raise BadInput(f"{source} is not valid UTF-8: {what} at character {error.start}", _HINT) from None

@@ -1,0 +1,133 @@
+"""Fault tests (issue 12): SIGINT, SIGTERM and SIGHUP delivered at random moments of real `attn` processes that
+write -o, --save, --save-tensors and the toy's -O save_weights. Whenever the signal lands — during start-up, the
+model run, or the middle of writing — each pre-existing file is either untouched or replaced by a
+complete new one, and no temporary file is left behind. Concurrent runs writing the same -o leave one
+valid document.
+
+The moments are random; ATTN_FAULT_SEED=N repeats a run's choice (it is printed on failure)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = " ".join(["the cat sat on the mat and"] * 12)  # 84 tokens: a run of a few seconds with --full
+PRECIOUS = b"precious: written before the run"
+KINDS = {
+    "json": ["--full", "-O", "layers=2", "-o", "out.json", "--save-tensors", "out.safetensors"],
+    "view": ["--full", "-O", "layers=2", "--save", "out.svg", "--save-tensors", "view.safetensors",
+             "-O", "save_weights=weights.safetensors"],
+}
+TARGETS = {"json": ["out.json", "out.safetensors"], "view": ["out.svg", "view.safetensors", "weights.safetensors"]}
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+
+
+def env() -> dict[str, str]:
+    variables = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", COLUMNS="120")
+    variables.pop("ATTN_DEBUG", None)
+    return variables
+
+
+def start(kind: str, directory: Path, *extra: str) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-m", "attn_cli", "inspect", "-", "--model", "toy", *KINDS[kind],
+                                *extra], cwd=directory, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, env=env())
+    process.stdin.write(TEXT.encode())
+    process.stdin.close()
+    process.stdin = None  # communicate() must not flush it again
+    return process
+
+
+def complete(path: Path) -> bool:
+    """The file is a whole document of its kind."""
+    if path.suffix == ".json":
+        json.loads(path.read_text(encoding="utf-8"))
+    elif path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        assert load_file(str(path))
+    else:
+        assert path.read_text(encoding="utf-8").rstrip().endswith("</svg>")
+    return True
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(path.name for path in directory.iterdir() if ".tmp-" in path.name)
+
+
+def wait_for_a_temporary(directory: Path, process: subprocess.Popen, limit: float = 60.0) -> None:
+    """Until a NAME.tmp-XXXX file appears (a write has begun) or the process ends."""
+    deadline = time.monotonic() + limit
+    while process.poll() is None and time.monotonic() < deadline and not leftovers(directory):
+        time.sleep(0.002)
+
+
+def run_once(kind: str, directory: Path, signum: int, moment: str, delay: float) -> tuple[int, str]:
+    """One run of `kind` over pre-existing targets; `signum` after `delay` s from the start
+    (moment "start") or from the first temporary file's appearance (moment "write")."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in TARGETS[kind]:
+        (directory / name).write_bytes(PRECIOUS)
+    process = start(kind, directory)
+    if moment == "write":
+        wait_for_a_temporary(directory, process)
+    time.sleep(delay)
+    if process.poll() is None:
+        process.send_signal(signum)
+    _, stderr = process.communicate(timeout=120)
+    return process.returncode, stderr.decode("utf-8", "replace")
+
+
+def test_signals_at_random_moments_damage_nothing(tmp_path):
+    seed = int(os.environ.get("ATTN_FAULT_SEED", random.randrange(1 << 30)))
+    chooser = random.Random(seed)
+    # Half the signals at any moment of the first seconds (start-up, loading, the run), half while a
+    # file is being written (the moment that used to destroy -o's old file).
+    trials = [(chooser.choice(list(KINDS)), chooser.choice([signal.SIGINT, signal.SIGTERM, signal.SIGTERM, signal.SIGHUP]), moment,
+               chooser.uniform(0.0, 3.0) if moment == "start" else chooser.uniform(0.0, 0.4))
+              for moment in ("start", "write") for _ in range(int(os.environ.get("ATTN_FAULT_TRIALS", "3")))]
+
+    def trial(numbered):
+        index, (kind, signum, moment, delay) = numbered
+        directory = tmp_path / f"trial-{index}"
+        return (kind, signum, moment, delay, directory, *run_once(kind, directory, signum, moment, delay))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(trial, enumerate(trials)))
+    for kind, signum, moment, delay, directory, code, stderr in outcomes:
+        context = (f"seed {seed}: {kind}, {signal.Signals(signum).name} {delay:.2f}s after the {moment} "
+                   f"→ exit {code}\n{stderr}")
+        if code == 1 and "attn_cli" not in stderr:  # Python's own start-up, before any attn code could run
+            assert moment == "start" and "KeyboardInterrupt" in stderr, context
+        else:
+            assert code in (0, 128 + signum, -signum), context
+        if code == 128 + signum:
+            lines = stderr.splitlines()
+            assert len(lines) == 1 and lines[0] in ("error: interrupted", "error: terminated"), context
+        for name in TARGETS[kind]:
+            path = directory / name
+            assert path.read_bytes() == PRECIOUS or complete(path), context
+        assert leftovers(directory) == [], context
+
+
+def test_concurrent_runs_writing_the_same_file_leave_one_valid_document(tmp_path):
+    target = tmp_path / "same.json"
+    target.write_bytes(PRECIOUS)
+    processes = [subprocess.Popen([sys.executable, "-m", "attn_cli", "inspect", f"run number {index} of four",
+                                   "--model", "toy", "-o", str(target)], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, env=env()) for index in range(4)]
+    for process in processes:
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 0, stderr
+    assert json.loads(target.read_text())["text"].startswith("run number ")
+    assert leftovers(tmp_path) == []

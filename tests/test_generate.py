@@ -1,0 +1,124 @@
+"""attn generate: every recorded row equals the matching row of one eager forward pass over
+prompt + generated ids (output_attentions=True), 1e-5, for a GQA/RoPE Llama and GPT-2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import attn_cli
+from attn_cli.errors import AttnError, BadInput
+from conftest import save_tiny
+
+PROMPT = "the cat sat on the"
+
+
+@pytest.fixture(scope="module")
+def llama_lm_dir(tmp_path_factory):
+    """A tiny Llama saved with its language-model head: RoPE, 8 query heads reading 2 kv heads."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=30522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256)
+    return save_tiny(LlamaForCausalLM(config), tmp_path_factory.mktemp("tiny-llama-lm"))
+
+
+@pytest.fixture(scope="module")
+def gpt2_lm_dir(tmp_path_factory):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=30522, n_embd=64, n_layer=2, n_head=4, n_positions=128,
+                        bos_token_id=101, eos_token_id=102)
+    return save_tiny(GPT2LMHeadModel(config), tmp_path_factory.mktemp("tiny-gpt2-lm"))
+
+
+def eager_rows(directory, report) -> list[torch.Tensor]:
+    """Per layer (H, N, T): the rows of the positions that produced each generated token."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, attn_implementation="eager").eval()
+    ids = torch.tensor([[token.id for token in report.tokens]])
+    with torch.no_grad():
+        attentions = model(ids, output_attentions=True).attentions
+    first, count = report.prompt_tokens - 1, len(report.tokens) - report.prompt_tokens
+    return [layer[0, :, first:first + count] for layer in attentions]
+
+
+@pytest.mark.parametrize("fixture", ["llama_lm_dir", "gpt2_lm_dir"])
+@pytest.mark.parametrize("sample", [False, True])
+def test_generated_rows_equal_one_forward_pass(request, fixture, sample):
+    directory = request.getfixturevalue(fixture)
+    report = attn_cli.load(str(directory), device="cpu").generate(PROMPT, max_new_tokens=6, sample=sample, seed=3)
+    assert len(report.tokens) - report.prompt_tokens == 6 and report.stop == "max_new_tokens"
+    for layer, expected in zip(report.layers, eager_rows(directory, report)):
+        got = torch.from_numpy(np.stack([head.weights for head in layer.heads]))  # (H, N, T), NaN: unseen keys
+        visible = ~got.isnan()
+        assert (got[visible] - expected[visible]).abs().max().item() <= 1e-5
+        assert (expected[~visible] == 0).all()  # what the step could not see has weight 0 in the forward pass
+        assert torch.equal(visible.sum(-1)[0], torch.arange(report.prompt_tokens, len(report.tokens)))
+
+
+def test_sampling_follows_the_seed_and_greedy_is_deterministic(llama_lm_dir):
+    model = attn_cli.load(str(llama_lm_dir), device="cpu")
+    ids = lambda report: [t.id for t in report.tokens]  # noqa: E731
+    assert ids(model.generate(PROMPT, max_new_tokens=5)) == ids(model.generate(PROMPT, max_new_tokens=5))
+    one = model.generate(PROMPT, max_new_tokens=8, sample=True, seed=1, temperature=2.0)
+    assert ids(one) == ids(model.generate(PROMPT, max_new_tokens=8, sample=True, seed=1, temperature=2.0))
+
+
+def test_grouped_heads_read_their_kv_head(llama_lm_dir):
+    report = attn_cli.load(str(llama_lm_dir), device="cpu").generate(PROMPT, max_new_tokens=2, layers=1, heads="3-4")
+    assert [(h.head, h.kv_head) for h in report.layers[0].heads] == [(3, 0), (4, 1)]
+
+
+def test_models_that_cannot_generate_say_why(minilm_backend, tiny_llama_dir):
+    from attn_cli.api import Model
+
+    with pytest.raises(BadInput, match="not a causal language model"):
+        Model(minilm_backend).generate(PROMPT)
+    with pytest.raises(BadInput, match="not a causal language model"):
+        attn_cli.load("toy").generate(PROMPT)
+    with pytest.raises(AttnError, match="no language-model head"):
+        attn_cli.load(str(tiny_llama_dir), device="cpu").generate(PROMPT)  # saved without its LM head
+
+
+def test_cli_generate_json_and_view(gpt2_lm_dir):
+    from attn_cli.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["generate", PROMPT, "--model", str(gpt2_lm_dir), "-n", "4", "--layer", "1",
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["command"] == "generate" and document["stop"] == "max_new_tokens"
+    flags = [token["generated"] for token in document["tokens"]]
+    assert flags == [False] * (len(flags) - 4) + [True] * 4
+    head = document["layers"][0]["heads"][0]
+    assert len(head["weights"]) == 4 and len(head["weights"][0]) == len(flags) and len(head["top"]) == 4
+    assert head["weights"][0][-1] is None  # the first step could not see the tokens generated after it
+    view = runner.invoke(app, ["generate", PROMPT, "--model", str(gpt2_lm_dir), "-n", "3"])
+    assert view.exit_code == 0 and "what each generated token was produced from" in view.stdout
+    refused = runner.invoke(app, ["generate", PROMPT, "-n", "3"])  # the default model is an encoder
+    assert refused.exit_code == 2 and "not a causal language model" in refused.stderr
+
+
+def test_inspect_on_a_checkpoint_with_its_lm_head_runs_the_base_model(llama_lm_dir):
+    """Loaded with its head for generate, inspect still equals transformers' eager attention (1e-5)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    model = attn_cli.load(str(llama_lm_dir), device="cpu")
+    assert model.backend.lm is not None and model.backend.model is model.backend.lm.base_model
+    report = model.inspect(PROMPT)
+    reference = AutoModel.from_pretrained(llama_lm_dir, local_files_only=True, attn_implementation="eager").eval()
+    tokenizer = AutoTokenizer.from_pretrained(llama_lm_dir, local_files_only=True)
+    with torch.no_grad():
+        attentions = reference(**tokenizer(PROMPT, return_tensors="pt"), output_attentions=True).attentions
+    for layer, expected in zip(report.layers, attentions):
+        got = torch.from_numpy(np.stack([head.weights for head in layer.heads]))
+        assert (got - expected[0]).abs().max().item() <= 1e-5
