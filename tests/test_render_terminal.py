@@ -34,8 +34,16 @@ def model(minilm_backend):
 
 
 @pytest.fixture(scope="module")
-def reports(model):
+def reports(model, tmp_path_factory):
     import attn_cli
+    import torch
+    from conftest import save_tiny
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=30522, n_embd=32, n_layer=1, n_head=4, n_positions=64, bos_token_id=101,
+                        eos_token_id=102)
+    gpt2_lm = save_tiny(GPT2LMHeadModel(config), tmp_path_factory.mktemp("render-gpt2-lm"))
 
     toy = attn_cli.load("toy", device="cpu")
     return {
@@ -46,6 +54,9 @@ def reports(model):
         "compare": model.compare("我是一个男孩", layers="0-1"),
         "compare_one": model.compare(SENTENCE, layers=0, heads=2, variants=["shared-k", "no-scale"]),
         "steps": toy.steps("I love you", layer=0, head=0),
+        "rollout": model.rollout(SENTENCE),
+        "diff": model.diff(SENTENCE, "Hello, who are they?"),
+        "generate": attn_cli.load(str(gpt2_lm), device="cpu").generate("the cat sat on the", max_new_tokens=4),
         "toy": toy.inspect("I love you"),
     }
 
@@ -68,6 +79,9 @@ def assert_fits(lines: list[str], width: int) -> None:
 
 def views(reports):
     from attn_cli.render.compare_view import render_compare
+    from attn_cli.render.diff_view import render_diff
+    from attn_cli.render.generate_view import render_generate
+    from attn_cli.render.rollout_view import render_rollout
     from attn_cli.render.steps_view import render_steps
     from attn_cli.render.terminal import Panel, render_report
 
@@ -81,6 +95,9 @@ def views(reports):
         "compare-one": render_compare(reports["compare_one"]),
         "steps": render_steps(reports["steps"]),
         "toy": render_report(reports["toy"]),
+        "rollout": render_rollout(reports["rollout"]),
+        "diff": render_diff(reports["diff"]),
+        "generate": render_generate(reports["generate"]),
     }
 
 
