@@ -33,7 +33,7 @@ def render_diff(report) -> RenderableType:
     if report.comparable:
         change = head_b.weights - head_a.weights  # a signed change: the diverging scale, centred on 0
         maps.append(Heatmap(change, [t.text for t in a.tokens], f"B − A · {title}", Scale.scores(change),
-                            head_a.window, hint="widen"))
+                            head_a.window, hint="widen", label="weight change"))
     parts.append(Text(f"In detail: layer {top.layer} head {top.head}, the most changed head.", style="dim"))
     parts.append(SideBySide(maps[:2]))
     parts.extend(maps[2:])

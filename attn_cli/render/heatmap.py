@@ -68,13 +68,14 @@ class Heatmap:
     """
 
     def __init__(self, matrix: np.ndarray | None, tokens: list[str], title: str, scale: Scale | None = None,
-                 window: Window | None = None, hint: str = WINDOW_HINT):
+                 window: Window | None = None, hint: str = WINDOW_HINT, label: str | None = None):
         self.matrix = None if matrix is None else np.asarray(matrix, dtype=np.float64)
         self.tokens = tokens
         self.title = title
         self.scale = scale or Scale.weights()
         self.window = window if window is not None and window.is_partial else None
         self.hint = hint
+        self.label = label  # what the legend calls the values ("weight", "score" by the scale)
         self.row0, self.col0 = (self.window.rows[0], self.window.cols[0]) if self.window else (0, 0)
         if self.matrix is not None:
             rows, cols = self.matrix.shape
@@ -130,7 +131,7 @@ class Heatmap:
         yield self.key_list(width)
         extra = fmt.note if fmt and fmt.note else ("" if numbers else
                                                    f"{self.numbers_width} columns show numbers")
-        yield legend(self.scale, width, extra=extra)
+        yield legend(self.scale, width, self.label, extra=extra)
 
     def cell(self, value: float, cell: int, fmt: CellFormat | None) -> Text:
         if not math.isfinite(value):

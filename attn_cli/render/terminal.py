@@ -137,7 +137,7 @@ def norms_heatmap(head: HeadReport, tokens: list[str], layer: int) -> Heatmap:
     """--measure norm: the value-weighted norms ‖α·v·W_Oʰ‖, 0 up to their largest, masked cells blank."""
     values = head.norms if head.scores is None else np.where(np.isnan(head.scores), np.nan, head.norms)
     return Heatmap(values, tokens, f"{head_title(layer, head)} · value-weighted norms ‖α·v·W_Oʰ‖",
-                   Scale.magnitude(values), head.window)
+                   Scale.magnitude(values), head.window, label="norm")
 
 
 def scores_heatmap(head: HeadReport, tokens: list[str], layer: int, scale: Scale | None = None) -> Heatmap:
