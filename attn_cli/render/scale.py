@@ -152,7 +152,7 @@ class CellFormat:
         finite = finite[np.isfinite(finite)]
         if not finite.size:
             return cls(1, False)
-        for decimals in (1, 0):
+        for decimals in (2, 1, 0):  # the most decimals every value of the matrix fits in
             if all(len(cls(decimals, False).text(value)) <= width for value in (finite.min(), finite.max())):
                 return cls(decimals, False)
         exponent = 1
