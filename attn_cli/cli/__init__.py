@@ -7,6 +7,7 @@ is instant; commands import the core inside their bodies.
 from __future__ import annotations
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from attn_cli import __version__
 from attn_cli.cli.edge import run_at_the_edge
@@ -25,20 +26,40 @@ from attn_cli.cli.rollout import rollout_command
 from attn_cli.cli.steps import EPILOG as STEPS_EPILOG
 from attn_cli.cli.steps import steps_command
 
+
+class _FlagsWithoutType:
+    """-h/--help is a flag: no '<bool>' in its help row (Typer prints a type for every option)."""
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class Command(_FlagsWithoutType, TyperCommand):
+    pass
+
+
+class Group(_FlagsWithoutType, TyperGroup):
+    pass
+
+
 app = typer.Typer(
+    cls=Group,
     name="attn",
     help="See what attention does with your sentence: Q, K, V, scores, weights and symmetry of every head.",
     no_args_is_help=True,
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.command("inspect", epilog=INSPECT_EPILOG)(inspect_command)
-app.command("compare", epilog=COMPARE_EPILOG)(compare_command)
-app.command("steps", epilog=STEPS_EPILOG)(steps_command)
-app.command("rollout", epilog=ROLLOUT_EPILOG)(rollout_command)
-app.command("diff", epilog=DIFF_EPILOG)(diff_command)
-app.command("generate", epilog=GENERATE_EPILOG)(generate_command)
-app.command("models", epilog=MODELS_EPILOG)(models_command)
+app.command("inspect", cls=Command, epilog=INSPECT_EPILOG)(inspect_command)
+app.command("compare", cls=Command, epilog=COMPARE_EPILOG)(compare_command)
+app.command("steps", cls=Command, epilog=STEPS_EPILOG)(steps_command)
+app.command("rollout", cls=Command, epilog=ROLLOUT_EPILOG)(rollout_command)
+app.command("diff", cls=Command, epilog=DIFF_EPILOG)(diff_command)
+app.command("generate", cls=Command, epilog=GENERATE_EPILOG)(generate_command)
+app.command("models", cls=Command, epilog=MODELS_EPILOG)(models_command)
 
 
 def _version(value: bool) -> None:
@@ -49,7 +70,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+    version: bool = typer.Option(False, "--version", metavar="", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     """See what attention does with your sentence."""
 

@@ -58,10 +58,11 @@ def load_model(model: str | None, *, device: str, dtype, options: dict):
 
 
 def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path | None, save: Path | None,
-                 render: Callable, title: str) -> None:
-    """run(progress, lazy) → report, under a spinner; then JSON (stdout or -o) or render(report, width).
+                 render: Callable, title: str, figure: Callable | None = None) -> None:
+    """run(progress, lazy) → report, under a spinner; then JSON (stdout or -o) or render(report) printed.
 
     lazy: the report may analyse its layers as its JSON is written.
+    figure(report, path): writes --save FILE.svg/.html as a figure; without it --save records the terminal.
     """
     from attn_cli.config import defaults
 
@@ -71,8 +72,9 @@ def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path |
         if json_wanted:
             emit_json(report, output)
     if not json_wanted:
-        emit_terminal(lambda width: render(report, width), save, defaults()["render"]["fallback_width"],
-                      f"{title} · {report.model.name}")
+        emit_terminal(lambda: render(report), save, defaults()["render"]["fallback_width"],
+                      f"{title} · {report.model.name}",
+                      figure=None if figure is None else lambda path: figure(report, path))
 
 
 @contextlib.contextmanager
@@ -140,16 +142,21 @@ def emit_json(report, output: Path | None) -> None:
     note(f"wrote {output}", style="dim")
 
 
-def emit_terminal(render: Callable[[int], object], save: Path | None, fallback_width: int, title: str) -> None:
-    """Print render(width) to stdout; with --save also write it as SVG/HTML."""
+def emit_terminal(render: Callable[[], object], save: Path | None, fallback_width: int, title: str,
+                  figure: Callable[[Path], None] | None = None) -> None:
+    """Print render() (renderables size themselves to the console) to stdout; with --save also write
+    figure(path), or, for a view without a figure, the terminal view as SVG/HTML."""
     from rich.console import Console
 
     from attn_cli.render.files import save_snapshot
 
     # A terminal (or COLUMNS) says how wide to be; a file or pipe gets the configured width.
     width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else fallback_width
-    console = Console(record=save is not None, width=width)
-    console.print(render(console.width))
+    console = Console(record=save is not None and figure is None, width=width)
+    console.print(render())
     if save is not None:
-        save_snapshot(console, save, title=title)
+        if figure is not None:
+            figure(save)
+        else:
+            save_snapshot(console, save, title=title)
         note(f"saved {save}", style="dim")

@@ -58,10 +58,16 @@ def compare_command(
                                   vectors=opt.Include.qkv in (include or []))
 
         run_and_emit(run, label=f"running {model or 'the model'} …", json_wanted=json_wanted, output=output,
-                     save=save, render=render_compare_view, title="attn compare")
+                     save=save, render=render_compare_view, title="attn compare", figure=save_figure)
 
 
-def render_compare_view(report, width: int):
+def render_compare_view(report):
     from attn_cli.render.compare_view import render_compare
 
-    return render_compare(report, width)
+    return render_compare(report)
+
+
+def save_figure(report, path):
+    from attn_cli.render.files import save_figure as write
+
+    write(report, path)

@@ -58,7 +58,7 @@ def diff_command(
                      render=render_diff_view, title="attn diff")
 
 
-def render_diff_view(report, width: int):
+def render_diff_view(report):
     from attn_cli.render.diff_view import render_diff
 
-    return render_diff(report, width)
+    return render_diff(report)

@@ -66,7 +66,7 @@ def generate_command(
                      save=save, render=render_generate_view, title="attn generate")
 
 
-def render_generate_view(report, width: int):
+def render_generate_view(report):
     from attn_cli.render.generate_view import render_generate
 
-    return render_generate(report, width)
+    return render_generate(report)

@@ -37,7 +37,7 @@ class Measure(str, Enum):
 
 
 def inspect_command(
-    texts: Annotated[list[str], typer.Argument(metavar="TEXT...", show_default=False,
+    texts: Annotated[list[str], typer.Argument(metavar="TEXT", show_default=False,
         help="The text to inspect; - reads it from stdin. Several texts run as one padded batch.")],
     model: opt.Model = None,
     option: opt.ModelOptions = None,
@@ -46,7 +46,7 @@ def inspect_command(
     top_k: opt.TopK = None,
     show: Annotated[Optional[list[str]], typer.Option("--show", "-s",
         help=f"Panels, comma-separated or repeated: {', '.join(opt.PANEL_NAMES)}. "
-             "Default: an overview and one head in detail.")] = None,
+             "Default: every head as a grid, and the most focused head in detail.")] = None,
     as_json: opt.AsJson = False,
     include: opt.IncludeOpt = None,
     output: opt.Output = None,
@@ -58,14 +58,14 @@ def inspect_command(
     revision: opt.Revision = None,
     trust_remote_code: opt.TrustRemoteCode = False,
     device_map: opt.DeviceMap = None,
-    shared_k: Annotated[bool, typer.Option("--shared-k",
+    shared_k: Annotated[bool, typer.Option("--shared-k", metavar=opt.FLAG,
         help="Compute each query with the key's projection (Q := K): every score matrix becomes symmetric.")] = False,
-    no_scale: Annotated[bool, typer.Option("--no-scale", help="Drop the 1/√d scale from the scores.")] = False,
+    no_scale: Annotated[bool, typer.Option("--no-scale", metavar=opt.FLAG, help="Drop the 1/√d scale from the scores.")] = False,
     scoring: Annotated[Optional[str], typer.Option("--scoring",
         help="Recompute the scores from the model's Q and K with dot, scaled-dot (the model's own) or cosine. "
              "The toy computes with bilinear or additive itself: -O scoring=bilinear.")] = None,
     propagate: opt.Propagate = False,
-    pre_rope: Annotated[bool, typer.Option("--pre-rope",
+    pre_rope: Annotated[bool, typer.Option("--pre-rope", metavar=opt.FLAG,
         help="Show q and k before rotary position embeddings (RoPE models), for study.")] = False,
     full: opt.Full = False,
     rows: opt.Rows = None,
@@ -111,8 +111,8 @@ def inspect_command(
             return report
 
         run_and_emit(run, label=f"running {model or 'the model'} …", json_wanted=json_wanted, output=output,
-                     save=save, render=lambda report, width: render_inspect(report, panels, width),
-                     title="attn inspect")
+                     save=save, render=lambda report: render_inspect(report, panels),
+                     title="attn inspect", figure=lambda report, path: save_figure(report, panels, path))
 
 
 def warn_about_matrices(reports, full: bool, heads_selected: int) -> None:
@@ -139,18 +139,26 @@ def check_tensor_path(path: Path | None, texts: int) -> None:
         raise BadInput("--save-tensors takes one text", "run each text on its own")
 
 
-def render_inspect(report, panels, width: int):
+def save_figure(report, panels, path):
+    from attn_cli.render.files import save_figure as write
+
+    if hasattr(report, "reports") and path.suffix.lower() != ".svg":
+        note(f"note: {path.name} shows the first of the {len(report.reports)} texts; the SVG figure shows them all")
+    write(report, path, panels)
+
+
+def render_inspect(report, panels):
     from rich.console import Group
     from rich.rule import Rule
 
     from attn_cli.render.terminal import render_report
 
     if not hasattr(report, "reports"):
-        return render_report(report, panels, width)
+        return render_report(report, panels)
     parts = []
     for index, single in enumerate(report.reports):
         parts += [Rule(f"text {index + 1} of {len(report.reports)} ({report.padding_side} padding removed)"),
-                  render_report(single, panels, width)]
+                  render_report(single, panels)]
     return Group(*parts)
 
 

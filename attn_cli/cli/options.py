@@ -20,7 +20,7 @@ class Include(str, Enum):
     qkv = "qkv"
 
 
-PANEL_NAMES = ("overview", "weights", "scores", "q", "k", "v", "symmetry", "stats", "top")
+PANEL_NAMES = ("grid", "overview", "weights", "scores", "q", "k", "v", "symmetry", "stats", "top")
 
 Text = Annotated[str, typer.Argument(metavar="TEXT", help="The text to inspect; - reads it from stdin.",
                                      show_default=False)]
@@ -29,31 +29,35 @@ Model = Annotated[Optional[str], typer.Option("--model", "-m", envvar="ATTN_MODE
 Layer = Annotated[str, typer.Option("--layer", "-l", help="Layers: 3, 0,2, 1-4 or all.")]
 Head = Annotated[str, typer.Option("--head", "-H", help="Heads: 3, 0,2, 1-4 or all.")]
 TopK = Annotated[Optional[int], typer.Option("--top-k", "-k", help="Most-attended keys per query. Default: 3.")]
-AsJson = Annotated[bool, typer.Option("--json", help="Write one JSON document to stdout instead of tables.")]
+FLAG = ""  # the metavar of an on/off flag: Typer would print <bool> in its type column
+
+AsJson = Annotated[bool, typer.Option("--json", metavar=FLAG, help="Write one JSON document to stdout instead of tables.")]
 IncludeOpt = Annotated[Optional[list[Include]], typer.Option("--include",
     help="Extra JSON fields: qkv adds q, k, v and output per head.")]
 Output = Annotated[Optional[Path], typer.Option("--output", "-o",
     help="Write the JSON document to this file (implies --json).")]
-Save = Annotated[Optional[Path], typer.Option("--save", help="Also save the terminal view as FILE.svg or FILE.html.")]
+Save = Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
+    help="Also save a figure: FILE.svg (vector heatmaps with full labels, for papers) or FILE.html "
+         "(one offline page: every head, hover a token to see its attention).")]
 Device = Annotated[str, typer.Option("--device", "-d", envvar="ATTN_DEVICE",
     help="auto, cpu, cuda, cuda:N or mps. auto picks CUDA, then MPS, then CPU.")]
 DTypeOpt = Annotated[DType, typer.Option("--dtype",
     help="Model weights dtype; auto keeps the saved one. Analysis is always float32.")]
-Truncate = Annotated[bool, typer.Option("--truncate",
+Truncate = Annotated[bool, typer.Option("--truncate", metavar=FLAG,
     help="Cut text longer than the model's positions instead of failing.")]
-AllowPickle = Annotated[bool, typer.Option("--allow-pickle",
+AllowPickle = Annotated[bool, typer.Option("--allow-pickle", metavar=FLAG,
     help="Allow pickle checkpoints (pytorch_model.bin). Pickles can run code: only for sources you trust.")]
-Propagate = Annotated[bool, typer.Option("--propagate",
+Propagate = Annotated[bool, typer.Option("--propagate", metavar=FLAG,
     help="Inject the variant into every layer so its effect compounds through the model "
          "(default: recompute each layer from the real model's inputs).")]
 Revision = Annotated[Optional[str], typer.Option("--revision",
     help="Branch, tag or commit of a hub model (org/name).")]
-TrustRemoteCode = Annotated[bool, typer.Option("--trust-remote-code",
+TrustRemoteCode = Annotated[bool, typer.Option("--trust-remote-code", metavar=FLAG,
     help="Run Python code shipped with a hub model. Off by default: only for sources you trust.")]
 DeviceMap = Annotated[Optional[str], typer.Option("--device-map",
     help="Let accelerate place a model too large for one device (auto, balanced, sequential); "
-         "needs the [big] extra. Captured Q, K, V are analysed on --device.")]
-Full = Annotated[bool, typer.Option("--full",
+         "needs the \\[big] extra. Captured Q, K, V are analysed on --device.")]
+Full = Annotated[bool, typer.Option("--full", metavar=FLAG,
     help="Keep whole score and weight matrices however large (JSON grows with heads × tokens²).")]
 Rows = Annotated[Optional[str], typer.Option("--rows", help="Keep only query rows START:STOP of the matrices.")]
 Cols = Annotated[Optional[str], typer.Option("--cols", help="Keep only key columns START:STOP of the matrices.")]

@@ -62,7 +62,7 @@ def rollout_command(
                      save=save, render=render_rollout_view, title="attn rollout")
 
 
-def render_rollout_view(report, width: int):
+def render_rollout_view(report):
     from attn_cli.render.rollout_view import render_rollout
 
-    return render_rollout(report, width)
+    return render_rollout(report)

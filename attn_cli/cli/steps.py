@@ -44,10 +44,16 @@ def steps_command(
             return loaded.steps(text, layer=layer, head=head)
 
         run_and_emit(run, label=f"running {model or 'toy'} …", json_wanted=json_wanted, output=output, save=save,
-                     render=render_steps_view, title="attn steps")
+                     render=render_steps_view, title="attn steps", figure=save_figure)
 
 
-def render_steps_view(report, width: int):
+def render_steps_view(report):
     from attn_cli.render.steps_view import render_steps
 
-    return render_steps(report, width)
+    return render_steps(report)
+
+
+def save_figure(report, path):
+    from attn_cli.render.files import save_figure as write
+
+    write(report, path)

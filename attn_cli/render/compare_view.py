@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from rich import box
-from rich.columns import Columns
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from attn_cli.report import Change, CompareReport, HeadDiff, VariantSummary
-from attn_cli.render.terminal import head_title, header, heatmap_width, weights_heatmap
+from attn_cli.render.heatmap import SideBySide
+from attn_cli.render.scale import stat
+from attn_cli.render.terminal import head_title, header, titled, weights_heatmap
 
 PER_HEAD_ROWS = 12  # more compared heads than this: one row per layer (means)
 
 
-def render_compare(report: CompareReport, width: int) -> RenderableType:
+def render_compare(report: CompareReport) -> RenderableType:
     mode = "injected into every layer (--propagate)" if report.propagate else "recomputed per layer from the real inputs"
     parts: list[RenderableType] = [header(report, "attn compare"), Text(f"variants {mode}", style="dim")]
     for name, summary in report.summaries.items():
@@ -22,7 +23,7 @@ def render_compare(report: CompareReport, width: int) -> RenderableType:
         parts.append(Text("  " + summary_sentence(summary)))
     for name, layers in report.diffs.items():
         parts.append(diff_table(name, layers))
-    parts.extend(side_by_side(report, width))
+    parts.extend(side_by_side(report))
     return Group(*parts)
 
 
@@ -32,29 +33,32 @@ def summary_sentence(summary: VariantSummary) -> str:
         symmetric = f"all {summary.heads} heads symmetric" if summary.heads > 1 else "the head is symmetric"
     else:
         symmetric = f"{summary.symmetric_heads} of {summary.heads} heads symmetric"
-    return (f"{symmetric} (max rel. asymmetry {summary.max_asymmetry:.2g}); "
-            f"mean self-weight {_arrow(summary.self_weight)}; mean entropy {_arrow(summary.entropy)} nats; "
-            f"score variance {_arrow(summary.score_variance, '.3g')}; "
-            f"rows moved by {summary.js_divergence:.3f} nats JS on average; "
+    return (f"{symmetric} (max rel. asymmetry {stat(summary.max_asymmetry)}); "
+            f"mean self-weight {_arrow(summary.self_weight, ' → ')}; mean entropy {_arrow(summary.entropy, ' → ')} "
+            f"nats; score variance {_arrow(summary.score_variance, ' → ')}; "
+            f"rows moved by {stat(summary.js_divergence)} nats JS on average; "
             f"same top-1 key in {summary.top1_agreement:.0%} of rows")
 
 
-def _arrow(change: Change, spec: str = ".2f") -> str:
-    return f"{change.baseline:{spec}} → {change.variant:{spec}}"
+def _arrow(change: Change, between: str = "→") -> str:
+    """'0.16→0.60': one word, so a table never breaks it across lines."""
+    return f"{stat(change.baseline)}{between}{stat(change.variant)}"
 
 
-def diff_table(name: str, layers: list[tuple[int, list[HeadDiff]]]) -> Table:
+def diff_table(name: str, layers: list[tuple[int, list[HeadDiff]]]) -> RenderableType:
     per_head = sum(len(heads) for _, heads in layers) <= PER_HEAD_ROWS
     title = f"baseline → {name}, per head" if per_head else f"baseline → {name}, mean over the selected heads of each layer"
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("layer", "head" if per_head else "heads", "asymmetry", "self-weight", "entropy", "score var",
-                   "JS", "top-1 same"):
-        table.add_column(column, justify="right")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False,
+                  caption="baseline→variant; JS: mean Jensen-Shannon divergence of the rows (nats); "
+                  "top-1: rows with the same most-attended key", caption_justify="left")
+    for column in ("layer", "head" if per_head else "heads", "asymmetry", "self", "entropy", "score var",
+                   "JS", "top-1"):
+        table.add_column(column, justify="right", no_wrap=True)
     for layer, heads in layers:
         rows = [(str(diff.head), [diff]) for diff in heads] if per_head else [(f"{len(heads)}", heads)]
         for head_label, diffs in rows:
             table.add_row(str(layer), head_label, *_diff_cells(diffs))
-    return table
+    return titled(title, table, f"the {name} table")
 
 
 def _diff_cells(diffs: list[HeadDiff]) -> list[str]:
@@ -62,38 +66,41 @@ def _diff_cells(diffs: list[HeadDiff]) -> list[str]:
         values = list(values)
         return sum(values) / len(values)
 
-    def arrow(name: str, spec: str = ".2f") -> str:
+    def arrow(name: str) -> str:
         return _arrow(Change(mean(getattr(d, name).baseline for d in diffs),
-                             mean(getattr(d, name).variant for d in diffs)), spec)
+                             mean(getattr(d, name).variant for d in diffs)))
 
-    return [arrow("asymmetry"), arrow("self_weight"), arrow("entropy"), arrow("score_variance", ".3g"),
-            f"{mean(d.js_divergence for d in diffs):.3f}", f"{mean(d.top1_agreement for d in diffs):.0%}"]
+    return [arrow("asymmetry"), arrow("self_weight"), arrow("entropy"), arrow("score_variance"),
+            stat(mean(d.js_divergence for d in diffs)), f"{mean(d.top1_agreement for d in diffs):.0%}"]
 
 
-def side_by_side(report: CompareReport, width: int) -> list[RenderableType]:
+def shown_pairs(report: CompareReport) -> list[tuple[int, int]]:
+    """(layer position, head position) of the heads shown side by side: the selected ones when there are at most
+    two, else the one the first variant changes most (largest JS divergence)."""
+    baseline = report.runs["baseline"]
+    pairs = [(li, hi) for li, layer in enumerate(baseline) for hi in range(len(layer.heads))]
+    if len(pairs) <= 2:
+        return pairs
+    first = next(iter(report.diffs))
+    return [max(pairs, key=lambda pos: report.diffs[first][pos[0]][1][pos[1]].js_divergence)]
+
+
+def side_by_side(report: CompareReport) -> list[RenderableType]:
     """Weights heatmaps of baseline and each variant for the selected head, or the most changed one."""
     baseline = report.runs["baseline"]
-    pairs = [(layer.layer, index) for layer in baseline for index in range(len(layer.heads))]
+    pairs = shown_pairs(report)
     parts: list[RenderableType] = []
-    if len(pairs) > 2:
-        first = next(iter(report.diffs))
-        layer_pos, head_pos = max(
-            ((li, hi) for li, (_, heads) in enumerate(report.diffs[first]) for hi in range(len(heads))),
-            key=lambda pos: report.diffs[first][pos[0]][1][pos[1]].js_divergence,
-        )
-        pairs = [(baseline[layer_pos].layer, head_pos)]
+    if sum(len(layer.heads) for layer in baseline) > 2:
+        layer_pos, head_pos = pairs[0]
         parts.append(Text(f"In detail: layer {baseline[layer_pos].layer} head "
-                          f"{baseline[layer_pos].heads[head_pos].head}, the head {first} changes most "
-                          "(largest JS divergence). Pick others with --layer and --head.", style="dim"))
+                          f"{baseline[layer_pos].heads[head_pos].head}, the head {next(iter(report.diffs))} changes "
+                          "most (largest JS divergence). Pick others with --layer and --head.", style="dim"))
     tokens = [token.text for token in report.tokens]
-    runs = len(report.runs)
-    fits = heatmap_width(len(tokens)) * runs + 2 * (runs - 1) <= width
-    for layer, head_pos in pairs:
-        layer_pos = next(i for i, entry in enumerate(baseline) if entry.layer == layer)
+    for layer_pos, head_pos in pairs:
         maps = []
         for name, run in report.runs.items():
-            head = run[layer_pos].heads[head_pos]
-            maps.append(weights_heatmap(head, tokens, f"{name} · {head_title(layer, head)}",
-                                width // runs if fits else width))
-        parts.append(Columns(maps, padding=(0, 2)) if fits else Group(*maps))
+            entry = run[layer_pos]
+            head = entry.heads[head_pos]
+            maps.append(weights_heatmap(head, tokens, entry.layer, title=f"{name} · {head_title(entry.layer, head)}"))
+        parts.append(SideBySide(maps))
     return parts

@@ -1,4 +1,4 @@
-"""Write reports to streams and files: JSON documents, SVG/HTML snapshots of the terminal view, tensors."""
+"""Write reports to streams and files: JSON documents, SVG and HTML figures, tensors."""
 
 from __future__ import annotations
 
@@ -24,11 +24,29 @@ def write_json(document, stream: TextIO) -> None:
 
 def check_snapshot_path(path: Path) -> None:
     """Fail before the model runs, not after, when --save names a format we cannot write."""
+    if path.suffix.lower() in (".png", ".pdf", ".jpg", ".jpeg"):
+        raise BadInput(f"--save {path}: attn writes vector .svg figures, not {path.suffix}",
+                       "use FILE.svg (any browser prints it to PDF or PNG), or FILE.html for the interactive page")
     if path.suffix.lower() not in SNAPSHOT_FORMATS:
         raise BadInput(f"--save {path}: unknown format {path.suffix or '(none)'!r}", "use a .svg or .html file")
     from attn_cli.atomic import check_writable
 
     check_writable(path, "--save")
+
+
+def save_figure(report, path: Path, panels=None) -> None:
+    """--save for a report: a vector SVG figure, or a self-contained interactive HTML page (render/figures.py)."""
+    from attn_cli.render.figures import html_page, svg_figure
+
+    from attn_cli.atomic import atomic_path
+
+    text = svg_figure(report, panels) if path.suffix.lower() == ".svg" else html_page(report)
+    with atomic_path(path, "--save") as temp:  # an OSError becomes one AttnError there
+        write_text(temp, text)
+
+
+def write_text(path: Path, text: str) -> None:
+    Path(path).write_text(text, encoding="utf-8")
 
 
 def save_snapshot(console, path: Path, title: str) -> None:

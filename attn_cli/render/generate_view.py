@@ -8,11 +8,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attn_cli.render.terminal import header, heatmap, literal, row_label
+from attn_cli.render.heatmap import Heatmap
+from attn_cli.render.scale import Scale
+from attn_cli.render.terminal import header, literal, row_label, titled
 from attn_cli.selection import Window
 
 
-def render_generate(report, width: int) -> RenderableType:
+def render_generate(report) -> RenderableType:
     tokens = [token.text for token in report.tokens]
     count, total = report.prompt_tokens, len(report.tokens)
     story = Text.assemble(literal(report.prompt), " ")
@@ -30,13 +32,13 @@ def render_generate(report, width: int) -> RenderableType:
                           "Pick others with --layer and --head.", style="dim"))
     window = Window((count, total), (0, total), total)  # rows: the generated tokens
     title = f"layer {layer} · head {head.head} (kv head {head.kv_head}) · keys 0-{count - 1}: the prompt"
-    parts.append(heatmap(head.weights, tokens, title, width, window))
-    parts.append(sources_table(head, tokens, count))
+    parts.append(Heatmap(head.weights, tokens, title, Scale.weights(), window, hint="widen"))
+    parts.append(titled("what each generated token was produced from", sources_table(head, tokens, count)))
     return Group(*parts)
 
 
 def sources_table(head, tokens: list[str], count: int) -> Table:
-    table = Table(title="what each generated token was produced from", title_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("generated", no_wrap=True)
     table.add_column("attended (weight)")
     for offset, row in enumerate(head.top):

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -14,17 +16,42 @@ from attn_cli.catalog import Catalog, CatalogEntry, Source
 
 def render_models(catalog: Catalog) -> RenderableType:
     """The table, then where the Hugging Face cache is (and how to fill it when it is empty)."""
-    table = Table(title="Models attn can run without a download", title_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False, collapse_padding=True)
-    table.add_column("name", style="bold", overflow="fold")
-    table.add_column("source", no_wrap=True)
-    table.add_column("architecture", overflow="fold")
-    for column in ("layers", "heads", "kv heads", "head dim"):
-        table.add_column(column, justify="right")
-    table.add_column("path or description", overflow="fold")
-    for entry in catalog.models:
-        table.add_row(*model_cells(entry, catalog.cache_dir))
-    return Group(table, cache_line(catalog))
+    return Group(Text("Models attn can run without a download", style="bold"), ModelsTable(catalog),
+                 cache_line(catalog))
+
+
+DESCRIPTION_MIN = 24  # narrower than this, each model's description goes on its own line
+
+
+class ModelsTable:
+    """A table when the width leaves room for the descriptions; else one line per model, its description below."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+
+    def table(self) -> Table:
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        table.add_column("name", style="bold", no_wrap=True)
+        table.add_column("source", no_wrap=True)
+        table.add_column("type", no_wrap=True)  # the config's model_type
+        for column in ("layers", "heads", "kv", "head dim"):
+            table.add_column(column, justify="right", no_wrap=True)
+        table.add_column("path or description", min_width=DESCRIPTION_MIN)
+        for entry in self.catalog.models:
+            table.add_row(*model_cells(entry, self.catalog.cache_dir))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = self.table()
+        if Measurement.get(console, options.update_width(10_000), table).minimum <= options.max_width:
+            yield table
+            return
+        for entry in self.catalog.models:
+            name, source, architecture, layers, heads, kv, dim, where_ = model_cells(entry, self.catalog.cache_dir)
+            name.stylize("bold")
+            yield Text.assemble(name, " · ", source, " · ", architecture, " · ", layers, " layers × ", heads,
+                                " heads (kv ", kv, "), head dim ", dim)
+            yield Padding(where_, (0, 0, 0, 2))
 
 
 def model_cells(entry: CatalogEntry, cache_dir: Path) -> list[Text]:

@@ -7,14 +7,16 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attn_cli.render.terminal import header, heatmap, literal, row_label
+from attn_cli.render.heatmap import Heatmap
+from attn_cli.render.scale import Scale
+from attn_cli.render.terminal import header, literal, row_label, titled
 
 
-def render_rollout(report, width: int) -> RenderableType:
+def render_rollout(report) -> RenderableType:
     tokens = [token.text for token in report.tokens]
     span = f"layers {report.layers[0]}-{report.layers[-1]}" if len(report.layers) > 1 else f"layer {report.layers[0]}"
     title = f"rollout over {span}, heads fused by {report.head_fusion} (rows sum to 1)"
-    sources = Table(title="where each output token comes from", title_justify="left", box=box.SIMPLE_HEAD)
+    sources = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     sources.add_column("output", no_wrap=True)
     sources.add_column("input tokens (share)")
     for index, row in enumerate(report.top):
@@ -24,4 +26,6 @@ def render_rollout(report, width: int) -> RenderableType:
             cell.append_text(literal(key.token, "bold"))
             cell.append(f" {key.weight:.2f}", style="dim")
         sources.add_row(row_label(index, tokens[index]), cell)
-    return Group(header(report, "attn rollout"), heatmap(report.matrix, tokens, title, width), sources)
+    # rows sum to 1, like weights: the same fixed scale
+    return Group(header(report, "attn rollout"), Heatmap(report.matrix, tokens, title, Scale.weights(), hint="widen"),
+                 titled("where each output token comes from", sources))

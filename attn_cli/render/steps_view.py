@@ -6,10 +6,14 @@ import numpy as np
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from attn_cli.render.terminal import header, heatmap, vector_table
+from attn_cli.render.heatmap import Heatmap, VectorTable
+from attn_cli.render.scale import Scale
+from attn_cli.render.terminal import header
+
+WIDEN = "widen"  # steps has no --rows/--cols: a heatmap too wide asks for a wider terminal
 
 
-def render_steps(report, width: int) -> RenderableType:
+def render_steps(report) -> RenderableType:
     tokens = [token.text for token in report.tokens]
     parts: list[RenderableType] = [
         header(report, "attn steps"),
@@ -23,9 +27,10 @@ def render_steps(report, width: int) -> RenderableType:
             masked = np.isnan(stage.values)
         if stage.kind == "tokens×tokens":
             shown = stage.values if masked is None else np.where(masked, np.nan, stage.values)
-            parts.append(heatmap(shown, tokens, title, width))
+            scale = Scale.weights() if stage.name == "softmax" else Scale.scores(shown)
+            parts.append(Heatmap(shown, tokens, title, scale, hint=WIDEN))
         else:
-            parts.append(vector_table(stage.values, tokens, title, width, (0, rows)))
+            parts.append(VectorTable(stage.values, tokens, title, (0, rows)))
     if report.missing:
         parts.append(Text(f"not available for this backend: {', '.join(report.missing)}", style="dim"))
     return Group(*parts)

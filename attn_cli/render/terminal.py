@@ -2,7 +2,8 @@
 
 Every piece of text that came from the user's input (token strings) goes in as
 a `Text` built by `literal()`, so Rich markup such as `[bold]` and terminal
-control characters are shown as written, never interpreted.
+control characters are shown as written, never interpreted. Nothing here takes
+a width: each piece sizes itself to the width Rich gives it (render/heatmap.py).
 """
 
 from __future__ import annotations
@@ -12,25 +13,24 @@ from enum import Enum
 
 import numpy as np
 from rich import box
-from rich.color import Color
 from rich.console import Group, RenderableType
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from attn_cli.render.heatmap import Fit, Heatmap, HeadsGrid, VectorTable, clip, literal, row_label
+from attn_cli.render.scale import Scale, luminance, stat
 from attn_cli.report import HeadReport, InspectReport
-from attn_cli.selection import Window
 
-LABEL_WIDTH = 14  # row labels: "12 token…"
-CELL_WIDTH = 4  # ".40", "-3.1" or a 4-character key token
-COMPACT_CELL_WIDTH = 1  # one shade character per key when numbers do not fit
-SHADES = " ░▒▓█"
-VECTOR_CELL_WIDTH = 8  # "-12.34" plus padding
 TOP_ROWS = 64  # query rows listed in the top table of a long text without a --rows window
+
+__all__ = ["Panel", "render_report", "header", "head_title", "literal", "weights_heatmap", "scores_heatmap",
+           "heads_grid", "clip", "row_label"]
 
 
 class Panel(str, Enum):
     overview = "overview"
+    grid = "grid"
     weights = "weights"
     scores = "scores"
     q = "q"
@@ -41,14 +41,8 @@ class Panel(str, Enum):
     top = "top"
 
 
-def literal(text: str, style: str | Style = "") -> Text:
-    """User text made safe to show: control characters escaped, markup never parsed."""
-    shown = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
-    return Text(shown, style=style)
-
-
-def render_report(report: InspectReport, panels: set[Panel] | None, width: int) -> RenderableType:
-    """The whole terminal view. panels=None is the default view (overview + one head in detail)."""
+def render_report(report: InspectReport, panels: set[Panel] | None = None) -> RenderableType:
+    """The whole terminal view. panels=None is the default view: every head at a glance, one in detail."""
     heads = report.heads()
     parts: list[RenderableType] = [header(report, "attn inspect")]
     if report.variant != "baseline":
@@ -58,37 +52,70 @@ def render_report(report: InspectReport, panels: set[Panel] | None, width: int) 
         parts.append(Text("q and k before rotary position embeddings (--pre-rope): not the scores the model uses",
                           style="magenta"))
     if panels is None:
-        if len(heads) > 1:
-            parts += [overview_grid(report, "entropy"), overview_grid(report, "asymmetry")]
-            layer, head = most_focused(heads)
-            parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head selected "
-                              "(lowest mean entropy). Pick others with --layer and --head.", style="dim"))
-            heads = [(layer, head)]
-        panels = {Panel.weights, Panel.top, Panel.symmetry, Panel.stats}
-    elif Panel.overview in panels:
+        return Group(*parts, *default_view(report, heads))
+    if Panel.grid in panels:
+        parts.append(heads_grid(report))
+    if Panel.overview in panels:
         parts += [overview_grid(report, "entropy"), overview_grid(report, "asymmetry")]
     if Panel.symmetry in panels:
-        parts.append(symmetry_table(report, heads))
+        parts.append(titled("Symmetry of the score matrix S = q·kᵀ·scale", symmetry_table(heads)))
     if Panel.stats in panels:
-        parts.append(score_stats_table(heads))
+        parts.append(titled("Scores against the √d argument: var(q·k) ≈ d·var(q)·var(k); the 1/√d scale divides "
+                            "it by d", score_stats_table(heads)))
     tokens = [token.text for token in report.tokens]
     for layer, head in heads:
         title = head_title(layer, head)
         if Panel.weights in panels and head.norms is not None:  # --measure norm: shown instead of weights
-            parts.append(weights_heatmap(head, tokens, f"{title} · value-weighted norms ‖α·v·W_Oʰ‖", width,
-                                         head.norms))
+            parts.append(norms_heatmap(head, tokens, layer))
         elif Panel.weights in panels:
-            parts.append(weights_heatmap(head, tokens, f"{title} · weights = softmax(q·kᵀ·{head.scale:.4g})", width))
+            parts.append(weights_heatmap(head, tokens, layer))
         if Panel.scores in panels:
-            parts.append(heatmap(head.scores, tokens, f"{title} · scores = q·kᵀ·{head.scale:.4g}", width,
-                                 head.window))
+            parts.append(scores_heatmap(head, tokens, layer))
         for name in ("q", "k", "v"):
             if Panel(name) in panels:
-                parts.append(vector_table(head.tensors.get(name), tokens, f"{title} · {name.upper()}", width,
-                                          shown_rows(head, len(tokens))))
+                parts.append(VectorTable(head.tensors.get(name), tokens, f"{title} · {name.upper()}",
+                                         shown_rows(head, len(tokens)), "--json --include qkv has all"))
         if Panel.top in panels:
-            parts.append(top_table(head, tokens, title))
+            parts.append(titled(f"{title} · most-attended keys", top_table(head, tokens)))
     return Group(*parts)
+
+
+def default_view(report: InspectReport, heads: list[tuple[int, HeadReport]]) -> list[RenderableType]:
+    """All heads as a grid, then the most focused one in detail: its weights and two lines of statistics."""
+    tokens = [token.text for token in report.tokens]
+    parts: list[RenderableType] = []
+    layer, head = heads[0]
+    if len(heads) > 1:
+        layer, head = most_focused(heads)
+        parts.append(heads_grid(report, mark=(layer, head.head)))
+        parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head (lowest mean entropy). "
+                          "Others: --layer L --head H; more: --show top,scores,stats,overview", style="dim"))
+    parts.append(weights_heatmap(head, tokens, layer))
+    parts += head_summary(head)
+    return parts
+
+
+def heads_grid(report: InspectReport, mark: tuple[int, int] | None = None) -> HeadsGrid:
+    layers = [(layer.layer, layer.heads) for layer in report.layers]
+    count = sum(len(heads) for _, heads in layers)
+    title = (f"Every head's weights: {len(layers)} layer{'s' if len(layers) != 1 else ''} × "
+             f"{max(len(heads) for _, heads in layers)} heads" if count > 1 else "The head's weights")
+    return HeadsGrid(layers, title, mark=mark)
+
+
+def head_summary(head: HeadReport) -> list[Text]:
+    """Symmetry and the √d argument for one head, in two short lines."""
+    sym = head.symmetry
+    verdict = Text("symmetric", style="green") if sym.symmetric else Text("not symmetric", style="dim")
+    lines = [Text.assemble(("Symmetry", "bold"), f" of S = q·kᵀ·scale: max |S−Sᵀ| {stat(sym.max_abs_diff)}, "
+                           f"‖S−Sᵀ‖/‖S‖ {stat(sym.relative)}: ", verdict)]
+    stats = head.score_stats
+    if stats is not None:
+        unscaled = "" if stats.unscaled_variance is None else f"; unscaled {stat(stats.unscaled_variance)}"
+        lines.append(Text.assemble(("Scores", "bold"), f": mean {stat(stats.mean)}, variance {stat(stats.variance)}"
+                                   f"{unscaled}, d·var(q)·var(k) {stat(stats.predicted_unscaled_variance)} "
+                                   f"(d = {stats.head_dim})"))
+    return lines
 
 
 def head_title(layer: int, head: HeadReport) -> str:
@@ -96,9 +123,39 @@ def head_title(layer: int, head: HeadReport) -> str:
     return f"layer {layer} · head {head.head} ({kv})"
 
 
-def heatmap_width(tokens: int) -> int:
-    """Columns a numeric heatmap of this many tokens needs."""
-    return LABEL_WIDTH + tokens * (CELL_WIDTH + 1) + 1
+def weights_heatmap(head: HeadReport, tokens: list[str], layer: int, title: str | None = None,
+                    formula: str | None = None) -> Heatmap:
+    """The weights heatmap with masked cells blank (their weight is exactly 0; their score is NaN)."""
+    title = title or f"{head_title(layer, head)} · weights = {formula or weights_formula(head)}"
+    matrix = head.weights
+    if matrix is not None and head.scores is not None:
+        matrix = np.where(np.isnan(head.scores), np.nan, head.weights)
+    return Heatmap(matrix, tokens, title, Scale.weights(), head.window)
+
+
+def norms_heatmap(head: HeadReport, tokens: list[str], layer: int) -> Heatmap:
+    """--measure norm: the value-weighted norms ‖α·v·W_Oʰ‖, 0 up to their largest, masked cells blank."""
+    values = head.norms if head.scores is None else np.where(np.isnan(head.scores), np.nan, head.norms)
+    return Heatmap(values, tokens, f"{head_title(layer, head)} · value-weighted norms ‖α·v·W_Oʰ‖",
+                   Scale.magnitude(values), head.window, label="norm")
+
+
+def scores_heatmap(head: HeadReport, tokens: list[str], layer: int, scale: Scale | None = None) -> Heatmap:
+    title = f"{head_title(layer, head)} · scores = {scores_formula(head)}"
+    return Heatmap(head.scores, tokens, title, scale or Scale.scores(head.scores), head.window)
+
+
+def weights_formula(head: HeadReport) -> str:
+    return f"softmax({scores_formula(head)})"
+
+
+def scores_formula(head: HeadReport) -> str:
+    """q·kᵀ·scale, or score(q, k) for a model's own scoring (the toy's bilinear and additive), which has no
+    unscaled form (its score statistics say so)."""
+    stats = head.score_stats
+    if stats is not None and stats.unscaled_variance is None:
+        return "score(q, k)"
+    return f"q·kᵀ·{head.scale:.4g}"
 
 
 def header(report, command: str) -> RenderableType:
@@ -118,32 +175,47 @@ def header(report, command: str) -> RenderableType:
         tokens.append("  ")
     if len(report.tokens) > TOP_ROWS:
         tokens.append(f"… and {len(report.tokens) - TOP_ROWS} more", style="dim")
+    tokens.rstrip()
     parts: list[RenderableType] = [line, tokens]
     if report.truncated_from is not None:
         parts.append(Text(f"truncated from {report.truncated_from} tokens (--truncate)", style="yellow"))
     return Group(*parts)
 
 
+OVERVIEW = {
+    "entropy": ("Mean entropy of each head's weight rows, nats", "bright = focused (low entropy)"),
+    "asymmetry": ("Relative asymmetry ‖S−Sᵀ‖/‖S‖ of each head's scores", "bright = nearly symmetric"),
+}
+
+
 def overview_grid(report: InspectReport, metric: str) -> RenderableType:
-    """Layers × heads, one number per head: mean row entropy, or relative asymmetry of S."""
-    title = {
-        "entropy": "Mean entropy of each head's weight rows (nats; low = focused, "
-        f"uniform over {len(report.tokens)} tokens = {math.log(len(report.tokens)):.2f})",
-        "asymmetry": "Relative asymmetry ‖S−Sᵀ‖/‖S‖ of each head's score matrix "
-        "(0 = symmetric, ≈1.41 = no relation between S and Sᵀ, 2 = antisymmetric)",
-    }[metric]
+    """Layers × heads, one number per head, coloured so the interesting heads stand out."""
+    title, bright = OVERVIEW[metric]
+    tokens = len(report.tokens)
+    if metric == "entropy":
+        note = f"0 = one key, {math.log(tokens):.2f} = uniform over {tokens} tokens; {bright}"
+        top = math.log(tokens) or 1.0
+    else:
+        note = "0 = symmetric, ≈1.41 = unrelated to Sᵀ, 2 = antisymmetric; " + bright
+        top = math.sqrt(2)
     values = {(layer, head.head): _head_metric(head, metric) for layer, head in report.heads()}
-    top = max(values.values()) or 1.0
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
-    table.add_column("layer", justify="right", style="dim")
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    table.add_column("layer", justify="right", style="dim", no_wrap=True)
     head_ids = [head.head for head in report.layers[0].heads]
     for head_id in head_ids:
-        table.add_column(f"h{head_id}", justify="right")
+        table.add_column(f"h{head_id}", justify="right", no_wrap=True)
+    scale = Scale.weights()
     for layer in report.layers:
-        cells = [Text(f"{values[(layer.layer, h.head)]:.2f}", style=_cell_style(values[(layer.layer, h.head)] / top))
-                 for h in layer.heads]
+        cells = []
+        for h in layer.heads:
+            value = values[(layer.layer, h.head)]
+            share = 1 - min(1.0, value / top)
+            rgb = scale.rgb(share)
+            ink = "black" if luminance(rgb) > 0.45 else "white"
+            cells.append(Text(f"{value:.2f}", style=Style(color=ink, bgcolor=scale.colour(share))))
         table.add_row(str(layer.layer), *cells)
-    return Group(Text(title, style="bold"), table)
+    return Group(Text(title, style="bold"), Fit(table, "overview table", "widen the terminal, or pick heads with "
+                                                "--head, or use --show grid"), Text(note, style="dim"))
 
 
 def _head_metric(head: HeadReport, metric: str) -> float:
@@ -156,120 +228,36 @@ def most_focused(heads: list[tuple[int, HeadReport]]) -> tuple[int, HeadReport]:
     return min(heads, key=lambda pair: _head_metric(pair[1], "entropy"))
 
 
-def symmetry_table(report: InspectReport, heads: list[tuple[int, HeadReport]]) -> Table:
-    table = Table(title="Symmetry of the score matrix S = q·kᵀ·scale", title_justify="left", box=box.SIMPLE_HEAD)
+def symmetry_table(heads: list[tuple[int, HeadReport]]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for name in ("layer", "head", "max |S−Sᵀ|", "‖S−Sᵀ‖/‖S‖", "symmetric"):
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=True)
     for layer, head in heads:
         sym = head.symmetry
-        table.add_row(str(layer), str(head.head), f"{sym.max_abs_diff:.3g}", f"{sym.relative:.3g}",
+        table.add_row(str(layer), str(head.head), stat(sym.max_abs_diff), stat(sym.relative),
                       Text("yes", style="green") if sym.symmetric else Text("no", style="dim"))
     return table
 
 
-def weights_heatmap(head: HeadReport, tokens: list[str], title: str, width: int,
-                    values: np.ndarray | None = None) -> RenderableType:
-    """The weights (or another per-weight matrix: the norms) with masked cells blank (their score is NaN)."""
-    values = head.weights if values is None else values
-    if values is None or head.scores is None:
-        return heatmap(values, tokens, title, width, head.window)
-    return heatmap(np.where(np.isnan(head.scores), np.nan, values), tokens, title, width, head.window)
-
-
 def score_stats_table(heads: list[tuple[int, HeadReport]]) -> Table:
     """Score mean and variance with and without the scale, beside d·var(q)·var(k) (the √d argument)."""
-    table = Table(title="Scores against the √d argument: var(q·k) ≈ d·var(q)·var(k); the 1/√d scale divides it by d",
-                  title_justify="left", box=box.SIMPLE_HEAD)
-    for name in ("layer", "head", "mean", "variance", "unscaled var", "d·var(q)·var(k)", "d"):
-        table.add_column(name, justify="right")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, caption="unscaled: the variance without the scale; "
+                  "d·vq·vk: d·var(q)·var(k)", caption_justify="left")
+    for name in ("layer", "head", "mean", "variance", "unscaled", "d·vq·vk", "d"):
+        table.add_column(name, justify="right", no_wrap=True)
     for layer, head in heads:
         stats = head.score_stats
         if stats is None:
             continue
-        unscaled = "—" if stats.unscaled_variance is None else f"{stats.unscaled_variance:.3g}"
-        table.add_row(str(layer), str(head.head), f"{stats.mean:.3g}", f"{stats.variance:.3g}", unscaled,
-                      f"{stats.predicted_unscaled_variance:.3g}", str(stats.head_dim))
+        table.add_row(str(layer), str(head.head), stat(stats.mean), stat(stats.variance),
+                      stat(stats.unscaled_variance), stat(stats.predicted_unscaled_variance), str(stats.head_dim))
     return table
 
 
-def heatmap(matrix: np.ndarray | None, tokens: list[str], title: str, width: int,
-            window: Window | None = None) -> RenderableType:
-    """Query tokens as rows, key tokens as columns, cells coloured by value; masked (NaN) cells blank.
-
-    window: the part of the whole (T, T) that `matrix` is; None for a whole matrix.
-    """
-    if matrix is None:
-        return Text(f"{title}: not kept for {len(tokens)} tokens (past the matrix size limit); pick a "
-                    "window with --rows A:B --cols C:D, or pass --full", style="yellow")
-    window = window if window is not None and window.is_partial else None
-    row0, col0 = (window.rows[0], window.cols[0]) if window else (0, 0)
-    count = matrix.shape[1]
-    finite = matrix[np.isfinite(matrix)]
-    low = min(float(finite.min()), 0.0) if finite.size else 0.0  # weights start at 0
-    high = float(finite.max()) if finite.size else 1.0
-    compact = heatmap_width(count) > width
-    fits = (width - LABEL_WIDTH) // (COMPACT_CELL_WIDTH + 1)
-    if compact and count > fits:
-        return Text(f"{title}: {count} key columns do not fit a {width}-column terminal; pick a window, "
-                    f"e.g. --rows {row0}:{row0 + min(len(matrix), 40)} --cols {col0}:{col0 + fits}", style="yellow")
-    caption = f"colour: {low:.2g} (dark) → {high:.2g} (bright)" + ("; shade = value, widen the terminal for numbers" if compact else "")
-    table = Table(caption=caption, caption_justify="left",
-                  box=None, padding=(0, 1 if not compact else 0), collapse_padding=True)
-    table.add_column("query ↓ key →", no_wrap=True, max_width=LABEL_WIDTH, style="bold")
-    for index in range(col0, col0 + count):
-        label = str(index % 10) if compact else _clip(tokens[index], CELL_WIDTH)
-        table.add_column(literal(label), justify="right", no_wrap=True,
-                         width=COMPACT_CELL_WIDTH if compact else CELL_WIDTH)
-    for index, row in enumerate(matrix.tolist(), start=row0):
-        cells = [_heat_cell(value, low, high, compact) for value in row]
-        table.add_row(row_label(index, tokens[index]), *cells)
-    place = f" · rows {row0}-{row0 + len(matrix) - 1}, keys {col0}-{col0 + count - 1}" if window else ""
-    return Group(Text(title + place, style="bold"), table)
-
-
-def _heat_cell(value: float, low: float, high: float, compact: bool) -> Text:
-    if not math.isfinite(value):  # masked
-        return Text("")
-    share = (value - low) / (high - low) if high > low else 1.0
-    if compact:
-        return Text(SHADES[min(len(SHADES) - 1, int(share * len(SHADES)))], style=_cell_style(share))
-    return Text(_short_number(value), style=_cell_style(share))
-
-
-def _short_number(value: float) -> str:
-    """A value in at most 4 characters: .40, 1.0, -3.1, 12, 1e+3."""
-    if 0 <= value <= 1:
-        return f"{value:.2f}".lstrip("0") if value >= 0.005 else "0"
-    text = f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"
-    return text if len(text) <= CELL_WIDTH else f"{value:.0e}"
-
-
-def _cell_style(share: float) -> Style:
-    """Dark blue (0) → orange (1); dark text on bright cells so numbers stay readable."""
-    share = min(1.0, max(0.0, share))
-    low, high = (24, 28, 64), (250, 170, 40)
-    rgb = tuple(int(a + (b - a) * share) for a, b in zip(low, high))
-    return Style(bgcolor=Color.from_rgb(*rgb), color="black" if share > 0.55 else "white")
-
-
-def vector_table(rows: np.ndarray | None, tokens: list[str], title: str, width: int,
-                 span: tuple[int, int]) -> RenderableType:
-    """Per-token vectors (q, k or v) of the tokens in span, as many dimensions as fit the terminal."""
-    if rows is None:
-        return Text(f"{title}: not captured", style="dim")
-    dims = rows.shape[1]
-    shown = max(1, min(dims, (width - LABEL_WIDTH - 6) // (VECTOR_CELL_WIDTH + 1)))
-    notes = [f"dims 0-{shown - 1} of {dims}; the JSON has all"] if shown < dims else []
-    if span[1] - span[0] < len(tokens):
-        notes.append(f"tokens {span[0]}-{span[1] - 1} of {len(tokens)}")
-    caption = "; ".join(notes) or None
-    table = Table(caption=caption, caption_justify="left", box=box.SIMPLE_HEAD)
-    table.add_column("token", no_wrap=True, max_width=LABEL_WIDTH)
-    for dim in range(shown):
-        table.add_column(f"d{dim}", justify="right", no_wrap=True, min_width=VECTOR_CELL_WIDTH - 2)
-    for index in range(*span):
-        table.add_row(row_label(index, tokens[index]), *(f"{value:.2f}" for value in rows[index][:shown].tolist()))
-    return Group(Text(title, style="bold"), table)
+def titled(title: str, table: Table, what: str | None = None) -> RenderableType:
+    """A bold title on its own line (a table's own title would wrap to the table's width), then the table,
+    or one line saying what to do where the table does not fit."""
+    return Group(Text(title, style="bold"), Fit(table, what or title.split(":")[0]))
 
 
 def shown_rows(head: HeadReport, tokens: int) -> tuple[int, int]:
@@ -278,16 +266,15 @@ def shown_rows(head: HeadReport, tokens: int) -> tuple[int, int]:
     return window.rows if window.is_partial else (0, min(tokens, TOP_ROWS))
 
 
-def top_table(head: HeadReport, tokens: list[str], title: str) -> Table:
+def top_table(head: HeadReport, tokens: list[str]) -> Table:
     """Most-attended keys per query row: the window's rows, or the first TOP_ROWS of a long text."""
     start, stop = shown_rows(head, len(tokens))
     caption = f"rows {start}-{stop - 1} of {len(tokens)}; pick others with --rows" if stop - start < len(tokens) else None
-    table = Table(title=f"{title} · most-attended keys", title_justify="left", box=box.SIMPLE_HEAD,
-                  caption=caption, caption_justify="left")
+    table = Table(box=box.SIMPLE_HEAD, caption=caption, caption_justify="left", pad_edge=False)
     table.add_column("query", no_wrap=True)
     table.add_column("attends to (weight)")
-    table.add_column("entropy", justify="right")
-    table.add_column("self", justify="right")
+    table.add_column("entropy", justify="right", no_wrap=True)
+    table.add_column("self", justify="right", no_wrap=True)
     for index in range(start, stop):
         row = head.top[index]
         keys = Text()
@@ -301,13 +288,5 @@ def top_table(head: HeadReport, tokens: list[str], title: str) -> Table:
     return table
 
 
-def row_label(index: int, token: str) -> Text:
-    return Text.assemble((f"{index} ", "dim"), literal(_clip(token, LABEL_WIDTH - len(str(index)) - 1)))
-
-
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,265 @@
+// attn's interactive page: every head at a glance, one head in detail (bertviz's head view and a heatmap).
+// Self-contained: the data is the JSON in <script id="attn-data">; nothing is fetched.
+(function () {
+  "use strict";
+  const data = JSON.parse(document.getElementById("attn-data").textContent);
+  const tokens = data.tokens;
+  const app = document.getElementById("app");
+  const SVG = "http://www.w3.org/2000/svg";
+  const state = { layer: data.start[0], head: data.start[1], focus: null, locked: false };
+
+  // -- colours: the terminal's scales (render/scale.py) --------------------------------------------
+  const SEQ = data.scale.weights.map(hexToRgb);
+  const NEG = data.scale.negative.map(hexToRgb);
+  const POS = data.scale.positive.map(hexToRgb);
+  function hexToRgb(h) { return [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16)); }
+  function interpolate(stops, t) {
+    t = Math.min(1, Math.max(0, t));
+    const p = t * (stops.length - 1), i = Math.min(Math.floor(p), stops.length - 2), f = p - i;
+    return stops[i].map((a, k) => Math.round(a + (stops[i + 1][k] - a) * f));
+  }
+  function rgbOf(run, v) {
+    if (run.kind === "weights") return interpolate(SEQ, v);
+    return interpolate(v >= 0 ? POS : NEG, Math.abs(v) / (run.limit || 1));
+  }
+  function css(rgb) { return "rgb(" + rgb.join(",") + ")"; }
+  function inkOn(rgb) { return (0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]) / 255 > 0.45 ? "#000" : "#fff"; }
+  // as the terminal writes a weight in a cell: 0, .40, 1.00
+  function cellText(v) { return v < 0.005 ? "0" : v >= 0.995 ? "1.00" : v.toFixed(2).replace(/^0/, ""); }
+  function fmt(v) { return v === null || v === undefined ? "masked" : (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(2)); }
+
+  function el(tag, attrs, parent, text) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+  function sv(tag, attrs, parent, text) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+  function findHead(run, layer, head) {
+    const entry = run.layers.find((l) => l.layer === layer);
+    return entry ? entry.heads.find((h) => h.head === head) : undefined;
+  }
+  function spans(h) {
+    const m = h.m || [];
+    const rows = h.rows || [0, m.length], cols = h.cols || [0, m.length ? m[0].length : 0];
+    return { r0: rows[0], c0: cols[0], m: m };
+  }
+
+  // -- controls ----------------------------------------------------------------------------------
+  const first = data.runs[0];
+  const controls = el("div", { class: "controls" }, app);
+  el("label", { for: "layer" }, controls, "Layer ");
+  const layerSelect = el("select", { id: "layer" }, controls);
+  for (const l of first.layers) el("option", { value: l.layer }, layerSelect, String(l.layer));
+  el("label", { for: "head" }, controls, " Head ");
+  const headSelect = el("select", { id: "head" }, controls);
+  const current = el("span", { id: "current", class: "current" }, controls);
+  el("span", { class: "hint" }, controls,
+    "Hover a token to see whom it attends to (left) or who attends to it (right); click to keep it.");
+  layerSelect.addEventListener("change", () => select(+layerSelect.value, state.head));
+  headSelect.addEventListener("change", () => select(state.layer, +headSelect.value));
+
+  // -- every head at a glance ---------------------------------------------------------------------
+  const headCount = first.layers.reduce((n, l) => n + l.heads.length, 0);
+  const thumbs = [];
+  if (headCount > 1) {
+    const grid = el("div", { id: "grid", class: "grid" }, app);
+    el("div", { class: "grid-title" }, grid, "Every head (" + first.name + "): query rows ↓, key columns →; click one");
+    const across = Math.max(...first.layers.map((l) => l.heads.length));
+    const size = Math.max(36, Math.min(88, Math.floor(1000 / across) - 6));
+    const header = el("div", { class: "grid-row" }, grid);
+    el("span", { class: "grid-label" }, header, "");
+    for (const h of first.layers[0].heads) el("span", { class: "grid-head", style: "width:" + size + "px" }, header, "h" + h.head);
+    for (const l of first.layers) {
+      const row = el("div", { class: "grid-row" }, grid);
+      el("span", { class: "grid-label" }, row, "L" + l.layer);
+      for (const h of l.heads) {
+        const canvas = el("canvas", { class: "thumb", width: size, height: size, "data-layer": l.layer,
+          "data-head": h.head, title: "layer " + l.layer + " head " + h.head }, row);
+        drawThumb(canvas, first, h.m, size);
+        canvas.addEventListener("click", () => select(l.layer, h.head));
+        thumbs.push(canvas);
+      }
+    }
+  }
+  function drawThumb(canvas, run, m, size) {
+    const ctx = canvas.getContext("2d");
+    if (!m || !m.length) return;
+    const rows = m.length, cols = m[0].length, cw = size / cols, ch = size / cols;
+    canvas.height = Math.max(8, Math.round(ch * rows));
+    for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) {
+      const v = m[i][j];
+      ctx.fillStyle = css(rgbOf(run, v === null ? 0 : v));
+      ctx.fillRect(Math.floor(j * cw), Math.floor(i * ch), Math.ceil(cw), Math.ceil(ch));
+    }
+  }
+
+  // -- one head in detail, per run (side by side for compare) ---------------------------------------
+  // A fixed height, a line per run: a hover must never move what is under the pointer.
+  const info = el("div", { id: "info", class: "info", style: "height:" + (1.5 * data.runs.length + 0.2) + "em" },
+    app, "");
+  // several runs (compare, steps): each one's head view above its heatmap, the runs side by side
+  const runsBox = el("div", { id: "runs", class: data.runs.length > 1 ? "runs stacked" : "runs" }, app);
+  const views = data.runs.map((run, index) => {
+    const box = el("div", { class: "run", "data-run": index }, runsBox);
+    el("h2", {}, box, run.name);
+    const body = el("div", { class: "run-body" }, box);
+    return { run: run, box: box, body: body };
+  });
+
+  function select(layer, head) {
+    const entry = first.layers.find((l) => l.layer === layer);
+    if (!entry) return;
+    if (!entry.heads.some((h) => h.head === head)) head = entry.heads[0].head;
+    state.layer = layer; state.head = head; state.focus = null; state.locked = false;
+    layerSelect.value = layer;
+    headSelect.innerHTML = "";
+    for (const h of entry.heads) el("option", { value: h.head }, headSelect, String(h.head));
+    headSelect.value = head;
+    current.textContent = "layer " + layer + " · head " + head;
+    for (const t of thumbs) t.classList.toggle("selected", +t.dataset.layer === layer && +t.dataset.head === head);
+    for (const view of views) drawView(view);
+    info.textContent = "";
+  }
+
+  function drawView(view) {
+    view.body.innerHTML = "";
+    const h = findHead(view.run, state.layer, state.head);
+    if (!h || !h.m) { el("p", {}, view.body, "not kept for this head (past the matrix size limit)"); return; }
+    const s = spans(h);
+    view.spans = s;
+    if (view.run.kind === "weights") view.lines = headView(view, s);
+    view.cells = matrix(view, s);
+  }
+
+  // bertviz-style: queries on the left, keys on the right, a line per weight
+  function headView(view, s) {
+    const rows = s.m.length, cols = s.m[0].length, step = 20, top = 24;
+    const height = top + Math.max(rows, cols) * step + 10;
+    const svg = sv("svg", { class: "headview", width: 380, height: height }, view.body);
+    sv("text", { x: 120, y: 14, "text-anchor": "end", class: "axis" }, svg, "query");
+    sv("text", { x: 260, y: 14, class: "axis" }, svg, "key");
+    const lines = [];
+    const group = sv("g", {}, svg);
+    for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) {
+      const v = s.m[i][j];
+      if (v === null || v < 0.005) continue;
+      const line = sv("line", { x1: 128, y1: top + i * step + 6, x2: 252, y2: top + j * step + 6,
+        stroke: "#e8590c", "stroke-width": 2, "stroke-opacity": v }, group);
+      line.dataset.q = i; line.dataset.k = j;
+      lines.push(line);
+    }
+    const left = [], right = [];
+    for (let i = 0; i < rows; i++) {
+      const t = sv("text", { x: 120, y: top + i * step + 10, "text-anchor": "end", class: "tok tok-left",
+        "data-i": s.r0 + i }, svg, tokens[s.r0 + i]);
+      const w = sv("text", { x: 6, y: top + i * step + 10, class: "w w-left" }, svg, "");
+      left.push({ t: t, w: w });
+      hover(t, "q", s.r0 + i);
+    }
+    for (let j = 0; j < cols; j++) {
+      const t = sv("text", { x: 260, y: top + j * step + 10, class: "tok tok-right", "data-i": s.c0 + j },
+        svg, tokens[s.c0 + j]);
+      const w = sv("text", { x: 374, y: top + j * step + 10, "text-anchor": "end", class: "w w-right" }, svg, "");
+      right.push({ t: t, w: w });
+      hover(t, "k", s.c0 + j);
+    }
+    return { lines: lines, left: left, right: right };
+  }
+
+  function matrix(view, s) {
+    const table = el("table", { class: "matrix" }, view.body);
+    const head = el("tr", {}, table);
+    el("th", { class: "corner" }, head, "q ↓ k →");
+    for (let j = 0; j < s.m[0].length; j++) {
+      const th = el("th", { class: "col", "data-i": s.c0 + j }, head);
+      el("span", {}, th, tokens[s.c0 + j]);
+      hover(th, "k", s.c0 + j);
+    }
+    const cells = [];
+    s.m.forEach((row, i) => {
+      const tr = el("tr", {}, table);
+      const th = el("th", { class: "row", "data-i": s.r0 + i }, tr, tokens[s.r0 + i]);
+      hover(th, "q", s.r0 + i);
+      cells.push(row.map((v, j) => {
+        const td = el("td", { "data-q": s.r0 + i, "data-k": s.c0 + j }, tr);
+        if (v === null) { td.className = "masked"; return td; }
+        const rgb = rgbOf(view.run, v);
+        td.style.background = css(rgb);
+        td.style.color = inkOn(rgb);
+        if (s.m[0].length <= 24) td.textContent = view.run.kind === "weights" ? cellText(v) : v.toFixed(1);
+        td.title = tokens[s.r0 + i] + " → " + tokens[s.c0 + j] + ": " + fmt(v);
+        td.addEventListener("mouseenter", () => {
+          info.textContent = "“" + tokens[s.r0 + i] + "” (query " + (s.r0 + i) + ") → “" + tokens[s.c0 + j] +
+            "” (key " + (s.c0 + j) + "): " + (view.run.kind === "weights" ? "weight " : "score ") + fmt(v) +
+            " · " + view.run.name;
+        });
+        return td;
+      }));
+    });
+    return cells;
+  }
+
+  function hover(node, side, index) {
+    node.addEventListener("mouseenter", () => { if (!state.locked) focus(side, index); });
+    node.addEventListener("mouseleave", () => { if (!state.locked) focus(null); });
+    node.addEventListener("click", () => {
+      const same = state.focus && state.focus.side === side && state.focus.index === index;
+      state.locked = !(state.locked && same);
+      focus(state.locked ? side : null, index);
+    });
+  }
+
+  // Show, in every run, whom token `index` attends to (side "q") or who attends to it (side "k").
+  function focus(side, index) {
+    state.focus = side ? { side: side, index: index } : null;
+    const lines = [];
+    for (const view of views) {
+      const s = view.spans;
+      if (!s) continue;
+      const lv = view.lines;
+      if (lv) {
+        for (const line of lv.lines) {
+          const q = s.r0 + +line.dataset.q, k = s.c0 + +line.dataset.k;
+          const on = !side || (side === "q" ? q === index : k === index);
+          line.style.display = on ? "" : "none";
+        }
+        lv.left.forEach((x, i) => { x.t.classList.toggle("active", side === "q" && s.r0 + i === index); x.w.textContent = ""; });
+        lv.right.forEach((x, j) => { x.t.classList.toggle("active", side === "k" && s.c0 + j === index); x.w.textContent = ""; });
+        if (side === "q" && index >= s.r0 && index < s.r0 + s.m.length)
+          s.m[index - s.r0].forEach((v, j) => { if (v !== null) lv.right[j].w.textContent = v.toFixed(2); });
+        if (side === "k" && index >= s.c0 && index < s.c0 + s.m[0].length)
+          s.m.forEach((row, i) => { const v = row[index - s.c0]; if (v !== null) lv.left[i].w.textContent = v.toFixed(2); });
+      }
+      for (const row of view.cells || []) for (const td of row) {
+        const hit = side && (side === "q" ? +td.dataset.q === index : +td.dataset.k === index);
+        td.classList.toggle("hit", !!hit);
+      }
+      if (side) lines.push(describe(view, s, side, index));
+    }
+    info.textContent = lines.filter(Boolean).join("\n");
+  }
+
+  function describe(view, s, side, index) {
+    let pairs = [];
+    if (side === "q" && index >= s.r0 && index < s.r0 + s.m.length)
+      pairs = s.m[index - s.r0].map((v, j) => [tokens[s.c0 + j], v]);
+    else if (side === "k" && index >= s.c0 && index < s.c0 + s.m[0].length)
+      pairs = s.m.map((row, i) => [tokens[s.r0 + i], row[index - s.c0]]);
+    pairs = pairs.filter((p) => p[1] !== null).sort((a, b) => b[1] - a[1]);
+    pairs = pairs.filter((p, rank) => rank === 0 || Math.abs(p[1]) >= 0.005).slice(0, 5);
+    const who = "“" + tokens[index] + "” (" + index + ")";
+    const verb = side === "q" ? " attends to " : " is attended by ";
+    return view.run.name + ": " + who + verb + pairs.map((p) => p[0] + " " + fmt(p[1])).join(", ");
+  }
+
+  select(state.layer, state.head);
+  document.body.dataset.ready = "1";
+})();

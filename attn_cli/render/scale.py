@@ -1,0 +1,178 @@
+"""Colour scales, shade glyphs and number formats shared by every view (terminal, SVG, HTML).
+
+One rule everywhere: brighter means more. Weights use one fixed sequential scale, 0 → 1, the same
+for every head and every view, so colours compare across heads. Scores (any real number) use a
+diverging scale centred on 0: the further from 0, the brighter; blue below 0, orange above.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+# Near-black through grey-violet to red, orange and pale yellow, each stop brighter (higher luminance)
+# than the one before, so brightness rises all the way (an inferno-like scale; its low quarter greyish
+# so that 256-colour terminals, which have few dark colours, keep it dark).
+SEQUENTIAL = ((34, 32, 38), (96, 80, 110), (210, 80, 60), (245, 140, 30), (252, 250, 170))
+# dark at 0, brightening towards blue (negative) and orange (positive), equally bright at equal |score|.
+NEGATIVE = ((38, 38, 46), (50, 100, 190), (130, 190, 255))
+POSITIVE = ((38, 38, 46), (170, 80, 30), (255, 170, 90))
+SHADES = "░▒▓█"  # ink rising with the value; below SHADE_FLOOR nothing is drawn
+
+
+def _interpolate(stops, share: float) -> tuple[int, int, int]:
+    share = min(1.0, max(0.0, share))
+    position = share * (len(stops) - 1)
+    index = min(int(position), len(stops) - 2)
+    part = position - index
+    low, high = stops[index], stops[index + 1]
+    return tuple(int(round(a + (b - a) * part)) for a, b in zip(low, high))
+
+
+def hex_colour(rgb: tuple[int, int, int]) -> str:
+    return "#%02x%02x%02x" % rgb
+
+
+def luminance(rgb: tuple[int, int, int]) -> float:
+    red, green, blue = (channel / 255 for channel in rgb)
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How values become colours and glyphs. kind: "weights" (fixed 0 → 1) or "scores" (±limit around 0)."""
+
+    kind: str
+    limit: float = 1.0  # scores: the largest |value| shown at full brightness
+
+    @classmethod
+    def weights(cls) -> "Scale":
+        return cls("weights", 1.0)
+
+    @classmethod
+    def scores(cls, *matrices) -> "Scale":
+        """A diverging scale centred on 0 reaching the largest |finite value| of the matrices."""
+        limit = 0.0
+        for matrix in matrices:
+            if matrix is None:
+                continue
+            finite = np.abs(np.asarray(matrix, dtype=np.float64))
+            finite = finite[np.isfinite(finite)]
+            if finite.size:
+                limit = max(limit, float(finite.max()))
+        return cls("scores", limit or 1.0)
+
+    @classmethod
+    def magnitude(cls, *matrices) -> "Scale":
+        """Non-negative values (norms): the weights' colours from 0 up to the largest finite value."""
+        return cls("magnitude", cls.scores(*matrices).limit)
+
+    @property
+    def diverging(self) -> bool:
+        return self.kind == "scores"
+
+    def share(self, value: float) -> float:
+        """Brightness in [0, 1]: the weight itself, or |score| / limit, or a magnitude / limit."""
+        if self.diverging:
+            return min(1.0, abs(value) / self.limit)
+        return min(1.0, max(0.0, value / self.limit))
+
+    def rgb(self, value: float) -> tuple[int, int, int]:
+        if self.diverging:
+            return _interpolate(POSITIVE if value >= 0 else NEGATIVE, self.share(value))
+        return _interpolate(SEQUENTIAL, self.share(value))
+
+    def colour(self, value: float) -> str:
+        return hex_colour(self.rgb(value))
+
+    def shade(self, value: float) -> str:
+        """A glyph whose ink grows with brightness: ' ' (nothing), ░, ▒, ▓, █."""
+        share = self.share(value)
+        if share < SHADE_FLOOR:
+            return " "
+        return SHADES[min(len(SHADES) - 1, int(share * len(SHADES)))]
+
+    @property
+    def low_label(self) -> str:
+        return "0" if not self.diverging else stat(-self.limit)
+
+    @property
+    def high_label(self) -> str:
+        return stat(self.limit) if self.kind != "weights" else "1"
+
+    def stops(self, count: int) -> list[float]:
+        """count values evenly across the scale, low to high (for legends and colour bars)."""
+        low, high = (-self.limit, self.limit) if self.diverging else (0.0, self.limit)
+        return [low + (high - low) * index / (count - 1) for index in range(count)]
+
+
+SHADE_FLOOR = 0.02  # a weight under 2% draws no ink
+
+
+def stat(value: float | None) -> str:
+    """A statistic in a table or sentence, one format everywhere: at most 4 significant digits, no '+', no '-0'.
+
+    0.1234 → '0.12', 5.104 → '5.10', 11.94 → '11.9', 110.4 → '110', 3531 → '3531', 52000 → '5.2e4',
+    0.0042 → '4.2e-3', 5.2e-08 → '5.2e-8'.
+    """
+    if value is None or not math.isfinite(value):
+        return "—"
+    if value == 0:
+        return "0"
+    size = abs(value)
+    if size >= 1e4 or size < 0.01:
+        mantissa, exponent = f"{value:.1e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
+    for limit, decimals in ((9.995, 2), (99.95, 1), (math.inf, 0)):  # by the rounded size: 99.996 → '100'
+        if size < limit:
+            text = f"{value:.{decimals}f}"
+            break
+    return "0" if float(text) == 0 else text
+
+
+@dataclass(frozen=True)
+class CellFormat:
+    """How a heatmap's numbers are written in CELL characters: one number of decimals for the whole matrix.
+
+    Weights: '1.00', '.40', '.05', '0' for under 0.005. Scores: one decimal ('-1.4', '2.9', '0.3') while every
+    value fits, else whole numbers ('-14', '290'), else whole numbers of a power of ten named in the legend.
+    """
+
+    decimals: int
+    weights: bool
+    exponent: int = 0  # scores shown divided by 10**exponent
+
+    @classmethod
+    def choose(cls, matrix: np.ndarray, scale: Scale, width: int) -> "CellFormat":
+        if scale.kind == "weights":
+            return cls(2, True)
+        finite = np.asarray(matrix, dtype=np.float64)
+        finite = finite[np.isfinite(finite)]
+        if not finite.size:
+            return cls(1, False)
+        for decimals in (2, 1, 0):  # the most decimals every value of the matrix fits in
+            if all(len(cls(decimals, False).text(value)) <= width for value in (finite.min(), finite.max())):
+                return cls(decimals, False)
+        exponent = 1
+        while len(str(int(round(max(abs(finite.min()), abs(finite.max())) / 10 ** exponent)))) + 1 > width:
+            exponent += 1
+        return cls(0, False, exponent)
+
+    def text(self, value: float) -> str:
+        if not math.isfinite(value):
+            return ""
+        if self.weights:
+            if value < 0.005:
+                return "0"
+            return f"{value:.2f}" if value >= 0.995 else f"{value:.2f}".lstrip("0")
+        value = value / 10 ** self.exponent
+        text = f"{value:.{self.decimals}f}"
+        if float(text) == 0:  # never '-0.0'
+            text = f"{0:.{self.decimals}f}"
+        return text
+
+    @property
+    def note(self) -> str:
+        return f"numbers ×10^{self.exponent}" if self.exponent else ""

@@ -1,0 +1,189 @@
+"""The --save figures, opened as a person would: the HTML page in a real headless Chromium, offline.
+
+Needs Debian's `chromium` and the pip `playwright` package (its own browser download is not used:
+the page is opened with executable_path pointing at the system browser). Without either, these
+tests skip and say why; `.ci/run` installs both where it can.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+SENTENCE = "Hello, how are you?"
+CHROMIUM = next((path for path in (os.environ.get("ATTN_CHROMIUM"), shutil.which("chromium"),
+                                   shutil.which("chromium-browser"), shutil.which("google-chrome"))
+                 if path), None)
+
+
+@pytest.fixture(scope="module")
+def model(minilm_backend):
+    from attn_cli.api import Model
+
+    return Model(minilm_backend)
+
+
+@pytest.fixture(scope="module")
+def pages(model, tmp_path_factory):
+    from attn_cli.render.files import save_figure
+
+    folder = tmp_path_factory.mktemp("figures")
+    files = {
+        "inspect": (model.inspect(SENTENCE), folder / "inspect.html"),
+        "compare": (model.compare(SENTENCE, layers=0, heads="1-2"), folder / "compare.html"),
+        "hostile": (model.inspect("</script><script>alert(1)</script> [b]x", layers=0, heads=0),
+                    folder / "hostile.html"),
+    }
+    for report, path in files.values():
+        save_figure(report, path)
+    return {name: path for name, (_, path) in files.items()}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("no Chromium here (apt-get install chromium; .ci/run does where it can)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright package is not installed (pip install -e '.[test]')")
+    with sync_playwright() as playwright:
+        try:
+            launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        except Exception as error:  # a browser that cannot start here is a skip, with its reason
+            pytest.skip(f"Chromium at {CHROMIUM} did not start: {str(error).splitlines()[0]}")
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def offline_page(browser):
+    """A page whose every request beyond the file itself is blocked and recorded."""
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    requests: list[str] = []
+    errors: list[str] = []
+
+    def block(route):
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            requests.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", block)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    yield page, requests, errors
+    context.close()
+
+
+def open_page(page, path):
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready='1']", timeout=10_000)
+
+
+def test_the_page_works_offline_grid_and_head_view(offline_page, pages):
+    page, requests, errors = offline_page
+    open_page(page, pages["inspect"])
+    assert requests == [] and errors == []
+    assert page.locator("canvas.thumb").count() == 72  # every head of MiniLM, at a glance
+    assert page.locator("#current").text_content() == "layer 0 · head 2"  # the most focused head
+    assert page.locator("canvas.thumb.selected").count() == 1
+    assert page.locator("svg.headview line").count() > 0
+    assert page.locator("table.matrix td").count() == 64  # 8 × 8 tokens
+
+
+def test_a_click_on_a_thumbnail_changes_the_shown_head(offline_page, pages):
+    page, _, errors = offline_page
+    open_page(page, pages["inspect"])
+    before = page.locator("table.matrix").inner_text()
+    page.locator("canvas.thumb[data-layer='3'][data-head='7']").click()
+    assert page.locator("#current").text_content() == "layer 3 · head 7"
+    assert page.locator("#layer").input_value() == "3" and page.locator("#head").input_value() == "7"
+    assert page.locator("table.matrix").inner_text() != before
+    page.select_option("#head", "2")
+    assert page.locator("#current").text_content() == "layer 3 · head 2"
+    assert errors == []
+
+
+def test_hovering_a_token_shows_its_attention(offline_page, pages):
+    page, _, errors = offline_page
+    open_page(page, pages["inspect"])  # layer 0 head 2: each token attends to the one before it
+    page.locator("svg.headview .tok-left[data-i='3']").hover()  # 'how'
+    info = page.locator("#info").text_content()
+    assert "“how” (3) attends to , 1.00" in info
+    visible = page.locator("svg.headview line:visible")
+    assert visible.count() == 1  # only the hovered query's lines remain
+    assert page.locator("svg.headview .w-right").nth(2).text_content() == "1.00"  # weight beside ','
+    page.locator("svg.headview .tok-right[data-i='1']").hover()  # who attends to 'hello'?
+    assert "is attended by , 1.00" in page.locator("#info").text_content()
+    page.locator("table.matrix td[data-q='1'][data-k='0']").hover()
+    assert "weight 1.00" in page.locator("#info").text_content()
+    assert errors == []
+
+
+def test_compare_shows_the_runs_side_by_side(offline_page, pages):
+    page, requests, errors = offline_page
+    open_page(page, pages["compare"])
+    assert requests == [] and errors == []
+    names = page.locator(".run h2").all_text_contents()
+    assert names == ["baseline", "shared-k"]
+    assert page.locator("table.matrix").count() == 2
+    page.locator(".run[data-run='0'] .tok-left[data-i='2']").hover()
+    info = page.locator("#info").text_content()
+    assert "baseline:" in info and "shared-k:" in info  # one hover, both runs
+
+
+def test_user_text_cannot_break_out_of_the_page(offline_page, pages):
+    page, _, errors = offline_page
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    open_page(page, pages["hostile"])
+    assert dialogs == [] and errors == []
+    assert "</script>" in page.locator("h1 + p").text_content()
+
+
+def test_the_html_names_nothing_to_fetch(pages):
+    text = pages["inspect"].read_text(encoding="utf-8")
+    assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", text)
+    assert "default-src 'none'" in text
+    data = text.split('<script id="attn-data" type="application/json">')[1].split("</script>")[0]
+    assert "</" not in data
+    assert json.loads(data)["tokens"][1] == "hello"
+
+
+def test_svg_is_a_vector_figure_with_full_labels(model, tmp_path):
+    from attn_cli.render.files import save_figure
+    from attn_cli.render.terminal import Panel
+
+    path = tmp_path / "figure.svg"
+    report = model.inspect("Hello, extraordinarily long tokenisation", layers=0, heads="1-2")
+    save_figure(report, path, {Panel.weights})
+    root = ElementTree.parse(path).getroot()  # well-formed XML
+    svg = "{http://www.w3.org/2000/svg}"
+    texts = [node.text for node in root.iter(f"{svg}text")]
+    tokens = [token.text for token in report.tokens]
+    for token in tokens:  # full labels, never clipped: on both axes
+        assert texts.count(token) >= 2, token
+    assert any("layer 0 · head 1" in (text or "") for text in texts)
+    assert any("minilm" in (text or "") for text in texts)
+    assert len(list(root.iter(f"{svg}rect"))) >= 2 * len(tokens) ** 2 // 2
+    assert list(root.iter(f"{svg}linearGradient"))  # the colour bar
+    assert "<image" not in path.read_text(encoding="utf-8")
+
+
+def test_svg_opens_in_chromium(browser, model, tmp_path):
+    from attn_cli.render.files import save_figure
+
+    path = tmp_path / "figure.svg"
+    save_figure(model.inspect(SENTENCE, layers=0, heads=2), path)
+    page = browser.new_page()
+    page.goto(path.as_uri())
+    assert page.locator("text", has_text="[CLS]").count() >= 2
+    page.close()

@@ -1,0 +1,301 @@
+"""The terminal picture as a person sees it, at every width from 60 to 250 columns.
+
+Every view is printed into a recording Rich Console of a given width: no line may be longer than
+the width, no number may be cut ('1.…'), and in every heatmap mode (numbers, two-character and
+one-character shade cells) the brightest cell must be the largest value, with a legend that
+matches the scale. Reports come from the bundled MiniLM (loaded once) and the toy.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from attn_cli.render.heatmap import Heatmap, HeadsGrid, VectorTable, legend
+from attn_cli.render.scale import SHADES, CellFormat, Scale, luminance, stat
+
+WIDTHS = (60, 80, 100, 120, 160, 250)
+SENTENCE = "Hello, how are you?"
+# 34 tokens with [CLS] and [SEP] under MiniLM's tokenizer
+LONG = ("The quick brown fox jumps over the lazy dog while the small cat sleeps on a warm mat near the old "
+        "red barn door, and the birds sing a happy song")
+CUT = re.compile(r"\d…|…\d|\.…|-…|:…|: …")
+
+
+@pytest.fixture(scope="module")
+def model(minilm_backend):
+    from attn_cli.api import Model
+
+    return Model(minilm_backend)  # the session's MiniLM, loaded once for every test file
+
+
+@pytest.fixture(scope="module")
+def reports(model, tmp_path_factory):
+    import attn_cli
+    import torch
+    from conftest import save_tiny
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=30522, n_embd=32, n_layer=1, n_head=4, n_positions=64, bos_token_id=101,
+                        eos_token_id=102)
+    gpt2_lm = save_tiny(GPT2LMHeadModel(config), tmp_path_factory.mktemp("render-gpt2-lm"))
+
+    toy = attn_cli.load("toy", device="cpu")
+    return {
+        "hello": model.inspect(SENTENCE),
+        "long": model.inspect(LONG),
+        "few": model.inspect(SENTENCE, layers="0-1", heads="1-3"),
+        "long_one": model.inspect(LONG, layers=0, heads=2),
+        "compare": model.compare("我是一个男孩", layers="0-1"),
+        "compare_one": model.compare(SENTENCE, layers=0, heads=2, variants=["shared-k", "no-scale"]),
+        "steps": toy.steps("I love you", layer=0, head=0),
+        "rollout": model.rollout(SENTENCE),
+        "diff": model.diff(SENTENCE, "Hello, who are they?"),
+        "generate": attn_cli.load(str(gpt2_lm), device="cpu").generate("the cat sat on the", max_new_tokens=4),
+        "toy": toy.inspect("I love you"),
+    }
+
+
+def printed(renderable, width: int, colour: bool = False) -> list[str]:
+    console = Console(width=width, record=True, force_terminal=colour, color_system="truecolor" if colour else None,
+                      file=open("/dev/null", "w"))
+    console.print(renderable)
+    return console.export_text().splitlines()
+
+
+def assert_fits(lines: list[str], width: int) -> None:
+    for line in lines:
+        assert cell_len(line) <= width, f"{cell_len(line)} > {width}: {line!r}"
+        assert not CUT.search(line), f"a cut number: {line!r}"
+
+
+# -- every view at every width ------------------------------------------------------------------------
+
+
+def views(reports):
+    from attn_cli.render.compare_view import render_compare
+    from attn_cli.render.diff_view import render_diff
+    from attn_cli.render.generate_view import render_generate
+    from attn_cli.render.rollout_view import render_rollout
+    from attn_cli.render.steps_view import render_steps
+    from attn_cli.render.terminal import Panel, render_report
+
+    every = {Panel(name) for name in ("grid", "overview", "weights", "scores", "symmetry", "stats", "top")}
+    return {
+        "default": render_report(reports["hello"]),
+        "default-long": render_report(reports["long"]),
+        "panels": render_report(reports["few"], every),
+        "long-panels": render_report(reports["long_one"], {Panel.weights, Panel.scores, Panel.top}),
+        "compare": render_compare(reports["compare"]),
+        "compare-one": render_compare(reports["compare_one"]),
+        "steps": render_steps(reports["steps"]),
+        "toy": render_report(reports["toy"]),
+        "rollout": render_rollout(reports["rollout"]),
+        "diff": render_diff(reports["diff"]),
+        "generate": render_generate(reports["generate"]),
+    }
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_view_fits_every_width(reports, width):
+    for name, view in views(reports).items():
+        lines = printed(view, width)
+        assert lines, name
+        assert_fits(lines, width)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_coloured_default_views_fit(reports, width):
+    """With colour the grid may draw half blocks (a character a token): it must still fit."""
+    from attn_cli.render.terminal import render_report
+
+    for name in ("hello", "long"):
+        assert_fits(printed(render_report(reports[name]), width, colour=True), width)
+
+
+def test_models_view_fits():
+    from attn_cli.catalog import list_models
+    from attn_cli.render.models_view import render_models
+
+    catalog = list_models(None)
+    for width in WIDTHS:
+        assert_fits(printed(render_models(catalog), width), width)
+
+
+def test_default_view_of_a_short_sentence_fits_one_80_by_50_screen(reports):
+    from attn_cli.render.terminal import render_report
+
+    lines = printed(render_report(reports["hello"]), 80)
+    assert len(lines) <= 50, "\n".join(lines)
+    text = "\n".join(lines)
+    assert "Every head" in text and "In detail: layer 0 head 2" in text
+    assert "h11" in text and "L5" in text  # the grid is labelled by layer and head
+
+
+def test_a_34_token_sentence_renders_at_80_columns_with_readable_labels(reports):
+    from attn_cli.render.terminal import weights_heatmap
+
+    report = reports["long"]
+    assert len(report.tokens) == 34
+    tokens = [token.text for token in report.tokens]
+    lines = printed(weights_heatmap(report.head(0, 2), tokens, 0), 80)
+    assert_fits(lines, 80)
+    text = "\n".join(lines)
+    assert "do not fit" not in text and "need" not in text.split("keys")[0]  # drawn, not refused
+    for token in tokens:  # every key token in full, under the map
+        assert f":{token}" in text
+
+
+# -- the heatmap's modes ------------------------------------------------------------------------------
+
+
+def cells_of(heatmap: Heatmap, width: int):
+    """Render the heatmap and read each cell back: (text, style) per (row, column)."""
+    console = Console(width=width, force_terminal=True, color_system="truecolor", file=open("/dev/null", "w"))
+    lines = console.render_lines(heatmap, console.options.update_width(width), pad=False)
+    rows, cols = heatmap.matrix.shape
+    body = [line for line in lines if re.match(r"^\s*\d+ t\d", "".join(s.text for s in line))]
+    assert len(body) == rows
+    mode = None
+    for cell, gap in ((4, 1), (2, 0), (1, 0)):
+        if heatmap.width_for(cell, gap) <= width:
+            mode = (cell, gap)
+            break
+    cell, gap = mode
+    out = []
+    for line in body:
+        chars = [(ch, seg.style) for seg in line for ch in seg.text]
+        start = heatmap.label_width + 1
+        row = []
+        for j in range(cols):
+            part = chars[start + j * (cell + gap): start + j * (cell + gap) + cell]
+            row.append(("".join(ch for ch, _ in part), part[-1][1] if part else None))
+        out.append(row)
+    return mode, out
+
+
+def brightness(text: str, style, numbers: bool) -> float:
+    if not numbers and not text.strip():  # no ink: the terminal's own background, the darkest there is
+        return 0.0
+    colour = style.bgcolor if numbers else style.color
+    return luminance(colour.get_truecolor())
+
+
+@pytest.mark.parametrize("width, expected", [(200, (4, 1)), (60, (2, 0)), (44, (1, 0))])
+@pytest.mark.parametrize("kind", ["weights", "scores"])
+def test_brighter_always_means_more_in_every_mode(width, expected, kind):
+    rng = np.random.default_rng(0)
+    if kind == "weights":
+        logits = rng.normal(size=(20, 20)) * 2
+        matrix = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+        scale = Scale.weights()
+    else:
+        matrix = rng.normal(size=(20, 20)) * 3
+        scale = Scale.scores(matrix)
+    tokens = [f"t{i}" for i in range(20)]
+    heatmap = Heatmap(matrix, tokens, "test", scale)
+    mode, cells = cells_of(heatmap, width)
+    assert mode == expected
+    numbers = mode[1] == 1
+    values = np.abs(matrix) if kind == "scores" else matrix
+    shown = np.array([[brightness(text, style, numbers) for text, style in row] for row in cells])
+    # the brightest cell is the largest value, and brightness never falls as the value rises
+    # (for scores: as |score| rises, on each side of 0; a colour is rounded to 1/255 a channel)
+    assert np.unravel_index(np.argmax(shown), shown.shape) == np.unravel_index(np.argmax(values), values.shape)
+    for side in ([matrix >= 0, matrix < 0] if kind == "scores" else [matrix == matrix]):
+        order = np.argsort(values[side])
+        assert np.all(np.diff(shown[side][order]) >= -0.005)
+    order = np.argsort(values, axis=None)
+    if not numbers:  # the ink of the glyphs rises too, and the glyph is the legend's
+        ink = np.array([[(" " + SHADES).index(text.ljust(1)[0]) for text, _ in row] for row in cells])
+        assert np.all(np.diff(ink.reshape(-1)[order]) >= 0)
+        for (text, _), value in zip((c for row in cells for c in row), matrix.reshape(-1)):
+            assert text.ljust(mode[0]) == scale.shade(value) * mode[0]  # a line's trailing blanks are trimmed
+    if kind == "scores" and numbers:  # one number format for the whole matrix
+        decimals = {len(text.strip().split(".")[1]) if "." in text else 0 for row in cells for text, _ in row}
+        assert len(decimals) == 1
+
+
+def test_legend_is_true_and_does_not_wrap():
+    for scale in (Scale.weights(), Scale.scores(np.array([[-3.0, 1.5]]))):
+        for width in (30, 60, 80):
+            text = legend(scale, width)
+            assert text.cell_len <= width
+            plain = text.plain
+            assert plain.split(" ")[1] == scale.low_label and scale.high_label in plain
+        glyphs = [span for span in legend(scale, 80).spans if span.style and getattr(span.style, "color", None)]
+        shares = [scale.share(value) for value in scale.stops(len(glyphs))]
+        lums = [luminance(span.style.color.get_truecolor()) for span in glyphs]
+        assert lums == sorted(lums) or scale.diverging
+    assert Scale.scores(np.array([[-3.0, 1.5]])).low_label == "-3.00"
+
+
+def test_weights_use_one_fixed_scale_and_scores_a_diverging_one():
+    weak, strong = np.full((2, 2), 0.1), np.eye(2)
+    scale = Scale.weights()  # the same for every head: a weight's colour never depends on its neighbours
+    assert scale.colour(0.1) == Scale.weights().colour(0.1)
+    assert luminance(scale.rgb(1.0)) > luminance(scale.rgb(0.5)) > luminance(scale.rgb(0.0))
+    scores = Scale.scores(np.array([[-2.0, 1.0]]))
+    assert scores.limit == 2.0 and scores.share(0) == 0 and scores.share(-2) == scores.share(2) == 1
+    assert scores.rgb(-2) != scores.rgb(2)  # the sign is the hue
+    assert weak.max() < strong.max()
+
+
+def test_too_narrow_heatmap_says_what_to_do_in_one_line():
+    matrix = np.full((70, 70), 1 / 70)
+    lines = printed(Heatmap(matrix, [f"tok{i}" for i in range(70)], "big"), 60)
+    assert len(lines) <= 2
+    assert "pick a window" in lines[0] or "--cols" in " ".join(lines)
+    cols = int(re.search(r"--cols 0:(\d+)", " ".join(lines)).group(1))
+    # the suggested window really fits: one character a cell is one character
+    assert Heatmap(matrix[:, :cols], [f"tok{i}" for i in range(70)], "big").width_for(1, 0) <= 60
+
+
+def test_key_columns_are_numbered_never_a_lone_digit_without_its_token():
+    tokens = [f"word{i}" for i in range(30)]
+    lines = printed(Heatmap(np.eye(30), tokens, "t"), 80)
+    header = [line for line in lines[1:3]]
+    assert "1 1 1" in header[0] and "0 1 2" in header[1]  # tens above units: columns 10, 11, 12 read downwards
+    assert all(f"{i}:word{i}" in "\n".join(lines) for i in range(30))
+
+
+def test_stat_is_one_format():
+    assert [stat(v) for v in (0, 5.2e-8, -0.004, 0.1234, 5.104, 11.94, 99.996, 3531, 52000, -0.0)] == [
+        "0", "5.2e-8", "-4.0e-3", "0.12", "5.10", "11.9", "100", "3531", "5.2e4", "0"]
+    assert CellFormat(1, False).text(-0.04) == "0.0"  # never '-0.0'
+
+
+# -- every head at a glance ----------------------------------------------------------------------------
+
+
+def test_grid_fits_80_columns_and_shows_the_previous_token_head(reports):
+    report = reports["hello"]
+    layers = [(layer.layer, layer.heads) for layer in report.layers]
+    lines = printed(HeadsGrid(layers, "grid"), 80)
+    assert_fits(lines, 80)
+    assert len(lines) <= 30
+    # MiniLM layer 0 head 2 attends to the previous token: its thumbnail is a diagonal staircase
+    column = lines[1].index("h2") - 1  # the thumbnail under 'h2'
+    picture = [line[column:column + 4] for line in lines[2:6]]
+    assert picture == ["▌   ", "▝▖  ", " ▝▖ ", "  ▝▖"], picture
+
+
+def test_grid_without_colour_marks_only_real_attention(reports):
+    report = reports["hello"]
+    layers = [(layer.layer, layer.heads) for layer in report.layers]
+    for width in WIDTHS:
+        assert_fits(printed(HeadsGrid(layers, "grid"), width), width)
+    narrow = re.sub(r"\s+", " ", " ".join(printed(HeadsGrid(layers, "grid"), 30)))
+    assert narrow.startswith("all-heads grid: 12 heads need 39 columns") and "widen" in narrow
+
+
+def test_vector_table_never_cuts_a_number():
+    rows = np.random.default_rng(1).normal(size=(3, 40)) * 20
+    for width in (40, 60, 80, 200):
+        lines = printed(VectorTable(rows, ["a", "b", "c"], "Q", (0, 3)), width)
+        assert_fits(lines, width)
