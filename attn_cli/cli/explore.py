@@ -57,7 +57,7 @@ def explore_command(
 
         app = ExploreApp(load, text or DEFAULT_TEXT, model_name=model or defaults()["inspect"]["model"],
                          truncate=truncate, export_dir=export_dir)
-        code = app.run()
+        app.run()
         if app.error is not None:
             raise app.error
-        raise typer.Exit(code or 0)
+        raise typer.Exit(app.return_code or 0)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rich.console import Group
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
@@ -25,7 +26,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, Static
 
 from attn_cli.errors import AttnError
-from attn_cli.explore.view import (GRID_METRICS, GRID_TITLE_LINES, VARIANTS, CachedGrid, grid_thumb, grid_view,
+from attn_cli.explore.view import (GRID_METRICS, VARIANTS, CachedGrid, grid_thumb, grid_view,
                                    grid_width, gutter, maps_view, mark_strips, panel_view, row_lines,
                                    thumbnails_grid, variant_label)
 
@@ -42,13 +43,22 @@ KEYS = [
     ("tab", "focus the grid or the heatmap"),
     ("click", "a thumbnail selects its head; a heatmap row selects its query token"),
     ("e", "edit the sentence and run the model again"),
-    ("v", "cycle the variant: baseline, shared-k, no-scale, raw, cosine (shown beside the baseline)"),
+    ("v", "next variant: baseline, shared-k, no-scale, raw, cosine (beside the baseline)"),
     ("s", "scores / weights in the heatmap"),
     ("g", "grid metric: weight thumbnails, mean entropy, asymmetry"),
     ("x", "export what is on screen: .svg (the screen), -head.svg (figure), .html, .json"),
     ("?", "this help"),
     ("q", "quit"),
 ]
+
+
+NULL = Style.null()  # every segment gets a style: Textual's NO_COLOR filter reads each one
+
+
+def strip(segments) -> Strip:
+    """A Strip whose segments all have a style (Textual's NO_COLOR filter reads every segment's style)."""
+    return Strip([segment if segment.style is not None else Segment(segment.text, NULL, segment.control)
+                  for segment in segments])
 
 
 class StripView(Widget, can_focus=True):
@@ -88,8 +98,8 @@ class StripView(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y < len(self.strips):
-            return self.strips[y].adjust_cell_length(width)
-        return Strip.blank(width)
+            return self.strips[y].adjust_cell_length(width, NULL)
+        return Strip.blank(width, NULL)
 
     def on_focus(self) -> None:
         self.app.redraw(grid=False, detail=False)
@@ -181,6 +191,7 @@ class ExploreApp(App[int]):
     """The explorer. load_model() → Model runs in a thread; the rest is on the loaded model."""
 
     TITLE = "attn explore"
+    ENABLE_COMMAND_PALETTE = False
     CSS = """
     Screen { layout: vertical; }
     #loading { height: 1fr; content-align: center middle; }
@@ -500,12 +511,24 @@ class ExploreApp(App[int]):
             self.windows[key] = windowed.head(self.layer, self.head)
         return self.windows[key]
 
+    def table_width(self, report) -> int:
+        """Columns the entropy/asymmetry table of `attn inspect` takes (its Fit part), measured by Rich."""
+        from rich.measure import Measurement
+
+        from attn_cli.render.heatmap import Fit
+
+        view = grid_view(report, self.metric, (self.layer, self.head), self.thumbnails)
+        parts = [part for group in view.renderables for part in getattr(group, "renderables", [group])]
+        options = self.console_options.update_width(10_000)
+        return max((Measurement.get(self.console, options, part).maximum for part in parts if isinstance(part, Fit)),
+                   default=66) + 1
+
     def render_lines(self, renderable, width: int) -> list[list[Segment]]:
         options = self.console_options.update(highlight=False, width=max(1, width), height=None)
         return self.console.render_lines(renderable, options, pad=False)
 
     def render_strips(self, renderable, width: int) -> list[Strip]:
-        return [Strip(line) for line in self.render_lines(renderable, width)]
+        return [strip(line) for line in self.render_lines(renderable, width)]
 
     def grid_strips(self, shown, width: int) -> list[Strip]:
         """The grid's lines: weight thumbnails rendered once per report and width (◂ placed here), or a table."""
@@ -539,7 +562,7 @@ class ExploreApp(App[int]):
                 thumb = grid_thumb(shown, available, max(DETAIL_MIN, width - DETAIL_MIN))
                 columns = grid_width(shown, thumb)
             else:
-                columns = min(width - 1, 6 + 5 * max(len(layer.heads) for layer in shown.layers))
+                columns = min(width - 1, self.table_width(shown))
             body.set_class(columns + DETAIL_MIN > width, "stacked")
             self.grid_columns = width - 1 if body.has_class("stacked") else columns
             self.query_one("#grid", GridView).show(self.grid_strips(shown, self.grid_columns), self.grid_columns)
@@ -572,8 +595,8 @@ class ExploreApp(App[int]):
             return []
         self.detail_rows = rows
         panel = self.render_lines(panel_view(tokens, self.query, base, other, self.variant), width)
-        return [Strip(line) for line in gutter(lines, rows, self.query)] + \
-               [Strip([Segment(" "), *line]) for line in panel]
+        return [strip(line) for line in gutter(lines, rows, self.query)] + \
+               [strip([Segment(" "), *line]) for line in panel]
 
     def prefetch(self, generation: int) -> None:
         """While idle, render the heatmaps of the heads one key away, so moving there only repaints."""
@@ -605,7 +628,7 @@ class ExploreApp(App[int]):
             _, lines = grid.geometry
             layers = [layer for layer, _ in grid.layers]
             if self.layer in layers:
-                top = GRID_TITLE_LINES + layers.index(self.layer) * lines
+                top = grid.top + layers.index(self.layer) * lines
                 self.query_one("#left", VerticalScroll).scroll_to_region(Region(0, top, 1, lines), animate=False,
                                                                          immediate=True)
         line = next((number for number, row in self.detail_rows.items() if row == self.query), None)
@@ -630,7 +653,8 @@ class ExploreApp(App[int]):
         except (AttnError, OSError) as error:
             self.say(f"error: {getattr(error, 'message', None) or error}", style="red")
             return
-        self.say("wrote " + ", ".join(str(path) for path in written), style="green")
+        stem = written[0].with_suffix("")
+        self.say(f"wrote {stem.name}{{.svg, -head.svg, .html, .json}} in {stem.parent}", style="green")
 
     def export(self) -> list[Path]:
         """What is on screen: the screen as SVG, the selected head as a figure, the report as HTML and JSON."""

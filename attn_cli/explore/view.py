@@ -50,6 +50,7 @@ class CachedGrid(HeadsGrid):
         super().__init__(*args, **kwargs)
         self.cache = {} if cache is None else cache
         self.geometry: tuple[int, int] | None = None  # (thumb width, lines per layer)
+        self.top = GRID_TITLE_LINES  # lines above the first layer (the title may wrap)
 
     def thumbnail(self, weights, thumb: int, ink_floor: float):
         if weights is None:
@@ -66,6 +67,8 @@ class CachedGrid(HeadsGrid):
         self.geometry = None
         if thumb >= 2 and first is not None:
             self.geometry = (thumb, lines_per_layer(first.shape, thumb))
+            title = len(Text(self.title).wrap(console, options.max_width)) if self.title else 0
+            self.top = title + 1
         yield from super().__rich_console__(console, options)
 
     def head_at(self, x: int, y: int) -> tuple[int, int] | None:
@@ -73,7 +76,7 @@ class CachedGrid(HeadsGrid):
         if self.geometry is None:
             return None
         thumb, lines = self.geometry
-        row = y - (GRID_TITLE_LINES if self.title else GRID_TITLE_LINES - 1)
+        row = y - self.top
         column = x - self.label_width
         if row < 0 or column < 0 or row >= lines * len(self.layers):
             return None
@@ -97,9 +100,9 @@ def mark_strips(strips: list, grid: CachedGrid, mark: tuple[int, int]) -> list:
             continue
         for column, record in enumerate(heads):
             if record.head == head:
-                y = (GRID_TITLE_LINES if grid.title else GRID_TITLE_LINES - 1) + row * lines
+                y = grid.top + row * lines
                 x = grid.label_width + column * (thumb + 1) + thumb
-                line = strips[y].extend_cell_length(x + 1)
+                line = strips[y].extend_cell_length(x + 1, Style.null())
                 strips = list(strips)
                 strips[y] = Strip.join([line.crop(0, x), Strip([Segment("◂", Style(bold=True))]), line.crop(x + 1)])
                 return strips
@@ -130,15 +133,18 @@ def grid_thumb(report: InspectReport, height: int, width: int) -> int:
     return best
 
 
+GRID_MIN_WIDTH = 28  # the grid's note, 'query rows ↓, key columns →', on one line
+
+
 def grid_width(report: InspectReport, thumb: int) -> int:
     across = max(len(layer.heads) for layer in report.layers)
     label = max(len(f"L{layer.layer}") for layer in report.layers) + 1
-    return label + across * (thumb + 1)
+    return max(GRID_MIN_WIDTH, label + across * (thumb + 1))
 
 
 def thumbnails_grid(report: InspectReport, cache: dict, mark: tuple[int, int] = NO_MARK) -> CachedGrid:
     layers = [(layer.layer, layer.heads) for layer in report.layers]
-    return CachedGrid(layers, f"Every head's weights · {variant_label(report.variant)}", mark=mark, cache=cache)
+    return CachedGrid(layers, f"All heads · {variant_label(report.variant)}", mark=mark, cache=cache)
 
 
 def grid_view(report: InspectReport, metric: str, mark: tuple[int, int], cache: dict) -> RenderableType:
@@ -182,7 +188,7 @@ def row_lines(lines: list[list[Segment]], tokens: list[str]) -> dict[int, int]:
 
 def gutter(lines: list[list[Segment]], rows: dict[int, int], selected: int) -> list[list[Segment]]:
     """The lines behind a one-column gutter with ▶ beside the selected query row's line(s)."""
-    mark, blank = Segment(MARK, Style(bold=True, color="yellow")), Segment(" ")
+    mark, blank = Segment(MARK, Style(bold=True, color="yellow")), Segment(" ", Style.null())
     return [[mark if rows.get(number) == selected else blank, *line] for number, line in enumerate(lines)]
 
 
