@@ -207,7 +207,9 @@ class ExploreApp(App[int]):
     #left, #right { scrollbar-size-vertical: 1; }
     #message { height: auto; max-height: 3; padding: 0 1; }
     #too-small { display: none; height: 1fr; content-align: center middle; }
-    Screen.small #main, Screen.small #loading { display: none; }
+    #loading { display: none; }
+    Screen.loading #loading { display: block; }
+    Screen.loading #main, Screen.small #main, Screen.small #loading { display: none; }
     Screen.small #too-small { display: block; }
     """
     BINDINGS = [
@@ -276,7 +278,7 @@ class ExploreApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#main").display = False
+        self.screen.add_class("loading")
         self.check_size(self.size.width, self.size.height)
         self.started = time.perf_counter()
         self.run_worker(self.load_in_thread, thread=True, exclusive=True, group="load")
@@ -318,15 +320,14 @@ class ExploreApp(App[int]):
 
     def failed_to_load(self, error: AttnError) -> None:
         self.error = error
-        self.exit(1)
+        self.exit(return_code=1)
 
     def loaded(self, model, report) -> None:
         self.load_seconds = time.perf_counter() - self.started
         self.model = model
         self.reports[(self.text, "baseline")] = report
         self.query = min(1, len(report.tokens) - 1)
-        self.query_one("#loading").display = False
-        self.query_one("#main").display = True
+        self.screen.remove_class("loading")
         self.query_one("#grid").focus()
         self.say(f"loaded in {self.load_seconds:.1f} s · ? lists the keys", style="dim")
         self.redraw(header=True)
