@@ -258,3 +258,41 @@ def test_in_a_real_terminal(tmp_path):
         assert status.read_text().strip() == "0"
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_a_causal_decoder_with_grouped_query_attention(tiny_llama_dir):
+    model = load(str(tiny_llama_dir), device="cpu")
+
+    async def scenario():
+        app = ExploreApp(lambda: model, TEXT, model_name=str(tiny_llama_dir))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            await pilot.press("l", "l", "l", "l")
+            assert (app.layer, app.head) == (0, 4)
+            assert "(kv head 1)" in app.query_one("#detail").text()
+            for variant in ("shared-k", "no-scale", "raw", "scoring=cosine", "baseline"):
+                await pilot.press("v")
+                await until(pilot, lambda: app.variant == variant)
+                assert "error" not in str(app.query_one("#message").render())
+
+    run(scenario())
+
+
+def test_a_long_text_shows_a_window_of_the_selected_head():
+    long_model = load("toy", heads=16, layers=2)
+    text = " ".join(["word"] * 300)
+
+    async def scenario():
+        app = ExploreApp(lambda: long_model, text, model_name="toy")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            assert app.report.matrices_left_out
+            assert "Mean entropy" in app.query_one("#grid").text()
+            app.set_query(150)
+            await pilot.pause()
+            shown = app.query_one("#detail").text()
+            assert "rows 134-165, keys " in shown  # the heatmap names its window
+            assert "need" not in shown
+            assert app.query in app.detail_rows.values()
+
+    run(scenario())

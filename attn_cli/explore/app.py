@@ -257,6 +257,7 @@ class ExploreApp(App[int]):
         self.painted = asyncio.Event()
         self.paints = 0
         self.painted_at = 0.0
+        self.looks: dict[tuple[str, str], float] = {}
         self.exports = 0
         self.load_seconds: float | None = None
         self.stage = f"loading {model_name or 'the model'}"
@@ -453,6 +454,11 @@ class ExploreApp(App[int]):
         if self.variant_error:
             self.say(f"error: {self.variant_error}", style="red")
         self.redraw(header=True)
+        self.call_after_refresh(self.mark_look, text, variant)
+
+    def mark_look(self, text: str, variant: str) -> None:
+        """When a new sentence or variant reached the screen (the benchmark's stop watch)."""
+        self.looks[(text, variant)] = time.perf_counter()
 
     # -- drawing -------------------------------------------------------------------------------------
     def header_view(self):
@@ -502,9 +508,11 @@ class ExploreApp(App[int]):
         if not report.matrices_left_out:
             return head
         tokens = len(report.tokens)
+        label = len(f"{tokens} ") + 12  # a row label: index and token (render/heatmap LABEL_TOKEN)
+        across = max(8, min(COL_WINDOW, self.detail_width() - label - 4))  # key columns one character wide
         r0 = max(0, min(self.query - ROW_WINDOW // 2, tokens - ROW_WINDOW))
-        c0 = max(0, min(self.query - COL_WINDOW + 8, tokens - COL_WINDOW))
-        rows, cols = (r0, min(tokens, r0 + ROW_WINDOW)), (c0, min(tokens, c0 + COL_WINDOW))
+        c0 = max(0, min(self.query - across + 8, tokens - across))
+        rows, cols = (r0, min(tokens, r0 + ROW_WINDOW)), (c0, min(tokens, c0 + across))
         key = (report.text, report.variant, self.layer, self.head, rows, cols)
         if key not in self.windows:
             windowed = self.model.inspect(report.text, layers=[self.layer], heads=[self.head], top_k=TOP_K,
