@@ -32,6 +32,8 @@ def explore_command(
     revision: opt.Revision = None,
     trust_remote_code: opt.TrustRemoteCode = False,
     device_map: opt.DeviceMap = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1,
+        help="CPU threads torch may use (default: torch's choice). On a busy machine 1 can be much faster.")] = None,
     export_dir: Annotated[Optional[Path], typer.Option("--export-dir",
         help="Where x writes its .svg, .html and .json files (default: the current directory).")] = None,
 ) -> None:
@@ -50,6 +52,11 @@ def explore_command(
 
         def load():
             from attn_cli.cli.common import load_model
+
+            if threads is not None:
+                import torch
+
+                torch.set_num_threads(threads)
 
             return load_model(model, device=device, dtype=dtype, options=options)
 

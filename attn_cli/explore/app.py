@@ -258,6 +258,7 @@ class ExploreApp(App[int]):
         self.paints = 0
         self.painted_at = 0.0
         self.looks: dict[tuple[str, str], float] = {}
+        self.looked = asyncio.Event()
         self.exports = 0
         self.load_seconds: float | None = None
         self.stage = f"loading {model_name or 'the model'}"
@@ -437,6 +438,10 @@ class ExploreApp(App[int]):
             if key[1] == "baseline":  # the text itself failed: keep what is on screen
                 self.call_from_thread(self.say, f"error: {error}", "red")
                 return
+        try:
+            self.prerender_grid(self.reports.get((text, variant), self.reports[(text, "baseline")]))
+        except Exception:  # noqa: BLE001 - optional: the main thread renders it otherwise
+            pass
         self.call_from_thread(self.show_look, text, variant, error)
 
     def show_look(self, text: str, variant: str, error: str) -> None:
@@ -459,6 +464,7 @@ class ExploreApp(App[int]):
     def mark_look(self, text: str, variant: str) -> None:
         """When a new sentence or variant reached the screen (the benchmark's stop watch)."""
         self.looks[(text, variant)] = time.perf_counter()
+        self.looked.set()
 
     # -- drawing -------------------------------------------------------------------------------------
     def header_view(self):
@@ -566,19 +572,35 @@ class ExploreApp(App[int]):
         body = self.query_one("#body")
         if grid:
             shown = self.shown_report()
-            available = max(6, height - self.header_lines - 4)
-            if self.metric == "weights" and not shown.matrices_left_out:
-                thumb = grid_thumb(shown, available, max(DETAIL_MIN, width - DETAIL_MIN))
-                columns = grid_width(shown, thumb)
-            else:
-                columns = min(width - 1, self.table_width(shown))
-            body.set_class(columns + DETAIL_MIN > width, "stacked")
-            self.grid_columns = width - 1 if body.has_class("stacked") else columns
+            columns, stacked = self.grid_layout(shown)
+            body.set_class(stacked, "stacked")
+            self.grid_columns = columns
             self.query_one("#grid", GridView).show(self.grid_strips(shown, self.grid_columns), self.grid_columns)
         if detail:
             self.query_one("#detail", DetailView).show(self.detail_strips())
             self.scroll_to_selection()
         self.call_after_refresh(self.mark_painted)
+
+    def grid_layout(self, shown) -> tuple[int, bool]:
+        """Columns of the grid pane, and whether the heatmap goes below it (too narrow side by side)."""
+        width, height = self.size
+        available = max(6, height - self.header_lines - 4)
+        if self.metric == "weights" and not shown.matrices_left_out:
+            columns = grid_width(shown, grid_thumb(shown, available, max(DETAIL_MIN, width - DETAIL_MIN)))
+        else:
+            columns = min(width - 1, self.table_width(shown))
+        stacked = columns + DETAIL_MIN > width
+        return (width - 1 if stacked else columns), stacked
+
+    def prerender_grid(self, shown) -> None:
+        """In the worker thread, after a run: the new report's thumbnails (the slow part of showing it)."""
+        if self.metric != "weights" or shown.matrices_left_out:
+            return
+        columns, _ = self.grid_layout(shown)
+        key = (id(shown), columns)
+        if key not in self.grid_lines:
+            grid = thumbnails_grid(shown, self.thumbnails)
+            self.grid_lines[key] = (shown, grid, self.render_strips(grid, columns))
 
     def detail_width(self) -> int:
         width = self.size.width
