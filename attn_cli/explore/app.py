@@ -702,7 +702,8 @@ class ExploreApp(App[int]):
                                   f"-{time.strftime('%H%M%S')}-{self.exports}")
         paths = [stem.with_suffix(".svg"), stem.with_name(stem.name + "-head.svg"), stem.with_suffix(".html"),
                  stem.with_suffix(".json")]
-        paths[0].write_text(self.export_screenshot(title=f"attn explore · {report.model.name}"), encoding="utf-8")
+        paths[0].write_text(self.export_screenshot(title=f"attn explore · {report.model.name}", simplify=True),
+                            encoding="utf-8")
         one = replace(report, layers=[LayerReport(self.layer, [self.detail_head(report)])])
         paths[1].write_text(svg_figure(one, {Panel.scores if self.scores else Panel.weights}), encoding="utf-8")
         paths[2].write_text(html_page(report), encoding="utf-8")
