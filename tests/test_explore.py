@@ -296,3 +296,22 @@ def test_a_long_text_shows_a_window_of_the_selected_head():
             assert app.query in app.detail_rows.values()
 
     run(scenario())
+
+
+def test_thumbnails_are_the_grids_own_pictures():
+    """The app's all-at-once quadrant_cells draws exactly what render/heatmap.quadrant_cells draws."""
+    import numpy as np
+
+    from attn_cli.explore.view import quadrant_cells_at_once
+    from attn_cli.render.heatmap import quadrant_cells
+    from attn_cli.render.scale import Scale
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        rows, cols = rng.integers(1, 20, size=2)
+        matrix = rng.dirichlet(np.ones(cols), size=rows) if trial % 3 else rng.normal(size=(rows, cols))
+        if trial % 5 == 0:
+            matrix[matrix < 0.05] = 0
+        for scale in (Scale.weights(), Scale.scores(matrix)):
+            for ink_floor in (0.0, 0.2):
+                assert quadrant_cells_at_once(matrix, scale, ink_floor) == quadrant_cells(matrix, scale, ink_floor)

@@ -8,6 +8,7 @@ between heads only redraws. Everything drawn comes from render/ through explore/
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 import time
 from pathlib import Path
 
@@ -261,6 +262,9 @@ class ExploreApp(App[int]):
         self.looked = asyncio.Event()
         self.exports = 0
         self.load_seconds: float | None = None
+        # Every model call runs on this one thread: a new thread per run would start a new pool of
+        # torch's CPU threads each time, and the idle ones of the runs before keep spinning.
+        self.model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attn-model")
         self.stage = f"loading {model_name or 'the model'}"
         self.started = time.perf_counter()
 
@@ -283,8 +287,11 @@ class ExploreApp(App[int]):
         self.screen.add_class("loading")
         self.check_size(self.size.width, self.size.height)
         self.started = time.perf_counter()
-        self.run_worker(self.load_in_thread, thread=True, exclusive=True, group="load")
+        self.model_thread.submit(self.load_in_thread)
         self.set_interval(0.25, self.tick_loading, name="loading")
+
+    def on_unmount(self) -> None:
+        self.model_thread.shutdown(wait=False, cancel_futures=True)
 
     def tick_loading(self) -> None:
         if self.model is None and self.error is None:
@@ -418,8 +425,7 @@ class ExploreApp(App[int]):
             self.show_look(text, variant, "")
             return
         self.say(f"running {variant_label(variant)} on {len(text)} characters …", style="dim")
-        self.run_worker(lambda: self.look_in_thread(text, variant, wanted), thread=True, exclusive=True,
-                        group="run")
+        self.model_thread.submit(self.look_in_thread, text, variant, wanted)
 
     def look_in_thread(self, text: str, variant: str, wanted: list) -> None:
         error = ""

@@ -19,7 +19,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from attn_cli.render.heatmap import HeadsGrid, SideBySide, literal, row_label
+from attn_cli.render.heatmap import CONTRAST, QUADRANTS, HeadsGrid, SideBySide, literal, pool, row_label
 from attn_cli.render.scale import stat
 from attn_cli.render.terminal import (head_summary, head_title, overview_grid, scores_heatmap, weights_formula,
                                        weights_heatmap)
@@ -53,12 +53,17 @@ class CachedGrid(HeadsGrid):
         self.top = GRID_TITLE_LINES  # lines above the first layer (the title may wrap)
 
     def thumbnail(self, weights, thumb: int, ink_floor: float):
+        """HeadsGrid.thumbnail, with render/heatmap.quadrant_cells computed for all blocks at once."""
         if weights is None:
             return []
         key = (id(weights), thumb, ink_floor)
         hit = self.cache.get(key)
         if hit is None or hit[0] is not weights:
-            hit = self.cache[key] = (weights, super().thumbnail(weights, thumb, ink_floor))
+            rows, cols = weights.shape
+            bins = min(cols, 2 * thumb)
+            row_bins = max(1, min(rows, round(rows * bins / cols)))
+            cells = quadrant_cells_at_once(pool(weights, row_bins, bins), self.scale, ink_floor)
+            hit = self.cache[key] = (weights, cells)
         return hit[1]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -85,6 +90,52 @@ class CachedGrid(HeadsGrid):
         if index >= len(heads) or within >= thumb:
             return None
         return layer, heads[index].head
+
+
+def quadrant_cells_at_once(matrix: np.ndarray, scale, ink_floor: float = 0.0) -> list[list[tuple[str, Style]]]:
+    """render/heatmap.quadrant_cells, the same characters and colours, with numpy over every 2 × 2 block at once
+    (a new sentence redraws 72 thumbnails; block by block that is most of the time it takes).
+    tests/test_explore.py checks it against quadrant_cells."""
+    rows, cols = matrix.shape
+    padded = np.zeros((rows + rows % 2, cols + cols % 2))
+    padded[:rows, :cols] = matrix
+    across, down = padded.shape[1] // 2, padded.shape[0] // 2
+    blocks = padded.reshape(down, 2, across, 2).transpose(0, 2, 1, 3).reshape(down, across, 4)
+
+    def share(values):
+        if scale.diverging:
+            return np.minimum(1.0, np.abs(values) / scale.limit)
+        return np.minimum(1.0, np.maximum(0.0, values))
+
+    high, low = blocks.max(axis=-1), blocks.min(axis=-1)
+    ink = (blocks >= ((high + low) / 2)[..., None]) & (share(blocks) >= ink_floor)
+    inked = ink.sum(axis=-1)
+    split = (share(high) - share(low) >= CONTRAST) & (inked > 0) & (inked < 4)
+    bits = (ink * np.array([8, 4, 2, 1])).sum(axis=-1)
+    # block[ink].mean() and block[~ink].mean() for all blocks: adding the zeros in between changes no sum
+    ink_mean = (blocks * ink).sum(axis=-1) / np.maximum(inked, 1)
+    ground_mean = (blocks * ~ink).sum(axis=-1) / np.maximum(4 - inked, 1)
+    mean = blocks.mean(axis=-1)
+    styles: dict[tuple[float, float], Style] = {}
+
+    def style(ink_value: float, ground_value: float) -> Style:
+        key = (ink_value, ground_value)
+        if key not in styles:
+            styles[key] = Style(color=scale.colour(ink_value), bgcolor=scale.colour(ground_value))
+        return styles[key]
+
+    solid = max(0.25, ink_floor)
+    lines = []
+    for r in range(down):
+        line = []
+        for c in range(across):
+            if split[r, c]:
+                line.append((QUADRANTS[bits[r, c]], style(float(ink_mean[r, c]), float(ground_mean[r, c]))))
+            else:
+                value = float(mean[r, c])
+                line.append(("█" if scale.share(value) >= solid else " ", style(value, value)))
+        lines.append(line)
+    return lines
 
 
 def mark_strips(strips: list, grid: CachedGrid, mark: tuple[int, int]) -> list:
