@@ -20,6 +20,7 @@ STAGES = [
     ("engine", ["core", "compare", "steps", "rollout", "diff", "generate"]),
     ("api", ["api"]),
     ("render", ["render"]),
+    ("explore", ["explore"]),
     ("cli", ["cli", "__main__", "launch"]),
 ]
 RANK = {name: rank for rank, (_, names) in enumerate(STAGES) for name in names}

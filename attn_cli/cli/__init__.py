@@ -15,6 +15,8 @@ from attn_cli.cli.compare import EPILOG as COMPARE_EPILOG
 from attn_cli.cli.compare import compare_command
 from attn_cli.cli.diff import EPILOG as DIFF_EPILOG
 from attn_cli.cli.diff import diff_command
+from attn_cli.cli.explore import EPILOG as EXPLORE_EPILOG
+from attn_cli.cli.explore import explore_command
 from attn_cli.cli.generate import EPILOG as GENERATE_EPILOG
 from attn_cli.cli.generate import generate_command
 from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
@@ -54,6 +56,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.command("inspect", cls=Command, epilog=INSPECT_EPILOG)(inspect_command)
+app.command("explore", cls=Command, epilog=EXPLORE_EPILOG)(explore_command)
 app.command("compare", cls=Command, epilog=COMPARE_EPILOG)(compare_command)
 app.command("steps", cls=Command, epilog=STEPS_EPILOG)(steps_command)
 app.command("rollout", cls=Command, epilog=ROLLOUT_EPILOG)(rollout_command)

@@ -304,18 +304,24 @@ class HeadsGrid:
         per = (width - self.label_width) // max(1, self.across) - 1
         return max(0, min(math.ceil(cols / 2), per, THUMB_MAX))
 
+    def layout(self, console: Console, width: int) -> tuple[int, bool]:
+        """(characters across a thumbnail, half blocks?) at this width. With colour and room for a character
+        per token: half blocks, every cell its own exact colour; else 2 × 2 cells a character."""
+        first = next((head for _, heads in self.layers for head in heads if head.weights is not None), None)
+        if first is None:
+            return 0, False
+        cols = first.weights.shape[1]
+        per = (width - self.label_width) // max(1, self.across) - 1
+        half = bool(console.color_system) and cols <= min(per, THUMB_MAX)
+        return (cols, True) if half else (self.thumb_width(width), False)
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
         if not self.layers or all(head.weights is None for _, heads in self.layers for head in heads):
             yield Text("all-heads grid: the weights were not kept (see --rows/--cols or --full)", style="yellow")
             return
-        thumb = self.thumb_width(width)
+        thumb, half = self.layout(console, width)
         cols = next(head.weights.shape[1] for _, heads in self.layers for head in heads if head.weights is not None)
-        per = (width - self.label_width) // max(1, self.across) - 1
-        # With colour and room for a character per token: half blocks, every cell its own exact colour.
-        half = bool(console.color_system) and cols <= min(per, THUMB_MAX)
-        if half:
-            thumb = cols
         if thumb < 2:
             need = self.label_width + 3 * self.across
             yield Text(f"all-heads grid: {self.across} heads need {need} columns, the terminal has {width}; "

@@ -1,0 +1,316 @@
+"""attn explore: the Textual app driven by its pilot, and once in a real terminal (tmux)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("textual")
+
+from attn_cli.api import Model, load  # noqa: E402
+from attn_cli.errors import BadInput  # noqa: E402
+from attn_cli.explore.app import ExploreApp  # noqa: E402
+
+TEXT = "The cat sat on the mat."
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def minilm(minilm_backend):
+    return Model(minilm_backend)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return load("toy", heads=2, causal="true")
+
+
+async def until(pilot, condition, timeout: float = 30.0) -> None:
+    """Let the app run until condition() holds (model loaded, a run finished, ...)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the app")
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def panel_numbers(head, query: int) -> list[str]:
+    """What the side panel must show for this query row: top keys' weights, entropy, self-weight."""
+    return ([f"{key.index}:{key.token}" for key in head.top[query]] + [f"{key.weight:.2f}" for key in head.top[query]]
+            + [f"entropy {head.entropy[query]:.2f}", f"self-weight {head.self_weight[query]:.2f}"])
+
+
+def test_keys_move_the_selection_and_show_the_apis_numbers(minilm):
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(160, 50)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            assert (app.layer, app.head) == (0, 0)
+            await pilot.press("l", "right")
+            assert (app.layer, app.head) == (0, 2)
+            await pilot.press("j")
+            assert (app.layer, app.head) == (1, 2)
+            await pilot.press("k", "left", "h")
+            assert (app.layer, app.head) == (0, 0)
+            await pilot.press("h")  # heads run on across layers, round to the last one
+            assert (app.layer, app.head) == (5, 11)
+            await pilot.press("down")  # layers stop at the last
+            assert (app.layer, app.head) == (5, 11)
+            await pilot.press("l", "l", "l")
+            assert (app.layer, app.head) == (0, 2)
+            # the shown numbers are the API's for that head and query row
+            await pilot.press("right_square_bracket", "right_square_bracket")
+            await pilot.pause()
+            expected = minilm.inspect(TEXT, top_k=5).head(0, 2)
+            shown = app.query_one("#detail").text()
+            for number in panel_numbers(expected, app.query):
+                assert number in shown
+            assert "layer 0 · head 2" in shown
+            assert app.status_view().plain.startswith(f"layer 0 head 2 · query {app.query}:")
+            # ◂ marks the selected head in the grid, on layer 0's first line
+            grid = app.query_one("#grid").text().splitlines()
+            assert sum(line.count("◂") for line in grid) == 1
+            assert "◂" in next(line for line in grid if line.startswith("L0"))
+            # up/down in the heatmap move the query row instead of the layer
+            await pilot.press("tab")
+            assert app.focused is app.query_one("#detail")
+            before = app.query
+            await pilot.press("down")
+            assert (app.query, app.layer) == (before + 1, 0)
+            await pilot.press("q")
+        assert app.return_code == 0
+
+    run(scenario())
+
+
+def test_clicks_select_a_head_and_a_query_row(minilm):
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(160, 50)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            grid = app.grid_renderable
+            thumb, lines = grid.geometry
+            # layer 1, head 3: its thumbnail's first line, one column in
+            await pilot.click("#grid", offset=(grid.label_width + 3 * (thumb + 1) + 1, grid.top + lines))
+            assert (app.layer, app.head) == (1, 3)
+            line = next(number for number, row in app.detail_rows.items() if row == 4)
+            await pilot.click("#detail", offset=(5, line))
+            assert app.query == 4
+
+    run(scenario())
+
+
+def test_edit_runs_the_new_sentence_and_empty_text_is_a_message(minilm):
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            await pilot.press("e")
+            await until(pilot, lambda: app.screen.query("#sentence"))
+            app.screen.query_one("#sentence").value = ""
+            await pilot.press(*"Dogs bark loudly", "enter")
+            await until(pilot, lambda: app.text == "Dogs bark loudly")
+            assert [token.text for token in app.report.tokens] == ["[CLS]", "dogs", "bark", "loudly", "[SEP]"]
+            assert "loudly" in app.query_one("#detail").text()
+            await pilot.press("e")
+            await until(pilot, lambda: app.screen.query("#sentence"))
+            app.screen.query_one("#sentence").value = "   "
+            await pilot.press("enter")
+            await pilot.pause()
+            assert "the text is empty" in str(app.query_one("#message").render())
+            assert app.text == "Dogs bark loudly"
+
+    run(scenario())
+
+
+def test_variant_shared_k_is_shown_beside_the_baseline_and_symmetric(minilm):
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(160, 50)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            await pilot.press("v")
+            await until(pilot, lambda: app.variant == "shared-k")
+            shown = app.query_one("#detail").text()
+            assert "baseline: layer 0 · head 0" in shown and "shared-k: layer 0 · head 0" in shown
+            statistics = shown[shown.index("\n shared-k\n"):]
+            assert ": symmetric" in statistics
+            assert app.shown_report().head(0, 0).symmetry.symmetric
+            assert "not symmetric" in shown[:shown.index("\n shared-k\n")]
+            await pilot.press("s")
+            assert "scores = q·kᵀ" in app.query_one("#detail").text()
+            await pilot.press("g")
+            assert "Mean entropy" in app.query_one("#grid").text()
+            await pilot.press("g")
+            assert "asymmetry" in app.query_one("#grid").text()
+
+    run(scenario())
+
+
+def test_export_writes_svg_html_and_json(toy, tmp_path):
+    async def scenario():
+        app = ExploreApp(lambda: toy, TEXT, model_name="toy", export_dir=tmp_path)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            await pilot.press("l", "x")
+            await pilot.pause()
+        names = sorted(path.name for path in tmp_path.iterdir())
+        assert [name[name.rindex("-1") + 2:] for name in names] == ["-head.svg", ".html", ".json", ".svg"]
+        screen = next(tmp_path.glob("*1.svg")).read_text(encoding="utf-8")
+        assert screen.startswith("<svg") and "attn" in screen
+        document = json.loads(next(tmp_path.glob("*.json")).read_text(encoding="utf-8"))
+        assert document["command"] == "inspect" and document["text"] == TEXT
+        assert "layer 0 · head 1" in next(tmp_path.glob("*-head.svg")).read_text(encoding="utf-8")
+
+    run(scenario())
+
+
+def test_a_small_terminal_says_so(toy):
+    async def scenario():
+        app = ExploreApp(lambda: toy, TEXT, model_name="toy")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            await pilot.resize_terminal(40, 10)
+            await pilot.pause()
+            message = app.query_one("#too-small")
+            assert message.display and app.screen.has_class("small")
+            assert "needs a terminal of at least 60 × 16" in str(message.render())
+            assert not app.query_one("#main").region.area  # nothing else is drawn
+            await pilot.resize_terminal(100, 30)
+            await pilot.pause()
+            assert not app.screen.has_class("small")
+            await pilot.press("q")
+        assert app.return_code == 0
+
+    run(scenario())
+
+
+def test_a_load_failure_ends_the_app_with_the_error():
+    def failing():
+        raise BadInput("no model named 'nope'")
+
+    async def scenario():
+        app = ExploreApp(failing, TEXT, model_name="nope")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: app.error is not None)
+        return app
+
+    app = run(scenario())
+    assert isinstance(app.error, BadInput) and app.return_code == 1
+
+
+def test_the_command_is_listed_and_the_cli_does_not_import_textual():
+    code = ("import sys, attn_cli.cli; "
+            "print(sorted(m for m in ('torch', 'transformers', 'textual') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "[]"
+    help_text = subprocess.run([sys.executable, "-m", "attn_cli", "--help"], capture_output=True, text=True,
+                               env={**env, "COLUMNS": "120"}, check=True).stdout
+    assert "explore" in help_text
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_in_a_real_terminal(tmp_path):
+    """Start `attn explore` in a 120 × 40 tmux pane, move to layer 0 head 2, quit; exit status 0."""
+    session = f"attn-explore-test-{os.getpid()}"
+    status = tmp_path / "status"
+    env = f"env -u COLUMNS -u LINES PYTHONPATH={ROOT} HF_HUB_OFFLINE=1"
+    command = (f"cd {tmp_path} && {env} {sys.executable} -m attn_cli explore 'The cat sat on the mat.' "
+               f"--model toy -O heads=4 -O layers=2; echo $? > {status}")
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command], check=True)
+
+    def pane() -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True,
+                              text=True).stdout
+
+    def wait_for(text: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            shown = pane()
+            if text in shown:
+                return shown
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared; the pane shows:\n{pane()}")
+
+    try:
+        wait_for("layer 0 head 0 · query")
+        subprocess.run(["tmux", "send-keys", "-t", session, "l", "l"], check=True)
+        shown = wait_for("layer 0 head 2 · query")
+        assert "attn explore · toy" in shown and "All heads · baseline" in shown and "q quit" in shown
+        assert "Traceback" not in shown
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        deadline = time.monotonic() + 20
+        while not status.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert status.read_text().strip() == "0"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_a_causal_decoder_with_grouped_query_attention(tiny_llama_dir):
+    model = load(str(tiny_llama_dir), device="cpu")
+
+    async def scenario():
+        app = ExploreApp(lambda: model, TEXT, model_name=str(tiny_llama_dir))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            await pilot.press("l", "l", "l", "l")
+            assert (app.layer, app.head) == (0, 4)
+            assert "(kv head 1)" in app.query_one("#detail").text()
+            for variant in ("shared-k", "no-scale", "raw", "scoring=cosine", "baseline"):
+                await pilot.press("v")
+                await until(pilot, lambda: app.variant == variant)
+                assert "error" not in str(app.query_one("#message").render())
+
+    run(scenario())
+
+
+def test_a_long_text_shows_a_window_of_the_selected_head():
+    long_model = load("toy", heads=16, layers=2)
+    text = " ".join(["word"] * 300)
+
+    async def scenario():
+        app = ExploreApp(lambda: long_model, text, model_name="toy")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            assert app.report.matrices_left_out
+            assert "Mean entropy" in app.query_one("#grid").text()
+            app.set_query(150)
+            await pilot.pause()
+            shown = app.query_one("#detail").text()
+            assert "rows 134-165, keys " in shown  # the heatmap names its window
+            assert "need" not in shown
+            assert app.query in app.detail_rows.values()
+
+    run(scenario())
+
+
+def test_thumbnails_are_the_grids_own_pictures():
+    """The app's grid keeps render's own thumbnails (drawn once per report), not a second drawing."""
+    import numpy as np
+
+    from attn_cli.explore.view import CachedGrid
+    from attn_cli.render.heatmap import HeadsGrid
+
+    rng = np.random.default_rng(0)
+    cached, plain = CachedGrid([]), HeadsGrid([])
+    for trial in range(20):
+        rows, cols = rng.integers(1, 20, size=2)
+        weights = rng.dirichlet(np.ones(cols), size=rows)
+        for thumb, ink_floor in ((4, 0.0), (6, 0.2)):
+            first = cached.thumbnail(weights, thumb, ink_floor)
+            assert first == plain.thumbnail(weights, thumb, ink_floor)
+            assert cached.thumbnail(weights, thumb, ink_floor) is first  # kept, not drawn again
