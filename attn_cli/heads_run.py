@@ -1,0 +1,274 @@
+"""The engine of `attn heads`: texts in padded batches → captured Q and K → weights, a block of heads
+and rows at a time → per-text scores (heads.py) → running totals over the corpus → a HeadsReport.
+
+Memory is bounded whatever the corpus: one batch of texts is held at a time, and a
+block of weights is at most CHUNK_CELLS cells (never layers × heads × T × T).
+Pure orchestration over a loaded backend: no loading, no printing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import string
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from attn_cli.capture import Capture
+from attn_cli.core import check_texts
+from attn_cli.errors import BadInput
+from attn_cli.heads import SCORES, CorpusTotals, TextSums, label, token_flags
+from attn_cli.heads_report import HeadProfile, HeadsReport, SinkKey
+from attn_cli.selection import Selection
+
+CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); the patterns take 7 times this in bool
+PROBE_LENGTH = 50  # tokens in each half of the induction probe
+PROBES = ("induction",)
+Progress = Callable[[int, int | None], None]  # progress(texts done, texts in all or None)
+
+
+def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size: int = 32, limit: int | None = None,
+              total: int | None = None, truncate: bool = False, source: str = "arguments", probe: dict | None = None,
+              progress: Progress | None = None) -> HeadsReport:
+    """Score every selected head on every text, batch by batch, and average over the texts.
+
+    texts: any iterable (a file is read as it goes). total: how many there are, for progress.
+    Ctrl-C (KeyboardInterrupt) stops at the batch being run: the report covers the batches
+    done and says interrupted; with none done it propagates.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise BadInput(f"--batch-size must be at least 1, not {batch_size}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise BadInput(f"--limit must be at least 1, not {limit}")
+    layers, heads = selection.resolve(backend.info)
+    totals = CorpusTotals(len(layers), len(heads))
+    if limit is not None:
+        total = limit if total is None else min(total, limit)
+        texts = itertools.islice(texts, limit)
+    done = tokens = truncated = 0
+    interrupted = False
+    try:
+        for batch in _batches(texts, batch_size):
+            check_texts(batch)
+            captures = backend.capture_batch(batch, layers, truncate=truncate)
+            for layer_index, chunk, scores, keys in score_captures(captures, layers, heads, backend.info):
+                totals.add(layer_index, chunk, scores, keys)
+            done += len(batch)
+            tokens += sum(len(capture.tokens) for capture in captures)
+            truncated += sum(capture.truncated_from is not None for capture in captures)
+            if progress is not None:
+                progress(done, total)
+    except KeyboardInterrupt:
+        if done == 0:
+            raise
+        interrupted = True
+    if done == 0:
+        raise BadInput("no text to score", "pass a sentence, --file FILE with a text per line, or --probe induction")
+    return HeadsReport(
+        model=backend.info, device=backend.device, dtype=backend.dtype, texts=done, tokens=tokens,
+        heads=_profiles(totals, layers, heads, backend.info), source=source, probe=probe,
+        interrupted=interrupted, truncated=truncated,
+    )
+
+
+def score_captures(captures: list[Capture], layers: list[int], heads: list[int], info):
+    """Per layer and block of heads: (layer index, head slice, scores (B, h, 9), sink keys [b][h]).
+
+    Each text's q and k are padded (on the right) into one (B, H, T, D) tensor per layer;
+    padding is masked for rows and keys. Nothing is added to the totals here, so a batch
+    interrupted half way counts not at all.
+    """
+    import torch
+
+    from attn_cli import attention, scoring
+
+    device = captures[0].layers[layers[0]].q.device
+    flags = token_flags([capture.tokens for capture in captures], device)
+    count, keys = flags.ids.shape
+    lengths = [len(capture.tokens) for capture in captures]
+    per_chunk, rows = _block_sizes(count, len(heads), keys)
+    results = []
+    for layer_index, layer in enumerate(layers):
+        records = [capture.layers[layer] for capture in captures]
+        q = _padded([record.q for record in records], keys)  # (B, H, T, D)
+        k = _padded([record.k for record in records], keys)  # (B, H_kv, T, D)
+        scale, scorer = records[0].scale, records[0].scorer
+        for first in range(0, len(heads), per_chunk):
+            chunk = heads[first:first + per_chunk]
+            q_heads = q[:, chunk]  # (B, h, T, D)
+            k_heads = k[:, [info.kv_head_of(head) for head in chunk]]  # (B, h, T, D): each head's kv head
+            sums = TextSums(count, len(chunk), keys, device)
+            for start in range(0, keys, rows):
+                stop = min(start + rows, keys)
+                allowed = _allowed(records, lengths, start, stop, keys, device)  # (B, c, T)
+                if scorer is None:
+                    scores = scoring.scores(q_heads[:, :, start:stop], k_heads, scale)  # (B, h, c, T)
+                else:  # a learned scoring (the toy's): one head of one text at a time
+                    scores = torch.stack([torch.stack([
+                        scoring.scores(q_heads[b, h, start:stop], k_heads[b, h], scale, scorer, head)
+                        for h, head in enumerate(chunk)]) for b in range(count)])
+                weights = attention.masked_softmax(scores, allowed[:, None])  # (B, h, c, T); masked cells 0
+                sums.add(weights, allowed, flags, start)
+            values, sink = sums.result()  # (B, h, 9), (B, h)
+            named = [[None if key < 0 else (key, captures[b].tokens[key].text) for key in row]
+                     for b, row in enumerate(sink.tolist())]
+            results.append((layer_index, slice(first, first + len(chunk)), values, named))
+    return results
+
+
+def _block_sizes(texts: int, heads: int, keys: int) -> tuple[int, int]:
+    """(heads per block, query rows per block) so texts · heads · rows · keys <= CHUNK_CELLS; all heads if possible."""
+    per_head_row = texts * keys
+    if per_head_row * heads <= CHUNK_CELLS:
+        return heads, max(1, min(keys, CHUNK_CELLS // (per_head_row * heads)))
+    per_chunk = max(1, CHUNK_CELLS // per_head_row)
+    return per_chunk, max(1, CHUNK_CELLS // (per_head_row * per_chunk))
+
+
+def _padded(tensors: list, keys: int):
+    """(H, T_b, D) per text -> (B, H, keys, D) float32, zeros past each text's end."""
+    import torch
+
+    first = tensors[0]
+    out = torch.zeros(len(tensors), first.shape[0], keys, first.shape[-1], dtype=torch.float32, device=first.device)
+    for b, tensor in enumerate(tensors):
+        out[b, :, :tensor.shape[1]] = tensor
+    return out
+
+
+def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, device):
+    """Rows start:stop of each text's mask, padded: (B, stop - start, keys) bool, False at padding."""
+    import torch
+
+    allowed = torch.zeros(len(records), stop - start, keys, dtype=torch.bool, device=device)
+    for b, (record, length) in enumerate(zip(records, lengths)):
+        if start < length:
+            end = min(stop, length)
+            allowed[b, :end - start, :length] = record.mask.rows(start, end, 0, length)
+    return allowed
+
+
+def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+    iterator = iter(texts)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
+
+
+def _profiles(totals: CorpusTotals, layers: list[int], heads: list[int], info) -> list[HeadProfile]:
+    mean, std = totals.mean_std()
+    profiles = []
+    for li, layer in enumerate(layers):
+        for hi, head in enumerate(heads):
+            means = [_value(value) for value in mean[li, hi].tolist()]
+            sink = totals.sink_key(li, hi)
+            profiles.append(HeadProfile(
+                layer=layer, head=head, kv_head=info.kv_head_of(head),
+                scores=dict(zip(SCORES, means)),
+                std={name: _value(value) for name, value in zip(SCORES, std[li, hi].tolist())},
+                scored={name: int(value) for name, value in zip(SCORES, totals.count[li, hi].tolist())},
+                label=label(means),
+                sink_key=None if sink is None else SinkKey(*sink),
+            ))
+    return profiles
+
+
+def _value(value: float) -> float | None:
+    return None if value != value else value  # NaN: no text defined it
+
+
+# ---- where texts come from: a corpus file, or the induction probe
+
+
+def read_corpus(path: Path | str) -> Iterator[str]:
+    """The texts of a file, read as it goes: JSONL ({"text": …} a line) when the file ends in .jsonl/.ndjson
+    or its first non-blank line is such an object; otherwise a text per non-blank line."""
+    path = Path(path)
+    jsonl = _is_jsonl(path)
+    with _open(path) as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            if not jsonl:
+                yield line.rstrip("\r\n")
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise BadInput(f"{path}:{number}: not JSON ({error.msg})", 'a JSONL corpus has one {"text": …} a line') \
+                    from None
+            text = record.get("text") if isinstance(record, dict) else None
+            if not isinstance(text, str):
+                raise BadInput(f'{path}:{number}: no "text" string', 'a JSONL corpus has one {"text": …} a line')
+            if text.strip():
+                yield text
+
+
+def count_texts(path: Path | str) -> int:
+    """How many texts read_corpus will yield (non-blank lines), for the progress bar."""
+    with _open(Path(path)) as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def _is_jsonl(path: Path) -> bool:
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return True
+    with _open(path) as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    return False
+                return isinstance(record, dict) and isinstance(record.get("text"), str)
+    return False
+
+
+def _open(path: Path):
+    if not path.is_file():
+        raise BadInput(f"--file {path}: no such file")
+    try:
+        return open(path, encoding="utf-8")
+    except OSError as error:
+        raise BadInput(f"--file {path}: {error.strerror}") from None
+
+
+def probe_text(backend, seed: int = 0, length: int = PROBE_LENGTH) -> str:
+    """The induction probe (Olsson et al. 2022): `length` random tokens, then the same tokens again.
+
+    Words are drawn (seeded) from the tokenizer's vocabulary, keeping only whole words that
+    come back as the same single token, so the text is exactly the token sequence twice;
+    a model without a tokenizer (the toy) gets random lowercase words.
+    """
+    if isinstance(length, bool) or not isinstance(length, int) or length < 2:
+        raise BadInput(f"the probe length must be at least 2, not {length}")
+    limit = backend.info.max_positions
+    if limit is not None:
+        length = min(length, (limit - 4) // 2)
+    generator = random.Random(seed)
+    tokenizer = getattr(backend, "tokenizer", None)
+    words = _vocabulary_words(tokenizer, generator, length) if tokenizer is not None else None
+    if words is None:
+        words = _random_words(generator, length)
+    return " " + " ".join(words + words)
+
+
+def _vocabulary_words(tokenizer, generator: random.Random, length: int) -> list[str] | None:
+    size = len(tokenizer)
+    chosen: dict[str, None] = {}
+    for _ in range(200 * length):
+        token_id = generator.randrange(size)
+        word = tokenizer.decode([token_id]).strip()
+        if (len(word) >= 2 and word.isascii() and word.isalpha() and word not in chosen
+                and tokenizer(" " + word, add_special_tokens=False)["input_ids"] == [token_id]):
+            chosen[word] = None
+            if len(chosen) == length:
+                return list(chosen)
+    return None
+
+
+def _random_words(generator: random.Random, length: int) -> list[str]:
+    chosen: dict[str, None] = {}
+    while len(chosen) < length:
+        chosen["".join(generator.choice(string.ascii_lowercase) for _ in range(generator.randint(3, 7)))] = None
+    return list(chosen)
