@@ -12,6 +12,8 @@ from attn_cli import __version__
 from attn_cli.cli.edge import run_at_the_edge
 from attn_cli.cli.compare import EPILOG as COMPARE_EPILOG
 from attn_cli.cli.compare import compare_command
+from attn_cli.cli.heads import EPILOG as HEADS_EPILOG
+from attn_cli.cli.heads import heads_command
 from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
 from attn_cli.cli.models import EPILOG as MODELS_EPILOG
@@ -30,6 +32,7 @@ app.command("inspect", epilog=INSPECT_EPILOG)(inspect_command)
 app.command("compare", epilog=COMPARE_EPILOG)(compare_command)
 app.command("steps", epilog=STEPS_EPILOG)(steps_command)
 app.command("models", epilog=MODELS_EPILOG)(models_command)
+app.command("heads", epilog=HEADS_EPILOG)(heads_command)
 
 
 def _version(value: bool) -> None:
