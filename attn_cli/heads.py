@@ -114,6 +114,25 @@ def share_patterns(flags: TokenFlags, start: int, stop: int) -> torch.Tensor:
     ])
 
 
+def _repeat_patterns(flags: TokenFlags, start: int, stop: int, allowed: torch.Tensor):
+    """Duplicate and induction targets of rows start:stop that the row may attend: (B, c, T) bool each."""
+    ids = flags.ids
+    query = torch.arange(start, stop, device=ids.device)[:, None]  # (c, 1)
+    key = torch.arange(ids.shape[1], device=ids.device)[None, :]  # (1, T)
+    same = ids[:, start:stop, None] == ids[:, None, :]  # (B, c, T): id_j = id_i
+    duplicate = same & (key < query) & allowed
+    # induction: id_{j-1} = id_i, j - 1 < i: the same comparison moved one key to the right
+    induction = torch.zeros_like(duplicate)
+    induction[..., 1:] = same[..., :-1] & (key[:, :-1] < query) & allowed[..., 1:]
+    return duplicate, induction
+
+
+def _diagonal(matrix: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    """matrix[..., r, columns[r]] for every row r: (..., c, T), (c,) -> (..., c)."""
+    index = columns.view(*([1] * (matrix.dim() - 2)), -1, 1).expand(*matrix.shape[:-1], 1)
+    return matrix.gather(-1, index).squeeze(-1)
+
+
 class TextSums:
     """Running sums, over blocks of query rows, of every score's numerator and denominator.
 
@@ -128,24 +147,45 @@ class TextSums:
         self.rows = torch.zeros(texts, 1, dtype=dtype, device=device)  # counted rows per text
 
     def add(self, weights: torch.Tensor, allowed: torch.Tensor, flags: TokenFlags, start: int) -> None:
-        """weights (B, h, c, T): rows start:start + c of softmax(S), masked cells 0; allowed (B, c, T)."""
-        stop = start + weights.shape[-2]
-        keys_allowed = allowed.sum(-1)  # (B, c)
-        counted = keys_allowed >= 2  # (B, c) a row with a choice (never padding: it has no keys)
-        patterns = share_patterns(flags, start, stop) & allowed  # (7, B, c, T): targets the row may see
-        has_target = patterns.any(-1) & counted  # (7, B, c)
-        # The "mul" measure: rows of A sum to 1 over allowed keys, so Σ_j A[i, j] over a counted row is 1.
-        on_targets = torch.einsum("bhck,sbck->sbhc", weights, patterns.to(weights.dtype))  # (7, B, h, c)
-        rows = has_target[:, :, None, :].to(weights.dtype)  # (7, B, 1, c)
-        self.numerator[:7] += (on_targets * rows).sum(-1)
-        self.denominator[:7] += (weights.sum(-1)[None] * rows).sum(-1)
+        """weights (B, h, c, T): rows start:start + c of softmax(S), masked cells 0; allowed (B, c, T).
+
+        The weight on each pattern's targets, per row, is taken without building the patterns
+        (share_patterns is the definition; tests check this against it): a gathered diagonal
+        for previous and self, column 0 for first, one product for separators and punctuation.
+        """
+        count, heads, rows, keys = weights.shape
+        query = torch.arange(start, start + rows, device=weights.device)  # (c,) positions of the rows
+        counted = allowed.sum(-1) >= 2  # (B, c) a row with a choice (never padding: it has no keys)
+        previous = (query - 1).clamp_min(0)  # (c,) key i - 1 (row 0 has none)
+        first_row = query == 0
+        marks = torch.stack([flags.separator, flags.punctuation], -1)  # (B, T, 2)
+        duplicate, induction = _repeat_patterns(flags, start, start + rows, allowed)  # (B, c, T) each
+        on_targets = torch.stack([  # (7, B, h, c): weight on each pattern's targets, per row
+            _diagonal(weights, previous).masked_fill(first_row, 0.0),
+            (weights * duplicate[:, None]).sum(-1),
+            (weights * induction[:, None]).sum(-1),
+            weights[..., 0],
+            *(weights @ marks[:, None].to(weights.dtype)).unbind(-1),
+            _diagonal(weights, query),
+        ])
+        has_target = torch.stack([  # (7, B, c): the row may attend a target
+            _diagonal(allowed, previous) & ~first_row,
+            duplicate.any(-1),
+            induction.any(-1),
+            allowed[..., 0],
+            *(allowed[..., None] & marks[:, None]).any(-2).unbind(-1),
+            _diagonal(allowed, query),
+        ]) & counted
+        rows_counted = has_target[:, :, None, :].to(weights.dtype)  # (7, B, 1, c)
+        self.numerator[:7] += (on_targets * rows_counted).sum(-1)
+        self.denominator[:7] += (weights.sum(-1)[None] * rows_counted).sum(-1)  # Σ_j A[i, j] over counted rows
         # broad: H(row) / log(allowed keys), over counted rows
-        spread = analysis.row_entropy(weights) / keys_allowed.clamp_min(2).log()[:, None, :]  # (B, h, c)
+        spread = analysis.row_entropy(weights) / allowed.sum(-1).clamp_min(2).log()[:, None, :]  # (B, h, c)
         counted_rows = counted[:, None, :].to(weights.dtype)  # (B, 1, c)
         self.numerator[BROAD] += (spread * counted_rows).sum(-1)
         self.denominator[BROAD] += counted_rows.sum(-1)
         # sink: per key, how many counted rows put more than ε on it
-        heavy = (weights > SINK_EPSILON) & counted[:, None, :, None]  # (B, h, c, T)
+        heavy = (weights > SINK_EPSILON).logical_and_(counted[:, None, :, None])  # (B, h, c, T)
         self.sink_rows += heavy.sum(-2)
         self.rows += counted.sum(-1, keepdim=True)
 

@@ -23,6 +23,7 @@ from attn_cli.heads_report import HeadProfile, HeadsReport, SinkKey
 from attn_cli.selection import Selection
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); the patterns take 7 times this in bool
+SORT_WINDOW = 16  # batches read ahead and sorted by length (memory: this many batches of text strings)
 PROBE_LENGTH = 50  # tokens in each half of the induction probe
 PROBES = ("induction",)
 Progress = Callable[[int, int | None], None]  # progress(texts done, texts in all or None)
@@ -50,7 +51,6 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
     interrupted = False
     try:
         for batch in _batches(texts, batch_size):
-            check_texts(batch)
             captures = backend.capture_batch(batch, layers, truncate=truncate)
             for layer_index, chunk, scores, keys in score_captures(captures, layers, heads, backend.info):
                 totals.add(layer_index, chunk, scores, keys)
@@ -150,9 +150,14 @@ def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, devi
 
 
 def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+    """Batches of `size` texts. Texts are read SORT_WINDOW batches ahead and sorted by length within
+    that window, so each batch pads little (the scores are means: their order does not matter)."""
     iterator = iter(texts)
-    while batch := list(itertools.islice(iterator, size)):
-        yield batch
+    while window := list(itertools.islice(iterator, size * SORT_WINDOW)):
+        check_texts(window)
+        window.sort(key=len)
+        for start in range(0, len(window), size):
+            yield window[start:start + size]
 
 
 def _profiles(totals: CorpusTotals, layers: list[int], heads: list[int], info) -> list[HeadProfile]:
