@@ -18,8 +18,10 @@ it is left out of that score's mean over texts.
     duplicate_token  P[i, j] = 1 where j < i and id_j = id_i
     induction        P[i, j] = 1 where j-1 < i and id_{j-1} = id_i  (the token after an earlier copy)
     first_token      P[i, 0] = 1                       ([CLS] / BOS, or the first word)
-    last_token       P[i, j] = 1 on separators: special tokens after position 0 ([SEP], EOS),
-                     or the last token when the text has none
+    last_token       P[i, j] = 1 on separators j ≠ i: special tokens after position 0 ([SEP], EOS),
+                     or the last token when the text has none (a separator's weight on itself is
+                     self; so in a causal model, whose rows never see a final separator but its
+                     own, last_token is undefined)
     punctuation      P[i, j] = 1 on punctuation tokens (not special)
     self             P[i, i] = 1
 
@@ -108,7 +110,7 @@ def share_patterns(flags: TokenFlags, start: int, stop: int) -> torch.Tensor:
         same & (key < query),  # duplicate_token
         after_copy & (key - 1 < query),  # induction
         (key == 0).expand(shape),  # first_token
-        flags.separator[:, None, :].expand(shape),  # last_token
+        flags.separator[:, None, :] & (key != query),  # last_token: another token's separator
         flags.punctuation[:, None, :].expand(shape),  # punctuation
         (key == query).expand(shape),  # self
     ])
@@ -159,6 +161,10 @@ class TextSums:
         previous = (query - 1).clamp_min(0)  # (c,) key i - 1 (row 0 has none)
         first_row = query == 0
         marks = torch.stack([flags.separator, flags.punctuation], -1)  # (B, T, 2)
+        own = _diagonal(weights, query)  # (B, h, c): A[i, i]
+        separator_row = flags.separator[:, start:start + rows]  # (B, c): a separator's own row …
+        other_separator = allowed & flags.separator[:, None, :]  # … does not count its weight on itself
+        other_separator[..., start:start + rows] &= ~torch.eye(rows, dtype=torch.bool, device=weights.device)
         duplicate, induction = _repeat_patterns(flags, start, start + rows, allowed)  # (B, c, T) each
         on_targets = torch.stack([  # (7, B, h, c): weight on each pattern's targets, per row
             _diagonal(weights, previous).masked_fill(first_row, 0.0),
@@ -166,21 +172,23 @@ class TextSums:
             (weights * induction[:, None]).sum(-1),
             weights[..., 0],
             *(weights @ marks[:, None].to(weights.dtype)).unbind(-1),
-            _diagonal(weights, query),
+            own,
         ])
+        on_targets[4] -= own * separator_row[:, None]
         has_target = torch.stack([  # (7, B, c): the row may attend a target
             _diagonal(allowed, previous) & ~first_row,
             duplicate.any(-1),
             induction.any(-1),
             allowed[..., 0],
-            *(allowed[..., None] & marks[:, None]).any(-2).unbind(-1),
+            other_separator.any(-1),
+            (allowed & flags.punctuation[:, None, :]).any(-1),
             _diagonal(allowed, query),
         ]) & counted
         rows_counted = has_target[:, :, None, :].to(weights.dtype)  # (7, B, 1, c)
         self.numerator[:7] += (on_targets * rows_counted).sum(-1)
         self.denominator[:7] += (weights.sum(-1)[None] * rows_counted).sum(-1)  # Σ_j A[i, j] over counted rows
         # broad: H(row) / log(allowed keys), over counted rows
-        spread = analysis.row_entropy(weights) / allowed.sum(-1).clamp_min(2).log()[:, None, :]  # (B, h, c)
+        spread = analysis.row_entropy(weights) / allowed.sum(-1).to(weights.dtype).clamp_min(2).log()[:, None, :]
         counted_rows = counted[:, None, :].to(weights.dtype)  # (B, 1, c)
         self.numerator[BROAD] += (spread * counted_rows).sum(-1)
         self.denominator[BROAD] += counted_rows.sum(-1)
