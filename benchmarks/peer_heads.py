@@ -45,7 +45,7 @@ def text_scores(attn, real, ids, separator, punct):
         same & (i[None, :] < i[:, None]),
         after & (i[None, :] - 1 < i[:, None]),
         (i[None, :] == 0).expand(B, T, T),
-        separator[:, None, :].expand(B, T, T),
+        separator[:, None, :] & (i[None, :] != i[:, None]),  # a separator's own row: that is self
         punct[:, None, :].expand(B, T, T),
         torch.eye(T, dtype=torch.bool).expand(B, T, T),
     ]
