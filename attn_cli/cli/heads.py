@@ -14,16 +14,15 @@ from attn_cli.cli.common import check_outputs, emit_json, emit_terminal, load_mo
 from attn_cli.cli.edge import stderr_console, user_errors
 from attn_cli.errors import BadInput
 
-EPILOG = (
-    "Scores, each in [0, 1], per text, then mean and std over the texts. A is the head's weights over "
-    "real tokens (padding excluded). A row counts when it may attend two keys or more.\n\n"
-    "  previous_token, duplicate_token, induction, first_token, last_token, punctuation, self: "
-    "Σ A⊙P / Σ A over the rows with a target in P (TransformerLens detect_head \"mul\"); "
-    "P[i,i-1]; P[i,j] j<i same id; P[i,j] id(j-1) = id(i), j-1<i; P[i,0]; [SEP]/EOS (or the last token); "
-    "punctuation tokens; P[i,i].\n\n"
-    "  broad: mean of entropy(row) / log(allowed keys).  sink: share of rows putting > 0.3 on one key "
-    "(the key is named).\n\n"
-    "  label: the largest weight share when > 0.5, else broad when >= 0.85, else sink when > 0.5, else mixed.\n\n"
+EPILOG = (  # \\[ keeps Rich from reading [i,j] as markup
+    "Scores, each in \\[0, 1], per text, then mean and std over the texts. A: the head's weights over real "
+    "tokens (padding excluded). A row counts when it may attend two keys or more.\n\n"
+    "Weight shares, Σ A⊙P / Σ A over the counted rows with a target (TransformerLens detect_head \"mul\"): "
+    "previous_token P\\[i,i-1]; duplicate_token P\\[i,j] j<i, same id; induction P\\[i,j] id(j-1) = id(i), "
+    "j-1<i; first_token P\\[i,0]; last_token \\[SEP]/EOS j≠i (else the last token); punctuation; "
+    "self P\\[i,i].\n\n"
+    "broad: mean entropy(row) / log(allowed keys). sink: share of rows putting > 0.3 on one key (named).\n\n"
+    "label: the largest weight share when > 0.5, else broad when >= 0.85, else sink when > 0.5, else mixed.\n\n"
     "Examples:\n\n"
     "  attn heads \"Hello, how are you?\"\n\n"
     "  attn heads --file corpus.txt --limit 1000 --batch-size 32\n\n"
