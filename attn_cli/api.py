@@ -148,7 +148,7 @@ class Model:
             texts, total, source = [text], 1, "probe"
             described = {"kind": probe, "seed": seed, "length": len(text.split()) // 2, "text": text}
         elif file is not None:
-            texts, total, source = read_corpus(file), count_texts(file), str(file)
+            texts, total, source = read_corpus(file), count_texts(file), "stdin" if str(file) == "-" else str(file)
         elif isinstance(texts, str):
             texts, total = [texts], 1
         elif hasattr(texts, "__len__"):

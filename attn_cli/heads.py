@@ -116,17 +116,30 @@ def share_patterns(flags: TokenFlags, start: int, stop: int) -> torch.Tensor:
     ])
 
 
-def _repeat_patterns(flags: TokenFlags, start: int, stop: int, allowed: torch.Tensor):
-    """Duplicate and induction targets of rows start:stop that the row may attend: (B, c, T) bool each."""
-    ids = flags.ids
-    query = torch.arange(start, stop, device=ids.device)[:, None]  # (c, 1)
-    key = torch.arange(ids.shape[1], device=ids.device)[None, :]  # (1, T)
-    same = ids[:, start:stop, None] == ids[:, None, :]  # (B, c, T): id_j = id_i
-    duplicate = same & (key < query) & allowed
-    # induction: id_{j-1} = id_i, j - 1 < i: the same comparison moved one key to the right
-    induction = torch.zeros_like(duplicate)
-    induction[..., 1:] = same[..., :-1] & (key[:, :-1] < query) & allowed[..., 1:]
-    return duplicate, induction
+def _repeat_weights(weights: torch.Tensor, flags: TokenFlags, start: int, allowed: torch.Tensor):
+    """Weight on the duplicate and induction targets of rows start:start + c, from the list of earlier
+    copies (sparse: a row has few), never a dense (B, h, c, T) product.
+
+    An earlier copy m of row i (m < i, id_m = id_i) is a duplicate target; the key after it,
+    m + 1, is the induction target (j − 1 = m < i). Each counts when the row may attend it.
+    Returns the weights (2, B, h, c) and whether each row has a target (2, B, c).
+    """
+    count, heads, rows, keys = weights.shape
+    ids, real = flags.ids, flags.real
+    query = torch.arange(start, start + rows, device=ids.device)[:, None]  # (c, 1)
+    key = torch.arange(keys, device=ids.device)[None, :]  # (1, T)
+    copies = ((ids[:, start:start + rows, None] == ids[:, None, :]) & (key < query)
+              & real[:, start:start + rows, None] & real[:, None, :])  # (B, c, T)
+    text, row, earlier = copies.nonzero(as_tuple=True)  # (n,) each
+    after = (earlier + 1).clamp_max(keys - 1)
+    on = weights.new_zeros(2, count, rows, heads)
+    has = torch.zeros(2, count, rows, dtype=torch.bool, device=weights.device)
+    for kind, target, ok in ((0, earlier, allowed[text, row, earlier]),
+                             (1, after, (earlier + 1 < keys) & allowed[text, row, after])):
+        t, r, k = text[ok], row[ok], target[ok]
+        on[kind].index_put_((t, r), weights[t, :, r, k], accumulate=True)  # weights[t, :, r, k]: (n, h)
+        has[kind, t, r] = True
+    return on.permute(0, 1, 3, 2), has
 
 
 def _diagonal(matrix: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
@@ -157,7 +170,8 @@ class TextSums:
         """
         count, heads, rows, keys = weights.shape
         query = torch.arange(start, start + rows, device=weights.device)  # (c,) positions of the rows
-        counted = allowed.sum(-1) >= 2  # (B, c) a row with a choice (never padding: it has no keys)
+        keys_allowed = allowed.sum(-1)  # (B, c)
+        counted = keys_allowed >= 2  # (B, c) a row with a choice (never padding: it has no keys)
         previous = (query - 1).clamp_min(0)  # (c,) key i - 1 (row 0 has none)
         first_row = query == 0
         marks = torch.stack([flags.separator, flags.punctuation], -1)  # (B, T, 2)
@@ -165,11 +179,10 @@ class TextSums:
         separator_row = flags.separator[:, start:start + rows]  # (B, c): a separator's own row …
         other_separator = allowed & flags.separator[:, None, :]  # … does not count its weight on itself
         other_separator[..., start:start + rows] &= ~torch.eye(rows, dtype=torch.bool, device=weights.device)
-        duplicate, induction = _repeat_patterns(flags, start, start + rows, allowed)  # (B, c, T) each
+        repeats, has_repeat = _repeat_weights(weights, flags, start, allowed)  # (2, B, h, c), (2, B, c)
         on_targets = torch.stack([  # (7, B, h, c): weight on each pattern's targets, per row
             _diagonal(weights, previous).masked_fill(first_row, 0.0),
-            (weights * duplicate[:, None]).sum(-1),
-            (weights * induction[:, None]).sum(-1),
+            *repeats,
             weights[..., 0],
             *(weights @ marks[:, None].to(weights.dtype)).unbind(-1),
             own,
@@ -177,8 +190,7 @@ class TextSums:
         on_targets[4] -= own * separator_row[:, None]
         has_target = torch.stack([  # (7, B, c): the row may attend a target
             _diagonal(allowed, previous) & ~first_row,
-            duplicate.any(-1),
-            induction.any(-1),
+            *has_repeat,
             allowed[..., 0],
             other_separator.any(-1),
             (allowed & flags.punctuation[:, None, :]).any(-1),
@@ -186,15 +198,22 @@ class TextSums:
         ]) & counted
         rows_counted = has_target[:, :, None, :].to(weights.dtype)  # (7, B, 1, c)
         self.numerator[:7] += (on_targets * rows_counted).sum(-1)
-        self.denominator[:7] += (weights.sum(-1)[None] * rows_counted).sum(-1)  # Σ_j A[i, j] over counted rows
+        # Σ_j A[i, j] over the counted rows: each is a softmax over two keys or more, so it sums to 1
+        self.denominator[:7] += rows_counted.sum(-1)
         # broad: H(row) / log(allowed keys), over counted rows
-        spread = analysis.row_entropy(weights) / allowed.sum(-1).to(weights.dtype).clamp_min(2).log()[:, None, :]
+        spread = analysis.row_entropy(weights) / keys_allowed.to(weights.dtype).clamp_min(2).log()[:, None, :]
         counted_rows = counted[:, None, :].to(weights.dtype)  # (B, 1, c)
         self.numerator[BROAD] += (spread * counted_rows).sum(-1)
         self.denominator[BROAD] += counted_rows.sum(-1)
-        # sink: per key, how many counted rows put more than ε on it
-        heavy = (weights > SINK_EPSILON).logical_and_(counted[:, None, :, None])  # (B, h, c, T)
-        self.sink_rows += heavy.sum(-2)
+        # sink: per key, how many counted rows put more than ε on it. A row with one key (weight 1 on it)
+        # does not count: it is taken back out rather than masked out of the whole block.
+        self.sink_rows += (weights > SINK_EPSILON).sum(-2)
+        text, row = (keys_allowed == 1).nonzero(as_tuple=True)
+        if len(text):
+            only = allowed[text, row].to(torch.uint8).argmax(-1)  # the row's one key
+            correction = torch.zeros(count, keys, dtype=self.sink_rows.dtype, device=weights.device)
+            correction.index_put_((text, only), torch.ones_like(only, dtype=correction.dtype), accumulate=True)
+            self.sink_rows -= correction[:, None, :]
         self.rows += counted.sum(-1, keepdim=True)
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -12,6 +12,7 @@ import itertools
 import json
 import random
 import string
+import sys
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -186,47 +187,52 @@ def _value(value: float) -> float | None:
 
 
 def read_corpus(path: Path | str) -> Iterator[str]:
-    """The texts of a file, read as it goes: JSONL ({"text": …} a line) when the file ends in .jsonl/.ndjson
-    or its first non-blank line is such an object; otherwise a text per non-blank line."""
+    """The texts of a file ("-": stdin), read as it goes: JSONL ({"text": …} a line) when the file ends in
+    .jsonl/.ndjson or its first non-blank line is such an object; otherwise a text per non-blank line."""
+    if str(path) == "-":
+        yield from _texts(sys.stdin, "stdin", None)
+        return
     path = Path(path)
-    jsonl = _is_jsonl(path)
     with _open(path) as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            if not jsonl:
-                yield line.rstrip("\r\n")
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise BadInput(f"{path}:{number}: not JSON ({error.msg})", 'a JSONL corpus has one {"text": …} a line') \
-                    from None
-            text = record.get("text") if isinstance(record, dict) else None
-            if not isinstance(text, str):
-                raise BadInput(f'{path}:{number}: no "text" string', 'a JSONL corpus has one {"text": …} a line')
-            if text.strip():
-                yield text
+        yield from _texts(handle, str(path), True if path.suffix.lower() in (".jsonl", ".ndjson") else None)
 
 
-def count_texts(path: Path | str) -> int:
-    """How many texts read_corpus will yield (non-blank lines), for the progress bar."""
+def _texts(lines: Iterable[str], name: str, jsonl: bool | None) -> Iterator[str]:
+    """jsonl None: decided by the first non-blank line."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if jsonl is None:
+            jsonl = _is_text_record(line)
+        if not jsonl:
+            yield line.rstrip("\r\n")
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise BadInput(f"{name}:{number}: not JSON ({error.msg})", 'a JSONL corpus has one {"text": …} a line') \
+                from None
+        text = record.get("text") if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            raise BadInput(f'{name}:{number}: no "text" string', 'a JSONL corpus has one {"text": …} a line')
+        if text.strip():
+            yield text
+
+
+def count_texts(path: Path | str) -> int | None:
+    """How many texts read_corpus will yield (non-blank lines), for the progress bar; None for stdin."""
+    if str(path) == "-":
+        return None
     with _open(Path(path)) as handle:
         return sum(1 for line in handle if line.strip())
 
 
-def _is_jsonl(path: Path) -> bool:
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        return True
-    with _open(path) as handle:
-        for line in handle:
-            if line.strip():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    return False
-                return isinstance(record, dict) and isinstance(record.get("text"), str)
-    return False
+def _is_text_record(line: str) -> bool:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(record, dict) and isinstance(record.get("text"), str)
 
 
 def _open(path: Path):

@@ -143,6 +143,9 @@ def test_the_fast_path_equals_the_pattern_definition():
         on = (weights * patterns[index][:, None]).sum(-1)
         expected = (on * rows).sum(-1) / (weights.sum(-1) * rows).sum(-1)
         assert torch.allclose(got[..., index], expected, atol=1e-12, equal_nan=True), SCORES[index]
+    heavy = ((weights > 0.3) & counted[:, None, :, None]).sum(-2)  # (B, h, T): counted rows > ε per key
+    assert torch.equal(blocked.result()[1], heavy.max(-1).indices)
+    assert torch.allclose(got[..., SCORES.index("sink")], heavy.max(-1).values / counted.sum(-1, keepdim=True).double())
 
 
 def test_corpus_totals_mean_std_and_count_skip_undefined_texts():
@@ -286,6 +289,14 @@ def test_corpus_files_plain_and_jsonl(minilm, tmp_path):
 
     with pytest.raises(BadInput, match="bad.jsonl:2"):
         minilm.heads(file=bad)
+
+
+def test_cli_reads_a_jsonl_corpus_from_stdin():
+    result = runner.invoke(app, ["heads", "--file", "-", "--layer", "0", "--json"],
+                           input='{"text": "Hello there."}\n\n{"text": "The cat sat."}\n', catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert (document["texts"], document["source"]) == (2, "stdin")
 
 
 # ---- the command

@@ -39,7 +39,7 @@ def heads_command(
     texts: Annotated[Optional[list[str]], typer.Argument(metavar="[TEXT]...", show_default=False,
         help="Texts to score; - reads one from stdin. Several run as padded batches.")] = None,
     file: Annotated[Optional[Path], typer.Option("--file", "-f",
-        help="A corpus: a text per line, or JSONL with a \"text\" field per line.")] = None,
+        help="A corpus: a text per line, or JSONL with a \"text\" field per line; - reads stdin.")] = None,
     probe: Annotated[Optional[Probe], typer.Option("--probe",
         help="induction: a seeded random token sequence repeated twice (Olsson et al. 2022); needs no text.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the --probe sequence.")] = 0,
