@@ -129,13 +129,10 @@ def _block_sizes(texts: int, heads: int, keys: int) -> tuple[int, int]:
 
 def _padded(tensors: list, keys: int):
     """(H, T_b, D) per text -> (B, H, keys, D) float32, zeros past each text's end."""
-    import torch
+    from torch.nn.utils.rnn import pad_sequence
 
-    first = tensors[0]
-    out = torch.zeros(len(tensors), first.shape[0], keys, first.shape[-1], dtype=torch.float32, device=first.device)
-    for b, tensor in enumerate(tensors):
-        out[b, :, :tensor.shape[1]] = tensor
-    return out
+    padded = pad_sequence([tensor.transpose(0, 1) for tensor in tensors], batch_first=True)  # (B, T_max, H, D)
+    return padded.float().transpose(1, 2)  # (B, H, keys, D), a view
 
 
 def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, device):
