@@ -51,13 +51,21 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
     done = tokens = truncated = 0
     interrupted = False
     try:
+        padded = getattr(backend, "capture_padded", None)  # the batch as it ran, where the backend offers it
         for batch in _batches(texts, batch_size):
-            captures = backend.capture_batch(batch, layers, truncate=truncate)
-            for layer_index, chunk, scores, keys in score_captures(captures, layers, heads, backend.info):
+            if padded is not None:
+                run = padded(batch, layers, truncate=truncate)
+                results, texts_tokens, cut = score_padded(run, layers, heads, backend.info), run.tokens, run.truncated
+            else:
+                captures = backend.capture_batch(batch, layers, truncate=truncate)
+                results = score_captures(captures, layers, heads, backend.info)
+                texts_tokens = [capture.tokens for capture in captures]
+                cut = sum(capture.truncated_from is not None for capture in captures)
+            for layer_index, chunk, scores, keys in results:
                 totals.add(layer_index, chunk, scores, keys)
             done += len(batch)
-            tokens += sum(len(capture.tokens) for capture in captures)
-            truncated += sum(capture.truncated_from is not None for capture in captures)
+            tokens += sum(len(text) for text in texts_tokens)
+            truncated += cut
             if progress is not None:
                 progress(done, total)
     except KeyboardInterrupt:
@@ -74,35 +82,61 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
 
 
 def score_captures(captures: list[Capture], layers: list[int], heads: list[int], info):
+    """score_layers over one Capture per text: each text's q and k are padded (on the right) into one
+    (B, H, T, D) tensor per layer, and each text's mask into (B, c, T) rows."""
+    tokens = [capture.tokens for capture in captures]
+    keys = max(len(text) for text in tokens)
+    lengths = [len(text) for text in tokens]
+
+    def layer_inputs(layer: int):
+        records = [capture.layers[layer] for capture in captures]
+        first = records[0]
+        allowed = lambda start, stop: _allowed(records, lengths, start, stop, keys, first.q.device)  # noqa: E731
+        return _padded([r.q for r in records], keys), _padded([r.k for r in records], keys), first, allowed
+
+    return score_layers(tokens, layers, heads, info, layer_inputs)
+
+
+def score_padded(padded, layers: list[int], heads: list[int], info):
+    """score_layers over a backend's batch as the model ran it (padded on the right): no per-text copies."""
+    real = padded.real  # (B, T) bool
+
+    def layer_inputs(layer: int):
+        record = padded.layers[layer]
+        allowed = lambda start, stop: _batch_allowed(record.mask, real, start, stop)  # noqa: E731
+        return record.q.float(), record.k.float(), record, allowed
+
+    return score_layers(padded.tokens, layers, heads, info, layer_inputs)
+
+
+def score_layers(tokens: list[list], layers: list[int], heads: list[int], info, layer_inputs):
     """Per layer and block of heads: (layer index, head slice, scores (B, h, 9), sink keys [b][h]).
 
-    Each text's q and k are padded (on the right) into one (B, H, T, D) tensor per layer;
-    padding is masked for rows and keys. Nothing is added to the totals here, so a batch
-    interrupted half way counts not at all.
+    layer_inputs(layer) -> q (B, H, T, D), k (B, H_kv, T, D), a LayerCapture (scale, scorer),
+    allowed(start, stop) -> (B, c, T) bool, False at padding rows and keys. Nothing is added to
+    the totals here, so a batch interrupted half way counts not at all.
     """
     import torch
 
     from attn_cli import attention, scoring
 
-    device = captures[0].layers[layers[0]].q.device
-    flags = token_flags([capture.tokens for capture in captures], device)
-    count, keys = flags.ids.shape
-    lengths = [len(capture.tokens) for capture in captures]
-    per_chunk, rows = _block_sizes(count, len(heads), keys)
     results = []
+    flags = None
     for layer_index, layer in enumerate(layers):
-        records = [capture.layers[layer] for capture in captures]
-        q = _padded([record.q for record in records], keys)  # (B, H, T, D)
-        k = _padded([record.k for record in records], keys)  # (B, H_kv, T, D)
-        scale, scorer = records[0].scale, records[0].scorer
+        q, k, record, allowed_rows = layer_inputs(layer)
+        if flags is None:
+            flags = token_flags(tokens, q.device)
+            count, keys = flags.ids.shape
+            per_chunk, rows = _block_sizes(count, len(heads), keys)
+        scale, scorer = record.scale, record.scorer
         for first in range(0, len(heads), per_chunk):
             chunk = heads[first:first + per_chunk]
             q_heads = q[:, chunk]  # (B, h, T, D)
             k_heads = k[:, [info.kv_head_of(head) for head in chunk]]  # (B, h, T, D): each head's kv head
-            sums = TextSums(count, len(chunk), keys, device)
+            sums = TextSums(count, len(chunk), keys, q.device)
             for start in range(0, keys, rows):
                 stop = min(start + rows, keys)
-                allowed = _allowed(records, lengths, start, stop, keys, device)  # (B, c, T)
+                allowed = allowed_rows(start, stop)  # (B, c, T)
                 if scorer is None:
                     scores = scoring.scores(q_heads[:, :, start:stop], k_heads, scale)  # (B, h, c, T)
                 else:  # a learned scoring (the toy's): one head of one text at a time
@@ -112,10 +146,20 @@ def score_captures(captures: list[Capture], layers: list[int], heads: list[int],
                 weights = attention.masked_softmax(scores, allowed[:, None])  # (B, h, c, T); masked cells 0
                 sums.add(weights, allowed, flags, start)
             values, sink = sums.result()  # (B, h, 9), (B, h)
-            named = [[None if key < 0 else (key, captures[b].tokens[key].text) for key in row]
+            named = [[None if key < 0 else (key, tokens[b][key].text) for key in row]
                      for b, row in enumerate(sink.tolist())]
             results.append((layer_index, slice(first, first + len(chunk)), values, named))
     return results
+
+
+def _batch_allowed(mask, real, start: int, stop: int):
+    """Rows start:stop of a batch's mask as the model used it, with padding rows and keys out: (B, c, T)."""
+    if mask.dense is not None:
+        dense = mask.dense if mask.dense.dim() == 3 else mask.dense[None]
+        rows = dense[:, start:stop]  # (B or 1, c, T)
+    else:
+        rows = mask.rows(start, stop)[None]  # (1, c, T): a causal or open rule
+    return rows & real[:, start:stop, None] & real[:, None, :]
 
 
 def _block_sizes(texts: int, heads: int, keys: int) -> tuple[int, int]:

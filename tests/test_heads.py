@@ -203,6 +203,25 @@ def test_batch_scores_equal_the_mean_of_single_texts(minilm, tiny_llama_dir):
                 assert profile.std[name] == pytest.approx(spread, abs=1e-5)
 
 
+def test_the_batch_as_run_equals_the_texts_cut_apart(minilm_backend):
+    """HF backends are scored on the padded batch as the model ran it (capture_padded); a backend with only
+    capture_batch (one Capture per text, re-padded here) gives the same scores."""
+    from types import SimpleNamespace
+
+    from attn_cli.heads_run import run_heads
+    from attn_cli.selection import Selection
+
+    texts = ["Hello, how are you?", "The cat sat on the mat, and the cat slept.", "Short."]
+    cut_apart = SimpleNamespace(info=minilm_backend.info, device="cpu", dtype="float32",
+                                capture_batch=minilm_backend.capture_batch)
+    as_run = run_heads(minilm_backend, texts, Selection(layers="0,5"), batch_size=3)
+    per_text = run_heads(cut_apart, texts, Selection(layers="0,5"), batch_size=3)
+    for one, other in zip(as_run.heads, per_text.heads):
+        assert one.label == other.label and one.sink_key == other.sink_key
+        for name in SCORES:
+            assert one.scores[name] == pytest.approx(other.scores[name], abs=1e-5, nan_ok=True)
+
+
 @pytest.fixture(scope="module")
 def planted_dir(tmp_path_factory):
     """A 1-layer GPT-2 whose weights are set by hand: head 0 attends the previous token, head 1 the first,
@@ -348,7 +367,7 @@ def test_cli_bad_usage_exits_2(args, fragment):
 def test_cli_ctrl_c_reports_the_texts_done(monkeypatch):
     import attn_cli.heads_run as engine
 
-    real, calls = engine.score_captures, []
+    real, calls = engine.score_layers, []
 
     def interrupted_on_the_second_batch(*args):
         calls.append(1)
@@ -356,7 +375,7 @@ def test_cli_ctrl_c_reports_the_texts_done(monkeypatch):
             raise KeyboardInterrupt
         return real(*args)
 
-    monkeypatch.setattr(engine, "score_captures", interrupted_on_the_second_batch)
+    monkeypatch.setattr(engine, "score_layers", interrupted_on_the_second_batch)
     result = invoke("one.", "two.", "three.", "--batch-size", "2", "--layer", "0", "--json")
     assert result.exit_code == 130
     document = json.loads(result.stdout)
