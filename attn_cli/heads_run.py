@@ -56,6 +56,7 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
             if padded is not None:
                 run = padded(batch, layers, truncate=truncate)
                 results, texts_tokens, cut = score_padded(run, layers, heads, backend.info), run.tokens, run.truncated
+                run.layers.clear()  # the batch's q, k, v go now (transformers' registry keeps the last recorder)
             else:
                 captures = backend.capture_batch(batch, layers, truncate=truncate)
                 results = score_captures(captures, layers, heads, backend.info)
