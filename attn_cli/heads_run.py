@@ -164,7 +164,7 @@ def _batch_allowed(mask, real, start: int, stop: int):
 
 
 def _block_sizes(texts: int, heads: int, keys: int) -> tuple[int, int]:
-    """(heads per block, query rows per block) so texts · heads · rows · keys <= CHUNK_CELLS; all heads if possible."""
+    """(heads per block, query rows per block): texts · heads · rows · keys <= CHUNK_CELLS, all heads if possible."""
     per_head_row = texts * keys
     if per_head_row * heads <= CHUNK_CELLS:
         return heads, max(1, min(keys, CHUNK_CELLS // (per_head_row * heads)))
