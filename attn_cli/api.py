@@ -14,10 +14,12 @@ messages.
 
 from __future__ import annotations
 
-from typing import Sequence, overload
+from pathlib import Path
+from typing import Iterable, Sequence, overload
 
 from attn_cli.capture import Capture, ModelInfo
 from attn_cli.core import Progress, check_texts, inspect_texts
+from attn_cli.errors import BadInput
 from attn_cli.report import CompareReport, InspectReport
 from attn_cli.selection import Analysis, Selection, Spec, Span, parse_span
 
@@ -155,6 +157,43 @@ class Model:
         from attn_cli.rollout import roll_out
 
         return roll_out(self.backend, text, layers, head_fusion, Analysis.defaults(top_k=top_k).top_k, truncate)
+
+    def heads(self, texts: str | Iterable[str] | None = None, *, file: str | Path | None = None,
+              probe: str | None = None, seed: int = 0, probe_length: int | None = None, layers: Spec = "all",
+              heads: Spec = "all", batch_size: int = 32, limit: int | None = None, truncate: bool = False,
+              progress=None):
+        """What every selected head does: previous-token, duplicate-token, induction, first-token,
+        last-token, punctuation, self, broad and sink scores, and a label, averaged over the texts.
+
+        texts: one text, a list, or any iterable (read as it goes); or file: a text per line, or
+        JSONL {"text": …}; or probe="induction": a seeded random token sequence repeated twice.
+        Texts run in padded batches of batch_size; limit caps how many. progress(done, total).
+        Ctrl-C stops at the current batch: the report covers the texts done (report.interrupted).
+        Formulas: attn_cli.heads. report.head(0, 2).scores["previous_token"]; report.to_json_dict().
+        """
+        from attn_cli.heads_run import PROBE_LENGTH, PROBES, count_texts, probe_text, read_corpus, run_heads
+
+        given = [name for name, value in (("texts", texts), ("file", file), ("probe", probe)) if value is not None]
+        if len(given) != 1:
+            raise BadInput("give one of texts, file or probe" if not given else f"{' and '.join(given)} "
+                           "are separate sources", "pass text, --file FILE or --probe induction")
+        total, source, described = None, "arguments", None
+        if probe is not None:
+            if probe not in PROBES:
+                raise BadInput(f"unknown probe {probe!r}", f"probes: {', '.join(PROBES)}")
+            length = PROBE_LENGTH if probe_length is None else probe_length
+            text = probe_text(self.backend, seed, length)
+            texts, total, source = [text], 1, "probe"
+            described = {"kind": probe, "seed": seed, "length": len(text.split()) // 2, "text": text}
+        elif file is not None:
+            texts, total, source = read_corpus(file), count_texts(file), "stdin" if str(file) == "-" else str(file)
+        elif isinstance(texts, str):
+            texts, total = [texts], 1
+        elif hasattr(texts, "__len__"):
+            total = len(texts)
+        return run_heads(self.backend, texts, Selection(layers=layers, heads=heads), batch_size=batch_size,
+                         limit=limit, total=total, truncate=truncate, source=source, probe=described,
+                         progress=progress)
 
     def steps(self, text: str, *, layer: int | str = 0, head: int | str = 0):
         """One head walked through X, Q, K, V, Q·Kᵀ, the scale, the mask, softmax, ·V (and W_O on the toy)."""

@@ -38,6 +38,16 @@ def load(name: str, *, device: str, dtype: str, options: Options) -> "HFBackend"
                            trust_remote_code=options.trust_remote_code, device_map=options.device_map)
 
 
+@dataclass
+class PaddedRun:
+    """A batch as the model ran it, padded on the right (HFBackend.capture_padded)."""
+
+    tokens: list[list[Token]]  # per text, padding excluded
+    real: torch.Tensor  # (B, T) bool: not padding
+    layers: dict  # layer -> LayerCapture of the whole batch
+    truncated: int  # texts --truncate cut
+
+
 class HFBackend:
     def __init__(self, name: str, model, tokenizer, device: str, lm=None):
         self.model = model  # the base model: hidden states only (a single forward never computes logits)
@@ -124,6 +134,21 @@ class HFBackend:
                                    top_k=None if not sample else 0, top_p=None, use_cache=True,
                                    pad_token_id=pad, streamer=Streamer())
         return self._tokens(encoding), out[0, ids.shape[1]:].tolist()
+
+    def capture_padded(self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False) -> "PaddedRun":
+        """The texts as one batch padded on the right, kept as the model ran it (not cut per text):
+        for scoring many texts without copying each one out. Rows and keys at padding are False in
+        `real`; each layer's LayerCapture holds q (B, H, T, D), k and v (B, H_kv, T, D) and the mask."""
+        encodings = [self._encode(text, truncate) for text in texts]
+        batch = self._pad([encoding for encoding, _ in encodings], "right")
+        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, analysis_device=self.device)
+        with capturing(self.model, recorder), torch.inference_mode():
+            self.model(**{name: tensor.to(self.model.device) for name, tensor in batch.items()})
+        if recorder.calls == 0:
+            return self.capture_batch(texts, layers, truncate=truncate)  # raises UnsupportedModel, worded once
+        return PaddedRun(tokens=[self._tokens(encoding) for encoding, _ in encodings],
+                         real=batch["attention_mask"].bool().to(self.device), layers=recorder.records,
+                         truncated=sum(cut is not None for _, cut in encodings))
 
     def _tokens(self, encoding) -> list[Token]:
         ids, special = encoding["input_ids"], encoding["special_tokens_mask"]

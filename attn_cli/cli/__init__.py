@@ -19,6 +19,8 @@ from attn_cli.cli.explore import EPILOG as EXPLORE_EPILOG
 from attn_cli.cli.explore import explore_command
 from attn_cli.cli.generate import EPILOG as GENERATE_EPILOG
 from attn_cli.cli.generate import generate_command
+from attn_cli.cli.heads import EPILOG as HEADS_EPILOG
+from attn_cli.cli.heads import heads_command
 from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
 from attn_cli.cli.models import EPILOG as MODELS_EPILOG
@@ -57,6 +59,7 @@ app = typer.Typer(
 )
 app.command("inspect", cls=Command, epilog=INSPECT_EPILOG)(inspect_command)
 app.command("explore", cls=Command, epilog=EXPLORE_EPILOG)(explore_command)
+app.command("heads", cls=Command, epilog=HEADS_EPILOG)(heads_command)
 app.command("compare", cls=Command, epilog=COMPARE_EPILOG)(compare_command)
 app.command("steps", cls=Command, epilog=STEPS_EPILOG)(steps_command)
 app.command("rollout", cls=Command, epilog=ROLLOUT_EPILOG)(rollout_command)

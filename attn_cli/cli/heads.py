@@ -1,0 +1,125 @@
+"""`attn heads TEXT... | --file FILE | --probe induction`: what every head does, on your text or a corpus."""
+
+from __future__ import annotations
+
+import contextlib
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Iterator, Optional
+
+import typer
+
+from attn_cli.cli import options as opt
+from attn_cli.cli.common import check_outputs, emit_json, emit_terminal, load_model, model_options, note, read_text
+from attn_cli.cli.edge import stderr_console, user_errors
+from attn_cli.errors import BadInput
+
+EPILOG = (  # \\[ keeps Rich from reading [i,j] as markup
+    "Scores, each in \\[0, 1], per text, then mean and std over the texts. A: the head's weights over real "
+    "tokens (padding excluded). A row counts when it may attend two keys or more.\n\n"
+    "Weight shares, Σ A⊙P / Σ A over the counted rows with a target (TransformerLens detect_head \"mul\"): "
+    "previous_token P\\[i,i-1]; duplicate_token P\\[i,j] j<i, same id; induction P\\[i,j] id(j-1) = id(i), "
+    "j-1<i; first_token P\\[i,0]; last_token \\[SEP]/EOS j≠i (else the last token); punctuation; "
+    "self P\\[i,i].\n\n"
+    "broad: mean entropy(row) / log(allowed keys). sink: share of rows putting > 0.3 on one key (named).\n\n"
+    "label: the largest weight share when > 0.5, else broad when >= 0.85, else sink when > 0.5, else mixed.\n\n"
+    "Examples:\n\n"
+    "  attn heads \"Hello, how are you?\"\n\n"
+    "  attn heads --file corpus.txt --limit 1000 --batch-size 32\n\n"
+    "  attn heads --file corpus.jsonl --json -o heads.json\n\n"
+    "  attn heads --probe induction --model ./my-gpt2 --seed 1"
+)
+
+
+class Probe(str, Enum):
+    induction = "induction"
+
+
+def heads_command(
+    texts: Annotated[Optional[list[str]], typer.Argument(metavar="[TEXT]...", show_default=False,
+        help="Texts to score; - reads one from stdin. Several run as padded batches.")] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", "-f",
+        help="A corpus: a text per line, or JSONL with a \"text\" field per line; - reads stdin.")] = None,
+    probe: Annotated[Optional[Probe], typer.Option("--probe",
+        help="induction: a seeded random token sequence repeated twice (Olsson et al. 2022); needs no text.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the --probe sequence.")] = 0,
+    probe_length: Annotated[int, typer.Option("--probe-length", help="Tokens in each half of the probe.")] = 50,
+    limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="Score at most N texts.")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Texts per padded batch.")] = 32,
+    model: opt.Model = None,
+    option: opt.ModelOptions = None,
+    layer: opt.Layer = "all",
+    head: opt.Head = "all",
+    as_json: opt.AsJson = False,
+    output: opt.Output = None,
+    save: opt.Save = None,
+    device: opt.Device = "auto",
+    dtype: opt.DTypeOpt = opt.DType.auto,
+    truncate: opt.Truncate = False,
+    allow_pickle: opt.AllowPickle = False,
+    revision: opt.Revision = None,
+    trust_remote_code: opt.TrustRemoteCode = False,
+    device_map: opt.DeviceMap = None,
+) -> None:
+    """What every head does: previous-token, duplicate, induction, [CLS]/[SEP], punctuation, self, broad, sink."""
+    with user_errors():
+        json_wanted = as_json or output is not None
+        check_outputs(save, json_wanted, output)
+        sources = [name for name, given in (("TEXT", texts), ("--file", file), ("--probe", probe)) if given]
+        if len(sources) != 1:
+            raise BadInput(f"{' and '.join(sources)} are separate sources" if sources else "no text given",
+                           "pass TEXT..., --file FILE or --probe induction")
+        if texts:
+            texts = [read_text(text) for text in texts]
+        options = model_options(option, revision=revision, allow_pickle=allow_pickle,
+                                trust_remote_code=trust_remote_code, device_map=device_map)
+        with progress_bar() as progress:
+            loaded = load_model(model, device=device, dtype=dtype, options=options)
+            report = loaded.heads(texts or None, file=file, probe=probe and probe.value, seed=seed,
+                                  probe_length=probe_length, layers=layer, heads=head, batch_size=batch_size,
+                                  limit=limit, truncate=truncate, progress=progress)
+        if report.truncated:
+            note(f"warning: {report.truncated} texts were cut to the model's positions (--truncate)")
+        if json_wanted:
+            emit_json(report, output)
+        else:
+            from attn_cli.config import defaults
+
+            emit_terminal(lambda: heads_view(report), save,
+                          defaults()["render"]["fallback_width"], f"attn heads · {report.model.name}")
+        if report.interrupted:
+            note(f"interrupted: scored {report.texts:,} texts before Ctrl-C; the report covers those")
+            raise typer.Exit(130)
+
+
+@contextlib.contextmanager
+def progress_bar() -> Iterator:
+    """A transient bar on stderr (texts, texts/s, ETA); None (silence) when stderr is not a terminal."""
+    console = stderr_console()
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn,
+                               TimeRemainingColumn)
+
+    class Speed(ProgressColumn):
+        def render(self, task):
+            from rich.text import Text
+
+            return Text("" if task.speed is None else f"{task.speed:,.1f} texts/s", style="cyan")
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), Speed(),
+                  TimeRemainingColumn(), console=console, transient=True, redirect_stdout=False,
+                  redirect_stderr=False) as bar:
+        task = bar.add_task("loading the model …", total=None)
+
+        def update(done: int, total: int | None) -> None:
+            bar.update(task, description="scoring heads", completed=done, total=total)
+
+        yield update
+
+
+def heads_view(report):
+    from attn_cli.render.heads_view import HeadsView
+
+    return HeadsView(report)

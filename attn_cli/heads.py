@@ -1,0 +1,299 @@
+"""What a head does: its scores per text, and their mean and spread over a corpus (pure torch).
+
+Shapes: B texts padded to T tokens (on the right: position 0 is each text's first
+token), h heads of one layer, a block of c query rows start:start + c.
+
+Every "where does the weight go" score is TransformerLens' detect_head "mul"
+measure with a 0/1 target pattern P:
+
+    score = Σ_{i∈R} Σ_j A[i, j]·P[i, j]  /  Σ_{i∈R} Σ_j A[i, j]
+
+over the rows R that count: a row counts when it may attend at least two keys (a
+row with one key has no choice: the first row of a causal model) and at least one
+of its allowed keys is a target. Rows of A sum to 1, so this is the mean, over those
+rows, of the weight on the targets. A text with no such row has no score (None):
+it is left out of that score's mean over texts.
+
+    previous_token   P[i, i-1] = 1                     (row 0 has no target)
+    duplicate_token  P[i, j] = 1 where j < i and id_j = id_i
+    induction        P[i, j] = 1 where j-1 < i and id_{j-1} = id_i  (the token after an earlier copy)
+    first_token      P[i, 0] = 1                       ([CLS] / BOS, or the first word)
+    last_token       P[i, j] = 1 on separators j ≠ i: special tokens after position 0 ([SEP], EOS),
+                     or the last token when the text has none (a separator's weight on itself is
+                     self; so in a causal model, whose rows never see a final separator but its
+                     own, last_token is undefined)
+    punctuation      P[i, j] = 1 on punctuation tokens (not special)
+    self             P[i, i] = 1
+
+Special tokens are ordinary tokens for previous, duplicate and induction (a text holds
+one [CLS] and one [SEP], so they never repeat). Two more scores are not weight shares:
+
+    broad   mean over counted rows of H(A[i]) / log(allowed keys of row i)  (1 = uniform)
+    sink    the share of counted rows that put more than ε = 0.3 of their weight on one
+            key (Gu et al. 2024), for the key that most rows do that to (ties: the
+            earliest key); that key is the head's sink key.
+
+Padding is never a key or a row: `allowed` is False there.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+
+import torch
+
+from attn_cli import analysis
+
+SCORES = ("previous_token", "duplicate_token", "induction", "first_token", "last_token", "punctuation", "self",
+          "broad", "sink")
+SHARES = SCORES[:7]  # the "mul" weight shares; broad and sink are last
+BROAD, SINK = 7, 8
+SINK_EPSILON = 0.3  # a key holding more than this of a row's weight (Gu et al. 2024)
+LABEL_THRESHOLD = 0.5  # a head is labelled by a weight share only when more than half its weight goes there
+BROAD_THRESHOLD = 0.85  # … else "broad" when its rows are this close to uniform
+MIXED = "mixed"
+_MARKERS = ("##", "Ġ", "▁", "Ċ")  # subword markers of WordPiece, byte-level BPE and SentencePiece
+
+
+@dataclass
+class TokenFlags:
+    """What the patterns need to know about a padded batch of texts. All (B, T)."""
+
+    ids: torch.Tensor  # long token ids (anything where real is False)
+    real: torch.Tensor  # bool: not padding
+    separator: torch.Tensor  # bool: [SEP]/EOS, or the last token of a text without one
+    punctuation: torch.Tensor  # bool
+
+
+def is_punctuation(text: str) -> bool:
+    """A token that is only punctuation once subword markers are stripped: "," "?" "Ġ." "##!"."""
+    for marker in _MARKERS:
+        text = text.replace(marker, "")
+    return bool(text) and all(unicodedata.category(char).startswith("P") for char in text)
+
+
+def token_flags(tokens: list[list], device="cpu") -> TokenFlags:
+    """TokenFlags of texts given as lists of capture.Token (text, id, special), padded on the right."""
+    count, longest = len(tokens), max(len(text) for text in tokens)
+    ids = torch.zeros(count, longest, dtype=torch.long)
+    real = torch.zeros(count, longest, dtype=torch.bool)
+    separator = torch.zeros(count, longest, dtype=torch.bool)
+    punctuation = torch.zeros(count, longest, dtype=torch.bool)
+    for b, text in enumerate(tokens):
+        n = len(text)
+        ids[b, :n] = torch.tensor([token.id for token in text])
+        real[b, :n] = True
+        marks = [token.special and token.index > 0 for token in text]
+        if not any(marks):
+            marks[-1] = True
+        separator[b, :n] = torch.tensor(marks)
+        punctuation[b, :n] = torch.tensor([not token.special and is_punctuation(token.text) for token in text])
+    return TokenFlags(ids.to(device), real.to(device), separator.to(device), punctuation.to(device))
+
+
+def share_patterns(flags: TokenFlags, start: int, stop: int) -> torch.Tensor:
+    """The seven target patterns P for query rows start:stop. -> (7, B, c, T) bool, order of SHARES."""
+    ids = flags.ids
+    count, keys = ids.shape
+    query = torch.arange(start, stop, device=ids.device)[:, None]  # (c, 1)
+    key = torch.arange(keys, device=ids.device)[None, :]  # (1, T)
+    same = ids[:, start:stop, None] == ids[:, None, :]  # (B, c, T): id_j = id_i
+    before = ids.new_full((count, keys), -1)  # (B, T): id_{j-1}, none for j = 0
+    before[:, 1:] = ids[:, :-1]
+    after_copy = (ids[:, start:stop, None] == before[:, None, :]) & (key >= 1)  # (B, c, T): id_{j-1} = id_i
+    shape = (count, stop - start, keys)
+    return torch.stack([
+        (key == query - 1).expand(shape),  # previous_token
+        same & (key < query),  # duplicate_token
+        after_copy & (key - 1 < query),  # induction
+        (key == 0).expand(shape),  # first_token
+        flags.separator[:, None, :] & (key != query),  # last_token: another token's separator
+        flags.punctuation[:, None, :].expand(shape),  # punctuation
+        (key == query).expand(shape),  # self
+    ])
+
+
+def _repeat_weights(weights: torch.Tensor, flags: TokenFlags, start: int, allowed: torch.Tensor):
+    """Weight on the duplicate and induction targets of rows start:start + c, from the list of earlier
+    copies (sparse: a row has few), never a dense (B, h, c, T) product.
+
+    An earlier copy m of row i (m < i, id_m = id_i) is a duplicate target; the key after it,
+    m + 1, is the induction target (j − 1 = m < i). Each counts when the row may attend it.
+    Returns the weights (2, B, h, c) and whether each row has a target (2, B, c).
+    """
+    count, heads, rows, keys = weights.shape
+    ids, real = flags.ids, flags.real
+    query = torch.arange(start, start + rows, device=ids.device)[:, None]  # (c, 1)
+    key = torch.arange(keys, device=ids.device)[None, :]  # (1, T)
+    copies = ((ids[:, start:start + rows, None] == ids[:, None, :]) & (key < query)
+              & real[:, start:start + rows, None] & real[:, None, :])  # (B, c, T)
+    text, row, earlier = copies.nonzero(as_tuple=True)  # (n,) each
+    after = (earlier + 1).clamp_max(keys - 1)
+    on = weights.new_zeros(2, count, rows, heads)
+    has = torch.zeros(2, count, rows, dtype=torch.bool, device=weights.device)
+    for kind, target, ok in ((0, earlier, allowed[text, row, earlier]),
+                             (1, after, (earlier + 1 < keys) & allowed[text, row, after])):
+        t, r, k = text[ok], row[ok], target[ok]
+        on[kind].index_put_((t, r), weights[t, :, r, k], accumulate=True)  # weights[t, :, r, k]: (n, h)
+        has[kind, t, r] = True
+    return on.permute(0, 1, 3, 2), has
+
+
+def _diagonal(matrix: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    """matrix[..., r, columns[r]] for every row r: (..., c, T), (c,) -> (..., c)."""
+    index = columns.view(*([1] * (matrix.dim() - 2)), -1, 1).expand(*matrix.shape[:-1], 1)
+    return matrix.gather(-1, index).squeeze(-1)
+
+
+class TextSums:
+    """Running sums, over blocks of query rows, of every score's numerator and denominator.
+
+    One per (texts, heads) group of one layer: shapes (B, h) per score, (B, h, T) for the sink.
+    """
+
+    def __init__(self, texts: int, heads: int, keys: int, device="cpu", dtype=torch.float32):
+        # float32 by default: MPS has no float64; sums run over one text's rows only.
+        self.numerator = torch.zeros(len(SCORES) - 1, texts, heads, dtype=dtype, device=device)
+        self.denominator = torch.zeros_like(self.numerator)  # broad: counted rows
+        self.sink_rows = torch.zeros(texts, heads, keys, dtype=dtype, device=device)  # rows > ε per key
+        self.rows = torch.zeros(texts, 1, dtype=dtype, device=device)  # counted rows per text
+
+    def add(self, weights: torch.Tensor, allowed: torch.Tensor, flags: TokenFlags, start: int) -> None:
+        """weights (B, h, c, T): rows start:start + c of softmax(S), masked cells 0; allowed (B, c, T).
+
+        The weight on each pattern's targets, per row, is taken without building the patterns
+        (share_patterns is the definition; tests check this against it): a gathered diagonal
+        for previous and self, column 0 for first, one product for separators and punctuation.
+        """
+        count, heads, rows, keys = weights.shape
+        query = torch.arange(start, start + rows, device=weights.device)  # (c,) positions of the rows
+        keys_allowed = allowed.sum(-1)  # (B, c)
+        counted = keys_allowed >= 2  # (B, c) a row with a choice (never padding: it has no keys)
+        previous = (query - 1).clamp_min(0)  # (c,) key i - 1 (row 0 has none)
+        first_row = query == 0
+        marks = torch.stack([flags.separator, flags.punctuation], -1)  # (B, T, 2)
+        own = _diagonal(weights, query)  # (B, h, c): A[i, i]
+        separator_row = flags.separator[:, start:start + rows]  # (B, c): a separator's own row …
+        other_separator = allowed & flags.separator[:, None, :]  # … does not count its weight on itself
+        other_separator[..., start:start + rows] &= ~torch.eye(rows, dtype=torch.bool, device=weights.device)
+        repeats, has_repeat = _repeat_weights(weights, flags, start, allowed)  # (2, B, h, c), (2, B, c)
+        on_targets = torch.stack([  # (7, B, h, c): weight on each pattern's targets, per row
+            _diagonal(weights, previous).masked_fill(first_row, 0.0),
+            *repeats,
+            weights[..., 0],
+            *(weights @ marks[:, None].to(weights.dtype)).unbind(-1),
+            own,
+        ])
+        on_targets[4] -= own * separator_row[:, None]
+        has_target = torch.stack([  # (7, B, c): the row may attend a target
+            _diagonal(allowed, previous) & ~first_row,
+            *has_repeat,
+            allowed[..., 0],
+            other_separator.any(-1),
+            (allowed & flags.punctuation[:, None, :]).any(-1),
+            _diagonal(allowed, query),
+        ]) & counted
+        rows_counted = has_target[:, :, None, :].to(weights.dtype)  # (7, B, 1, c)
+        self.numerator[:7] += (on_targets * rows_counted).sum(-1)
+        # Σ_j A[i, j] over the counted rows: each is a softmax over two keys or more, so it sums to 1
+        self.denominator[:7] += rows_counted.sum(-1)
+        # broad: H(row) / log(allowed keys), over counted rows
+        spread = analysis.row_entropy(weights) / keys_allowed.to(weights.dtype).clamp_min(2).log()[:, None, :]
+        counted_rows = counted[:, None, :].to(weights.dtype)  # (B, 1, c)
+        self.numerator[BROAD] += (spread * counted_rows).sum(-1)
+        self.denominator[BROAD] += counted_rows.sum(-1)
+        # sink: per key, how many counted rows put more than ε on it. A row with one key (weight 1 on it)
+        # does not count: it is taken back out rather than masked out of the whole block.
+        self.sink_rows += (weights > SINK_EPSILON).sum(-2)
+        text, row = (keys_allowed == 1).nonzero(as_tuple=True)
+        if len(text):
+            only = allowed[text, row].to(torch.uint8).argmax(-1)  # the row's one key
+            correction = torch.zeros(count, keys, dtype=self.sink_rows.dtype, device=weights.device)
+            correction.index_put_((text, only), torch.ones_like(only, dtype=correction.dtype), accumulate=True)
+            self.sink_rows -= correction[:, None, :]
+        self.rows += counted.sum(-1, keepdim=True)
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per text and head: scores (B, h, 9), NaN where a score is undefined, and the sink key
+        (B, h) long, -1 where no row puts more than ε on any key."""
+        shares = self.numerator / self.denominator  # (8, B, h); 0/0 = NaN: no row counted
+        heaviest, key = self.sink_rows.max(-1)  # (B, h): the first key among equals
+        sink = heaviest / self.rows  # (B, h); NaN when no row counted
+        key = torch.where(heaviest > 0, key, torch.full_like(key, -1))
+        return torch.cat([shares, sink[None]]).permute(1, 2, 0), key
+
+
+def head_scores(weights: torch.Tensor, allowed: torch.Tensor, flags: TokenFlags):
+    """Scores of whole matrices at once: weights (B, h, T, T), allowed (B, T, T). For tests and small inputs."""
+    sums = TextSums(weights.shape[0], weights.shape[1], weights.shape[-1], weights.device, torch.float64)
+    sums.add(weights.double(), allowed, flags, 0)
+    return sums.result()
+
+
+def label(scores) -> str:
+    """The head's type: its largest weight share when above LABEL_THRESHOLD (ties: the earlier in SCORES),
+    else "broad" when broad >= BROAD_THRESHOLD, else "sink" when above LABEL_THRESHOLD, else "mixed".
+
+    scores: the nine values in SCORES order (None or NaN where undefined).
+    """
+    values = [(-1.0 if value is None or math.isnan(value) else float(value)) for value in scores]
+    best = max(range(len(SHARES)), key=lambda index: (values[index], -index))
+    if values[best] > LABEL_THRESHOLD:
+        return SCORES[best]
+    if values[BROAD] >= BROAD_THRESHOLD:
+        return "broad"
+    if values[SINK] > LABEL_THRESHOLD:
+        return "sink"
+    return MIXED
+
+
+class CorpusTotals:
+    """Mean, standard deviation and count of every score of every head over texts, in O(heads) memory.
+
+    Sums of x and x² in float64 per (layer, head, score); a text where a score is undefined
+    (NaN) does not count for it. Sink keys are tallied by token text and position.
+    """
+
+    KEYS_KEPT = 64  # distinct sink keys remembered per head; the rarest are dropped past twice this
+
+    def __init__(self, layers: int, heads: int):
+        shape = (layers, heads, len(SCORES))
+        self.count = torch.zeros(shape, dtype=torch.float64)
+        self.total = torch.zeros(shape, dtype=torch.float64)
+        self.squares = torch.zeros(shape, dtype=torch.float64)
+        self.sink_keys = [[Counter() for _ in range(heads)] for _ in range(layers)]
+        self.texts = 0
+
+    def add(self, layer: int, heads: slice, scores: torch.Tensor, keys: list[list[tuple[int, str] | None]]) -> None:
+        """scores (B, h, 9) of texts for heads `heads` of layer index `layer`; keys[b][h]: (position, token)."""
+        scores = scores.detach().to("cpu", torch.float64)
+        defined = ~scores.isnan()
+        values = scores.nan_to_num(0.0)
+        self.count[layer, heads] += defined.sum(0)
+        self.total[layer, heads] += values.sum(0)
+        self.squares[layer, heads] += values.square().sum(0)
+        for text_keys in keys:
+            for offset, key in enumerate(text_keys):
+                if key is not None:
+                    tally = self.sink_keys[layer][heads.start + offset]
+                    tally[key] += 1
+                    if len(tally) > 2 * self.KEYS_KEPT:
+                        for rare, _ in tally.most_common()[self.KEYS_KEPT:]:
+                            del tally[rare]
+
+    def mean_std(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(layers, heads, 9) each; NaN where no text had the score. Population std (0 for one text)."""
+        mean = self.total / self.count
+        variance = (self.squares / self.count - mean.square()).clamp_min(0.0)
+        return mean, variance.sqrt()
+
+    def sink_key(self, layer: int, head: int) -> tuple[int, str, int] | None:
+        """(position, token, texts) of the key this head most often sinks on, None if it never does."""
+        tally = self.sink_keys[layer][head]
+        if not tally:
+            return None
+        (position, token), texts = min(tally.items(), key=lambda item: (-item[1], item[0]))
+        return position, token, texts

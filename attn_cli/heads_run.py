@@ -1,0 +1,327 @@
+"""The engine of `attn heads`: texts in padded batches → captured Q and K → weights, a block of heads
+and rows at a time → per-text scores (heads.py) → running totals over the corpus → a HeadsReport.
+
+Memory is bounded whatever the corpus: one batch of texts is held at a time, and a
+block of weights is at most CHUNK_CELLS cells (never layers × heads × T × T).
+Pure orchestration over a loaded backend: no loading, no printing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import string
+import sys
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from attn_cli.capture import Capture
+from attn_cli.core import check_texts
+from attn_cli.errors import BadInput
+from attn_cli.heads import SCORES, CorpusTotals, TextSums, label, token_flags
+from attn_cli.heads_report import HeadProfile, HeadsReport, SinkKey
+from attn_cli.selection import Selection
+
+CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); the patterns take 7 times this in bool
+SORT_WINDOW = 16  # batches read ahead and sorted by length (memory: this many batches of text strings)
+PROBE_LENGTH = 50  # tokens in each half of the induction probe
+PROBES = ("induction",)
+Progress = Callable[[int, int | None], None]  # progress(texts done, texts in all or None)
+
+
+def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size: int = 32, limit: int | None = None,
+              total: int | None = None, truncate: bool = False, source: str = "arguments", probe: dict | None = None,
+              progress: Progress | None = None) -> HeadsReport:
+    """Score every selected head on every text, batch by batch, and average over the texts.
+
+    texts: any iterable (a file is read as it goes). total: how many there are, for progress.
+    Ctrl-C (KeyboardInterrupt) stops at the batch being run: the report covers the batches
+    done and says interrupted; with none done it propagates.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise BadInput(f"--batch-size must be at least 1, not {batch_size}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise BadInput(f"--limit must be at least 1, not {limit}")
+    layers, heads = selection.resolve(backend.info)
+    totals = CorpusTotals(len(layers), len(heads))
+    if limit is not None:
+        total = limit if total is None else min(total, limit)
+        texts = itertools.islice(texts, limit)
+    done = tokens = truncated = 0
+    interrupted = False
+    try:
+        padded = getattr(backend, "capture_padded", None)  # the batch as it ran, where the backend offers it
+        for batch in _batches(texts, batch_size):
+            if padded is not None:
+                run = padded(batch, layers, truncate=truncate)
+                results, texts_tokens, cut = score_padded(run, layers, heads, backend.info), run.tokens, run.truncated
+                run.layers.clear()  # the batch's q, k, v go now (transformers' registry keeps the last recorder)
+            else:
+                captures = backend.capture_batch(batch, layers, truncate=truncate)
+                results = score_captures(captures, layers, heads, backend.info)
+                texts_tokens = [capture.tokens for capture in captures]
+                cut = sum(capture.truncated_from is not None for capture in captures)
+            for layer_index, chunk, scores, keys in results:
+                totals.add(layer_index, chunk, scores, keys)
+            done += len(batch)
+            tokens += sum(len(text) for text in texts_tokens)
+            truncated += cut
+            if progress is not None:
+                progress(done, total)
+    except KeyboardInterrupt:
+        if done == 0:
+            raise
+        interrupted = True
+    if done == 0:
+        raise BadInput("no text to score", "pass a sentence, --file FILE with a text per line, or --probe induction")
+    return HeadsReport(
+        model=backend.info, device=backend.device, dtype=backend.dtype, texts=done, tokens=tokens,
+        heads=_profiles(totals, layers, heads, backend.info), source=source, probe=probe,
+        interrupted=interrupted, truncated=truncated,
+    )
+
+
+def score_captures(captures: list[Capture], layers: list[int], heads: list[int], info):
+    """score_layers over one Capture per text: each text's q and k are padded (on the right) into one
+    (B, H, T, D) tensor per layer, and each text's mask into (B, c, T) rows."""
+    tokens = [capture.tokens for capture in captures]
+    keys = max(len(text) for text in tokens)
+    lengths = [len(text) for text in tokens]
+
+    def layer_inputs(layer: int):
+        records = [capture.layers[layer] for capture in captures]
+        first = records[0]
+        allowed = lambda start, stop: _allowed(records, lengths, start, stop, keys, first.q.device)  # noqa: E731
+        return _padded([r.q for r in records], keys), _padded([r.k for r in records], keys), first, allowed
+
+    return score_layers(tokens, layers, heads, info, layer_inputs)
+
+
+def score_padded(padded, layers: list[int], heads: list[int], info):
+    """score_layers over a backend's batch as the model ran it (padded on the right): no per-text copies."""
+    real = padded.real  # (B, T) bool
+
+    def layer_inputs(layer: int):
+        record = padded.layers[layer]
+        allowed = lambda start, stop: _batch_allowed(record.mask, real, start, stop)  # noqa: E731
+        return record.q.float(), record.k.float(), record, allowed
+
+    return score_layers(padded.tokens, layers, heads, info, layer_inputs)
+
+
+def score_layers(tokens: list[list], layers: list[int], heads: list[int], info, layer_inputs):
+    """Per layer and block of heads: (layer index, head slice, scores (B, h, 9), sink keys [b][h]).
+
+    layer_inputs(layer) -> q (B, H, T, D), k (B, H_kv, T, D), a LayerCapture (scale, scorer),
+    allowed(start, stop) -> (B, c, T) bool, False at padding rows and keys. Nothing is added to
+    the totals here, so a batch interrupted half way counts not at all.
+    """
+    import torch
+
+    from attn_cli import attention, scoring
+
+    results = []
+    flags = None
+    for layer_index, layer in enumerate(layers):
+        q, k, record, allowed_rows = layer_inputs(layer)
+        if flags is None:
+            flags = token_flags(tokens, q.device)
+            count, keys = flags.ids.shape
+            per_chunk, rows = _block_sizes(count, len(heads), keys)
+        scale, scorer = record.scale, record.scorer
+        for first in range(0, len(heads), per_chunk):
+            chunk = heads[first:first + per_chunk]
+            q_heads = q[:, chunk]  # (B, h, T, D)
+            k_heads = k[:, [info.kv_head_of(head) for head in chunk]]  # (B, h, T, D): each head's kv head
+            sums = TextSums(count, len(chunk), keys, q.device)
+            for start in range(0, keys, rows):
+                stop = min(start + rows, keys)
+                allowed = allowed_rows(start, stop)  # (B, c, T)
+                if scorer is None:
+                    scores = scoring.scores(q_heads[:, :, start:stop], k_heads, scale)  # (B, h, c, T)
+                else:  # a learned scoring (the toy's): one head of one text at a time
+                    scores = torch.stack([torch.stack([
+                        scoring.scores(q_heads[b, h, start:stop], k_heads[b, h], scale, scorer, head)
+                        for h, head in enumerate(chunk)]) for b in range(count)])
+                weights = attention.masked_softmax(scores, allowed[:, None])  # (B, h, c, T); masked cells 0
+                sums.add(weights, allowed, flags, start)
+            values, sink = sums.result()  # (B, h, 9), (B, h)
+            named = [[None if key < 0 else (key, tokens[b][key].text) for key in row]
+                     for b, row in enumerate(sink.tolist())]
+            results.append((layer_index, slice(first, first + len(chunk)), values, named))
+    return results
+
+
+def _batch_allowed(mask, real, start: int, stop: int):
+    """Rows start:stop of a batch's mask as the model used it, with padding rows and keys out: (B, c, T)."""
+    if mask.dense is not None:
+        dense = mask.dense if mask.dense.dim() == 3 else mask.dense[None]
+        rows = dense[:, start:stop]  # (B or 1, c, T)
+    else:
+        rows = mask.rows(start, stop)[None]  # (1, c, T): a causal or open rule
+    return rows & real[:, start:stop, None] & real[:, None, :]
+
+
+def _block_sizes(texts: int, heads: int, keys: int) -> tuple[int, int]:
+    """(heads per block, query rows per block): texts · heads · rows · keys <= CHUNK_CELLS, all heads if possible."""
+    per_head_row = texts * keys
+    if per_head_row * heads <= CHUNK_CELLS:
+        return heads, max(1, min(keys, CHUNK_CELLS // (per_head_row * heads)))
+    per_chunk = max(1, CHUNK_CELLS // per_head_row)
+    return per_chunk, max(1, CHUNK_CELLS // (per_head_row * per_chunk))
+
+
+def _padded(tensors: list, keys: int):
+    """(H, T_b, D) per text -> (B, H, keys, D) float32, zeros past each text's end."""
+    from torch.nn.utils.rnn import pad_sequence
+
+    padded = pad_sequence([tensor.transpose(0, 1) for tensor in tensors], batch_first=True)  # (B, T_max, H, D)
+    return padded.float().transpose(1, 2)  # (B, H, keys, D), a view
+
+
+def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, device):
+    """Rows start:stop of each text's mask, padded: (B, stop - start, keys) bool, False at padding."""
+    import torch
+
+    allowed = torch.zeros(len(records), stop - start, keys, dtype=torch.bool, device=device)
+    for b, (record, length) in enumerate(zip(records, lengths)):
+        if start < length:
+            end = min(stop, length)
+            allowed[b, :end - start, :length] = record.mask.rows(start, end, 0, length)
+    return allowed
+
+
+def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+    """Batches of `size` texts. Texts are read SORT_WINDOW batches ahead and sorted by length within
+    that window, so each batch pads little (the scores are means: their order does not matter)."""
+    iterator = iter(texts)
+    while window := list(itertools.islice(iterator, size * SORT_WINDOW)):
+        check_texts(window)
+        window.sort(key=len)
+        for start in range(0, len(window), size):
+            yield window[start:start + size]
+
+
+def _profiles(totals: CorpusTotals, layers: list[int], heads: list[int], info) -> list[HeadProfile]:
+    mean, std = totals.mean_std()
+    profiles = []
+    for li, layer in enumerate(layers):
+        for hi, head in enumerate(heads):
+            means = [_value(value) for value in mean[li, hi].tolist()]
+            sink = totals.sink_key(li, hi)
+            profiles.append(HeadProfile(
+                layer=layer, head=head, kv_head=info.kv_head_of(head),
+                scores=dict(zip(SCORES, means)),
+                std={name: _value(value) for name, value in zip(SCORES, std[li, hi].tolist())},
+                scored={name: int(value) for name, value in zip(SCORES, totals.count[li, hi].tolist())},
+                label=label(means),
+                sink_key=None if sink is None else SinkKey(*sink),
+            ))
+    return profiles
+
+
+def _value(value: float) -> float | None:
+    return None if value != value else value  # NaN: no text defined it
+
+
+# ---- where texts come from: a corpus file, or the induction probe
+
+
+def read_corpus(path: Path | str) -> Iterator[str]:
+    """The texts of a file ("-": stdin), read as it goes: JSONL ({"text": …} a line) when the file ends in
+    .jsonl/.ndjson or its first non-blank line is such an object; otherwise a text per non-blank line."""
+    if str(path) == "-":
+        yield from _texts(sys.stdin, "stdin", None)
+        return
+    path = Path(path)
+    with _open(path) as handle:
+        yield from _texts(handle, str(path), True if path.suffix.lower() in (".jsonl", ".ndjson") else None)
+
+
+def _texts(lines: Iterable[str], name: str, jsonl: bool | None) -> Iterator[str]:
+    """jsonl None: decided by the first non-blank line."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if jsonl is None:
+            jsonl = _is_text_record(line)
+        if not jsonl:
+            yield line.rstrip("\r\n")
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise BadInput(f"{name}:{number}: not JSON ({error.msg})", 'a JSONL corpus has one {"text": …} a line') \
+                from None
+        text = record.get("text") if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            raise BadInput(f'{name}:{number}: no "text" string', 'a JSONL corpus has one {"text": …} a line')
+        if text.strip():
+            yield text
+
+
+def count_texts(path: Path | str) -> int | None:
+    """How many texts read_corpus will yield (non-blank lines), for the progress bar; None for stdin."""
+    if str(path) == "-":
+        return None
+    with _open(Path(path)) as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def _is_text_record(line: str) -> bool:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(record, dict) and isinstance(record.get("text"), str)
+
+
+def _open(path: Path):
+    if not path.is_file():
+        raise BadInput(f"--file {path}: no such file")
+    try:
+        return open(path, encoding="utf-8")
+    except OSError as error:
+        raise BadInput(f"--file {path}: {error.strerror}") from None
+
+
+def probe_text(backend, seed: int = 0, length: int = PROBE_LENGTH) -> str:
+    """The induction probe (Olsson et al. 2022): `length` random tokens, then the same tokens again.
+
+    Words are drawn (seeded) from the tokenizer's vocabulary, keeping only whole words that
+    come back as the same single token, so the text is exactly the token sequence twice;
+    a model without a tokenizer (the toy) gets random lowercase words.
+    """
+    if isinstance(length, bool) or not isinstance(length, int) or length < 2:
+        raise BadInput(f"the probe length must be at least 2, not {length}")
+    limit = backend.info.max_positions
+    if limit is not None:
+        length = min(length, (limit - 4) // 2)
+    generator = random.Random(seed)
+    tokenizer = getattr(backend, "tokenizer", None)
+    words = _vocabulary_words(tokenizer, generator, length) if tokenizer is not None else None
+    if words is None:
+        words = _random_words(generator, length)
+    return " " + " ".join(words + words)
+
+
+def _vocabulary_words(tokenizer, generator: random.Random, length: int) -> list[str] | None:
+    size = len(tokenizer)
+    chosen: dict[str, None] = {}
+    for _ in range(200 * length):
+        token_id = generator.randrange(size)
+        word = tokenizer.decode([token_id]).strip()
+        if (len(word) >= 2 and word.isascii() and word.isalpha() and word not in chosen
+                and tokenizer(" " + word, add_special_tokens=False)["input_ids"] == [token_id]):
+            chosen[word] = None
+            if len(chosen) == length:
+                return list(chosen)
+    return None
+
+
+def _random_words(generator: random.Random, length: int) -> list[str]:
+    chosen: dict[str, None] = {}
+    while len(chosen) < length:
+        chosen["".join(generator.choice(string.ascii_lowercase) for _ in range(generator.randint(3, 7)))] = None
+    return list(chosen)
