@@ -213,6 +213,13 @@ def _shares(scale: Scale, values: np.ndarray) -> np.ndarray:
 
 
 _STYLES: dict = {}
+COLOUR_LEVELS = 200  # distinct colours along a scale
+
+
+def _levels(scale: Scale, values: np.ndarray) -> list:
+    """Values rounded to COLOUR_LEVELS steps of the scale's range (weights 0..1, scores -limit..limit)."""
+    step = (2 * scale.limit if scale.diverging else 1.0) / COLOUR_LEVELS
+    return (np.round(values / step) * step).tolist()
 
 
 def _style(scale: Scale, fg: float, bg: float) -> Style:
@@ -246,7 +253,9 @@ def quadrant_cells(matrix: np.ndarray, scale: Scale, ink_floor: float = 0.0) -> 
     mean = blocks.mean(axis=-1)
     solid = (_shares(scale, mean) >= max(0.25, ink_floor)).tolist()
     two, bits = two.tolist(), bits.tolist()
-    ink_mean, back_mean, mean = (np.round(values, 3).tolist() for values in (ink_mean, back_mean, mean))
+    # Colours to 1/200 of the scale: finer than a terminal's 256 levels a channel shows over the range,
+    # and few enough that a grid's thousands of cells share a few hundred styles.
+    ink_mean, back_mean, mean = (_levels(scale, values) for values in (ink_mean, back_mean, mean))
     lines = []
     for i in range(lines_):
         line = []
@@ -263,7 +272,7 @@ def half_blocks(matrix: np.ndarray | None, scale: Scale) -> list[list[tuple[str,
     """A matrix as lines of '▀': the upper cell in the glyph's colour, the lower one in the background's."""
     if matrix is None:
         return []
-    values = np.round(np.nan_to_num(np.asarray(matrix, dtype=np.float64), nan=0.0), 3).tolist()
+    values = _levels(scale, np.nan_to_num(np.asarray(matrix, dtype=np.float64), nan=0.0))
     lines = []
     for top in range(0, len(values), 2):
         upper = values[top]
