@@ -1,6 +1,8 @@
 """`attn diff`: the same heads on two texts, or on one text in two checkpoints, head by head.
 
-Per head: mean row entropy, mean self-weight and mean weight on the first token, in A and in B.
+Per head: mean row entropy, mean self-weight, mean weight on the first token and the scores of
+`attn heads` (previous-token, duplicate, induction, first, last, punctuation, self, broad, sink)
+with the label they give, in A and in B.
 Where both runs have the same tokens count (always for two checkpoints, which must tokenize the
 text alike), also the Jensen–Shannon divergence of matching weight rows and the share of rows
 whose most-attended key agrees; heads are then ranked by divergence, most changed first.
@@ -29,6 +31,8 @@ class HeadChange:
     first_token: Change  # mean weight on token 0 ([CLS], BOS)
     js_divergence: float | None  # mean over rows of JS(A row, B row), nats; None when the lengths differ
     top1_agreement: float | None  # share of rows with the same most-attended key; None when the lengths differ
+    scores: dict[str, Change]  # attn heads' scores (heads.SCORES), NaN where undefined for that text
+    label: tuple[str, str]  # attn heads' label in A and in B
 
 
 @dataclass
@@ -66,7 +70,9 @@ class DiffReport(Document):
             "comparable": self.comparable,
             "heads": [{"layer": c.layer, "head": c.head, "entropy": change(c.entropy),
                        "self_weight": change(c.self_weight), "first_token": change(c.first_token),
-                       "js_divergence": num_json(c.js_divergence), "top1_agreement": num_json(c.top1_agreement)}
+                       "js_divergence": num_json(c.js_divergence), "top1_agreement": num_json(c.top1_agreement),
+                       "scores": {name: change(value) for name, value in c.scores.items()},
+                       "label": {"a": c.label[0], "b": c.label[1]}}
                       for c in self.heads],
         }
 
@@ -85,7 +91,9 @@ def diff_runs(backend_a, backend_b, text_a: str, text_b: str, selection: Selecti
     if mode == "models" and [t.id for t in a.tokens] != [t.id for t in b.tokens]:
         raise BadInput("the two checkpoints tokenize the text differently",
                        "compare checkpoints that share a tokenizer")
-    changes = [head_change(layer, head_a, head_b) for (layer, head_a), (_, head_b) in zip(a.heads(), b.heads())]
+    scores_a, scores_b = head_type_scores(a), head_type_scores(b)
+    changes = [head_change(layer, head_a, head_b, scores_a[layer, head_a.head], scores_b[layer, head_a.head])
+               for (layer, head_a), (_, head_b) in zip(a.heads(), b.heads())]
     if len(a.tokens) == len(b.tokens):
         changes.sort(key=lambda c: -c.js_divergence)
     else:
@@ -93,10 +101,28 @@ def diff_runs(backend_a, backend_b, text_a: str, text_b: str, selection: Selecti
     return DiffReport(mode, a, b, changes)
 
 
-def head_change(layer: int, a: HeadReport, b: HeadReport) -> HeadChange:
+def head_type_scores(report: InspectReport) -> dict[tuple[int, int], list[float]]:
+    """attn heads' nine scores of every head of the report, from its whole weight matrices."""
+    import torch
+
+    from attn_cli.heads import head_scores, token_flags
+
+    flags = token_flags([report.tokens])
+    scores = {}
+    for layer in report.layers:
+        weights = torch.from_numpy(np.stack([head.weights for head in layer.heads]))[None]  # (1, h, T, T)
+        allowed = torch.from_numpy(~np.isnan(layer.heads[0].scores))[None]  # (1, T, T): the mask of every head
+        values, _ = head_scores(weights, allowed, flags)  # (1, h, 9)
+        for head, row in zip(layer.heads, values[0].tolist()):
+            scores[layer.layer, head.head] = row
+    return scores
+
+
+def head_change(layer: int, a: HeadReport, b: HeadReport, scores_a: list[float], scores_b: list[float]) -> HeadChange:
     import torch
 
     from attn_cli import analysis
+    from attn_cli.heads import SCORES, label
 
     comparable = a.weights.shape == b.weights.shape
     if comparable:
@@ -112,6 +138,8 @@ def head_change(layer: int, a: HeadReport, b: HeadReport) -> HeadChange:
         first_token=Change(float(a.weights[:, 0].mean()), float(b.weights[:, 0].mean())),
         js_divergence=js if comparable else None,
         top1_agreement=agreement if comparable else None,
+        scores={name: Change(x, y) for name, x, y in zip(SCORES, scores_a, scores_b)},
+        label=(label(scores_a), label(scores_b)),
     )
 
 

@@ -39,6 +39,9 @@ def test_a_model_against_itself_changes_nothing(tiny_bert_dir):
     for change in report.heads:
         assert change.js_divergence == pytest.approx(0, abs=1e-9) and change.top1_agreement == 1.0
         assert change.entropy.baseline == change.entropy.variant
+        assert change.label[0] == change.label[1]
+        assert all(value.baseline == value.variant or (value.baseline != value.baseline and value.variant != value.variant)
+                   for value in change.scores.values())  # equal, or both undefined (NaN)
 
 
 def test_the_perturbed_head_ranks_first_and_earlier_layers_are_unchanged(tiny_bert_dir, perturbed_bert_dir):
@@ -48,6 +51,20 @@ def test_the_perturbed_head_ranks_first_and_earlier_layers_are_unchanged(tiny_be
     assert (first.layer, first.head) == (1, 2) and first.js_divergence > 0.01
     assert all(change.js_divergence == 0 for change in report.heads if change.layer == 0)
     assert all(change.js_divergence < first.js_divergence for change in report.heads[1:])
+
+
+def test_diff_carries_the_head_scores_of_attn_heads(minilm_backend):
+    """The scores diff reports are attn heads' own for each text."""
+    from attn_cli.api import Model
+
+    model = Model(minilm_backend)
+    a, b = "Hello, how are you?", "The cat sat on the mat."
+    report = model.diff(a, b, layers=0)
+    previous = next(c for c in report.heads if (c.layer, c.head) == (0, 2))
+    for text, side in ((a, "baseline"), (b, "variant")):
+        expected = model.heads(text, layers=0).head(0, 2).scores["previous_token"]
+        assert getattr(previous.scores["previous_token"], side) == pytest.approx(expected, abs=1e-5)
+    assert previous.label == ("previous_token", "previous_token")
 
 
 def test_two_texts_of_one_model(minilm_backend):
@@ -81,6 +98,8 @@ def test_cli_diff_json_and_view(tiny_bert_dir, perturbed_bert_dir):
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["command"] == "diff" and document["mode"] == "models" and document["comparable"]
+    assert set(document["heads"][0]["scores"]) >= {"previous_token", "induction", "sink"}
+    assert set(document["heads"][0]["label"]) == {"a", "b"}
     assert (document["heads"][0]["layer"], document["heads"][0]["head"]) == (1, 2)
     view = runner.invoke(app, ["diff", "The cat sat.", "The dog sat.", "--model", str(tiny_bert_dir)])
     assert view.exit_code == 0 and "most changed heads" in view.stdout and "B − A" in view.stdout

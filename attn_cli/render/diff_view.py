@@ -34,7 +34,14 @@ def render_diff(report) -> RenderableType:
         change = head_b.weights - head_a.weights  # a signed change: the diverging scale, centred on 0
         maps.append(Heatmap(change, [t.text for t in a.tokens], f"B − A · {title}", Scale.scores(change),
                             head_a.window, hint="widen", label="weight change"))
-    parts.append(Text(f"In detail: layer {top.layer} head {top.head}, the most changed head.", style="dim"))
+    kind = top.label[0] if top.label[0] == top.label[1] else f"{top.label[0]} in A, {top.label[1]} in B"
+    parts.append(Text(f"In detail: layer {top.layer} head {top.head}, the most changed head ({kind.replace('_', '-')}"
+                      " by attn heads' scores).", style="dim"))
+    relabelled = [c for c in report.heads if c.label[0] != c.label[1]]
+    if relabelled:
+        listed = ", ".join(f"{c.layer}.{c.head} {c.label[0]}→{c.label[1]}" for c in relabelled[:6])
+        more = f" and {len(relabelled) - 6} more" if len(relabelled) > 6 else ""
+        parts.append(Text(f"Heads whose type changed: {listed}{more}.", style="dim"))
     parts.append(SideBySide(maps[:2]))
     parts.extend(maps[2:])
     return Group(*parts)
