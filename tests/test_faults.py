@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -61,6 +62,15 @@ def complete(path: Path) -> bool:
     return True
 
 
+def before_the_handlers(stderr: str) -> bool:
+    """A KeyboardInterrupt traceback from no attn code, or only from the package and launch module that
+    install the handlers (the widest this window gets is on a loaded machine)."""
+    frames = re.findall(r'File "([^"]+)"', stderr)
+    ours = [frame for frame in frames if "attn_cli" in frame]
+    return all(frame.endswith(("attn_cli/__init__.py", "attn_cli/__main__.py", "attn_cli/launch.py"))
+               for frame in ours)
+
+
 def leftovers(directory: Path) -> list[str]:
     return sorted(path.name for path in directory.iterdir() if ".tmp-" in path.name)
 
@@ -107,7 +117,9 @@ def test_signals_at_random_moments_damage_nothing(tmp_path):
     for kind, signum, moment, delay, directory, code, stderr in outcomes:
         context = (f"seed {seed}: {kind}, {signal.Signals(signum).name} {delay:.2f}s after the {moment} "
                    f"→ exit {code}\n{stderr}")
-        if code == 1 and "attn_cli" not in stderr:  # Python's own start-up, before any attn code could run
+        if code == 1 and before_the_handlers(stderr):
+            # SIGINT during Python's own start-up or while attn_cli/launch.py itself is being imported,
+            # before its handlers exist: Python's default KeyboardInterrupt (no file was touched yet).
             assert moment == "start" and "KeyboardInterrupt" in stderr, context
         else:
             assert code in (0, 128 + signum, -signum), context
