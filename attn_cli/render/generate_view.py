@@ -10,7 +10,7 @@ from rich.text import Text
 
 from attn_cli.render.heatmap import Heatmap
 from attn_cli.render.scale import Scale
-from attn_cli.render.terminal import header, literal, row_label, titled
+from attn_cli.render.terminal import header, keys_text, literal, row_label, titled
 from attn_cli.selection import Window
 
 
@@ -41,13 +41,9 @@ def sources_table(head, tokens: list[str], count: int) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("generated", no_wrap=True)
     table.add_column("attended (weight)")
+    generated = lambda key: "bold" if key.index < count else "bold green"  # noqa: E731
     for offset, row in enumerate(head.top):
-        cell = Text()
-        for rank, key in enumerate(row):
-            cell.append(", " if rank else "")
-            cell.append_text(literal(key.token, "bold" if key.index < count else "bold green"))
-            cell.append(f" {key.weight:.2f}", style="dim")
-        table.add_row(row_label(count + offset, tokens[count + offset]), cell)
+        table.add_row(row_label(count + offset, tokens[count + offset]), keys_text(row, generated))
     return table
 
 

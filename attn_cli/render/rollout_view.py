@@ -5,11 +5,9 @@ from __future__ import annotations
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
-from rich.text import Text
-
 from attn_cli.render.heatmap import Heatmap
 from attn_cli.render.scale import Scale
-from attn_cli.render.terminal import header, literal, row_label, titled
+from attn_cli.render.terminal import header, keys_text, row_label, titled
 
 
 def render_rollout(report) -> RenderableType:
@@ -20,12 +18,7 @@ def render_rollout(report) -> RenderableType:
     sources.add_column("output", no_wrap=True)
     sources.add_column("input tokens (share)")
     for index, row in enumerate(report.top):
-        cell = Text()
-        for rank, key in enumerate(row):
-            cell.append(", " if rank else "")
-            cell.append_text(literal(key.token, "bold"))
-            cell.append(f" {key.weight:.2f}", style="dim")
-        sources.add_row(row_label(index, tokens[index]), cell)
+        sources.add_row(row_label(index, tokens[index]), keys_text(row))
     # rows sum to 1, like weights: the same fixed scale
     return Group(header(report, "attn rollout"), Heatmap(report.matrix, tokens, title, Scale.weights(), hint="widen"),
                  titled("where each output token comes from", sources))

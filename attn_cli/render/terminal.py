@@ -276,16 +276,21 @@ def top_table(head: HeadReport, tokens: list[str]) -> Table:
     table.add_column("entropy", justify="right", no_wrap=True)
     table.add_column("self", justify="right", no_wrap=True)
     for index in range(start, stop):
-        row = head.top[index]
-        keys = Text()
         # Keys under 1% weight are noise on screen (the JSON keeps all k).
-        for rank, key in enumerate(key for rank, key in enumerate(row) if rank == 0 or key.weight >= 0.01):
-            keys.append(", " if rank else "")
-            keys.append_text(literal(key.token, "bold"))
-            keys.append(f" {key.weight:.2f}", style="dim")
-        table.add_row(row_label(index, tokens[index]), keys,
+        row = [key for rank, key in enumerate(head.top[index]) if rank == 0 or key.weight >= 0.01]
+        table.add_row(row_label(index, tokens[index]), keys_text(row),
                       f"{head.entropy[index]:.2f}", f"{head.self_weight[index]:.2f}")
     return table
+
+
+def keys_text(keys, style_of=lambda key: "bold") -> Text:
+    """Top keys as 'token 0.40, token 0.21': each token literal, in style_of(key), its weight dim."""
+    text = Text()
+    for rank, key in enumerate(keys):
+        text.append(", " if rank else "")
+        text.append_text(literal(key.token, style_of(key)))
+        text.append(f" {key.weight:.2f}", style="dim")
+    return text
 
 
 def _count(number: int, noun: str) -> str:
