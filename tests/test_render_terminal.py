@@ -229,7 +229,6 @@ def test_legend_is_true_and_does_not_wrap():
             plain = text.plain
             assert plain.split(" ")[1] == scale.low_label and scale.high_label in plain
         glyphs = [span for span in legend(scale, 80).spans if span.style and getattr(span.style, "color", None)]
-        shares = [scale.share(value) for value in scale.stops(len(glyphs))]
         lums = [luminance(span.style.color.get_truecolor()) for span in glyphs]
         assert lums == sorted(lums) or scale.diverging
     assert Scale.scores(np.array([[-3.0, 1.5]])).low_label == "-3.00"

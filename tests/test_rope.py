@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
 
-import attn_cli as attn
 from attn_cli.api import Model
 
 TEXT = "rotary embeddings turn q and k by their position"

@@ -83,8 +83,6 @@ def _coerce(value, annotation, what: str):
             return Path(text)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if kind is Path and isinstance(value, Path):
-        return value
     names = {bool: "true or false", int: "a whole number", float: "a number", str: "text", Path: "a file path"}
     raise BadInput(f"{what}: expected {names.get(kind, kind.__name__)}")
 

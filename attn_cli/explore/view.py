@@ -20,7 +20,6 @@ from rich.style import Style
 from rich.text import Text
 
 from attn_cli.render.heatmap import HeadsGrid, SideBySide, literal, row_label
-from attn_cli.render.scale import stat
 from attn_cli.render.terminal import (head_summary, head_title, overview_grid, scores_heatmap, weights_formula,
                                        weights_heatmap)
 from attn_cli.report import HeadReport, InspectReport

@@ -236,7 +236,7 @@ def _flow(svg: _Svg, x0: float, y0: float, items, tokens, limit: float = 1500) -
 def svg_figure(report, panels=None) -> str:
     """A vector figure of the report (inspect, a batch, compare or steps)."""
     svg = _Svg()
-    y = _svg_report(svg, 10, 10, report, panels)
+    _svg_report(svg, 10, 10, report, panels)
     return svg.document(getattr(report, "text", "attn"))
 
 
