@@ -27,12 +27,10 @@ def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """Row softmax over allowed keys only. (..., Tq, Tk) -> (..., Tq, Tk)
 
     Masked weights are exactly 0; a row with every key masked is all zeros, never NaN.
+    (torch's fused softmax gives such a row NaN, so it is zeroed after; a NaN score stays NaN.)
     """
-    masked = apply_mask(scores, allowed)
-    row_max = masked.amax(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).min)  # (..., Tq, 1)
-    exp = masked.sub_(row_max).exp_()  # in place on the copy; exp(-inf) = 0; an all-masked row stays 0
-    total = exp.sum(dim=-1, keepdim=True)  # (..., Tq, 1): the row normaliser Z_i (shifted by row_max)
-    return exp.div_(total.clamp_min(torch.finfo(scores.dtype).tiny))
+    weights = torch.softmax(apply_mask(scores, allowed), dim=-1)
+    return weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
 
 
 def attend(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

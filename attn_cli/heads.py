@@ -168,7 +168,7 @@ class TextSums:
         (share_patterns is the definition; tests check this against it): a gathered diagonal
         for previous and self, column 0 for first, one product for separators and punctuation.
         """
-        count, heads, rows, keys = weights.shape
+        rows = weights.shape[-2]
         query = torch.arange(start, start + rows, device=weights.device)  # (c,) positions of the rows
         keys_allowed = allowed.sum(-1)  # (B, c)
         counted = keys_allowed >= 2  # (B, c) a row with a choice (never padding: it has no keys)
@@ -205,15 +205,10 @@ class TextSums:
         counted_rows = counted[:, None, :].to(weights.dtype)  # (B, 1, c)
         self.numerator[BROAD] += (spread * counted_rows).sum(-1)
         self.denominator[BROAD] += counted_rows.sum(-1)
-        # sink: per key, how many counted rows put more than ε on it. A row with one key (weight 1 on it)
-        # does not count: it is taken back out rather than masked out of the whole block.
-        self.sink_rows += (weights > SINK_EPSILON).sum(-2)
-        text, row = (keys_allowed == 1).nonzero(as_tuple=True)
-        if len(text):
-            only = allowed[text, row].to(torch.uint8).argmax(-1)  # the row's one key
-            correction = torch.zeros(count, keys, dtype=self.sink_rows.dtype, device=weights.device)
-            correction.index_put_((text, only), torch.ones_like(only, dtype=correction.dtype), accumulate=True)
-            self.sink_rows -= correction[:, None, :]
+        # sink: per key, how many counted rows put more than ε on it (a row with one key has no choice
+        # and is not counted): the counted rows' 0/1 marks summed by a (1, c) @ (c, T) product per head.
+        heavy = (weights > SINK_EPSILON).to(weights.dtype)  # (B, h, c, T)
+        self.sink_rows += (counted_rows[:, :, None, :] @ heavy).squeeze(-2)  # (B, 1, 1, c) @ … -> (B, h, T)
         self.rows += counted.sum(-1, keepdim=True)
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -51,17 +51,8 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
     done = tokens = truncated = 0
     interrupted = False
     try:
-        padded = getattr(backend, "capture_padded", None)  # the batch as it ran, where the backend offers it
         for batch in _batches(texts, batch_size):
-            if padded is not None:
-                run = padded(batch, layers, truncate=truncate)
-                results, texts_tokens, cut = score_padded(run, layers, heads, backend.info), run.tokens, run.truncated
-                run.layers.clear()  # the batch's q, k, v go now (transformers' registry keeps the last recorder)
-            else:
-                captures = backend.capture_batch(batch, layers, truncate=truncate)
-                results = score_captures(captures, layers, heads, backend.info)
-                texts_tokens = [capture.tokens for capture in captures]
-                cut = sum(capture.truncated_from is not None for capture in captures)
+            results, texts_tokens, cut = score_batch(backend, batch, layers, heads, truncate)
             for layer_index, chunk, scores, keys in results:
                 totals.add(layer_index, chunk, scores, keys)
             done += len(batch)
@@ -82,61 +73,78 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
     )
 
 
-def score_captures(captures: list[Capture], layers: list[int], heads: list[int], info):
-    """score_layers over one Capture per text: each text's q and k are padded (on the right) into one
-    (B, H, T, D) tensor per layer, and each text's mask into (B, c, T) rows."""
-    tokens = [capture.tokens for capture in captures]
-    keys = max(len(text) for text in tokens)
-    lengths = [len(text) for text in tokens]
+def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], truncate: bool):
+    """Run one batch and score it: (results, tokens per text, texts truncated), results as LayerScores'.
 
-    def layer_inputs(layer: int):
-        records = [capture.layers[layer] for capture in captures]
-        first = records[0]
-        allowed = lambda start, stop: _allowed(records, lengths, start, stop, keys, first.q.device)  # noqa: E731
-        return _padded([r.q for r in records], keys), _padded([r.k for r in records], keys), first, allowed
-
-    return score_layers(tokens, layers, heads, info, layer_inputs)
-
-
-def score_padded(padded, layers: list[int], heads: list[int], info):
-    """score_layers over a backend's batch as the model ran it (padded on the right): no per-text copies."""
-    real = padded.real  # (B, T) bool
-
-    def layer_inputs(layer: int):
-        record = padded.layers[layer]
-        allowed = lambda start, stop: _batch_allowed(record.mask, real, start, stop)  # noqa: E731
-        return record.q.float(), record.k.float(), record, allowed
-
-    return score_layers(padded.tokens, layers, heads, info, layer_inputs)
-
-
-def score_layers(tokens: list[list], layers: list[int], heads: list[int], info, layer_inputs):
-    """Per layer and block of heads: (layer index, head slice, scores (B, h, 9), sink keys [b][h]).
-
-    layer_inputs(layer) -> q (B, H, T, D), k (B, H_kv, T, D), a LayerCapture (scale, scorer),
-    allowed(start, stop) -> (B, c, T) bool, False at padding rows and keys. Nothing is added to
-    the totals here, so a batch interrupted half way counts not at all.
+    A backend with capture_padded (Hugging Face) hands each layer over as its forward makes it, so
+    one layer's q and k are held at a time and the batch stays as the model ran it (no per-text
+    copies); other backends (the toy) give one Capture per text, re-padded here.
     """
-    import torch
+    padded = getattr(backend, "capture_padded", None)
+    if padded is None:
+        captures = backend.capture_batch(batch, layers, truncate=truncate)
+        tokens = [capture.tokens for capture in captures]
+        scores = LayerScores(tokens, layers, heads, backend.info, captures[0].layers[layers[0]].q.device)
+        for layer in layers:
+            scores.add_captures(captures, layer)
+        return scores.results, tokens, sum(capture.truncated_from is not None for capture in captures)
+    scores = None
 
-    from attn_cli import attention, scoring
+    def sink(run, record):
+        nonlocal scores
+        if scores is None:  # the tokens are known once the batch is encoded, before the first layer
+            scores = LayerScores(run.tokens, layers, heads, backend.info, run.real.device)
+        scores.add_padded(run, record)
 
-    results = []
-    flags = None
-    for layer_index, layer in enumerate(layers):
-        q, k, record, allowed_rows = layer_inputs(layer)
-        if flags is None:
-            flags = token_flags(tokens, q.device)
-            count, keys = flags.ids.shape
-            per_chunk, rows = _block_sizes(count, len(heads), keys)
+    run = padded(batch, layers, truncate=truncate, sink=sink)
+    return scores.results, run.tokens, run.truncated
+
+
+class LayerScores:
+    """The scores of one batch of texts, a layer at a time: `results` holds per layer and block of heads
+    (layer index, head slice, scores (B, h, 9), sink keys [b][h] as (position, token) or None).
+
+    Nothing is added to the corpus totals here, so a batch interrupted half way counts not at all.
+    """
+
+    def __init__(self, tokens: list[list], layers: list[int], heads: list[int], info, device):
+        self.tokens, self.layers, self.heads, self.info = tokens, layers, heads, info
+        self.flags = token_flags(tokens, device)
+        count, keys = self.flags.ids.shape
+        self.per_chunk, self.rows = _block_sizes(count, len(heads), keys)
+        self.results = []
+
+    def add_padded(self, run, record) -> None:
+        """A layer of a backend's batch as the model ran it (padded on the right)."""
+        allowed = lambda start, stop: _batch_allowed(record.mask, run.real, start, stop)  # noqa: E731
+        self.add(record.layer, record.q.float(), record.k.float(), record, allowed)
+
+    def add_captures(self, captures: list[Capture], layer: int) -> None:
+        """A layer of one Capture per text: q and k padded (on the right) into (B, H, T, D), masks into rows."""
+        records = [capture.layers[layer] for capture in captures]
+        lengths = [len(capture.tokens) for capture in captures]
+        keys = max(lengths)
+        allowed = lambda start, stop: _allowed(records, lengths, start, stop, keys, records[0].q.device)  # noqa: E731
+        self.add(layer, _padded([r.q for r in records], keys), _padded([r.k for r in records], keys), records[0],
+                 allowed)
+
+    def add(self, layer: int, q, k, record, allowed_rows) -> None:
+        """q (B, H, T, D), k (B, H_kv, T, D), a LayerCapture (scale, scorer), allowed_rows(start, stop) ->
+        (B, c, T) bool, False at padding rows and keys."""
+        import torch
+
+        from attn_cli import attention, scoring
+
+        count = len(self.tokens)
+        keys = self.flags.ids.shape[1]
         scale, scorer = record.scale, record.scorer
-        for first in range(0, len(heads), per_chunk):
-            chunk = heads[first:first + per_chunk]
+        for first in range(0, len(self.heads), self.per_chunk):
+            chunk = self.heads[first:first + self.per_chunk]
             q_heads = q[:, chunk]  # (B, h, T, D)
-            k_heads = k[:, [info.kv_head_of(head) for head in chunk]]  # (B, h, T, D): each head's kv head
+            k_heads = k[:, [self.info.kv_head_of(head) for head in chunk]]  # (B, h, T, D): each head's kv head
             sums = TextSums(count, len(chunk), keys, q.device)
-            for start in range(0, keys, rows):
-                stop = min(start + rows, keys)
+            for start in range(0, keys, self.rows):
+                stop = min(start + self.rows, keys)
                 allowed = allowed_rows(start, stop)  # (B, c, T)
                 if scorer is None:
                     scores = scoring.scores(q_heads[:, :, start:stop], k_heads, scale)  # (B, h, c, T)
@@ -145,12 +153,11 @@ def score_layers(tokens: list[list], layers: list[int], heads: list[int], info, 
                         scoring.scores(q_heads[b, h, start:stop], k_heads[b, h], scale, scorer, head)
                         for h, head in enumerate(chunk)]) for b in range(count)])
                 weights = attention.masked_softmax(scores, allowed[:, None])  # (B, h, c, T); masked cells 0
-                sums.add(weights, allowed, flags, start)
+                sums.add(weights, allowed, self.flags, start)
             values, sink = sums.result()  # (B, h, 9), (B, h)
-            named = [[None if key < 0 else (key, tokens[b][key].text) for key in row]
+            named = [[None if key < 0 else (key, self.tokens[b][key].text) for key in row]
                      for b, row in enumerate(sink.tolist())]
-            results.append((layer_index, slice(first, first + len(chunk)), values, named))
-    return results
+            self.results.append((self.layers.index(layer), slice(first, first + len(chunk)), values, named))
 
 
 def _batch_allowed(mask, real, start: int, stop: int):

@@ -222,6 +222,30 @@ def test_the_batch_as_run_equals_the_texts_cut_apart(minilm_backend):
             assert one.scores[name] == pytest.approx(other.scores[name], abs=1e-5, nan_ok=True)
 
 
+def test_each_layer_is_scored_as_the_forward_makes_it_and_let_go(minilm_backend, monkeypatch):
+    """Memory stays bounded by one layer: when layer L reaches the scorer, nothing keeps layer L-1's q, k, v
+    (the engine scores each layer inside the forward and the backend keeps no records)."""
+    import gc
+    import weakref
+
+    import attn_cli.heads_run as engine
+    from attn_cli.selection import Selection
+
+    seen, alive_at_arrival = [], []
+    original = engine.LayerScores.add_padded
+
+    def watching(self, run, record):
+        gc.collect()
+        alive_at_arrival.append([ref() is not None for ref in seen])
+        seen.extend(weakref.ref(tensor) for tensor in (record.q, record.k, record.v))
+        original(self, run, record)
+
+    monkeypatch.setattr(engine.LayerScores, "add_padded", watching)
+    report = engine.run_heads(minilm_backend, ["Hello, how are you?", "Fine."], Selection(), batch_size=2)
+    assert report.texts == 2 and len(alive_at_arrival) == minilm_backend.info.layers
+    assert all(not any(alive) for alive in alive_at_arrival), alive_at_arrival
+
+
 @pytest.fixture(scope="module")
 def planted_dir(tmp_path_factory):
     """A 1-layer GPT-2 whose weights are set by hand: head 0 attends the previous token, head 1 the first,
@@ -367,7 +391,7 @@ def test_cli_bad_usage_exits_2(args, fragment):
 def test_cli_ctrl_c_reports_the_texts_done(monkeypatch):
     import attn_cli.heads_run as engine
 
-    real, calls = engine.score_layers, []
+    real, calls = engine.score_batch, []
 
     def interrupted_on_the_second_batch(*args):
         calls.append(1)
@@ -375,7 +399,7 @@ def test_cli_ctrl_c_reports_the_texts_done(monkeypatch):
             raise KeyboardInterrupt
         return real(*args)
 
-    monkeypatch.setattr(engine, "score_layers", interrupted_on_the_second_batch)
+    monkeypatch.setattr(engine, "score_batch", interrupted_on_the_second_batch)
     result = invoke("one.", "two.", "three.", "--batch-size", "2", "--layer", "0", "--json")
     assert result.exit_code == 130
     document = json.loads(result.stdout)

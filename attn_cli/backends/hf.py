@@ -7,7 +7,7 @@ import inspect
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -44,7 +44,7 @@ class PaddedRun:
 
     tokens: list[list[Token]]  # per text, padding excluded
     real: torch.Tensor  # (B, T) bool: not padding
-    layers: dict  # layer -> LayerCapture of the whole batch
+    layers: dict  # layer -> LayerCapture of the whole batch (empty when a sink took each layer as it came)
     truncated: int  # texts --truncate cut
 
 
@@ -135,20 +135,28 @@ class HFBackend:
                                    pad_token_id=pad, streamer=Streamer())
         return self._tokens(encoding), out[0, ids.shape[1]:].tolist()
 
-    def capture_padded(self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False) -> "PaddedRun":
+    def capture_padded(self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False,
+                       sink: Callable | None = None) -> "PaddedRun":
         """The texts as one batch padded on the right, kept as the model ran it (not cut per text):
         for scoring many texts without copying each one out. Rows and keys at padding are False in
-        `real`; each layer's LayerCapture holds q (B, H, T, D), k and v (B, H_kv, T, D) and the mask."""
+        `real`; each layer's LayerCapture holds q (B, H, T, D), k and v (B, H_kv, T, D) and the mask.
+
+        sink(run, record): each selected layer's capture is handed over as the forward makes it and
+        not kept (run.layers stays empty), so one layer's q, k and v are alive at a time.
+        """
         encodings = [self._encode(text, truncate) for text in texts]
         batch = self._pad([encoding for encoding, _ in encodings], "right")
-        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, analysis_device=self.device)
+        run = PaddedRun(tokens=[self._tokens(encoding) for encoding, _ in encodings],
+                        real=batch["attention_mask"].bool().to(self.device), layers={},
+                        truncated=sum(cut is not None for _, cut in encodings))
+        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, analysis_device=self.device,
+                                 sink=None if sink is None else lambda record: sink(run, record))
         with capturing(self.model, recorder), torch.inference_mode():
             self.model(**{name: tensor.to(self.model.device) for name, tensor in batch.items()})
         if recorder.calls == 0:
             return self.capture_batch(texts, layers, truncate=truncate)  # raises UnsupportedModel, worded once
-        return PaddedRun(tokens=[self._tokens(encoding) for encoding, _ in encodings],
-                         real=batch["attention_mask"].bool().to(self.device), layers=recorder.records,
-                         truncated=sum(cut is not None for _, cut in encodings))
+        run.layers = recorder.records
+        return run
 
     def _tokens(self, encoding) -> list[Token]:
         ids, special = encoding["input_ids"], encoding["special_tokens_mask"]
