@@ -38,6 +38,7 @@ Padding is never a key or a row: `allowed` is False there.
 
 from __future__ import annotations
 
+import functools
 import math
 import unicodedata
 from collections import Counter
@@ -68,6 +69,7 @@ class TokenFlags:
     punctuation: torch.Tensor  # bool
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a corpus repeats its tokens: asked per token of every text
 def is_punctuation(text: str) -> bool:
     """A token that is only punctuation once subword markers are stripped: "," "?" "Ġ." "##!"."""
     for marker in _MARKERS:
