@@ -490,6 +490,16 @@ def test_hub_ids_the_hub_rejects_are_one_line(spec):
     one_line_error(attn("inspect", "hello", "--model", spec), 1)
 
 
+@pytest.mark.parametrize("spec", ["", "  "])
+def test_an_empty_model_name_is_an_error_not_the_default(spec):
+    one_line_error(attn("inspect", "hello", "--model", spec), 2, "no model named")
+    import attn_cli
+    from attn_cli.errors import BadInput
+
+    with pytest.raises(BadInput, match="no model named"):
+        attn_cli.load(spec)
+
+
 def test_the_bundled_model_still_loads(minilm_backend):
     assert minilm_backend.info.layers == 6  # validation passes on the real checkpoint
 

@@ -44,7 +44,11 @@ def load_backend(spec: str, *, device: str = "auto", dtype: str = "auto", **opti
     options: the backend's own settings (its module's Options), checked before anything loads.
     """
     from attn_cli.devices import resolve_device
+    from attn_cli.errors import BadInput
 
+    if not isinstance(spec, str) or not spec.strip():
+        raise BadInput(f"no model named: {spec!r}", "name one: minilm, toy, a model directory or a hub id "
+                       "(attn models lists them)")
     module = backend_module(spec)
     parsed = parse_options(backend_label(spec), module.Options, options)
     return module.load(spec, device=resolve_device(device), dtype=_dtype(dtype), options=parsed)

@@ -54,7 +54,7 @@ def load_model(model: str | None, *, device: str, dtype, options: dict):
     from attn_cli.api import load
     from attn_cli.config import defaults
 
-    return load(model or defaults()["inspect"]["model"], device=device, dtype=dtype.value, **options)
+    return load(defaults()["inspect"]["model"] if model is None else model, device=device, dtype=dtype.value, **options)
 
 
 def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path | None, save: Path | None,

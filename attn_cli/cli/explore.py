@@ -62,7 +62,7 @@ def explore_command(
 
         from attn_cli.config import defaults
 
-        app = ExploreApp(load, text or DEFAULT_TEXT, model_name=model or defaults()["inspect"]["model"],
+        app = ExploreApp(load, text or DEFAULT_TEXT, model_name=defaults()["inspect"]["model"] if model is None else model,
                          truncate=truncate, export_dir=export_dir)
         app.run()
         if app.error is not None:
