@@ -449,3 +449,45 @@ def test_causal_heatmap_leaves_the_future_blank(tiny_llama_dir):
     for index, row in enumerate(rows):  # row i shows i + 1 cells: keys 0..i, nothing after
         cells = row.split()[2:]
         assert len(cells) == index + 1, row
+
+
+LOADING_FLAGS = {"--model", "--option", "--device", "--dtype", "--allow-pickle", "--revision", "--trust-remote-code",
+                 "--device-map"}
+
+
+@pytest.mark.parametrize("command", ["inspect", "explore", "heads", "compare", "rollout", "diff", "generate"])
+def test_every_command_that_loads_a_model_takes_the_same_loading_options(command):
+    import typer.main
+
+    click_command = typer.main.get_command(app).commands[command]
+    flags = {name for param in click_command.params for name in param.opts}
+    assert LOADING_FLAGS <= flags, LOADING_FLAGS - flags
+    panel = {param.opts[0]: getattr(param, "rich_help_panel", None) for param in click_command.params}
+    assert all(panel[flag] == "Model" for flag in LOADING_FLAGS)  # grouped in --help
+
+
+@pytest.mark.parametrize("command", [["rollout", "hi"], ["generate", "hi"], ["diff", "a", "b"]])
+def test_the_loading_flags_reach_the_backend(monkeypatch, command):
+    """The flags commands once lacked (rollout and generate: --device-map; diff: --revision) are handed over."""
+    seen = {}
+
+    def refuse(spec, **options):
+        seen.update(spec=spec, **options)
+        raise KeyboardInterrupt  # stop before any model loads
+
+    monkeypatch.setattr("attn_cli.backends.registry.load_backend", refuse)
+    result = runner.invoke(app, [*command, "--model", "./somewhere", "--device-map", "auto", "--revision", "v1",
+                                 "-O", "allow_pickle=true", "--dtype", "float32"])
+    assert result.exit_code == 130, result.output
+    assert seen == {"spec": "./somewhere", "device": "auto", "dtype": "float32", "device_map": "auto",
+                    "revision": "v1", "allow_pickle": "true"}
+
+
+def test_loads_model_needs_a_loading_parameter():
+    from attn_cli.cli.loading import loads_model
+
+    def command(text: str) -> None:
+        pass
+
+    with pytest.raises(TypeError, match="loading"):
+        loads_model(command)

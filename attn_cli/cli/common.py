@@ -49,12 +49,11 @@ def model_options(pairs: list[str] | None, **flags) -> dict:
     return options
 
 
-def load_model(model: str | None, *, device: str, dtype, options: dict):
-    """attn_cli.load with the command line's choices; configs/defaults.toml names the default model."""
+def load_model(model: str, *, device: str, dtype, options: dict):
+    """attn_cli.load with the command line's choices."""
     from attn_cli.api import load
-    from attn_cli.config import defaults
 
-    return load(defaults()["inspect"]["model"] if model is None else model, device=device, dtype=dtype.value, **options)
+    return load(model, device=device, dtype=dtype.value, **options)
 
 
 def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path | None, save: Path | None,

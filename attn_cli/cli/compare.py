@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, load_model, model_options, read_text, run_and_emit
+from attn_cli.cli.common import check_outputs, read_text, run_and_emit
 from attn_cli.cli.edge import user_errors
+from attn_cli.cli.loading import Loading, loads_model
 
 EPILOG = (
     "Variants: shared-k (Q := K), no-scale (no 1/√d), raw (softmax(X·Xᵀ)·X, no projections), "
@@ -20,13 +21,13 @@ EPILOG = (
 )
 
 
+@loads_model
 def compare_command(
     text: opt.Text,
     variant: Annotated[Optional[list[str]], typer.Option("--variant", "-V",
         help="A counterfactual to set beside the model (repeatable). Default: shared-k.")] = None,
     propagate: opt.Propagate = False,
-    model: opt.Model = None,
-    option: opt.ModelOptions = None,
+    loading: Loading = Loading(),
     layer: opt.Layer = "all",
     head: opt.Head = "all",
     top_k: opt.TopK = None,
@@ -34,13 +35,7 @@ def compare_command(
     include: opt.IncludeOpt = None,
     output: opt.Output = None,
     save: opt.Save = None,
-    device: opt.Device = "auto",
-    dtype: opt.DTypeOpt = opt.DType.auto,
     truncate: opt.Truncate = False,
-    allow_pickle: opt.AllowPickle = False,
-    revision: opt.Revision = None,
-    trust_remote_code: opt.TrustRemoteCode = False,
-    device_map: opt.DeviceMap = None,
     full: opt.Full = False,
 ) -> None:
     """Set the real model beside counterfactuals: shared-K, no √d scale, raw softmax(XXᵀ)X, other scorings."""
@@ -48,16 +43,14 @@ def compare_command(
         json_wanted = as_json or output is not None
         check_outputs(save, json_wanted, output)
         text = read_text(text)
-        options = model_options(option, revision=revision, allow_pickle=allow_pickle,
-                                trust_remote_code=trust_remote_code, device_map=device_map)
 
         def run(progress, lazy: bool):
-            loaded = load_model(model, device=device, dtype=dtype, options=options)
+            loaded = loading.load()
             return loaded.compare(text, variants=variant or ("shared-k",), propagate=propagate, layers=layer,
                                   heads=head, top_k=top_k, truncate=truncate, full=full,
                                   vectors=opt.Include.qkv in (include or []))
 
-        run_and_emit(run, label=f"running {model or 'the model'} …", json_wanted=json_wanted, output=output,
+        run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
                      save=save, render=render_compare_view, title="attn compare", figure=save_figure)
 
 

@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, load_model, model_options, read_text, run_and_emit
+from attn_cli.cli.common import check_outputs, read_text, run_and_emit
 from attn_cli.cli.edge import user_errors
+from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.errors import BadInput
 
 EPILOG = (
@@ -19,22 +20,18 @@ EPILOG = (
 )
 
 
+@loads_model
 def diff_command(
     texts: Annotated[list[str], typer.Argument(metavar="TEXT [TEXT_B]", show_default=False,
         help="Two texts to run on one model, or one text with --against-model; - reads one from stdin.")],
-    model: opt.Model = None,
+    loading: Loading = Loading(),
     against_model: Annotated[Optional[str], typer.Option("--against-model",
         help="A second checkpoint of the same shape and tokenizer to run TEXT on (B); --model is A.")] = None,
-    option: opt.ModelOptions = None,
     layer: opt.Layer = "all",
     head: opt.Head = "all",
     as_json: opt.AsJson = False,
     output: opt.Output = None,
     save: opt.Save = None,
-    device: opt.Device = "auto",
-    dtype: opt.DTypeOpt = opt.DType.auto,
-    allow_pickle: opt.AllowPickle = False,
-    trust_remote_code: opt.TrustRemoteCode = False,
 ) -> None:
     """Compare every head between two texts, or between two checkpoints on one text; most changed first."""
     with user_errors():
@@ -45,13 +42,12 @@ def diff_command(
             raise BadInput(f"diff takes {'one text with --against-model' if against_model else 'two texts'}, "
                            f"not {len(texts)}", "attn diff TEXT_A TEXT_B, or attn diff TEXT --against-model M")
         texts = [read_text(text) for text in texts]
-        options = model_options(option, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
 
         def run(progress, lazy: bool):
-            loaded = load_model(model, device=device, dtype=dtype, options=options)
+            loaded = loading.load()
             if against_model is None:
                 return loaded.diff(texts[0], texts[1], layers=layer, heads=head)
-            other = load_model(against_model, device=device, dtype=dtype, options=options)
+            other = loading.load(against_model)
             return loaded.diff(texts[0], against=other, layers=layer, heads=head)
 
         run_and_emit(run, label="running both …", json_wanted=json_wanted, output=output, save=save,

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import model_options
 from attn_cli.cli.edge import user_errors
+from attn_cli.cli.loading import Loading, loads_model
 
 EPILOG = (
     "Keys: ← → / h l heads, ↑ ↓ / k j layers, [ ] query token, e edit the sentence, v variant, "
@@ -20,18 +20,12 @@ EPILOG = (
 )
 
 
+@loads_model
 def explore_command(
     text: Annotated[Optional[str], typer.Argument(metavar="[TEXT]", show_default=False,
         help="The sentence to start with (default: an example sentence).")] = None,
-    model: opt.Model = None,
-    option: opt.ModelOptions = None,
-    device: opt.Device = "auto",
-    dtype: opt.DTypeOpt = opt.DType.auto,
+    loading: Loading = Loading(),
     truncate: opt.Truncate = False,
-    allow_pickle: opt.AllowPickle = False,
-    revision: opt.Revision = None,
-    trust_remote_code: opt.TrustRemoteCode = False,
-    device_map: opt.DeviceMap = None,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1,
         help="CPU threads torch may use (default: torch's choice). On a busy machine 1 can be much faster.")] = None,
     export_dir: Annotated[Optional[Path], typer.Option("--export-dir",
@@ -41,28 +35,23 @@ def explore_command(
     with user_errors():
         from attn_cli.errors import BadInput
 
-        options = model_options(option, revision=revision, allow_pickle=allow_pickle,
-                                trust_remote_code=trust_remote_code, device_map=device_map)
         if text is not None and not text.strip():
             raise BadInput("the text is empty", "pass a sentence, or leave it out for the example")
         if export_dir is not None and not export_dir.is_dir():
             raise BadInput(f"--export-dir {export_dir}: not a directory")
+        loading.options()  # a malformed -O fails here, before the screen opens
 
         from attn_cli.explore.app import DEFAULT_TEXT, ExploreApp
 
         def load():
-            from attn_cli.cli.common import load_model
-
             if threads is not None:
                 import torch
 
                 torch.set_num_threads(threads)
 
-            return load_model(model, device=device, dtype=dtype, options=options)
+            return loading.load()
 
-        from attn_cli.config import defaults
-
-        app = ExploreApp(load, text or DEFAULT_TEXT, model_name=defaults()["inspect"]["model"] if model is None else model,
+        app = ExploreApp(load, text or DEFAULT_TEXT, model_name=loading.name,
                          truncate=truncate, export_dir=export_dir)
         app.run()
         if app.error is not None:

@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, load_model, model_options, read_text, run_and_emit
+from attn_cli.cli.common import check_outputs, read_text, run_and_emit
 from attn_cli.cli.edge import stderr_console, user_errors
+from attn_cli.cli.loading import Loading, loads_model
 
 EPILOG = (
     "Greedy by default; --sample draws at --temperature with --seed. Row i of a head is the step that "
@@ -20,11 +21,11 @@ EPILOG = (
 )
 
 
+@loads_model
 def generate_command(
     prompt: Annotated[str, typer.Argument(metavar="PROMPT", show_default=False,
         help="The text to continue; - reads it from stdin.")],
-    model: opt.Model = None,
-    option: opt.ModelOptions = None,
+    loading: Loading = Loading(),
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", help="Stop after this many tokens.")] = 20,
     sample: Annotated[bool, typer.Option("--sample", help="Sample instead of taking the likeliest token.")] = False,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (with --sample).")] = 1.0,
@@ -35,19 +36,12 @@ def generate_command(
     as_json: opt.AsJson = False,
     output: opt.Output = None,
     save: opt.Save = None,
-    device: opt.Device = "auto",
-    dtype: opt.DTypeOpt = opt.DType.auto,
-    allow_pickle: opt.AllowPickle = False,
-    revision: opt.Revision = None,
-    trust_remote_code: opt.TrustRemoteCode = False,
 ) -> None:
     """Generate from PROMPT with a causal model and show what each generated token attended to."""
     with user_errors():
         json_wanted = as_json or output is not None
         check_outputs(save, json_wanted, output)
         prompt = read_text(prompt)
-        options = model_options(option, revision=revision, allow_pickle=allow_pickle,
-                                trust_remote_code=trust_remote_code)
         console = stderr_console()
 
         def show(text: str) -> None:  # the text as it is produced, on stderr (stdout carries the result)
@@ -55,14 +49,14 @@ def generate_command(
                 console.print(text, end="", style="green", markup=False, highlight=False, soft_wrap=True)
 
         def run(progress, lazy: bool):
-            loaded = load_model(model, device=device, dtype=dtype, options=options)
+            loaded = loading.load()
             report = loaded.generate(prompt, max_new_tokens=max_new_tokens, sample=sample, temperature=temperature,
                                      seed=seed, layers=layer, heads=head, top_k=top_k, on_token=show)
             if console.is_terminal:
                 console.print()
             return report
 
-        run_and_emit(run, label=f"running {model or 'the model'} …", json_wanted=json_wanted, output=output,
+        run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
                      save=save, render=render_generate_view, title="attn generate")
 
 

@@ -10,8 +10,9 @@ from typing import Annotated, Iterator, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, emit_json, emit_terminal, load_model, model_options, note, read_text
+from attn_cli.cli.common import check_outputs, emit_json, emit_terminal, note, read_text
 from attn_cli.cli.edge import stderr_console, user_errors
+from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.errors import BadInput
 
 EPILOG = (  # \\[ keeps Rich from reading [i,j] as markup
@@ -35,6 +36,7 @@ class Probe(str, Enum):
     induction = "induction"
 
 
+@loads_model
 def heads_command(
     texts: Annotated[Optional[list[str]], typer.Argument(metavar="[TEXT]...", show_default=False,
         help="Texts to score; - reads one from stdin. Several run as padded batches.")] = None,
@@ -46,20 +48,13 @@ def heads_command(
     probe_length: Annotated[int, typer.Option("--probe-length", help="Tokens in each half of the probe.")] = 50,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="Score at most N texts.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Texts per padded batch.")] = 32,
-    model: opt.Model = None,
-    option: opt.ModelOptions = None,
+    loading: Loading = Loading(),
     layer: opt.Layer = "all",
     head: opt.Head = "all",
     as_json: opt.AsJson = False,
     output: opt.Output = None,
     save: opt.Save = None,
-    device: opt.Device = "auto",
-    dtype: opt.DTypeOpt = opt.DType.auto,
     truncate: opt.Truncate = False,
-    allow_pickle: opt.AllowPickle = False,
-    revision: opt.Revision = None,
-    trust_remote_code: opt.TrustRemoteCode = False,
-    device_map: opt.DeviceMap = None,
 ) -> None:
     """What every head does: previous-token, duplicate, induction, [CLS]/[SEP], punctuation, self, broad, sink."""
     with user_errors():
@@ -71,10 +66,8 @@ def heads_command(
                            "pass TEXT..., --file FILE or --probe induction")
         if texts:
             texts = [read_text(text) for text in texts]
-        options = model_options(option, revision=revision, allow_pickle=allow_pickle,
-                                trust_remote_code=trust_remote_code, device_map=device_map)
         with progress_bar() as progress:
-            loaded = load_model(model, device=device, dtype=dtype, options=options)
+            loaded = loading.load()
             report = loaded.heads(texts or None, file=file, probe=probe and probe.value, seed=seed,
                                   probe_length=probe_length, layers=layer, heads=head, batch_size=batch_size,
                                   limit=limit, truncate=truncate, progress=progress)

@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import (check_outputs, load_model, model_options, note, parse_panels, read_text,
-                                 run_and_emit)
+from attn_cli.cli.common import check_outputs, note, parse_panels, read_text, run_and_emit
 from attn_cli.cli.edge import user_errors
+from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.errors import BadInput
 
 EPILOG = (
@@ -36,11 +36,11 @@ class Measure(str, Enum):
     norm = "norm"
 
 
+@loads_model
 def inspect_command(
     texts: Annotated[list[str], typer.Argument(metavar="TEXT", show_default=False,
         help="The text to inspect; - reads it from stdin. Several texts run as one padded batch.")],
-    model: opt.Model = None,
-    option: opt.ModelOptions = None,
+    loading: Loading = Loading(),
     layer: opt.Layer = "all",
     head: opt.Head = "all",
     top_k: opt.TopK = None,
@@ -51,13 +51,7 @@ def inspect_command(
     include: opt.IncludeOpt = None,
     output: opt.Output = None,
     save: opt.Save = None,
-    device: opt.Device = "auto",
-    dtype: opt.DTypeOpt = opt.DType.auto,
     truncate: opt.Truncate = False,
-    allow_pickle: opt.AllowPickle = False,
-    revision: opt.Revision = None,
-    trust_remote_code: opt.TrustRemoteCode = False,
-    device_map: opt.DeviceMap = None,
     shared_k: Annotated[bool, typer.Option("--shared-k", metavar=opt.FLAG,
         help="Compute each query with the key's projection (Q := K): every score matrix becomes symmetric.")] = False,
     no_scale: Annotated[bool, typer.Option("--no-scale", metavar=opt.FLAG, help="Drop the 1/√d scale from the scores.")] = False,
@@ -88,14 +82,12 @@ def inspect_command(
         texts = [read_text(text) for text in texts]
         variant = single_variant(shared_k, no_scale, scoring)
         vectors = opt.Include.qkv in (include or []) or wants_vectors(panels) or save_tensors is not None
-        options = model_options(option, revision=revision, allow_pickle=allow_pickle,
-                                trust_remote_code=trust_remote_code, device_map=device_map)
 
         def run(progress, lazy: bool):
             from attn_cli.report import InspectBatch
             from attn_cli.selection import Selection
 
-            loaded = load_model(model, device=device, dtype=dtype, options=options)
+            loaded = loading.load()
             reports = loaded.inspect(texts, layers=layer, heads=head, top_k=top_k, variant=variant,
                                      propagate=propagate, truncate=truncate, padding=padding and padding.value,
                                      pre_rope=pre_rope, rows=rows, cols=cols, full=full, vectors=vectors,
@@ -110,7 +102,7 @@ def inspect_command(
                 write_tensors(report, save_tensors)
             return report
 
-        run_and_emit(run, label=f"running {model or 'the model'} …", json_wanted=json_wanted, output=output,
+        run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
                      save=save, render=lambda report: render_inspect(report, panels),
                      title="attn inspect", figure=lambda report, path: save_figure(report, panels, path))
 

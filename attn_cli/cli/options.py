@@ -20,11 +20,12 @@ class Include(str, Enum):
     qkv = "qkv"
 
 
+MODEL_PANEL = "Model"  # the loading options, grouped in --help
 PANEL_NAMES = ("grid", "overview", "weights", "scores", "q", "k", "v", "symmetry", "stats", "top")
 
 Text = Annotated[str, typer.Argument(metavar="TEXT", help="The text to inspect; - reads it from stdin.",
                                      show_default=False)]
-Model = Annotated[Optional[str], typer.Option("--model", "-m", envvar="ATTN_MODEL",
+Model = Annotated[Optional[str], typer.Option("--model", "-m", envvar="ATTN_MODEL", rich_help_panel=MODEL_PANEL,
     help="minilm (bundled), a local Hugging Face model directory, or a hub id in the HF cache.")]
 Layer = Annotated[str, typer.Option("--layer", "-l", help="Layers: 3, 0,2, 1-4 or all.")]
 Head = Annotated[str, typer.Option("--head", "-H", help="Heads: 3, 0,2, 1-4 or all.")]
@@ -39,22 +40,22 @@ Output = Annotated[Optional[Path], typer.Option("--output", "-o",
 Save = Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
     help="Also save a figure: FILE.svg (vector heatmaps with full labels, for papers) or FILE.html "
          "(one offline page: every head, hover a token to see its attention).")]
-Device = Annotated[str, typer.Option("--device", "-d", envvar="ATTN_DEVICE",
+Device = Annotated[str, typer.Option("--device", "-d", envvar="ATTN_DEVICE", rich_help_panel=MODEL_PANEL,
     help="auto, cpu, cuda, cuda:N or mps. auto picks CUDA, then MPS, then CPU.")]
-DTypeOpt = Annotated[DType, typer.Option("--dtype",
+DTypeOpt = Annotated[DType, typer.Option("--dtype", rich_help_panel=MODEL_PANEL,
     help="Model weights dtype; auto keeps the saved one. Analysis is always float32.")]
 Truncate = Annotated[bool, typer.Option("--truncate", metavar=FLAG,
     help="Cut text longer than the model's positions instead of failing.")]
-AllowPickle = Annotated[bool, typer.Option("--allow-pickle", metavar=FLAG,
+AllowPickle = Annotated[bool, typer.Option("--allow-pickle", metavar=FLAG, rich_help_panel=MODEL_PANEL,
     help="Allow pickle checkpoints (pytorch_model.bin). Pickles can run code: only for sources you trust.")]
 Propagate = Annotated[bool, typer.Option("--propagate", metavar=FLAG,
     help="Inject the variant into every layer so its effect compounds through the model "
          "(default: recompute each layer from the real model's inputs).")]
-Revision = Annotated[Optional[str], typer.Option("--revision",
+Revision = Annotated[Optional[str], typer.Option("--revision", rich_help_panel=MODEL_PANEL,
     help="Branch, tag or commit of a hub model (org/name).")]
-TrustRemoteCode = Annotated[bool, typer.Option("--trust-remote-code", metavar=FLAG,
+TrustRemoteCode = Annotated[bool, typer.Option("--trust-remote-code", metavar=FLAG, rich_help_panel=MODEL_PANEL,
     help="Run Python code shipped with a hub model. Off by default: only for sources you trust.")]
-DeviceMap = Annotated[Optional[str], typer.Option("--device-map",
+DeviceMap = Annotated[Optional[str], typer.Option("--device-map", rich_help_panel=MODEL_PANEL,
     help="Let accelerate place a model too large for one device (auto, balanced, sequential); "
          "needs the \\[big] extra. Captured Q, K, V are analysed on --device.")]
 Full = Annotated[bool, typer.Option("--full", metavar=FLAG,
@@ -65,6 +66,7 @@ Cols = Annotated[Optional[str], typer.Option("--cols", help="Keep only key colum
 
 # A backend's own settings (backends/*.py declare them as `Options`).
 ModelOptions = Annotated[Optional[list[str]], typer.Option("--option", "-O", metavar="KEY=VALUE", show_default=False,
+    rich_help_panel=MODEL_PANEL,
     help="A setting of the model's backend, repeatable. The toy: d_model, heads, layers, positions, seed, "
          "scoring, additive_hidden, shared_projection, causal, valid_len, config, weights, save_weights "
          "(e.g. -O heads=1 -O causal=true). Hugging Face models: revision, allow_pickle, trust_remote_code, "

@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, load_model, model_options, read_text, run_and_emit
+from attn_cli.cli.common import check_outputs, read_text, run_and_emit
 from attn_cli.cli.edge import user_errors
+from attn_cli.cli.loading import Loading, loads_model
 
 EPILOG = (
     "Each layer's heads are fused (mean by default) and mixed half and half with the identity for the "
@@ -27,10 +28,10 @@ class HeadFusion(str, Enum):
     min = "min"
 
 
+@loads_model
 def rollout_command(
     text: opt.Text,
-    model: opt.Model = None,
-    option: opt.ModelOptions = None,
+    loading: Loading = Loading(),
     layers: Annotated[str, typer.Option("--layers", "--layer", "-l",
         help="The consecutive layers to roll out: all, or a range like 0-3.")] = "all",
     head_fusion: Annotated[HeadFusion, typer.Option("--head-fusion", help="How each layer's heads become one.")]
@@ -39,26 +40,19 @@ def rollout_command(
     as_json: opt.AsJson = False,
     output: opt.Output = None,
     save: opt.Save = None,
-    device: opt.Device = "auto",
-    dtype: opt.DTypeOpt = opt.DType.auto,
     truncate: opt.Truncate = False,
-    allow_pickle: opt.AllowPickle = False,
-    revision: opt.Revision = None,
-    trust_remote_code: opt.TrustRemoteCode = False,
 ) -> None:
     """Roll attention out across layers: which input tokens each output token comes from."""
     with user_errors():
         json_wanted = as_json or output is not None
         check_outputs(save, json_wanted, output)
         text = read_text(text)
-        options = model_options(option, revision=revision, allow_pickle=allow_pickle,
-                                trust_remote_code=trust_remote_code)
 
         def run(progress, lazy: bool):
-            loaded = load_model(model, device=device, dtype=dtype, options=options)
+            loaded = loading.load()
             return loaded.rollout(text, layers=layers, head_fusion=head_fusion.value, top_k=top_k, truncate=truncate)
 
-        run_and_emit(run, label=f"running {model or 'the model'} …", json_wanted=json_wanted, output=output,
+        run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
                      save=save, render=render_rollout_view, title="attn rollout")
 
 

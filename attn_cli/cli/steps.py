@@ -38,12 +38,13 @@ def steps_command(
         check_outputs(save, json_wanted, output)
         text = read_text(text)
         options = model_options(option)
+        model = "toy" if model is None else model
 
         def run(progress, lazy: bool):
-            loaded = load_model(model or "toy", device=device, dtype=dtype, options=options)
+            loaded = load_model(model, device=device, dtype=dtype, options=options)
             return loaded.steps(text, layer=layer, head=head)
 
-        run_and_emit(run, label=f"running {model or 'toy'} …", json_wanted=json_wanted, output=output, save=save,
+        run_and_emit(run, label=f"running {model} …", json_wanted=json_wanted, output=output, save=save,
                      render=render_steps_view, title="attn steps", figure=save_figure)
 
 
