@@ -57,21 +57,33 @@ def save_tiny(model, directory):
 def tiny_llama_dir(tmp_path_factory):
     """A 2-layer Llama with RoPE and grouped-query attention: 8 query heads reading 2 kv heads."""
     import torch
-    from transformers import LlamaConfig, LlamaModel
+    from transformers import LlamaModel
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=30522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256)
-    return save_tiny(LlamaModel(config), tmp_path_factory.mktemp("tiny-llama"))
+    return save_tiny(LlamaModel(tiny_llama_config()), tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture(scope="session")
 def tiny_gpt2_dir(tmp_path_factory):
     """A 2-layer GPT-2: causal, with absolute position embeddings."""
     import torch
-    from transformers import GPT2Config, GPT2Model
+    from transformers import GPT2Model
 
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=30522, n_embd=64, n_layer=2, n_head=4, n_positions=128,
-                        bos_token_id=101, eos_token_id=102)
-    return save_tiny(GPT2Model(config), tmp_path_factory.mktemp("tiny-gpt2"))
+    return save_tiny(GPT2Model(tiny_gpt2_config()), tmp_path_factory.mktemp("tiny-gpt2"))
+
+
+def tiny_llama_config():
+    """2 layers, hidden 64, RoPE, 8 query heads reading 2 kv heads; MiniLM's vocabulary (its tokenizer is copied)."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=30522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                       num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256)
+
+
+def tiny_gpt2_config():
+    """2 layers, 4 heads, 128 absolute positions; [CLS]/[SEP] ids as BOS/EOS (MiniLM's tokenizer is copied)."""
+    from transformers import GPT2Config
+
+    return GPT2Config(vocab_size=30522, n_embd=64, n_layer=2, n_head=4, n_positions=128,
+                      bos_token_id=101, eos_token_id=102)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import attn_cli
 from attn_cli.errors import AttnError, BadInput
-from conftest import save_tiny
+from conftest import save_tiny, tiny_gpt2_config, tiny_llama_config
 
 PROMPT = "the cat sat on the"
 
@@ -20,22 +20,18 @@ PROMPT = "the cat sat on the"
 @pytest.fixture(scope="module")
 def llama_lm_dir(tmp_path_factory):
     """A tiny Llama saved with its language-model head: RoPE, 8 query heads reading 2 kv heads."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=30522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256)
-    return save_tiny(LlamaForCausalLM(config), tmp_path_factory.mktemp("tiny-llama-lm"))
+    return save_tiny(LlamaForCausalLM(tiny_llama_config()), tmp_path_factory.mktemp("tiny-llama-lm"))
 
 
 @pytest.fixture(scope="module")
 def gpt2_lm_dir(tmp_path_factory):
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2LMHeadModel
 
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=30522, n_embd=64, n_layer=2, n_head=4, n_positions=128,
-                        bos_token_id=101, eos_token_id=102)
-    return save_tiny(GPT2LMHeadModel(config), tmp_path_factory.mktemp("tiny-gpt2-lm"))
+    return save_tiny(GPT2LMHeadModel(tiny_gpt2_config()), tmp_path_factory.mktemp("tiny-gpt2-lm"))
 
 
 def eager_rows(directory, report) -> list[torch.Tensor]:
