@@ -13,6 +13,7 @@ import re
 import shutil
 import xml.etree.ElementTree as ElementTree
 
+import numpy as np
 import pytest
 
 SENTENCE = "Hello, how are you?"
@@ -38,6 +39,7 @@ def pages(model, tmp_path_factory):
         "compare": (model.compare(SENTENCE, layers=0, heads="1-2"), folder / "compare.html"),
         "hostile": (model.inspect("</script><script>alert(1)</script> [b]x", layers=0, heads=0),
                     folder / "hostile.html"),
+        "norms": (model.inspect(SENTENCE, layers="0-1", norms=True), folder / "norms.html"),
     }
     for report, path in files.values():
         save_figure(report, path)
@@ -140,6 +142,26 @@ def test_compare_shows_the_runs_side_by_side(offline_page, pages):
     assert "baseline:" in info and "shared-k:" in info  # one hover, both runs
 
 
+def test_measure_norm_shows_the_norms_beside_the_weights(offline_page, pages, model):
+    """--measure norm: a second run of every head's ‖α·v·W_Oʰ‖, its numbers the report's, each head
+    coloured 0 → its own largest (as the terminal)."""
+    page, requests, errors = offline_page
+    open_page(page, pages["norms"])
+    assert requests == [] and errors == []
+    names = page.locator(".run h2").all_text_contents()
+    assert names == ["baseline", "value-weighted norms ‖α·v·W_Oʰ‖"]
+    norms = model.inspect(SENTENCE, layers=0, heads=2, norms=True).head(0, 2).norms
+    page.select_option("#layer", "0")
+    page.select_option("#head", "2")
+    cell = page.locator(".run[data-run='1'] table.matrix td[data-q='3'][data-k='2']")
+    assert cell.text_content() == f"{norms[3, 2]:.2f}".lstrip("0")
+    cell.hover()
+    assert f"norm {norms[3, 2]:.2f}" in page.locator("#info").text_content()
+    brightest = page.locator(".run[data-run='1'] svg.headview line").evaluate_all(
+        "lines => Math.max(...lines.map(l => +l.getAttribute('stroke-opacity')))")
+    assert brightest == pytest.approx(1, abs=1e-3)  # the head's largest norm is its full colour (4 decimals kept)
+
+
 def test_user_text_cannot_break_out_of_the_page(offline_page, pages):
     page, _, errors = offline_page
     dialogs = []
@@ -176,6 +198,22 @@ def test_svg_is_a_vector_figure_with_full_labels(model, tmp_path):
     assert len(list(root.iter(f"{svg}rect"))) >= 2 * len(tokens) ** 2 // 2
     assert list(root.iter(f"{svg}linearGradient"))  # the colour bar
     assert "<image" not in path.read_text(encoding="utf-8")
+
+
+def test_svg_with_measure_norm_draws_the_norms_on_their_own_scale(model, tmp_path):
+    from attn_cli.render.files import save_figure
+
+    path = tmp_path / "norms.svg"
+    report = model.inspect(SENTENCE, layers=3, heads=5, norms=True)
+    save_figure(report, path)
+    svg = "{http://www.w3.org/2000/svg}"
+    texts = [node.text or "" for node in ElementTree.parse(path).getroot().iter(f"{svg}text")]
+    assert any("value-weighted norms ‖α·v·W_Oʰ‖" in text for text in texts)
+    assert "norm" in texts and "weight" not in texts  # the colour bar's caption
+    from attn_cli.render.scale import stat
+
+    largest = float(np.nanmax(report.head(3, 5).norms))
+    assert stat(largest) in texts and stat(largest / 2) in texts  # its ticks: 0, half, the largest
 
 
 def test_svg_opens_in_chromium(browser, model, tmp_path):

@@ -31,12 +31,17 @@ def _tokens(report) -> list[str]:
     return [token.text for token in report.tokens]
 
 
+NORMS_TITLE = "value-weighted norms ‖α·v·W_Oʰ‖"
+
+
 def _matrix_for(head, kind: str):
+    """The head's matrix of a kind (weights, scores, norms), masked cells NaN; None where it was not kept."""
     if kind == "scores":
         return head.scores
-    if head.weights is None:
+    matrix = head.norms if kind == "norms" else head.weights
+    if matrix is None:
         return None
-    return head.weights if head.scores is None else np.where(np.isnan(head.scores), np.nan, head.weights)
+    return matrix if head.scores is None else np.where(np.isnan(head.scores), np.nan, matrix)
 
 
 def _inspect_panels(report, panels) -> tuple[list[tuple[str, np.ndarray, Scale, object]], bool]:
@@ -55,6 +60,11 @@ def _inspect_panels(report, panels) -> tuple[list[tuple[str, np.ndarray, Scale, 
     drawn = []
     for layer, head in chosen:
         for kind in kinds:
+            if kind == "weights" and head.norms is not None:  # --measure norm: shown instead, as in the terminal
+                matrix = _matrix_for(head, "norms")
+                drawn.append((f"{head_title(layer, head)} · {NORMS_TITLE}", matrix, Scale.magnitude(matrix),
+                              head.window))
+                continue
             matrix = _matrix_for(head, kind)
             formula = weights_formula(head) if kind == "weights" else scores_formula(head)
             scale = Scale.weights() if kind == "weights" else Scale.scores(matrix)
@@ -167,13 +177,13 @@ def _colour_bar(svg: _Svg, x: float, y: float, height: float, scale: Scale) -> s
     out = [f'<defs><linearGradient id="{gradient}" x1="0" y1="0" x2="0" y2="1">{stop_tags}</linearGradient></defs>',
            f'<rect x="{x:.1f}" y="{y:.1f}" width="12" height="{height:.1f}" fill="url(#{gradient})" '
            'stroke="#888" stroke-width="0.5"/>']
-    ticks = [(stops[-1], scale.high_label), (stops[len(stops) // 2], "0" if scale.diverging else "0.5"),
-             (stops[0], scale.low_label)]
+    ticks = [(stops[-1], scale.high_label), (stops[len(stops) // 2], scale.middle_label), (stops[0], scale.low_label)]
     for index, (_, label) in enumerate(ticks):
         ty = y + height * index / 2
         out.append(f'<line x1="{x + 12:.1f}" y1="{ty:.1f}" x2="{x + 16:.1f}" y2="{ty:.1f}" stroke="#444"/>')
         out.append(svg.text(x + 18, ty + 4, label, 10))
-    out.append(svg.text(x + 6, y + height + 14, "weight" if not scale.diverging else "score", 9, "middle",
+    noun = {"weights": "weight", "scores": "score", "magnitude": "norm"}[scale.kind]
+    out.append(svg.text(x + 6, y + height + 14, noun, 9, "middle",
                         extra=' fill="#666"'))
     return "\n".join(out)
 
@@ -309,7 +319,10 @@ def _rounded(matrix) -> list | None:
 
 def _head_json(head, kind: str = "weights") -> dict:
     window = head.window
-    record = {"head": head.head, "m": _rounded(_matrix_for(head, kind))}
+    matrix = _matrix_for(head, kind)
+    record = {"head": head.head, "m": _rounded(matrix)}
+    if kind == "norms" and matrix is not None:  # each head's norms coloured 0 → its own largest, as in the terminal
+        record["limit"] = Scale.magnitude(matrix).limit
     if window.is_partial:
         record["rows"], record["cols"] = list(window.rows), list(window.cols)
     return record
@@ -349,6 +362,8 @@ def page_data(report) -> dict:
 
         data["title"] = _report_title(report, "inspect")
         data["runs"] = [_run_json(getattr(report, "variant", "baseline"), report.layers)]
+        if any(head.norms is not None for _, head in report.heads()):  # --measure norm: beside the weights
+            data["runs"].append(_run_json(NORMS_TITLE, report.layers, "norms"))
         heads = report.heads()
         layer, head = most_focused(heads) if len(heads) > 1 else heads[0]
         data["start"] = [layer, head.head]

@@ -18,14 +18,20 @@
     const p = t * (stops.length - 1), i = Math.min(Math.floor(p), stops.length - 2), f = p - i;
     return stops[i].map((a, k) => Math.round(a + (stops[i + 1][k] - a) * f));
   }
-  function rgbOf(run, v) {
+  // limit: a norms head's own largest value (each is coloured 0 → its largest, as in the terminal)
+  function rgbOf(run, v, limit) {
     if (run.kind === "weights") return interpolate(SEQ, v);
+    if (run.kind === "norms") return interpolate(SEQ, v / (limit || run.limit || 1));
     return interpolate(v >= 0 ? POS : NEG, Math.abs(v) / (run.limit || 1));
   }
+  const NOUN = { weights: "weight ", scores: "score ", norms: "norm " };
   function css(rgb) { return "rgb(" + rgb.join(",") + ")"; }
   function inkOn(rgb) { return (0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]) / 255 > 0.45 ? "#000" : "#fff"; }
-  // as the terminal writes a weight in a cell: 0, .40, 1.00
-  function cellText(v) { return v < 0.005 ? "0" : v >= 0.995 ? "1.00" : v.toFixed(2).replace(/^0/, ""); }
+  // as the terminal writes a weight in a cell: 0, .40, 1.00; a norm (limit: its head's largest): 0, .42, 1.51
+  function cellText(v, limit) {
+    if (limit !== undefined) return v < 0.005 ? "0" : v.toFixed(2).replace(/^0/, "");
+    return v < 0.005 ? "0" : v >= 0.995 ? "1.00" : v.toFixed(2).replace(/^0/, "");
+  }
   function fmt(v) { return v === null || v === undefined ? "masked" : (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(2)); }
 
   function el(tag, attrs, parent, text) {
@@ -49,7 +55,7 @@
   function spans(h) {
     const m = h.m || [];
     const rows = h.rows || [0, m.length], cols = h.cols || [0, m.length ? m[0].length : 0];
-    return { r0: rows[0], c0: cols[0], m: m };
+    return { r0: rows[0], c0: cols[0], m: m, limit: h.limit };
   }
 
   // -- controls ----------------------------------------------------------------------------------
@@ -135,7 +141,7 @@
     if (!h || !h.m) { el("p", {}, view.body, "not kept for this head (past the matrix size limit)"); return; }
     const s = spans(h);
     view.spans = s;
-    if (view.run.kind === "weights") view.lines = headView(view, s);
+    if (view.run.kind !== "scores") view.lines = headView(view, s);
     view.cells = matrix(view, s);
   }
 
@@ -150,9 +156,10 @@
     const group = sv("g", {}, svg);
     for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) {
       const v = s.m[i][j];
-      if (v === null || v < 0.005) continue;
+      const share = v === null ? 0 : view.run.kind === "norms" ? Math.min(1, v / (s.limit || 1)) : v;  // opacity
+      if (share < 0.005) continue;
       const line = sv("line", { x1: 128, y1: top + i * step + 6, x2: 252, y2: top + j * step + 6,
-        stroke: "#e8590c", "stroke-width": 2, "stroke-opacity": v }, group);
+        stroke: "#e8590c", "stroke-width": 2, "stroke-opacity": share }, group);
       line.dataset.q = i; line.dataset.k = j;
       lines.push(line);
     }
@@ -191,14 +198,14 @@
       cells.push(row.map((v, j) => {
         const td = el("td", { "data-q": s.r0 + i, "data-k": s.c0 + j }, tr);
         if (v === null) { td.className = "masked"; return td; }
-        const rgb = rgbOf(view.run, v);
+        const rgb = rgbOf(view.run, v, s.limit);
         td.style.background = css(rgb);
         td.style.color = inkOn(rgb);
-        if (s.m[0].length <= 24) td.textContent = view.run.kind === "weights" ? cellText(v) : v.toFixed(1);
+        if (s.m[0].length <= 24) td.textContent = view.run.kind === "scores" ? v.toFixed(1) : cellText(v, s.limit);
         td.title = tokens[s.r0 + i] + " → " + tokens[s.c0 + j] + ": " + fmt(v);
         td.addEventListener("mouseenter", () => {
           info.textContent = "“" + tokens[s.r0 + i] + "” (query " + (s.r0 + i) + ") → “" + tokens[s.c0 + j] +
-            "” (key " + (s.c0 + j) + "): " + (view.run.kind === "weights" ? "weight " : "score ") + fmt(v) +
+            "” (key " + (s.c0 + j) + "): " + NOUN[view.run.kind] + fmt(v) +
             " · " + view.run.name;
         });
         return td;

@@ -102,6 +102,10 @@ class Scale:
     def high_label(self) -> str:
         return stat(self.limit) if self.kind != "weights" else "1"
 
+    @property
+    def middle_label(self) -> str:
+        return "0" if self.diverging else "0.5" if self.kind == "weights" else stat(self.limit / 2)
+
     def stops(self, count: int) -> list[float]:
         """count values evenly across the scale, low to high (for legends and colour bars)."""
         low, high = (-self.limit, self.limit) if self.diverging else (0.0, self.limit)
