@@ -96,7 +96,7 @@ def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], 
             scores = LayerScores(run.tokens, layers, heads, backend.info, run.real.device)
         scores.add_padded(run, record)
 
-    run = padded(batch, layers, truncate=truncate, sink=sink)
+    run = padded(batch, layers, sink, truncate=truncate)
     return scores.results, run.tokens, run.truncated
 
 

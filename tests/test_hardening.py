@@ -459,6 +459,8 @@ def test_non_finite_model_weights_are_refused(tmp_path):
         model.encoder.layer[1].attention.self.key.weight[0, 0] = float("nan")
     directory = save_tiny(model, tmp_path / "nan")
     one_line_error(attn("inspect", "hello", "--model", directory, "--layer", "1"), 1, "layer 1: k", "NaN")
+    # attn heads scores padded batches layer by layer: refused the same way, never NaN read as "no score"
+    one_line_error(attn("heads", "hello", "a longer text", "--model", directory), 1, "layer 1: k", "NaN")
 
 
 def test_a_vision_model_is_refused(tmp_path):

@@ -12,7 +12,8 @@ from typing import Callable, Sequence
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
-from attn_cli.backends.validate import check_config_file, check_finite, check_tokenizer, load_model
+from attn_cli.backends.validate import (check_config_file, check_finite, check_finite_record, check_tokenizer,
+                                       load_model)
 from attn_cli.capture import Capture, ModelInfo, Token, sequence_of
 from attn_cli.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
 
@@ -44,7 +45,6 @@ class PaddedRun:
 
     tokens: list[list[Token]]  # per text, padding excluded
     real: torch.Tensor  # (B, T) bool: not padding
-    layers: dict  # layer -> LayerCapture of the whole batch (empty when a sink took each layer as it came)
     truncated: int  # texts --truncate cut
 
 
@@ -135,27 +135,30 @@ class HFBackend:
                                    pad_token_id=pad, streamer=Streamer())
         return self._tokens(encoding), out[0, ids.shape[1]:].tolist()
 
-    def capture_padded(self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False,
-                       sink: Callable | None = None) -> "PaddedRun":
-        """The texts as one batch padded on the right, kept as the model ran it (not cut per text):
-        for scoring many texts without copying each one out. Rows and keys at padding are False in
-        `real`; each layer's LayerCapture holds q (B, H, T, D), k and v (B, H_kv, T, D) and the mask.
-
-        sink(run, record): each selected layer's capture is handed over as the forward makes it and
-        not kept (run.layers stays empty), so one layer's q, k and v are alive at a time.
+    def capture_padded(self, texts: Sequence[str], layers: Sequence[int], sink: Callable, *,
+                       truncate: bool = False) -> "PaddedRun":
+        """The texts as one batch padded on the right, as the model ran it (not cut per text), for scoring
+        many texts without copying each one out: sink(run, record) is handed each selected layer's
+        LayerCapture of the whole batch — q (B, H, T, D), k and v (B, H_kv, T, D), the mask — as the
+        forward makes it, and nothing is kept, so one layer's q, k and v are alive at a time.
+        Rows and keys at padding are False in run.real (B, T); only real tokens are checked finite.
         """
         encodings = [self._encode(text, truncate) for text in texts]
         batch = self._pad([encoding for encoding, _ in encodings], "right")
         run = PaddedRun(tokens=[self._tokens(encoding) for encoding, _ in encodings],
-                        real=batch["attention_mask"].bool().to(self.device), layers={},
+                        real=batch["attention_mask"].bool().to(self.device),
                         truncated=sum(cut is not None for _, cut in encodings))
+
+        def handed(record) -> None:
+            check_finite_record(record, run.real)
+            sink(run, record)
+
         recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, analysis_device=self.device,
-                                 sink=None if sink is None else lambda record: sink(run, record))
+                                 sink=handed)
         with capturing(self.model, recorder), torch.inference_mode():
             self.model(**{name: tensor.to(self.model.device) for name, tensor in batch.items()})
         if recorder.calls == 0:
             return self.capture_batch(texts, layers, truncate=truncate)  # raises UnsupportedModel, worded once
-        run.layers = recorder.records
         return run
 
     def _tokens(self, encoding) -> list[Token]:

@@ -126,18 +126,28 @@ def check_tokenizer(tokenizer, directory: Path) -> None:
 
 def check_finite(captures: list) -> list:
     """Captures whose q, k, v (or layer input) hold NaN or Inf are refused; returns the captures."""
+    for capture in captures:
+        for record in capture.layers.values():
+            check_finite_record(record)
+    return captures
+
+
+def check_finite_record(record, real=None) -> None:
+    """One LayerCapture's q, k, v and input must be finite; real (B, T) bool: only those tokens count
+    (a padded batch's padding is never looked at)."""
     import torch
 
-    for capture in captures:
-        for layer, record in capture.layers.items():
-            for name in ("q", "k", "v", "inputs"):
-                tensor = getattr(record, name, None)
-                if tensor is not None and not bool(torch.isfinite(tensor).all()):
-                    raise AttnError(
-                        f"layer {layer}: {name} holds NaN or infinite values",
-                        "the weights hold non-finite numbers or the dtype overflowed; try --dtype float32",
-                    )
-    return captures
+    for name in ("q", "k", "v", "inputs"):
+        tensor = getattr(record, name, None)
+        if tensor is None:
+            continue
+        if real is not None:  # (B, heads, T, D) -> the real tokens' (N, heads, D); inputs (B, T, d) -> (N, d)
+            tensor = tensor[real] if name == "inputs" else tensor.transpose(1, 2)[real]
+        if not bool(torch.isfinite(tensor).all()):
+            raise AttnError(
+                f"layer {record.layer}: {name} holds NaN or infinite values",
+                "the weights hold non-finite numbers or the dtype overflowed; try --dtype float32",
+            )
 
 
 def _shapes(entry) -> str:
