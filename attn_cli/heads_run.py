@@ -1,8 +1,9 @@
 """The engine of `attn heads`: texts in padded batches → captured Q and K → weights, a block of heads
 and rows at a time → per-text scores (heads.py) → running totals over the corpus → a HeadsReport.
 
-Memory is bounded whatever the corpus: one batch of texts is held at a time, and a
-block of weights is at most CHUNK_CELLS cells (never layers × heads × T × T).
+Memory is bounded whatever the corpus: one batch of texts is held at a time, a Hugging Face
+model's layers are scored inside its forward as each is made (one layer's q, k, v alive at a
+time), and a block of weights is at most CHUNK_CELLS cells (never layers × heads × T × T).
 Pure orchestration over a loaded backend: no loading, no printing.
 """
 
@@ -23,7 +24,7 @@ from attn_cli.heads import SCORES, CorpusTotals, TextSums, label, token_flags
 from attn_cli.heads_report import HeadProfile, HeadsReport, SinkKey
 from attn_cli.selection import Selection
 
-CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); the patterns take 7 times this in bool
+CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
 SORT_WINDOW = 16  # batches read ahead and sorted by length (memory: this many batches of text strings)
 PROBE_LENGTH = 50  # tokens in each half of the induction probe
 PROBES = ("induction",)
