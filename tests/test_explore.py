@@ -299,18 +299,34 @@ def test_a_long_text_shows_a_window_of_the_selected_head():
 
 
 def test_thumbnails_are_the_grids_own_pictures():
-    """The app's grid keeps render's own thumbnails (drawn once per report), not a second drawing."""
+    """The app's grid is render's HeadsGrid drawing: the lines it keeps are what Rich renders of HeadsGrid,
+    and the pictures drawn together for all heads are each head's own thumbnail."""
+    from types import SimpleNamespace
+
     import numpy as np
+    from rich.console import Console
 
     from attn_cli.explore.view import CachedGrid
-    from attn_cli.render.heatmap import HeadsGrid
+    from attn_cli.render.heatmap import HeadsGrid, cells, half_blocks
 
     rng = np.random.default_rng(0)
-    cached, plain = CachedGrid([]), HeadsGrid([])
-    for trial in range(20):
-        rows, cols = rng.integers(1, 20, size=2)
-        weights = rng.dirichlet(np.ones(cols), size=rows)
-        for thumb, ink_floor in ((4, 0.0), (6, 0.2)):
-            first = cached.thumbnail(weights, thumb, ink_floor)
-            assert first == plain.thumbnail(weights, thumb, ink_floor)
-            assert cached.thumbnail(weights, thumb, ink_floor) is first  # kept, not drawn again
+    for trial in range(12):
+        rows, cols = (int(n) for n in rng.integers(1, 24, size=2))
+        layers = [(layer, [SimpleNamespace(head=head, weights=rng.dirichlet(np.ones(cols), size=rows))
+                           for head in range(4)]) for layer in range(3)]
+        heads = [head for _, row in layers for head in row]
+        for colour in ("truecolor", None):
+            console = Console(width=200, color_system=colour, force_terminal=True)
+            for width in (30, 60, 100, 160):
+                options = console.options.update(width=width, height=None, highlight=False)
+                grid = CachedGrid(layers, "All heads", mark=(1, 2))
+                assert grid.lines(console, options) == console.render_lines(HeadsGrid(layers, "All heads", mark=(1, 2)),
+                                                                            options, pad=False)
+                thumb, half = grid.layout(console, width)
+                if thumb < 2:
+                    continue
+                ink_floor = 0.0 if colour else 0.2
+                for head, picture in zip(heads, grid.pictures(thumb, half, ink_floor)):
+                    own = half_blocks(head.weights, grid.scale) if half else grid.thumbnail(head.weights, thumb,
+                                                                                            ink_floor)
+                    assert [cells(grid.scale, line) for line in picture] == own

@@ -241,7 +241,6 @@ class ExploreApp(App[int]):
         self.error: BaseException | None = None  # a load failure, raised again by the command after the app
         self.reports: dict[tuple[str, str], object] = {}
         self.windows: dict[tuple, object] = {}
-        self.thumbnails: dict = {}
         self.layer = self.head = 0
         self.query = 1
         self.variant = "baseline"
@@ -538,7 +537,7 @@ class ExploreApp(App[int]):
 
         from attn_cli.render.heatmap import Fit
 
-        view = grid_view(report, self.metric, (self.layer, self.head), self.thumbnails)
+        view = grid_view(report, self.metric, (self.layer, self.head))
         parts = [part for group in view.renderables for part in getattr(group, "renderables", [group])]
         options = self.console_options.update_width(10_000)
         return max((Measurement.get(self.console, options, part).maximum for part in parts if isinstance(part, Fit)),
@@ -555,15 +554,21 @@ class ExploreApp(App[int]):
         """The grid's lines: weight thumbnails rendered once per report and width (◂ placed here), or a table."""
         mark = (self.layer, self.head)
         if self.metric != "weights" or shown.matrices_left_out:
-            self.grid_renderable = grid_view(shown, self.metric, mark, self.thumbnails)
+            self.grid_renderable = grid_view(shown, self.metric, mark)
             return self.render_strips(self.grid_renderable, width)
-        key = (id(shown), width)
-        if key not in self.grid_lines:
-            grid = thumbnails_grid(shown, self.thumbnails)
-            self.grid_lines[key] = (shown, grid, self.render_strips(grid, width))
-        _, grid, strips = self.grid_lines[key]
+        _, grid, strips = self.thumbnail_lines(shown, width)
         self.grid_renderable = grid
         return mark_strips(strips, grid, mark)
+
+    def thumbnail_lines(self, shown, width: int) -> tuple:
+        """(report, grid, strips): the report's thumbnails grid at this width, rendered once (HeadsGrid.lines,
+        the lines Rich would render, without Rich's pass over every one-character segment)."""
+        key = (id(shown), width)
+        if key not in self.grid_lines:
+            grid = thumbnails_grid(shown)
+            options = self.console_options.update(highlight=False, width=max(1, width), height=None)
+            self.grid_lines[key] = (shown, grid, [strip(line) for line in grid.lines(self.console, options)])
+        return self.grid_lines[key]
 
     def redraw(self, grid: bool = True, header: bool = False, detail: bool = True) -> None:
         """Render what changed (header: text, variant or size; grid: the selected head or more) and show it."""
@@ -603,10 +608,7 @@ class ExploreApp(App[int]):
         if self.metric != "weights" or shown.matrices_left_out:
             return
         columns, _ = self.grid_layout(shown)
-        key = (id(shown), columns)
-        if key not in self.grid_lines:
-            grid = thumbnails_grid(shown, self.thumbnails)
-            self.grid_lines[key] = (shown, grid, self.render_strips(grid, columns))
+        self.thumbnail_lines(shown, columns)
 
     def detail_width(self) -> int:
         width = self.size.width
