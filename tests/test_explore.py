@@ -330,3 +330,14 @@ def test_thumbnails_are_the_grids_own_pictures():
                     own = half_blocks(head.weights, grid.scale) if half else grid.thumbnail(head.weights, thumb,
                                                                                             ink_floor)
                     assert [cells(grid.scale, line) for line in picture] == own
+
+
+def test_the_model_leaves_the_screen_a_core():
+    """By default the model runs on torch's threads less one core, which the screen needs while it draws."""
+    from attn_cli.explore.app import model_threads
+
+    assert model_threads(None, 2, 2) == 1  # this kind of machine: torch would take both cores
+    assert model_threads(None, 8, 16) == 8  # torch's own choice when it already leaves cores free
+    assert model_threads(None, 16, 16) == 15
+    assert model_threads(None, 4, 1) == model_threads(None, 2, None) == 1
+    assert model_threads(3, 2, 2) == 3  # --threads wins

@@ -33,7 +33,8 @@ def explore_command(
     trust_remote_code: opt.TrustRemoteCode = False,
     device_map: opt.DeviceMap = None,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1,
-        help="CPU threads torch may use (default: torch's choice). On a busy machine 1 can be much faster.")] = None,
+        help="CPU threads torch may use (default: torch's choice less one core, which the screen needs; "
+             "1 on 2 cores).")] = None,
     export_dir: Annotated[Optional[Path], typer.Option("--export-dir",
         help="Where x writes its .svg, .html and .json files (default: the current directory).")] = None,
 ) -> None:
@@ -53,17 +54,12 @@ def explore_command(
         def load():
             from attn_cli.cli.common import load_model
 
-            if threads is not None:
-                import torch
-
-                torch.set_num_threads(threads)
-
             return load_model(model, device=device, dtype=dtype, options=options)
 
         from attn_cli.config import defaults
 
         app = ExploreApp(load, text or DEFAULT_TEXT, model_name=model or defaults()["inspect"]["model"],
-                         truncate=truncate, export_dir=export_dir)
+                         truncate=truncate, export_dir=export_dir, threads=threads)
         app.run()
         if app.error is not None:
             raise app.error

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+import os
 import time
 from pathlib import Path
 
@@ -51,6 +52,25 @@ KEYS = [
     ("?", "this help"),
     ("q", "quit"),
 ]
+
+
+def model_threads(requested: int | None, torch_default: int, cores: int | None) -> int:
+    """CPU threads for the model: as asked, else torch's choice less the core the screen needs.
+
+    The screen (this app's main thread) draws while the model runs; with torch's threads on every core
+    the two take turns on busy cores, and torch's threads wait on each other (on 2 cores a short
+    sentence then takes several times as long).
+    """
+    if requested:
+        return requested
+    return max(1, min(torch_default, (cores or 1) - 1))
+
+
+def available_cores() -> int | None:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count()
 
 
 NULL = Style.null()  # every segment gets a style: Textual's NO_COLOR filter reads each one
@@ -230,9 +250,10 @@ class ExploreApp(App[int]):
     ]
 
     def __init__(self, load_model, text: str = DEFAULT_TEXT, *, model_name: str = "", truncate: bool = False,
-                 export_dir: Path | None = None):
+                 export_dir: Path | None = None, threads: int | None = None):
         super().__init__()
         self.load_model = load_model
+        self.threads = threads  # torch's CPU threads (None: model_threads' choice); the number used once loaded
         self.model_name = model_name
         self.text = text
         self.truncate = truncate
@@ -315,6 +336,10 @@ class ExploreApp(App[int]):
     def load_in_thread(self) -> None:
         try:
             self.stage = f"loading {self.model_name or 'the model'} (importing torch and transformers)"
+            import torch
+
+            self.threads = model_threads(self.threads, torch.get_num_threads(), available_cores())
+            torch.set_num_threads(self.threads)  # this thread's runs (the model thread runs them all)
             model = self.load_model()
             self.stage = "running the model on the sentence"
             report = model.inspect(self.text, top_k=TOP_K, truncate=self.truncate)
