@@ -86,7 +86,7 @@ async def bench(args) -> None:
             text = sentence(index)
             await pilot.pause(args.think)
             await pilot.press("e")
-            while not app.screen.query("#sentence"):
+            while getattr(app.focused, "id", None) != "sentence":  # the edit box is open
                 await pilot.pause(0.01)
             app.screen.query_one("#sentence").value = text
             await pilot.pause()

@@ -25,7 +25,7 @@ from textual.screen import ModalScreen
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Footer, Input, Label, Static
+from textual.widgets import Input, Static
 
 from attn_cli.errors import AttnError
 from attn_cli.explore.view import (GRID_METRICS, VARIANTS, CachedGrid, grid_thumb, grid_view,
@@ -161,28 +161,73 @@ class DetailView(StripView):
             self.app.set_query(row)
 
 
-class EditScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "cancel", "cancel")]
-    DEFAULT_CSS = """
-    EditScreen { align: center middle; }
-    EditScreen > Vertical { width: 90%; max-width: 120; height: auto; border: round $accent; padding: 0 1;
-                            background: $surface; }
-    """
+class SentenceInput(Input):
+    """The edit box for a new sentence: a line at the bottom of the screen while `e` is on (Enter runs the
+    sentence, Esc keeps the old one). In the screen itself, not a screen of its own: closing a modal screen
+    repaints and restyles everything behind it, and a new sentence is drawn right after."""
 
-    def __init__(self, text: str):
-        super().__init__()
-        self.text = text
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label("A new sentence (Enter runs it, Esc keeps the old one):")
-            yield Input(value=self.text, id="sentence")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value)
+    BINDINGS = [Binding("escape", "cancel", "keep the old sentence", key_display="esc")]
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        self.app.end_edit(None)
+
+    def on_blur(self) -> None:
+        self.app.end_edit(None)
+
+
+class KeysLine(Static):
+    """The keys that work where the focus is, on the bottom line (what Textual's Footer shows, as one line
+    of text: the Footer composes a widget per key again whenever the focus moves, and lays them out and
+    paints them again, which the screen then waits for). A click on a key presses it."""
+
+    COMPONENT_CLASSES = {"keys-line--key", "keys-line--description"}
+    DEFAULT_CSS = """
+    KeysLine { dock: bottom; height: 1; background: $footer-background; color: $footer-foreground; }
+    KeysLine > .keys-line--key { color: $footer-key-foreground; background: $footer-key-background;
+                                 text-style: bold; }
+    KeysLine > .keys-line--description { color: $footer-description-foreground; }
+    """
+
+    def __init__(self, *, id: str):
+        super().__init__(id=id)
+        self.keys: list[tuple[int, int, str]] = []  # (first column, end column, key) of each shown key
+        self.shown: tuple = ()
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self.bindings_changed)
+        self.bindings_changed(self.screen)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def bindings_changed(self, screen) -> None:
+        """The screen's active bindings as 'key description' pairs, one per action (as Footer groups them)."""
+        actions: dict[str, tuple] = {}
+        for _, binding, enabled, _ in screen.active_bindings.values():
+            if binding.show and binding.action not in actions:
+                actions[binding.action] = (binding.key, self.app.get_key_display(binding), binding.description,
+                                           enabled)
+        shown = tuple(actions.values())
+        if shown == self.shown:
+            return
+        self.shown = shown
+        key_style = self.get_component_rich_style("keys-line--key")
+        description_style = self.get_component_rich_style("keys-line--description")
+        line, self.keys = Text(), []
+        for key, display, description, enabled in shown:
+            start = line.cell_len
+            line.append(f" {display} ", style=key_style)
+            line.append(f"{description} ", style=description_style)
+            if not enabled:
+                line.stylize("dim", start)
+            self.keys.append((start, line.cell_len, key))
+        self.update(line, layout=False)
+
+    def on_click(self, event: events.Click) -> None:
+        for start, end, key in self.keys:
+            if start <= event.x < end:
+                self.app.simulate_key(key)
+                return
 
 
 class HelpScreen(ModalScreen[None]):
@@ -227,6 +272,8 @@ class ExploreApp(App[int]):
     #body.stacked #right { padding-left: 0; }
     #left, #right { scrollbar-size-vertical: 1; }
     #message { height: auto; max-height: 3; padding: 0 1; }
+    #sentence { display: none; margin: 0 1; border: round $accent; border-title-color: $text-muted; }
+    #sentence.editing { display: block; }
     #too-small { display: none; height: 1fr; content-align: center middle; }
     #loading { display: none; }
     Screen.loading #loading { display: block; }
@@ -300,8 +347,9 @@ class ExploreApp(App[int]):
                 with VerticalScroll(id="right", can_focus=False):
                     yield DetailView(id="detail")
             yield Static(id="message")
+            yield SentenceInput(id="sentence")
         yield Static(id="too-small")
-        yield Footer()
+        yield KeysLine(id="keys")
 
     def on_mount(self) -> None:
         self.screen.add_class("loading")
@@ -425,12 +473,27 @@ class ExploreApp(App[int]):
     def action_edit(self) -> None:
         if self.model is None:
             return
+        box = self.query_one("#sentence", SentenceInput)
+        box.border_title = "a new sentence · Enter runs it · Esc keeps the old one"
+        box.value = self.text
+        box.cursor_position = len(self.text)
+        box.add_class("editing")
+        box.focus()
 
-        def done(text: str | None) -> None:
-            if text is not None and text != self.text:
-                self.run_look(text, self.variant)
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "sentence":
+            self.end_edit(event.value)
 
-        self.push_screen(EditScreen(self.text), done)
+    def end_edit(self, text: str | None) -> None:
+        """Close the edit box; run `text` if it is a new sentence (None: keep the old one)."""
+        box = self.query_one("#sentence", SentenceInput)
+        if not box.has_class("editing"):
+            return
+        box.remove_class("editing")
+        if self.focused is box:
+            self.query_one("#grid").focus()
+        if text is not None and text != self.text:
+            self.run_look(text, self.variant)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
