@@ -316,6 +316,8 @@ class ExploreApp(App[int]):
         self.scores = False
         self.metric = "weights"
         self.grid_renderable = None
+        self.headers: dict = {}
+        self.panels: dict = {}
         self.grid_lines: dict = {}
         self.grid_columns = 0
         self.maps_lines: dict = {}
@@ -532,15 +534,19 @@ class ExploreApp(App[int]):
                 self.call_from_thread(self.say, f"error: {error}", "red")
                 return
         try:
-            self.prerender_grid(self.reports.get((text, variant), self.reports[(text, "baseline")]))
+            self.prerender(text, variant, self.variant_message(variant, error))
         except Exception:  # noqa: BLE001 - optional: the main thread renders it otherwise
             pass
         self.call_from_thread(self.show_look, text, variant, error)
 
+    @staticmethod
+    def variant_message(variant: str, error: str) -> str:
+        return f"{variant_label(variant)}: {error}" if error else ""
+
     def show_look(self, text: str, variant: str, error: str) -> None:
         new_text = text != self.text
         self.text, self.variant = text, variant
-        self.variant_error = f"{variant_label(variant)}: {error}" if error else ""
+        self.variant_error = self.variant_message(variant, error)
         if new_text:
             tokens = len(self.report.tokens)
             self.query = min(self.query, tokens - 1)
@@ -560,14 +566,22 @@ class ExploreApp(App[int]):
         self.looked.set()
 
     # -- drawing -------------------------------------------------------------------------------------
-    def header_view(self):
-        """The model line and the tokens of `attn inspect`'s header, then the variant."""
+    def header_view(self, report=None, variant: str | None = None):
+        """The model line and the tokens of `attn inspect`'s header, then the variant, and its height in lines
+        (at most 6) at the screen's width: made once per report, variant and width."""
         from attn_cli.render.terminal import header
 
-        line = Text.assemble(("variant ", "dim"), (variant_label(self.variant), "bold magenta"))
-        if self.variant != "baseline":
-            line.append(" beside the baseline", style="dim")
-        return Group(header(self.report, "attn explore"), line)
+        report = self.report if report is None else report
+        variant = self.variant if variant is None else variant
+        width = self.size.width
+        key = (id(report), variant, width)
+        if key not in self.headers:
+            line = Text.assemble(("variant ", "dim"), (variant_label(variant), "bold magenta"))
+            if variant != "baseline":
+                line.append(" beside the baseline", style="dim")
+            view = Group(header(report, "attn explore"), line)
+            self.headers[key] = (report, view, min(6, len(self.render_lines(view, width - 2))))
+        return self.headers[key][1:]
 
     def status_view(self) -> Text:
         """One line that changes with every move: where the selection is and what ↑↓ do."""
@@ -590,33 +604,38 @@ class ExploreApp(App[int]):
                 return self.selected_heads()
             finally:
                 self.layer, self.head = saved
-        base = self.detail_head(self.report)
-        if self.variant == "baseline":
-            return base, None, ""
-        other_report = self.reports.get((self.text, self.variant))
-        if other_report is None:
-            return base, None, self.variant_error
-        try:
-            return base, self.detail_head(other_report), ""
-        except AttnError as error:
-            return base, None, f"{variant_label(self.variant)}: {error.message}"
+        return self.heads_to_show(self.text, self.variant, self.variant_error, self.layer, self.head)
 
-    def detail_head(self, report):
+    def heads_to_show(self, text: str, variant: str, variant_error: str, layer: int, head: int):
+        """(baseline head, variant head or None, error) of `text` for the detail view."""
+        base = self.detail_head(self.reports[(text, "baseline")], layer, head)
+        if variant == "baseline":
+            return base, None, ""
+        other_report = self.reports.get((text, variant))
+        if other_report is None:
+            return base, None, variant_error
+        try:
+            return base, self.detail_head(other_report, layer, head), ""
+        except AttnError as error:
+            return base, None, f"{variant_label(variant)}: {error.message}"
+
+    def detail_head(self, report, layer: int | None = None, head: int | None = None):
         """The head with matrices to draw: from the report, or, for a long text, a window around the query."""
-        head = report.head(self.layer, self.head)
+        layer = self.layer if layer is None else layer
+        head = self.head if head is None else head
         if not report.matrices_left_out:
-            return head
+            return report.head(layer, head)
         tokens = len(report.tokens)
         label = len(f"{tokens} ") + 12  # a row label: index and token (render/heatmap LABEL_TOKEN)
         across = max(8, min(COL_WINDOW, self.detail_width() - label - 4))  # key columns one character wide
         r0 = max(0, min(self.query - ROW_WINDOW // 2, tokens - ROW_WINDOW))
         c0 = max(0, min(self.query - across + 8, tokens - across))
         rows, cols = (r0, min(tokens, r0 + ROW_WINDOW)), (c0, min(tokens, c0 + across))
-        key = (report.text, report.variant, self.layer, self.head, rows, cols)
+        key = (report.text, report.variant, layer, head, rows, cols)
         if key not in self.windows:
-            windowed = self.model.inspect(report.text, layers=[self.layer], heads=[self.head], top_k=TOP_K,
+            windowed = self.model.inspect(report.text, layers=[layer], heads=[head], top_k=TOP_K,
                                           variant=report.variant, truncate=self.truncate, rows=rows, cols=cols)
-            self.windows[key] = windowed.head(self.layer, self.head)
+            self.windows[key] = windowed.head(layer, head)
         return self.windows[key]
 
     def table_width(self, report) -> int:
@@ -664,9 +683,8 @@ class ExploreApp(App[int]):
             return
         width, height = self.size
         if header or not self.header_lines:
-            header_view = self.header_view()
+            header_view, self.header_lines = self.header_view()
             self.query_one("#header", Static).update(header_view)
-            self.header_lines = min(6, len(self.render_strips(header_view, width - 2)))
         self.query_one("#status", Static).update(self.status_view(), layout=False)
         body = self.query_one("#body")
         if grid:
@@ -680,10 +698,10 @@ class ExploreApp(App[int]):
             self.scroll_to_selection()
         self.call_after_refresh(self.mark_painted)
 
-    def grid_layout(self, shown) -> tuple[int, bool]:
+    def grid_layout(self, shown, header_lines: int | None = None) -> tuple[int, bool]:
         """Columns of the grid pane, and whether the heatmap goes below it (too narrow side by side)."""
         width, height = self.size
-        available = max(6, height - self.header_lines - 4)
+        available = max(6, height - (self.header_lines if header_lines is None else header_lines) - 4)
         if self.metric == "weights" and not shown.matrices_left_out:
             columns = grid_width(shown, grid_thumb(shown, available, max(DETAIL_MIN, width - DETAIL_MIN)))
         else:
@@ -691,39 +709,61 @@ class ExploreApp(App[int]):
         stacked = columns + DETAIL_MIN > width
         return (width - 1 if stacked else columns), stacked
 
-    def prerender_grid(self, shown) -> None:
-        """In the worker thread, after a run: the new report's thumbnails (the slow part of showing it)."""
-        if self.metric != "weights" or shown.matrices_left_out:
+    def prerender(self, text: str, variant: str, variant_error: str) -> None:
+        """In the worker thread, after a run: what showing the new look will draw (the header, the grid's
+        thumbnails, the selected head's heatmap and panel), into the caches the screen then reads."""
+        report = self.reports[(text, "baseline")]
+        shown = self.reports.get((text, variant), report) if variant != "baseline" else report
+        _, header_lines = self.header_view(report, variant)
+        columns, stacked = self.grid_layout(shown, header_lines)
+        if self.metric == "weights" and not shown.matrices_left_out:
+            self.thumbnail_lines(shown, columns)
+        if report.matrices_left_out:  # the heatmap is a window around the query row, run when shown
             return
-        columns, _ = self.grid_layout(shown)
-        self.thumbnail_lines(shown, columns)
+        layer, head, query = self.layer, self.head, min(self.query, len(report.tokens) - 1)
+        heads = self.heads_to_show(text, variant, variant_error, layer, head)
+        self.detail_lines(report, variant, heads, layer, query, self.scores, self.detail_width(columns, stacked))
 
-    def detail_width(self) -> int:
+    def detail_width(self, columns: int | None = None, stacked: bool | None = None) -> int:
         width = self.size.width
-        return width - 1 if self.query_one("#body").has_class("stacked") else width - self.grid_columns - 2
+        stacked = self.query_one("#body").has_class("stacked") if stacked is None else stacked
+        return width - 1 if stacked else width - (self.grid_columns if columns is None else columns) - 2
 
     def detail_strips(self, layer: int | None = None, head: int | None = None) -> list[Strip]:
         """The selected head's heatmap(s) (rendered once per head, scores/weights and width; ▶ marks the
         query row), then the query panel and statistics."""
-        width = self.detail_width() - 1  # the gutter
-        tokens = [token.text for token in self.report.tokens]
+        width = self.detail_width()
         try:
-            base, other, error = self.selected_heads(layer, head)
+            heads = self.selected_heads(layer, head)
         except AttnError as failure:
             self.detail_rows = {}
-            return self.render_strips(Text(f"error: {failure.message}", style="red"), width)
-        key = (id(base), id(other), error, self.scores, width)
-        if key not in self.maps_lines:
-            lines = self.render_lines(maps_view(self.layer if layer is None else layer, tokens, self.scores, base,
-                                                other, self.variant, error), width)
-            self.maps_lines[key] = (base, other, lines, row_lines(lines, tokens))
-        _, _, lines, rows = self.maps_lines[key]
+            return self.render_strips(Text(f"error: {failure.message}", style="red"), width - 1)
+        lines, rows, panel = self.detail_lines(self.report, self.variant, heads, self.layer if layer is None else layer,
+                                               self.query, self.scores, width, panel=layer is None)
         if layer is not None:  # a prefetch: the heatmap lines are what takes time
             return []
         self.detail_rows = rows
-        panel = self.render_lines(panel_view(tokens, self.query, base, other, self.variant), width)
-        return [strip(line) for line in gutter(lines, rows, self.query)] + \
-               [strip([Segment(" "), *line]) for line in panel]
+        return [strip(line) for line in gutter(lines, rows, self.query)] + panel
+
+    def detail_lines(self, report, variant: str, heads: tuple, layer: int, query: int, scores: bool, width: int,
+                     panel: bool = True) -> tuple:
+        """(heatmap lines, {line: query row}, panel strips) of heads = (base, other, error), each rendered once
+        per head, query, scores/weights and width."""
+        width -= 1  # the gutter
+        base, other, error = heads
+        tokens = [token.text for token in report.tokens]
+        key = (id(base), id(other), error, scores, width)
+        if key not in self.maps_lines:
+            lines = self.render_lines(maps_view(layer, tokens, scores, base, other, variant, error), width)
+            self.maps_lines[key] = (base, other, lines, row_lines(lines, tokens))
+        _, _, lines, rows = self.maps_lines[key]
+        if not panel:
+            return lines, rows, []
+        key = (id(base), id(other), variant, query, width)
+        if key not in self.panels:
+            self.panels[key] = (base, other, [strip([Segment(" "), *line]) for line in
+                                              self.render_lines(panel_view(tokens, query, base, other, variant), width)])
+        return lines, rows, self.panels[key][2]
 
     def prefetch(self, generation: int) -> None:
         """While idle, render the heatmaps of the heads one key away, so moving there only repaints."""

@@ -13,7 +13,7 @@ import math
 import re
 
 import numpy as np
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
