@@ -341,3 +341,62 @@ def test_the_model_leaves_the_screen_a_core():
     assert model_threads(None, 16, 16) == 15
     assert model_threads(None, 4, 1) == model_threads(None, 2, None) == 1
     assert model_threads(3, 2, 2) == 3  # --threads wins
+
+
+def test_a_new_sentence_is_drawn_by_the_worker_as_the_screen_draws_it(minilm):
+    """The model thread renders the new look (grid, heatmap, panel); what the screen then shows is those
+    lines, and they equal what the screen renders itself with nothing cached."""
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(160, 50)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            await pilot.press("l", "l")
+            await pilot.press("e")
+            await until(pilot, lambda: getattr(app.focused, "id", None) == "sentence")
+            app.focused.value = "Dogs chase the red ball across the green park"
+            await pilot.press("enter")
+            await until(pilot, lambda: app.text.startswith("Dogs"))
+            report = app.report
+            _, _, grid_lines = app.grid_lines[(id(report), app.grid_columns)]  # rendered in the worker
+            shown_grid = app.query_one("#grid").strips
+            assert sum(line is kept for line, kept in zip(shown_grid, grid_lines)) == len(grid_lines) - 1  # but ◂
+            shown_detail = app.query_one("#detail").strips
+            base = report.head(0, 2)
+            assert any(key[0] == id(base) for key in app.maps_lines) and any(key[0] == id(base) for key in app.panels)
+            for cache in (app.grid_lines, app.maps_lines, app.panels, app.headers):
+                cache.clear()
+            app.redraw(header=True)
+            await pilot.pause()
+            assert app.query_one("#grid").strips == shown_grid
+            assert app.query_one("#detail").strips == shown_detail
+            assert "chase" in app.query_one("#detail").text()
+
+    run(scenario())
+
+
+def test_the_edit_box_and_the_keys_line(toy):
+    """Esc keeps the old sentence; the keys line lists the keys where the focus is, and a click presses one;
+    the collector's freeze after the load is undone when the app ends."""
+    import gc
+
+    async def scenario():
+        app = ExploreApp(lambda: toy, "I love you", model_name="toy")
+        async with app.run_test(size=(120, 30)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            assert app.frozen and gc.get_freeze_count() > 0
+            keys = app.query_one("#keys")
+            assert "e edit" in str(keys.render()) and "q quit" in str(keys.render())
+            await pilot.press("e")
+            await until(pilot, lambda: getattr(app.focused, "id", None) == "sentence")
+            assert "esc keep the old sentence" in str(keys.render()) and "e edit" not in str(keys.render())
+            await pilot.press("x", "escape")
+            await pilot.pause()
+            assert app.text == "I love you" and not app.query_one("#sentence").display
+            assert app.focused is app.query_one("#grid")
+            start, _, key = next(span for span in keys.keys if span[2] == "s")
+            assert not app.scores
+            await pilot.click("#keys", offset=(start + 1, 0))
+            await until(pilot, lambda: app.scores)
+        assert gc.get_freeze_count() == 0
+
+    run(scenario())
