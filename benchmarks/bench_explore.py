@@ -54,12 +54,9 @@ async def bench(args) -> None:
     from attn_cli.explore.app import ExploreApp
 
     width, height = (int(part) for part in args.size.split("x"))
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    app = ExploreApp(lambda: load(args.model, device=args.device), "The cat sat on the mat.", model_name=args.model)
+    app = ExploreApp(lambda: load(args.model, device=args.device), "The cat sat on the mat.", model_name=args.model,
+                     threads=args.threads)
     async with app.run_test(size=(width, height)) as pilot:
         while app.paints == 0 and app.error is None:
             await pilot.pause(0.01)
@@ -89,7 +86,7 @@ async def bench(args) -> None:
             text = sentence(index)
             await pilot.pause(args.think)
             await pilot.press("e")
-            while not app.screen.query("#sentence"):
+            while getattr(app.focused, "id", None) != "sentence":  # the edit box is open
                 await pilot.pause(0.01)
             app.screen.query_one("#sentence").value = text
             await pilot.pause()
@@ -104,7 +101,11 @@ async def bench(args) -> None:
         tokens = len(app.report.tokens)
         await pilot.press("q")
 
-    # For scale: the model run alone (model.inspect as the app calls it) on new sentences of the same length.
+    # For scale: the model run alone (model.inspect as the app calls it, with its threads) on new sentences of
+    # the same length.
+    import torch
+
+    torch.set_num_threads(app.threads)
     inspect_only = []
     for index in range(args.sentences):
         began = time.perf_counter()
@@ -114,9 +115,7 @@ async def bench(args) -> None:
     load_avg = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(f"attn explore · {info.name} ({info.layers} layers × {info.heads} heads) on {args.device}, "
           f"{width} × {height}")
-    import torch
-
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, torch threads {app.threads}, "
           f"load average {load_avg}\n")
     print(f"{'load (start → first screen)':<28} {load_s:.2f} s   (model load + first run: {app.load_seconds:.2f} s)")
     print(summary("move to another head", moves, 50))
@@ -132,7 +131,8 @@ def main() -> None:
     parser.add_argument("--size", default="160x50", help="terminal size WxH (default 160x50)")
     parser.add_argument("--moves", type=int, default=30, help="timed head moves (default 30)")
     parser.add_argument("--sentences", type=int, default=10, help="timed new sentences (default 10)")
-    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: attn explore's, torch's choice less one core)")
     parser.add_argument("--think", type=float, default=0.3, help="idle seconds before each key (default 0.3)")
     asyncio.run(bench(parser.parse_args()))
 

@@ -299,18 +299,104 @@ def test_a_long_text_shows_a_window_of_the_selected_head():
 
 
 def test_thumbnails_are_the_grids_own_pictures():
-    """The app's grid keeps render's own thumbnails (drawn once per report), not a second drawing."""
+    """The app's grid is render's HeadsGrid drawing: the lines it keeps are what Rich renders of HeadsGrid,
+    and the pictures drawn together for all heads are each head's own thumbnail."""
+    from types import SimpleNamespace
+
     import numpy as np
+    from rich.console import Console
 
     from attn_cli.explore.view import CachedGrid
-    from attn_cli.render.heatmap import HeadsGrid
+    from attn_cli.render.heatmap import HeadsGrid, cells, half_blocks
 
     rng = np.random.default_rng(0)
-    cached, plain = CachedGrid([]), HeadsGrid([])
-    for trial in range(20):
-        rows, cols = rng.integers(1, 20, size=2)
-        weights = rng.dirichlet(np.ones(cols), size=rows)
-        for thumb, ink_floor in ((4, 0.0), (6, 0.2)):
-            first = cached.thumbnail(weights, thumb, ink_floor)
-            assert first == plain.thumbnail(weights, thumb, ink_floor)
-            assert cached.thumbnail(weights, thumb, ink_floor) is first  # kept, not drawn again
+    for trial in range(12):
+        rows, cols = (int(n) for n in rng.integers(1, 24, size=2))
+        layers = [(layer, [SimpleNamespace(head=head, weights=rng.dirichlet(np.ones(cols), size=rows))
+                           for head in range(4)]) for layer in range(3)]
+        heads = [head for _, row in layers for head in row]
+        for colour in ("truecolor", None):
+            console = Console(width=200, color_system=colour, force_terminal=True)
+            for width in (30, 60, 100, 160):
+                options = console.options.update(width=width, height=None, highlight=False)
+                grid = CachedGrid(layers, "All heads", mark=(1, 2))
+                assert grid.lines(console, options) == console.render_lines(HeadsGrid(layers, "All heads", mark=(1, 2)),
+                                                                            options, pad=False)
+                thumb, half = grid.layout(console, width)
+                if thumb < 2:
+                    continue
+                ink_floor = 0.0 if colour else 0.2
+                for head, picture in zip(heads, grid.pictures(thumb, half, ink_floor)):
+                    own = half_blocks(head.weights, grid.scale) if half else grid.thumbnail(head.weights, thumb,
+                                                                                            ink_floor)
+                    assert [cells(grid.scale, line) for line in picture] == own
+
+
+def test_the_model_leaves_the_screen_a_core():
+    """By default the model runs on torch's threads less one core, which the screen needs while it draws."""
+    from attn_cli.explore.app import model_threads
+
+    assert model_threads(None, 2, 2) == 1  # this kind of machine: torch would take both cores
+    assert model_threads(None, 8, 16) == 8  # torch's own choice when it already leaves cores free
+    assert model_threads(None, 16, 16) == 15
+    assert model_threads(None, 4, 1) == model_threads(None, 2, None) == 1
+    assert model_threads(3, 2, 2) == 3  # --threads wins
+
+
+def test_a_new_sentence_is_drawn_by_the_worker_as_the_screen_draws_it(minilm):
+    """The model thread renders the new look (grid, heatmap, panel); what the screen then shows is those
+    lines, and they equal what the screen renders itself with nothing cached."""
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(160, 50)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            await pilot.press("l", "l")
+            await pilot.press("e")
+            await until(pilot, lambda: getattr(app.focused, "id", None) == "sentence")
+            app.focused.value = "Dogs chase the red ball across the green park"
+            await pilot.press("enter")
+            await until(pilot, lambda: app.text.startswith("Dogs"))
+            report = app.report
+            _, _, grid_lines = app.grid_lines[(id(report), app.grid_columns)]  # rendered in the worker
+            shown_grid = app.query_one("#grid").strips
+            assert sum(line is kept for line, kept in zip(shown_grid, grid_lines)) == len(grid_lines) - 1  # but ◂
+            shown_detail = app.query_one("#detail").strips
+            base = report.head(0, 2)
+            assert any(key[0] == id(base) for key in app.maps_lines) and any(key[0] == id(base) for key in app.panels)
+            for cache in (app.grid_lines, app.maps_lines, app.panels, app.headers):
+                cache.clear()
+            app.redraw(header=True)
+            await pilot.pause()
+            assert app.query_one("#grid").strips == shown_grid
+            assert app.query_one("#detail").strips == shown_detail
+            assert "chase" in app.query_one("#detail").text()
+
+    run(scenario())
+
+
+def test_the_edit_box_and_the_keys_line(toy):
+    """Esc keeps the old sentence; the keys line lists the keys where the focus is, and a click presses one;
+    the collector's freeze after the load is undone when the app ends."""
+    import gc
+
+    async def scenario():
+        app = ExploreApp(lambda: toy, "I love you", model_name="toy")
+        async with app.run_test(size=(120, 30)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            assert app.frozen and gc.get_freeze_count() > 0
+            keys = app.query_one("#keys")
+            assert "e edit" in str(keys.render()) and "q quit" in str(keys.render())
+            await pilot.press("e")
+            await until(pilot, lambda: getattr(app.focused, "id", None) == "sentence")
+            assert "esc keep the old sentence" in str(keys.render()) and "e edit" not in str(keys.render())
+            await pilot.press("x", "escape")
+            await pilot.pause()
+            assert app.text == "I love you" and not app.query_one("#sentence").display
+            assert app.focused is app.query_one("#grid")
+            start, _, key = next(span for span in keys.keys if span[2] == "s")
+            assert not app.scores
+            await pilot.click("#keys", offset=(start + 1, 0))
+            await until(pilot, lambda: app.scores)
+        assert gc.get_freeze_count() == 0
+
+    run(scenario())

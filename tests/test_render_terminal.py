@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from rich.cells import cell_len
 from rich.console import Console
+from rich.style import Style
 
 from attn_cli.render.heatmap import Heatmap, HeadsGrid, VectorTable, legend
 from attn_cli.render.scale import SHADES, CellFormat, Scale, luminance, stat
@@ -291,6 +292,66 @@ def test_grid_without_colour_marks_only_real_attention(reports):
         assert_fits(printed(HeadsGrid(layers, "grid"), width), width)
     narrow = re.sub(r"\s+", " ", " ".join(printed(HeadsGrid(layers, "grid"), 30)))
     assert narrow.startswith("all-heads grid: 12 heads need 39 columns") and "widen" in narrow
+
+
+def _reference_cells(matrix, scale, ink_floor):
+    """The grid's 2 × 2 quadrant pictures drawn one character at a time (the drawing before it was vectorised)."""
+    from attn_cli.render.heatmap import CONTRAST, QUADRANTS
+
+    def share(value):
+        return min(1.0, abs(value) / scale.limit) if scale.diverging else min(1.0, max(0.0, value))
+
+    def level(value):
+        step = (2 * scale.limit if scale.diverging else 1.0) / 200
+        return round(value / step) * step
+
+    def style(fg, bg):
+        return Style(color=scale.colour(level(fg)), bgcolor=scale.colour(level(bg)))
+
+    matrix = np.nan_to_num(np.asarray(matrix, dtype=np.float64), nan=0.0)
+    rows, cols = matrix.shape
+    padded = np.zeros((rows + rows % 2, cols + cols % 2))
+    padded[:rows, :cols] = matrix
+    lines = []
+    for top in range(0, padded.shape[0], 2):
+        line = []
+        for left in range(0, padded.shape[1], 2):
+            block = [padded[top, left], padded[top, left + 1], padded[top + 1, left], padded[top + 1, left + 1]]
+            high, low = max(block), min(block)
+            ink = [value >= (high + low) / 2 and share(value) >= ink_floor for value in block]
+            inked = sum(ink)
+            mean = sum(block) / 4
+            if share(high) - share(low) >= CONTRAST and 0 < inked < 4:
+                glyph = QUADRANTS[sum(bit for bit, on in zip((8, 4, 2, 1), ink) if on)]
+                fg = sum(value for value, on in zip(block, ink) if on) / inked
+                bg = sum(value for value, on in zip(block, ink) if not on) / (4 - inked)
+                line.append((glyph, style(fg, bg)))
+            else:
+                line.append(("█" if share(mean) >= max(0.25, ink_floor) else " ", style(mean, mean)))
+        lines.append(line)
+    return lines
+
+
+def test_grid_pictures_are_drawn_as_one_character_at_a_time():
+    """The vectorised pictures (all heads of a grid at once) are the plain per-character drawing."""
+    from attn_cli.render.heatmap import half_blocks, quadrant_cells
+
+    rng = np.random.default_rng(3)
+    for trial in range(60):
+        rows, cols = (int(n) for n in rng.integers(1, 16, size=2))
+        for scale in (Scale.weights(), Scale("scores", 2.5)):
+            matrix = (rng.normal(size=(rows, cols)) * 2 if scale.diverging
+                      else rng.dirichlet(np.ones(cols) * rng.choice([0.1, 1.0]), size=rows))
+            if trial % 4 == 0:
+                matrix[rng.random(matrix.shape) < 0.2] = np.nan
+            for ink_floor in (0.0, 0.2):
+                assert quadrant_cells(matrix, scale, ink_floor) == _reference_cells(matrix, scale, ink_floor)
+            step = (2 * scale.limit if scale.diverging else 1.0) / 200
+            levels = np.round(np.nan_to_num(matrix) / step) * step
+            expected = [[("▀", Style(color=scale.colour(a), bgcolor=scale.colour(b)))
+                         for a, b in zip(levels[top], levels[top + 1])] if top + 1 < rows else
+                        [("▀", Style(color=scale.colour(a))) for a in levels[top]] for top in range(0, rows, 2)]
+            assert half_blocks(matrix, scale) == expected
 
 
 def test_vector_table_never_cuts_a_number():

@@ -27,7 +27,8 @@ def explore_command(
     loading: Loading = Loading(),
     truncate: opt.Truncate = False,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1,
-        help="CPU threads torch may use (default: torch's choice). On a busy machine 1 can be much faster.")] = None,
+        help="CPU threads torch may use (default: torch's choice less one core, which the screen needs; "
+             "1 on 2 cores).")] = None,
     export_dir: Annotated[Optional[Path], typer.Option("--export-dir",
         help="Where x writes its .svg, .html and .json files (default: the current directory).")] = None,
 ) -> None:
@@ -44,15 +45,10 @@ def explore_command(
         from attn_cli.explore.app import DEFAULT_TEXT, ExploreApp
 
         def load():
-            if threads is not None:
-                import torch
-
-                torch.set_num_threads(threads)
-
             return loading.load()
 
         app = ExploreApp(load, text or DEFAULT_TEXT, model_name=loading.name,
-                         truncate=truncate, export_dir=export_dir)
+                         truncate=truncate, export_dir=export_dir, threads=threads)
         app.run()
         if app.error is not None:
             raise app.error

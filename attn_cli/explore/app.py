@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+import gc
+import os
 import time
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from textual.screen import ModalScreen
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Footer, Input, Label, Static
+from textual.widgets import Input, Static
 
 from attn_cli.errors import AttnError
 from attn_cli.explore.view import (GRID_METRICS, VARIANTS, CachedGrid, grid_thumb, grid_view,
@@ -51,6 +53,25 @@ KEYS = [
     ("?", "this help"),
     ("q", "quit"),
 ]
+
+
+def model_threads(requested: int | None, torch_default: int, cores: int | None) -> int:
+    """CPU threads for the model: as asked, else torch's choice less the core the screen needs.
+
+    The screen (this app's main thread) draws while the model runs; with torch's threads on every core
+    the two take turns on busy cores, and torch's threads wait on each other (on 2 cores a short
+    sentence then takes several times as long).
+    """
+    if requested:
+        return requested
+    return max(1, min(torch_default, (cores or 1) - 1))
+
+
+def available_cores() -> int | None:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count()
 
 
 NULL = Style.null()  # every segment gets a style: Textual's NO_COLOR filter reads each one
@@ -141,28 +162,74 @@ class DetailView(StripView):
             self.app.set_query(row)
 
 
-class EditScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "cancel", "cancel")]
-    DEFAULT_CSS = """
-    EditScreen { align: center middle; }
-    EditScreen > Vertical { width: 90%; max-width: 120; height: auto; border: round $accent; padding: 0 1;
-                            background: $surface; }
-    """
+class SentenceInput(Input):
+    """The edit box for a new sentence: a line at the bottom of the screen while `e` is on (Enter runs the
+    sentence, Esc keeps the old one). In the screen itself, not a screen of its own: closing a modal screen
+    repaints and restyles everything behind it, and a new sentence is drawn right after."""
 
-    def __init__(self, text: str):
-        super().__init__()
-        self.text = text
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label("A new sentence (Enter runs it, Esc keeps the old one):")
-            yield Input(value=self.text, id="sentence")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value)
+    BINDINGS = [Binding("escape", "cancel", "keep the old sentence", key_display="esc")]
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        self.app.end_edit(None)
+
+    def on_blur(self) -> None:
+        self.app.end_edit(None)
+
+
+class KeysLine(Static):
+    """The keys that work where the focus is, on the bottom line (what Textual's Footer shows, as one line
+    of text: the Footer composes a widget per key again whenever the focus moves, and lays them out and
+    paints them again, which the screen then waits for). A click on a key presses it."""
+
+    COMPONENT_CLASSES = {"keys-line--key", "keys-line--description"}
+    DEFAULT_CSS = """
+    KeysLine { dock: bottom; height: 1; background: $footer-background; color: $footer-foreground;
+               text-wrap: nowrap; text-overflow: clip; }
+    KeysLine > .keys-line--key { color: $footer-key-foreground; background: $footer-key-background;
+                                 text-style: bold; }
+    KeysLine > .keys-line--description { color: $footer-description-foreground; }
+    """
+
+    def __init__(self, *, id: str):
+        super().__init__(id=id)
+        self.keys: list[tuple[int, int, str]] = []  # (first column, end column, key) of each shown key
+        self.shown: tuple = ()
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self.bindings_changed)
+        self.bindings_changed(self.screen)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def bindings_changed(self, screen) -> None:
+        """The screen's active bindings as 'key description' pairs, one per action (as Footer groups them)."""
+        actions: dict[str, tuple] = {}
+        for _, binding, enabled, _ in screen.active_bindings.values():
+            if binding.show and binding.action not in actions:
+                actions[binding.action] = (binding.key, self.app.get_key_display(binding), binding.description,
+                                           enabled)
+        shown = tuple(actions.values())
+        if shown == self.shown:
+            return
+        self.shown = shown
+        key_style = self.get_component_rich_style("keys-line--key")
+        description_style = self.get_component_rich_style("keys-line--description")
+        line, self.keys = Text(), []
+        for key, display, description, enabled in shown:
+            start = line.cell_len
+            line.append(f" {display} ", style=key_style)
+            line.append(f"{description} ", style=description_style)
+            if not enabled:
+                line.stylize("dim", start)
+            self.keys.append((start, line.cell_len, key))
+        self.update(line, layout=False)
+
+    def on_click(self, event: events.Click) -> None:
+        for start, end, key in self.keys:
+            if start <= event.x < end:
+                self.app.simulate_key(key)
+                return
 
 
 class HelpScreen(ModalScreen[None]):
@@ -196,7 +263,7 @@ class ExploreApp(App[int]):
     CSS = """
     Screen { layout: vertical; }
     #loading { height: 1fr; content-align: center middle; }
-    #main { height: 1fr; }
+    #main { height: 1fr; layers: default sentence; }
     #header { height: auto; max-height: 6; padding: 0 1; }
     #status { height: 1; padding: 0 1; }
     #body { height: 1fr; }
@@ -207,6 +274,9 @@ class ExploreApp(App[int]):
     #body.stacked #right { padding-left: 0; }
     #left, #right { scrollbar-size-vertical: 1; }
     #message { height: auto; max-height: 3; padding: 0 1; }
+    #sentence { display: none; layer: sentence; dock: bottom; margin: 0 1; border: round $accent;
+                border-title-color: $text-muted; }
+    #sentence.editing { display: block; }
     #too-small { display: none; height: 1fr; content-align: center middle; }
     #loading { display: none; }
     Screen.loading #loading { display: block; }
@@ -230,9 +300,10 @@ class ExploreApp(App[int]):
     ]
 
     def __init__(self, load_model, text: str = DEFAULT_TEXT, *, model_name: str = "", truncate: bool = False,
-                 export_dir: Path | None = None):
+                 export_dir: Path | None = None, threads: int | None = None):
         super().__init__()
         self.load_model = load_model
+        self.threads = threads  # torch's CPU threads (None: model_threads' choice); the number used once loaded
         self.model_name = model_name
         self.text = text
         self.truncate = truncate
@@ -241,7 +312,6 @@ class ExploreApp(App[int]):
         self.error: BaseException | None = None  # a load failure, raised again by the command after the app
         self.reports: dict[tuple[str, str], object] = {}
         self.windows: dict[tuple, object] = {}
-        self.thumbnails: dict = {}
         self.layer = self.head = 0
         self.query = 1
         self.variant = "baseline"
@@ -249,6 +319,10 @@ class ExploreApp(App[int]):
         self.scores = False
         self.metric = "weights"
         self.grid_renderable = None
+        self.headers: dict = {}
+        self.message_lines = -1
+        self.frozen = False  # gc.freeze() after the load
+        self.panels: dict = {}
         self.grid_lines: dict = {}
         self.grid_columns = 0
         self.maps_lines: dict = {}
@@ -280,8 +354,9 @@ class ExploreApp(App[int]):
                 with VerticalScroll(id="right", can_focus=False):
                     yield DetailView(id="detail")
             yield Static(id="message")
+            yield SentenceInput(id="sentence")
         yield Static(id="too-small")
-        yield Footer()
+        yield KeysLine(id="keys")
 
     def on_mount(self) -> None:
         self.screen.add_class("loading")
@@ -292,6 +367,9 @@ class ExploreApp(App[int]):
 
     def on_unmount(self) -> None:
         self.model_thread.shutdown(wait=False, cancel_futures=True)
+        if self.frozen:
+            gc.unfreeze()
+            self.frozen = False
 
     def tick_loading(self) -> None:
         if self.model is None and self.error is None:
@@ -316,9 +394,19 @@ class ExploreApp(App[int]):
     def load_in_thread(self) -> None:
         try:
             self.stage = f"loading {self.model_name or 'the model'} (importing torch and transformers)"
+            import torch
+
+            self.threads = model_threads(self.threads, torch.get_num_threads(), available_cores())
+            torch.set_num_threads(self.threads)  # this thread's runs (the model thread runs them all)
             model = self.load_model()
             self.stage = "running the model on the sentence"
             report = model.inspect(self.text, top_k=TOP_K, truncate=self.truncate)
+            # The model, torch, transformers and Textual are hundreds of thousands of objects that live as
+            # long as the app: out of the collector's way, a full collection in the middle of a look scans
+            # only what the session made since (a 300 ms pause became < 90 ms). Undone when the app ends.
+            gc.collect()
+            gc.freeze()
+            self.frozen = True
         except AttnError as error:
             self.call_from_thread(self.failed_to_load, error)
             return
@@ -351,7 +439,13 @@ class ExploreApp(App[int]):
         return self.reports.get((self.text, self.variant), self.report) if self.variant != "baseline" else self.report
 
     def say(self, message: str, style: str = "") -> None:
-        self.query_one("#message", Static).update(Text(message, style=style))
+        """The message line. A message as tall as the one before it only repaints (no new layout)."""
+        widget = self.query_one("#message", Static)
+        text = Text(message, style=style)
+        width = max(1, widget.size.width - 2)
+        lines = len(text.wrap(self.console, width)) if message else 0
+        widget.update(text, layout=lines != self.message_lines)
+        self.message_lines = lines
 
     def select(self, layer: int, head: int) -> None:
         self.layer, self.head = layer, head
@@ -401,12 +495,27 @@ class ExploreApp(App[int]):
     def action_edit(self) -> None:
         if self.model is None:
             return
+        box = self.query_one("#sentence", SentenceInput)
+        box.border_title = "a new sentence · Enter runs it · Esc keeps the old one"
+        box.value = self.text
+        box.cursor_position = len(self.text)
+        box.add_class("editing")
+        box.focus()
 
-        def done(text: str | None) -> None:
-            if text is not None and text != self.text:
-                self.run_look(text, self.variant)
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "sentence":
+            self.end_edit(event.value)
 
-        self.push_screen(EditScreen(self.text), done)
+    def end_edit(self, text: str | None) -> None:
+        """Close the edit box; run `text` if it is a new sentence (None: keep the old one)."""
+        box = self.query_one("#sentence", SentenceInput)
+        if not box.has_class("editing"):
+            return
+        box.remove_class("editing")
+        if self.focused is box:
+            self.query_one("#grid").focus()
+        if text is not None and text != self.text:
+            self.run_look(text, self.variant)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
@@ -445,15 +554,19 @@ class ExploreApp(App[int]):
                 self.call_from_thread(self.say, f"error: {error}", "red")
                 return
         try:
-            self.prerender_grid(self.reports.get((text, variant), self.reports[(text, "baseline")]))
+            self.prerender(text, variant, self.variant_message(variant, error))
         except Exception:  # noqa: BLE001 - optional: the main thread renders it otherwise
             pass
         self.call_from_thread(self.show_look, text, variant, error)
 
+    @staticmethod
+    def variant_message(variant: str, error: str) -> str:
+        return f"{variant_label(variant)}: {error}" if error else ""
+
     def show_look(self, text: str, variant: str, error: str) -> None:
         new_text = text != self.text
         self.text, self.variant = text, variant
-        self.variant_error = f"{variant_label(variant)}: {error}" if error else ""
+        self.variant_error = self.variant_message(variant, error)
         if new_text:
             tokens = len(self.report.tokens)
             self.query = min(self.query, tokens - 1)
@@ -473,14 +586,22 @@ class ExploreApp(App[int]):
         self.looked.set()
 
     # -- drawing -------------------------------------------------------------------------------------
-    def header_view(self):
-        """The model line and the tokens of `attn inspect`'s header, then the variant."""
+    def header_view(self, report=None, variant: str | None = None):
+        """The model line and the tokens of `attn inspect`'s header, then the variant, and its height in lines
+        (at most 6) at the screen's width: made once per report, variant and width."""
         from attn_cli.render.terminal import header
 
-        line = Text.assemble(("variant ", "dim"), (variant_label(self.variant), "bold magenta"))
-        if self.variant != "baseline":
-            line.append(" beside the baseline", style="dim")
-        return Group(header(self.report, "attn explore"), line)
+        report = self.report if report is None else report
+        variant = self.variant if variant is None else variant
+        width = self.size.width
+        key = (id(report), variant, width)
+        if key not in self.headers:
+            line = Text.assemble(("variant ", "dim"), (variant_label(variant), "bold magenta"))
+            if variant != "baseline":
+                line.append(" beside the baseline", style="dim")
+            view = Group(header(report, "attn explore"), line)
+            self.headers[key] = (report, view, min(6, len(self.render_lines(view, width - 2))))
+        return self.headers[key][1:]
 
     def status_view(self) -> Text:
         """One line that changes with every move: where the selection is and what ↑↓ do."""
@@ -503,33 +624,38 @@ class ExploreApp(App[int]):
                 return self.selected_heads()
             finally:
                 self.layer, self.head = saved
-        base = self.detail_head(self.report)
-        if self.variant == "baseline":
-            return base, None, ""
-        other_report = self.reports.get((self.text, self.variant))
-        if other_report is None:
-            return base, None, self.variant_error
-        try:
-            return base, self.detail_head(other_report), ""
-        except AttnError as error:
-            return base, None, f"{variant_label(self.variant)}: {error.message}"
+        return self.heads_to_show(self.text, self.variant, self.variant_error, self.layer, self.head)
 
-    def detail_head(self, report):
+    def heads_to_show(self, text: str, variant: str, variant_error: str, layer: int, head: int):
+        """(baseline head, variant head or None, error) of `text` for the detail view."""
+        base = self.detail_head(self.reports[(text, "baseline")], layer, head)
+        if variant == "baseline":
+            return base, None, ""
+        other_report = self.reports.get((text, variant))
+        if other_report is None:
+            return base, None, variant_error
+        try:
+            return base, self.detail_head(other_report, layer, head), ""
+        except AttnError as error:
+            return base, None, f"{variant_label(variant)}: {error.message}"
+
+    def detail_head(self, report, layer: int | None = None, head: int | None = None):
         """The head with matrices to draw: from the report, or, for a long text, a window around the query."""
-        head = report.head(self.layer, self.head)
+        layer = self.layer if layer is None else layer
+        head = self.head if head is None else head
         if not report.matrices_left_out:
-            return head
+            return report.head(layer, head)
         tokens = len(report.tokens)
         label = len(f"{tokens} ") + 12  # a row label: index and token (render/heatmap LABEL_TOKEN)
         across = max(8, min(COL_WINDOW, self.detail_width() - label - 4))  # key columns one character wide
         r0 = max(0, min(self.query - ROW_WINDOW // 2, tokens - ROW_WINDOW))
         c0 = max(0, min(self.query - across + 8, tokens - across))
         rows, cols = (r0, min(tokens, r0 + ROW_WINDOW)), (c0, min(tokens, c0 + across))
-        key = (report.text, report.variant, self.layer, self.head, rows, cols)
+        key = (report.text, report.variant, layer, head, rows, cols)
         if key not in self.windows:
-            windowed = self.model.inspect(report.text, layers=[self.layer], heads=[self.head], top_k=TOP_K,
+            windowed = self.model.inspect(report.text, layers=[layer], heads=[head], top_k=TOP_K,
                                           variant=report.variant, truncate=self.truncate, rows=rows, cols=cols)
-            self.windows[key] = windowed.head(self.layer, self.head)
+            self.windows[key] = windowed.head(layer, head)
         return self.windows[key]
 
     def table_width(self, report) -> int:
@@ -538,7 +664,7 @@ class ExploreApp(App[int]):
 
         from attn_cli.render.heatmap import Fit
 
-        view = grid_view(report, self.metric, (self.layer, self.head), self.thumbnails)
+        view = grid_view(report, self.metric, (self.layer, self.head))
         parts = [part for group in view.renderables for part in getattr(group, "renderables", [group])]
         options = self.console_options.update_width(10_000)
         return max((Measurement.get(self.console, options, part).maximum for part in parts if isinstance(part, Fit)),
@@ -555,15 +681,21 @@ class ExploreApp(App[int]):
         """The grid's lines: weight thumbnails rendered once per report and width (◂ placed here), or a table."""
         mark = (self.layer, self.head)
         if self.metric != "weights" or shown.matrices_left_out:
-            self.grid_renderable = grid_view(shown, self.metric, mark, self.thumbnails)
+            self.grid_renderable = grid_view(shown, self.metric, mark)
             return self.render_strips(self.grid_renderable, width)
-        key = (id(shown), width)
-        if key not in self.grid_lines:
-            grid = thumbnails_grid(shown, self.thumbnails)
-            self.grid_lines[key] = (shown, grid, self.render_strips(grid, width))
-        _, grid, strips = self.grid_lines[key]
+        _, grid, strips = self.thumbnail_lines(shown, width)
         self.grid_renderable = grid
         return mark_strips(strips, grid, mark)
+
+    def thumbnail_lines(self, shown, width: int) -> tuple:
+        """(report, grid, strips): the report's thumbnails grid at this width, rendered once (HeadsGrid.lines,
+        the lines Rich would render, without Rich's pass over every one-character segment)."""
+        key = (id(shown), width)
+        if key not in self.grid_lines:
+            grid = thumbnails_grid(shown)
+            options = self.console_options.update(highlight=False, width=max(1, width), height=None)
+            self.grid_lines[key] = (shown, grid, [strip(line) for line in grid.lines(self.console, options)])
+        return self.grid_lines[key]
 
     def redraw(self, grid: bool = True, header: bool = False, detail: bool = True) -> None:
         """Render what changed (header: text, variant or size; grid: the selected head or more) and show it."""
@@ -571,9 +703,8 @@ class ExploreApp(App[int]):
             return
         width, height = self.size
         if header or not self.header_lines:
-            header_view = self.header_view()
+            header_view, self.header_lines = self.header_view()
             self.query_one("#header", Static).update(header_view)
-            self.header_lines = min(6, len(self.render_strips(header_view, width - 2)))
         self.query_one("#status", Static).update(self.status_view(), layout=False)
         body = self.query_one("#body")
         if grid:
@@ -587,10 +718,10 @@ class ExploreApp(App[int]):
             self.scroll_to_selection()
         self.call_after_refresh(self.mark_painted)
 
-    def grid_layout(self, shown) -> tuple[int, bool]:
+    def grid_layout(self, shown, header_lines: int | None = None) -> tuple[int, bool]:
         """Columns of the grid pane, and whether the heatmap goes below it (too narrow side by side)."""
         width, height = self.size
-        available = max(6, height - self.header_lines - 4)
+        available = max(6, height - (self.header_lines if header_lines is None else header_lines) - 4)
         if self.metric == "weights" and not shown.matrices_left_out:
             columns = grid_width(shown, grid_thumb(shown, available, max(DETAIL_MIN, width - DETAIL_MIN)))
         else:
@@ -598,42 +729,61 @@ class ExploreApp(App[int]):
         stacked = columns + DETAIL_MIN > width
         return (width - 1 if stacked else columns), stacked
 
-    def prerender_grid(self, shown) -> None:
-        """In the worker thread, after a run: the new report's thumbnails (the slow part of showing it)."""
-        if self.metric != "weights" or shown.matrices_left_out:
+    def prerender(self, text: str, variant: str, variant_error: str) -> None:
+        """In the worker thread, after a run: what showing the new look will draw (the header, the grid's
+        thumbnails, the selected head's heatmap and panel), into the caches the screen then reads."""
+        report = self.reports[(text, "baseline")]
+        shown = self.reports.get((text, variant), report) if variant != "baseline" else report
+        _, header_lines = self.header_view(report, variant)
+        columns, stacked = self.grid_layout(shown, header_lines)
+        if self.metric == "weights" and not shown.matrices_left_out:
+            self.thumbnail_lines(shown, columns)
+        if report.matrices_left_out:  # the heatmap is a window around the query row, run when shown
             return
-        columns, _ = self.grid_layout(shown)
-        key = (id(shown), columns)
-        if key not in self.grid_lines:
-            grid = thumbnails_grid(shown, self.thumbnails)
-            self.grid_lines[key] = (shown, grid, self.render_strips(grid, columns))
+        layer, head, query = self.layer, self.head, min(self.query, len(report.tokens) - 1)
+        heads = self.heads_to_show(text, variant, variant_error, layer, head)
+        self.detail_lines(report, variant, heads, layer, query, self.scores, self.detail_width(columns, stacked))
 
-    def detail_width(self) -> int:
+    def detail_width(self, columns: int | None = None, stacked: bool | None = None) -> int:
         width = self.size.width
-        return width - 1 if self.query_one("#body").has_class("stacked") else width - self.grid_columns - 2
+        stacked = self.query_one("#body").has_class("stacked") if stacked is None else stacked
+        return width - 1 if stacked else width - (self.grid_columns if columns is None else columns) - 2
 
     def detail_strips(self, layer: int | None = None, head: int | None = None) -> list[Strip]:
         """The selected head's heatmap(s) (rendered once per head, scores/weights and width; ▶ marks the
         query row), then the query panel and statistics."""
-        width = self.detail_width() - 1  # the gutter
-        tokens = [token.text for token in self.report.tokens]
+        width = self.detail_width()
         try:
-            base, other, error = self.selected_heads(layer, head)
+            heads = self.selected_heads(layer, head)
         except AttnError as failure:
             self.detail_rows = {}
-            return self.render_strips(Text(f"error: {failure.message}", style="red"), width)
-        key = (id(base), id(other), error, self.scores, width)
-        if key not in self.maps_lines:
-            lines = self.render_lines(maps_view(self.layer if layer is None else layer, tokens, self.scores, base,
-                                                other, self.variant, error), width)
-            self.maps_lines[key] = (base, other, lines, row_lines(lines, tokens))
-        _, _, lines, rows = self.maps_lines[key]
+            return self.render_strips(Text(f"error: {failure.message}", style="red"), width - 1)
+        lines, rows, panel = self.detail_lines(self.report, self.variant, heads, self.layer if layer is None else layer,
+                                               self.query, self.scores, width, panel=layer is None)
         if layer is not None:  # a prefetch: the heatmap lines are what takes time
             return []
         self.detail_rows = rows
-        panel = self.render_lines(panel_view(tokens, self.query, base, other, self.variant), width)
-        return [strip(line) for line in gutter(lines, rows, self.query)] + \
-               [strip([Segment(" "), *line]) for line in panel]
+        return [strip(line) for line in gutter(lines, rows, self.query)] + panel
+
+    def detail_lines(self, report, variant: str, heads: tuple, layer: int, query: int, scores: bool, width: int,
+                     panel: bool = True) -> tuple:
+        """(heatmap lines, {line: query row}, panel strips) of heads = (base, other, error), each rendered once
+        per head, query, scores/weights and width."""
+        width -= 1  # the gutter
+        base, other, error = heads
+        tokens = [token.text for token in report.tokens]
+        key = (id(base), id(other), error, scores, width)
+        if key not in self.maps_lines:
+            lines = self.render_lines(maps_view(layer, tokens, scores, base, other, variant, error), width)
+            self.maps_lines[key] = (base, other, lines, row_lines(lines, tokens))
+        _, _, lines, rows = self.maps_lines[key]
+        if not panel:
+            return lines, rows, []
+        key = (id(base), id(other), variant, query, width)
+        if key not in self.panels:
+            self.panels[key] = (base, other, [strip([Segment(" "), *line]) for line in
+                                              self.render_lines(panel_view(tokens, query, base, other, variant), width)])
+        return lines, rows, self.panels[key][2]
 
     def prefetch(self, generation: int) -> None:
         """While idle, render the heatmaps of the heads one key away, so moving there only repaints."""

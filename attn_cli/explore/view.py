@@ -3,9 +3,8 @@
 Nothing here knows about Textual: the app (explore/app.py) puts these renderables in its widgets.
 The drawing itself is render/: `HeadsGrid` (thumbnails), `weights_heatmap`/`scores_heatmap`,
 `overview_grid`, `head_summary`, `header`, `SideBySide`. What is added here is only what a
-full-screen, selectable view needs on top: a thumbnail cache (moving between heads must not redraw
-72 pictures), the geometry that maps a mouse click to a head or a query row, and a side panel for
-one query token.
+full-screen, selectable view needs on top: the geometry that maps a mouse click to a head or a
+query row, the marks of the selection, and a side panel for one query token.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import math
 import re
 
 import numpy as np
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -40,28 +39,18 @@ def variant_label(variant: str) -> str:
 # -- the all-heads grid ------------------------------------------------------------------------------
 
 class CachedGrid(HeadsGrid):
-    """HeadsGrid with its thumbnails kept between repaints (they only change with the report).
+    """HeadsGrid that records the geometry of its last rendering, so a click can be mapped to a head.
 
-    Also records the geometry of its last rendering, so a click can be mapped to a head.
+    (The app renders a report's grid once per width and keeps the lines; HeadsGrid draws all the
+    thumbnails of a grid together.)
     """
 
-    def __init__(self, *args, cache: dict | None = None, **kwargs):
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.cache = {} if cache is None else cache
         self.geometry: tuple[int, int] | None = None  # (thumb width, lines per layer)
         self.top = GRID_TITLE_LINES  # lines above the first layer (the title may wrap)
 
-    def thumbnail(self, weights, thumb: int, ink_floor: float):
-        """HeadsGrid.thumbnail, kept: a report's thumbnails are drawn once, however often the screen repaints."""
-        if weights is None:
-            return []
-        key = (id(weights), thumb, ink_floor)
-        hit = self.cache.get(key)
-        if hit is None or hit[0] is not weights:
-            hit = self.cache[key] = (weights, super().thumbnail(weights, thumb, ink_floor))
-        return hit[1]
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+    def lines(self, console: Console, options: ConsoleOptions) -> list[list[Segment]]:
         thumb, half = self.layout(console, options.max_width)
         first = next((head.weights for _, heads in self.layers for head in heads if head.weights is not None), None)
         self.geometry = None
@@ -70,7 +59,7 @@ class CachedGrid(HeadsGrid):
             self.geometry = (thumb, lines)
             title = len(Text(self.title).wrap(console, options.max_width)) if self.title else 0
             self.top = title + 1
-        yield from super().__rich_console__(console, options)
+        return super().lines(console, options)
 
     def head_at(self, x: int, y: int) -> tuple[int, int] | None:
         """The (layer, head) drawn at column x, line y of the last rendering, if any."""
@@ -143,15 +132,15 @@ def grid_width(report: InspectReport, thumb: int) -> int:
     return max(GRID_MIN_WIDTH, label + across * (thumb + 1))
 
 
-def thumbnails_grid(report: InspectReport, cache: dict, mark: tuple[int, int] = NO_MARK) -> CachedGrid:
+def thumbnails_grid(report: InspectReport, mark: tuple[int, int] = NO_MARK) -> CachedGrid:
     layers = [(layer.layer, layer.heads) for layer in report.layers]
-    return CachedGrid(layers, f"All heads · {variant_label(report.variant)}", mark=mark, cache=cache)
+    return CachedGrid(layers, f"All heads · {variant_label(report.variant)}", mark=mark)
 
 
-def grid_view(report: InspectReport, metric: str, mark: tuple[int, int], cache: dict) -> RenderableType:
+def grid_view(report: InspectReport, metric: str, mark: tuple[int, int]) -> RenderableType:
     """The all-heads view: weight thumbnails (HeadsGrid), or the entropy or asymmetry table of `attn inspect`."""
     if metric == "weights" and not report.matrices_left_out:
-        return thumbnails_grid(report, cache, mark)
+        return thumbnails_grid(report, mark)
     parts: list[RenderableType] = []
     if metric == "weights":
         parts.append(Text("thumbnails need the whole matrices (this text is long): mean entropy instead",

@@ -197,13 +197,14 @@ THUMB_MAX = 16  # characters across one thumbnail (32 tokens) at most
 
 
 def pool(matrix: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    """Max-pool a matrix to (rows, cols) bins: the strongest attention in each bin stays visible."""
+    """Max-pool a matrix (or a stack of them, (n, rows, cols)) to (rows, cols) bins: the strongest
+    attention in each bin stays visible."""
     matrix = np.nan_to_num(np.asarray(matrix, dtype=np.float64), nan=0.0)
-    if matrix.shape == (rows, cols):
+    if matrix.shape[-2:] == (rows, cols):
         return matrix
-    row_edges = np.linspace(0, matrix.shape[0], rows + 1).astype(int)[:-1]
-    col_edges = np.linspace(0, matrix.shape[1], cols + 1).astype(int)[:-1]
-    return np.maximum.reduceat(np.maximum.reduceat(matrix, row_edges, axis=0), col_edges, axis=1)
+    row_edges = np.linspace(0, matrix.shape[-2], rows + 1).astype(int)[:-1]
+    col_edges = np.linspace(0, matrix.shape[-1], cols + 1).astype(int)[:-1]
+    return np.maximum.reduceat(np.maximum.reduceat(matrix, row_edges, axis=-2), col_edges, axis=-1)
 
 
 def _shares(scale: Scale, values: np.ndarray) -> np.ndarray:
@@ -216,10 +217,13 @@ _STYLES: dict = {}
 COLOUR_LEVELS = 200  # distinct colours along a scale
 
 
-def _levels(scale: Scale, values: np.ndarray) -> list:
-    """Values rounded to COLOUR_LEVELS steps of the scale's range (weights 0..1, scores -limit..limit)."""
-    step = (2 * scale.limit if scale.diverging else 1.0) / COLOUR_LEVELS
-    return (np.round(values / step) * step).tolist()
+def _step(scale: Scale) -> float:
+    return (2 * scale.limit if scale.diverging else 1.0) / COLOUR_LEVELS
+
+
+def _level_indices(scale: Scale, values: np.ndarray) -> np.ndarray:
+    """Values as whole COLOUR_LEVELS steps of the scale's range (weights 0..1, scores -limit..limit)."""
+    return np.clip(np.round(values / _step(scale)), -_LEVEL_LIMIT, _LEVEL_LIMIT).astype(np.int64)
 
 
 def _style(scale: Scale, fg: float, bg: float) -> Style:
@@ -231,18 +235,74 @@ def _style(scale: Scale, fg: float, bg: float) -> Style:
     return style
 
 
-def quadrant_cells(matrix: np.ndarray, scale: Scale, ink_floor: float = 0.0) -> list[list[tuple[str, Style]]]:
-    """A matrix as lines of quadrant characters, 2 × 2 cells each: ink where the brighter cells are.
+# A picture cell as one integer: its glyph and its two colour levels (see _cell_code). Glyphs 0-15 are
+# QUADRANTS, 16 is '▀' over a background colour, 17 '▀' with no background (a half block's odd last row).
+HALF, HALF_ALONE = 16, 17
+GLYPHS = QUADRANTS + "▀▀"
+_LEVEL_BITS = 21
+_LEVEL_LIMIT = (1 << (_LEVEL_BITS - 1)) - 1  # far past any level a value on the scale has (colours saturate)
+
+
+def _cell_code(glyph: np.ndarray, fg: np.ndarray, bg: np.ndarray) -> np.ndarray:
+    offset = 1 << (_LEVEL_BITS - 1)
+    return (glyph.astype(np.int64) << (2 * _LEVEL_BITS)) | ((fg + offset) << _LEVEL_BITS) | (bg + offset)
+
+
+_CELLS: dict = {}  # (scale, code) -> (glyph, Style)
+_SEGMENTS: dict = {}  # (scale, code) -> Segment(glyph, Style)
+
+
+def _decode(scale: Scale, code: int) -> tuple[str, Style]:
+    """The (glyph, Style) a cell code stands for: the styles of _style, made once per colour pair."""
+    offset, mask = 1 << (_LEVEL_BITS - 1), (1 << _LEVEL_BITS) - 1
+    glyph = code >> (2 * _LEVEL_BITS)
+    step = _step(scale)
+    fg, bg = (((code >> _LEVEL_BITS) & mask) - offset) * step, ((code & mask) - offset) * step
+    if glyph == HALF_ALONE:
+        return GLYPHS[glyph], _fg_style(scale, fg)
+    return GLYPHS[glyph], _style(scale, fg, bg)
+
+
+def cells(scale: Scale, codes: list) -> list[tuple[str, Style]]:
+    """Cell codes (a line of a picture) as (glyph, Style) pairs."""
+    known = _CELLS
+    out = []
+    for code in codes:
+        cell = known.get((scale, code))
+        if cell is None:
+            cell = known[(scale, code)] = _decode(scale, code)
+        out.append(cell)
+    return out
+
+
+def segment_maker(scale: Scale):
+    """codes -> Segments: cell codes as Segments, one object per distinct cell (a grid repeats a few
+    hundred of them)."""
+    known = _SEGMENTS.setdefault(scale, {})
+
+    def make(code: int) -> Segment:
+        segment = known[code] = Segment(*_decode(scale, code))
+        return segment
+
+    def segments(codes: list) -> list[Segment]:
+        return [known.get(code) or make(code) for code in codes]
+
+    return segments
+
+
+def quadrant_codes(stack: np.ndarray, scale: Scale, ink_floor: float = 0.0) -> np.ndarray:
+    """Matrices (n, rows, cols) as pictures of quadrant characters, 2 × 2 cells each: cell codes
+    (n, lines, chars). Ink goes where the brighter cells are.
 
     Each character has two colours, so a block's cells split into its brighter (ink) and darker
     (background) half. ink_floor: no ink for cells dimmer than this (without colour the ink is all
     there is, so only attention worth seeing gets it).
     """
-    rows, cols = matrix.shape
-    padded = np.zeros((rows + rows % 2, cols + cols % 2))
-    padded[:rows, :cols] = np.nan_to_num(matrix, nan=0.0)
-    lines_, chars = padded.shape[0] // 2, padded.shape[1] // 2
-    blocks = padded.reshape(lines_, 2, chars, 2).transpose(0, 2, 1, 3).reshape(lines_, chars, 4)
+    count, rows, cols = stack.shape
+    padded = np.zeros((count, rows + rows % 2, cols + cols % 2))
+    padded[:, :rows, :cols] = np.nan_to_num(stack, nan=0.0)
+    lines_, chars = padded.shape[1] // 2, padded.shape[2] // 2
+    blocks = padded.reshape(count, lines_, 2, chars, 2).transpose(0, 1, 3, 2, 4).reshape(count, lines_, chars, 4)
     high, low = blocks.max(axis=-1), blocks.min(axis=-1)
     ink = (blocks >= ((high + low) / 2)[..., None]) & (_shares(scale, blocks) >= ink_floor)
     inked = ink.sum(axis=-1)
@@ -250,36 +310,40 @@ def quadrant_cells(matrix: np.ndarray, scale: Scale, ink_floor: float = 0.0) -> 
     bits = (ink * np.array([8, 4, 2, 1])).sum(axis=-1)
     ink_mean = np.where(ink, blocks, 0).sum(axis=-1) / np.maximum(inked, 1)
     back_mean = np.where(ink, 0, blocks).sum(axis=-1) / np.maximum(4 - inked, 1)
-    mean = blocks.mean(axis=-1)
-    solid = (_shares(scale, mean) >= max(0.25, ink_floor)).tolist()
-    two, bits = two.tolist(), bits.tolist()
+    mean = _level_indices(scale, blocks.mean(axis=-1))
+    solid = _shares(scale, blocks.mean(axis=-1)) >= max(0.25, ink_floor)
     # Colours to 1/200 of the scale: finer than a terminal's 256 levels a channel shows over the range,
     # and few enough that a grid's thousands of cells share a few hundred styles.
-    ink_mean, back_mean, mean = (_levels(scale, values) for values in (ink_mean, back_mean, mean))
-    lines = []
-    for i in range(lines_):
-        line = []
-        for j in range(chars):
-            if two[i][j]:
-                line.append((QUADRANTS[bits[i][j]], _style(scale, ink_mean[i][j], back_mean[i][j])))
-            else:
-                line.append(("█" if solid[i][j] else " ", _style(scale, mean[i][j], mean[i][j])))
-        lines.append(line)
-    return lines
+    glyph = np.where(two, bits, np.where(solid, len(QUADRANTS) - 1, 0))
+    fg = np.where(two, _level_indices(scale, ink_mean), mean)
+    bg = np.where(two, _level_indices(scale, back_mean), mean)
+    return _cell_code(glyph, fg, bg)
+
+
+def quadrant_cells(matrix: np.ndarray, scale: Scale, ink_floor: float = 0.0) -> list[list[tuple[str, Style]]]:
+    """A matrix as lines of quadrant characters, 2 × 2 cells each (quadrant_codes as (glyph, Style) pairs)."""
+    codes = quadrant_codes(np.asarray(matrix)[None], scale, ink_floor)[0]
+    return [cells(scale, line) for line in codes.tolist()]
+
+
+def half_block_codes(stack: np.ndarray, scale: Scale) -> np.ndarray:
+    """Matrices (n, rows, cols) as lines of '▀': the upper cell in the glyph's colour, the lower one in the
+    background's. Cell codes (n, ceil(rows / 2), cols)."""
+    levels = _level_indices(scale, np.nan_to_num(np.asarray(stack, dtype=np.float64), nan=0.0))
+    upper, lower = levels[:, 0::2], levels[:, 1::2]
+    glyph = np.full(upper.shape, HALF)
+    if lower.shape[1] < upper.shape[1]:  # an odd last row: no lower cell, no background
+        glyph[:, -1] = HALF_ALONE
+        lower = np.concatenate([lower, upper[:, -1:]], axis=1)
+    return _cell_code(glyph, upper, lower)
 
 
 def half_blocks(matrix: np.ndarray | None, scale: Scale) -> list[list[tuple[str, Style]]]:
-    """A matrix as lines of '▀': the upper cell in the glyph's colour, the lower one in the background's."""
+    """A matrix as lines of '▀' (half_block_codes as (glyph, Style) pairs)."""
     if matrix is None:
         return []
-    values = _levels(scale, np.nan_to_num(np.asarray(matrix, dtype=np.float64), nan=0.0))
-    lines = []
-    for top in range(0, len(values), 2):
-        upper = values[top]
-        lower = values[top + 1] if top + 1 < len(values) else None
-        lines.append([("▀", _style(scale, a, b)) if lower is not None else ("▀", _fg_style(scale, a))
-                      for a, b in zip(upper, lower or upper)])
-    return lines
+    codes = half_block_codes(np.asarray(matrix, dtype=np.float64)[None], scale)[0]
+    return [cells(scale, line) for line in codes.tolist()]
 
 
 def _fg_style(scale: Scale, value: float) -> Style:
@@ -325,19 +389,28 @@ class HeadsGrid:
         return (cols, True) if half else (self.thumb_width(width), False)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in self.lines(console, options):
+            yield from line
+            yield Segment.line()
+
+    def lines(self, console: Console, options: ConsoleOptions) -> list[list[Segment]]:
+        """The grid as lines of segments, as Console.render_lines(self, options, pad=False) has them: the
+        thumbnails' lines are made here directly (thousands of one-character cells), the rest by Rich."""
         width = options.max_width
+
+        def text(renderable: Text) -> list[list[Segment]]:
+            return console.render_lines(renderable, options, pad=False)
+
         if not self.layers or all(head.weights is None for _, heads in self.layers for head in heads):
-            yield Text("all-heads grid: the weights were not kept (see --rows/--cols or --full)", style="yellow")
-            return
+            return text(Text("all-heads grid: the weights were not kept (see --rows/--cols or --full)",
+                             style="yellow"))
         thumb, half = self.layout(console, width)
         cols = next(head.weights.shape[1] for _, heads in self.layers for head in heads if head.weights is not None)
         if thumb < 2:
             need = self.label_width + 3 * self.across
-            yield Text(f"all-heads grid: {self.across} heads need {need} columns, the terminal has {width}; "
-                       "widen it or pick fewer heads with --head", style="yellow")
-            return
-        if self.title:
-            yield Text(self.title, style="bold")
+            return text(Text(f"all-heads grid: {self.across} heads need {need} columns, the terminal has {width}; "
+                             "widen it or pick fewer heads with --head", style="yellow"))
+        out = text(Text(self.title, style="bold")) if self.title else []
         head_ids = [head.head for head in max((heads for _, heads in self.layers), key=len)]
         header = Text(" " * self.label_width)
         for head_id in head_ids:
@@ -345,25 +418,22 @@ class HeadsGrid:
             header.append(label.center(thumb) if len(label) <= thumb else " " * thumb, style="dim")
             header.append(" ")
         header.rstrip()
-        yield header
+        out += text(header)
         pooled = 2 * thumb < cols and not half
+        pictures = iter(self.pictures(thumb, half, 0.0 if console.color_system else INK_FLOOR))
+        segments = segment_maker(self.scale)
         for layer, heads in self.layers:
-            pictures = []
-            for head in heads:
-                pictures.append(half_blocks(head.weights, self.scale) if half else
-                                self.thumbnail(head.weights, thumb, 0.0 if console.color_system else INK_FLOOR))
-            lines = max(len(picture) for picture in pictures)
-            for line_no in range(lines):  # segments, not Text: thousands of one-character cells
+            layer_pictures = [next(pictures) for _ in heads]
+            for line_no in range(max(len(picture) for picture in layer_pictures)):
                 label = f"L{layer}".ljust(self.label_width) if line_no == 0 else " " * self.label_width
-                segments = [Segment(label, DIM)]
-                for head, picture in zip(heads, pictures):
-                    cells = picture[line_no] if line_no < len(picture) else []
-                    segments += [Segment(glyph, style) for glyph, style in cells]
+                line = [Segment(label, DIM)]
+                for head, picture in zip(heads, layer_pictures):
+                    codes = picture[line_no] if line_no < len(picture) else []
+                    line += segments(codes)
                     marked = self.mark == (layer, head.head) and line_no == 0
-                    segments.append(Segment(" " * (thumb - len(cells)) + ("◂" if marked else " ")))
-                yield from segments[:-1]
-                yield Segment(segments[-1].text.rstrip())
-                yield Segment.line()
+                    line.append(Segment(" " * (thumb - len(codes)) + ("◂" if marked else " ")))
+                line[-1] = Segment(line[-1].text.rstrip())
+                out.append(line)
         phrases = ["query rows ↓, key columns →",
                    "a cell: the strongest of a few tokens" if pooled else
                    "2 cells a character" if half else "2×2 cells a character"]
@@ -373,10 +443,31 @@ class HeadsGrid:
         for phrase in phrases[1:]:
             if len(note) + 2 + len(phrase) <= width:
                 note += "; " + phrase
-        yield Text(note, style="dim")
-        yield legend(self.scale, width)
+        return out + text(Text(note, style="dim")) + text(legend(self.scale, width))
+
+    def pictures(self, thumb: int, half: bool, ink_floor: float) -> list[list[list[int]]]:
+        """Every head's picture (layer by layer, head by head) as lines of cell codes: half blocks, or
+        thumbnails `thumb` characters across (HeadsGrid.thumbnail), the heads of one shape drawn together."""
+        heads = [head for _, layer_heads in self.layers for head in layer_heads]
+        shapes: dict[tuple[int, int], list[int]] = {}
+        for index, head in enumerate(heads):
+            if head.weights is not None:
+                shapes.setdefault(np.shape(head.weights), []).append(index)
+        out: list[list[list[int]]] = [[] for _ in heads]
+        for (rows, cols), indices in shapes.items():
+            stack = np.stack([np.asarray(heads[index].weights, dtype=np.float64) for index in indices])
+            if half:
+                codes = half_block_codes(stack, self.scale)
+            else:
+                bins = min(cols, 2 * thumb)
+                row_bins = max(1, min(rows, round(rows * bins / cols)))
+                codes = quadrant_codes(pool(stack, row_bins, bins), self.scale, ink_floor)
+            for index, picture in zip(indices, codes.tolist()):
+                out[index] = picture
+        return out
 
     def thumbnail(self, weights: np.ndarray | None, thumb: int, ink_floor: float) -> list[list[tuple[str, Style]]]:
+        """One head's thumbnail as lines of (glyph, Style): the grid's picture of it."""
         if weights is None:
             return []
         rows, cols = weights.shape
