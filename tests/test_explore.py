@@ -136,6 +136,36 @@ def test_edit_runs_the_new_sentence_and_empty_text_is_a_message(minilm):
     run(scenario())
 
 
+def test_a_long_session_keeps_only_the_last_sentences(toy):
+    """Reports and drawn lines of old sentences are let go (KEEP_TEXTS of them stay); what is shown still works."""
+    from attn_cli.explore.app import KEEP_TEXTS
+
+    async def scenario():
+        app = ExploreApp(lambda: toy, "one two three", model_name="toy")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            sentences = [f"sentence number {index} here" for index in range(KEEP_TEXTS + 3)]
+            for sentence in sentences:
+                await pilot.press("e")
+                await until(pilot, lambda: app.query_one("#sentence").has_class("editing"))
+                app.query_one("#sentence").value = sentence
+                await pilot.press("enter")
+                await until(pilot, lambda: app.text == sentence)
+                before = app.variant
+                await pilot.press("v")  # the next variant too: its report is the same sentence's
+                await until(pilot, lambda: app.variant != before)
+                await pilot.press("l", "j")
+            await pilot.pause()
+            texts = {text for text, _ in app.reports}
+            assert texts == set(sentences[-KEEP_TEXTS:])
+            alive = {id(report) for report in app.reports.values()}
+            assert all(id(entry[0]) in alive for entry in [*app.headers.values(), *app.grid_lines.values()])
+            await pilot.press("h")
+            assert "here" in app.query_one("#detail").text()
+
+    run(scenario())
+
+
 def test_variant_shared_k_is_shown_beside_the_baseline_and_symmetric(minilm):
     async def scenario():
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")

@@ -38,6 +38,7 @@ MIN_WIDTH, MIN_HEIGHT = 60, 16  # below this the screen says so instead of drawi
 DETAIL_MIN = 40  # columns the selected head needs beside the grid; less: one above the other
 TOP_K = 5
 ROW_WINDOW, COL_WINDOW = 32, 64  # long texts: the part of the selected head's matrix drawn
+KEEP_TEXTS = 3  # sentences whose reports and drawn lines stay cached: the one shown and any on their way
 
 KEYS = [
     ("← → / h l", "previous / next head (past the last head of a layer: the next layer)"),
@@ -568,6 +569,7 @@ class ExploreApp(App[int]):
         self.text, self.variant = text, variant
         self.variant_error = self.variant_message(variant, error)
         if new_text:
+            self.forget_old_texts()
             tokens = len(self.report.tokens)
             self.query = min(self.query, tokens - 1)
             self.say(f"{tokens} tokens", style="dim")
@@ -579,6 +581,26 @@ class ExploreApp(App[int]):
             self.say(f"error: {self.variant_error}", style="red")
         self.redraw(header=True)
         self.call_after_refresh(self.mark_look, text, variant)
+
+    def forget_old_texts(self) -> None:
+        """Drop the reports, windows and rendered lines of all but the last KEEP_TEXTS sentences (and the one
+        shown), so a long session does not hold every sentence it saw. In place, with the keys listed first:
+        the model thread may be adding the next sentence's entries meanwhile (those are the newest: kept)."""
+        texts = list(dict.fromkeys(key[0] for key in list(self.reports)))  # first seen first
+        keep = set(texts[-KEEP_TEXTS:]) | {self.text}
+        for key in [key for key in list(self.reports) if key[0] not in keep]:
+            self.reports.pop(key, None)
+        for key in [key for key in list(self.windows) if key[0] not in keep]:
+            self.windows.pop(key, None)
+        reports = {id(report) for report in list(self.reports.values())}
+        heads = {id(head) for report in list(self.reports.values()) for _, head in report.heads()}
+        heads |= {id(head) for head in list(self.windows.values())}
+        # Each entry holds the object its key names by id(), so an id is never reused while its entry lives.
+        for cache, alive in ((self.headers, reports), (self.grid_lines, reports), (self.maps_lines, heads),
+                             (self.panels, heads)):
+            for key, entry in list(cache.items()):
+                if id(entry[0]) not in alive:
+                    cache.pop(key, None)
 
     def mark_look(self, text: str, variant: str) -> None:
         """When a new sentence or variant reached the screen (the benchmark's stop watch)."""
