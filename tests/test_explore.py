@@ -427,6 +427,11 @@ def test_the_edit_box_and_the_keys_line(toy):
             assert not app.scores
             await pilot.click("#keys", offset=(start + 1, 0))
             await until(pilot, lambda: app.scores)
+            await pilot.resize_terminal(80, 24)  # 80 columns: the compact line, every key still on it
+            await until(pilot, lambda: keys.size.width == 80)
+            await pilot.pause()
+            line = str(keys.render())
+            assert line.startswith("↑↓ layer") and line.rstrip().endswith("q quit") and len(line.rstrip()) <= 80
         assert gc.get_freeze_count() == 0
 
     run(scenario())

@@ -195,6 +195,7 @@ class KeysLine(Static):
         super().__init__(id=id)
         self.keys: list[tuple[int, int, str]] = []  # (first column, end column, key) of each shown key
         self.shown: tuple = ()
+        self.drawn: tuple = ((), 0)  # (shown, width) of the line on screen
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self.bindings_changed)
@@ -203,6 +204,9 @@ class KeysLine(Static):
     def on_unmount(self) -> None:
         self.screen.bindings_updated_signal.unsubscribe(self)
 
+    def on_resize(self) -> None:
+        self.draw()
+
     def bindings_changed(self, screen) -> None:
         """The screen's active bindings as 'key description' pairs, one per action (as Footer groups them)."""
         actions: dict[str, tuple] = {}
@@ -210,20 +214,29 @@ class KeysLine(Static):
             if binding.show and binding.action not in actions:
                 actions[binding.action] = (binding.key, self.app.get_key_display(binding), binding.description,
                                            enabled)
-        shown = tuple(actions.values())
-        if shown == self.shown:
+        self.shown = tuple(actions.values())
+        self.draw()
+
+    def draw(self) -> None:
+        """The line: ' key description ' per key, or, where that does not fit the width, 'key description '
+        (80 columns hold every key of the explorer that way)."""
+        width = self.size.width
+        if (self.shown, width) == self.drawn:
             return
-        self.shown = shown
+        self.drawn = (self.shown, width)
         key_style = self.get_component_rich_style("keys-line--key")
         description_style = self.get_component_rich_style("keys-line--description")
-        line, self.keys = Text(), []
-        for key, display, description, enabled in shown:
-            start = line.cell_len
-            line.append(f" {display} ", style=key_style)
-            line.append(f"{description} ", style=description_style)
-            if not enabled:
-                line.stylize("dim", start)
-            self.keys.append((start, line.cell_len, key))
+        for padding in (" ", ""):
+            line, self.keys = Text(), []
+            for key, display, description, enabled in self.shown:
+                start = line.cell_len
+                line.append(f"{padding}{display}{padding}", style=key_style)
+                line.append(f"{' ' if not padding else ''}{description} ", style=description_style)
+                if not enabled:
+                    line.stylize("dim", start)
+                self.keys.append((start, line.cell_len, key))
+            if not width or line.cell_len - 1 <= width:  # the last description's trailing space may go
+                break
         self.update(line, layout=False)
 
     def on_click(self, event: events.Click) -> None:
