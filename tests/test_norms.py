@@ -108,6 +108,10 @@ def test_cli_measure_norm_json_and_terminal():
     shown = runner.invoke(app, ["inspect", "Hello", "--measure", "norm", "--layer", "0", "--head", "2",
                                 "--show", "weights"])
     assert shown.exit_code == 0 and "value-weighted norms" in shown.stdout
+    for default in (["--layer", "2", "--head", "5"], []):  # the default view's head in detail: norms too
+        shown = runner.invoke(app, ["inspect", "The cat sat on the mat.", "--measure", "norm", *default])
+        assert shown.exit_code == 0 and "value-weighted norms" in shown.stdout, default
+        assert "· weights = softmax" not in shown.stdout
     cosine = runner.invoke(app, ["inspect", "Hello", "--measure", "norm", "--scoring", "cosine", "--json"])
     assert cosine.exit_code == 0  # a scoring variant keeps the heads' own values and W_O
 

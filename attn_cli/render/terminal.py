@@ -65,10 +65,8 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None) -> Re
     tokens = [token.text for token in report.tokens]
     for layer, head in heads:
         title = head_title(layer, head)
-        if Panel.weights in panels and head.norms is not None:  # --measure norm: shown instead of weights
-            parts.append(norms_heatmap(head, tokens, layer))
-        elif Panel.weights in panels:
-            parts.append(weights_heatmap(head, tokens, layer))
+        if Panel.weights in panels:
+            parts.append(measure_heatmap(head, tokens, layer))
         if Panel.scores in panels:
             parts.append(scores_heatmap(head, tokens, layer))
         for name in ("q", "k", "v"):
@@ -90,9 +88,16 @@ def default_view(report: InspectReport, heads: list[tuple[int, HeadReport]]) -> 
         parts.append(heads_grid(report, mark=(layer, head.head)))
         parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head (lowest mean entropy). "
                           "Others: --layer L --head H; more: --show top,scores,stats,overview", style="dim"))
-    parts.append(weights_heatmap(head, tokens, layer))
+    parts.append(measure_heatmap(head, tokens, layer))
     parts += head_summary(head)
     return parts
+
+
+def measure_heatmap(head: HeadReport, tokens: list[str], layer: int) -> Heatmap:
+    """The head's weights, or with --measure norm its value-weighted norms instead."""
+    if head.norms is not None:
+        return norms_heatmap(head, tokens, layer)
+    return weights_heatmap(head, tokens, layer)
 
 
 def heads_grid(report: InspectReport, mark: tuple[int, int] | None = None) -> HeadsGrid:
