@@ -23,6 +23,7 @@ from attn_cli.errors import BadInput
 from attn_cli.heads import SCORES, CorpusTotals, TextSums, label, token_flags
 from attn_cli.heads_report import HeadProfile, HeadsReport, SinkKey
 from attn_cli.selection import Selection
+from attn_cli.textio import read_lines
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
 SORT_WINDOW = 16  # batches read ahead and sorted by length (memory: this many batches of text strings)
@@ -240,11 +241,14 @@ def read_corpus(path: Path | str) -> Iterator[str]:
     """The texts of a file ("-": stdin), read as it goes: JSONL ({"text": …} a line) when the file ends in
     .jsonl/.ndjson or its first non-blank line is such an object; otherwise a text per non-blank line."""
     if str(path) == "-":
-        yield from _texts(sys.stdin, "stdin", None)
+        if sys.stdin is None or sys.stdin.closed:
+            raise BadInput("stdin is closed", "pipe the corpus in, or pass --file FILE")
+        yield from _texts(read_lines(sys.stdin.buffer, "stdin"), "stdin", None)
         return
     path = Path(path)
     with _open(path) as handle:
-        yield from _texts(handle, str(path), True if path.suffix.lower() in (".jsonl", ".ndjson") else None)
+        yield from _texts(read_lines(handle, str(path)), str(path),
+                          True if path.suffix.lower() in (".jsonl", ".ndjson") else None)
 
 
 def _texts(lines: Iterable[str], name: str, jsonl: bool | None) -> Iterator[str]:
@@ -289,7 +293,7 @@ def _open(path: Path):
     if not path.is_file():
         raise BadInput(f"--file {path}: no such file")
     try:
-        return open(path, encoding="utf-8")
+        return open(path, "rb")  # decoded line by line, strictly (textio.read_lines)
     except OSError as error:
         raise BadInput(f"--file {path}: {error.strerror}") from None
 

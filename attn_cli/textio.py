@@ -8,6 +8,7 @@ refused the same way, with the offending byte named, as one BadInput (exit 2).
 from __future__ import annotations
 
 import sys
+from typing import BinaryIO, Iterator
 
 from attn_cli.errors import BadInput
 
@@ -35,6 +36,20 @@ def read_stdin() -> str:
     text = decode(data, "stdin") if isinstance(data, bytes) else data
     check_unicode(text, "stdin")
     return text.rstrip("\r\n")
+
+
+def read_lines(stream: BinaryIO, source: str) -> Iterator[str]:
+    """A byte stream's lines as strict UTF-8, one at a time (a corpus is never read whole); a BOM on the
+    first line dropped. A bad byte is a BadInput naming the line: "corpus.txt:12 is not valid UTF-8 …"."""
+    for number, data in enumerate(stream, 1):
+        yield decode(data, f"{source}:{number}") if number == 1 else _decode_line(data, f"{source}:{number}")
+
+
+def _decode_line(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return decode(data, source)  # raises, with the byte and its offset
 
 
 def decode(data: bytes, source: str) -> str:

@@ -342,6 +342,21 @@ def test_cli_reads_a_jsonl_corpus_from_stdin():
     assert (document["texts"], document["source"]) == (2, "stdin")
 
 
+def test_corpus_bytes_that_are_not_utf8_name_their_line(tmp_path):
+    """A file or stdin with a bad byte: one usage error naming the line (never an internal error); a BOM and
+    CRLF line ends are read."""
+    corpus = tmp_path / "messy.txt"
+    corpus.write_bytes(b"\xef\xbb\xbfHello there.\r\nThe cat sat.\r\nbad \xff\xfe here\n")
+    result = invoke("--file", str(corpus), "--layer", "0", "--json")
+    assert result.exit_code == 2 and "messy.txt:3 is not valid UTF-8: byte 0xff at offset 4" in result.stderr
+    piped = runner.invoke(app, ["heads", "--file", "-", "--layer", "0"], input=b"ok line\n\xff bad\n")
+    assert piped.exit_code == 2 and "stdin:2 is not valid UTF-8" in piped.stderr, piped.output
+    corpus.write_bytes(b"\xef\xbb\xbfHello there.\r\nThe cat sat.\r\n")
+    from attn_cli.heads_run import read_corpus
+
+    assert list(read_corpus(corpus)) == ["Hello there.", "The cat sat."]
+
+
 # ---- the command
 
 
