@@ -184,7 +184,8 @@ class Model:
             length = PROBE_LENGTH if probe_length is None else probe_length
             text = probe_text(self.backend, seed, length)
             texts, total, source = [text], 1, "probe"
-            described = {"kind": probe, "seed": seed, "length": len(text.split()) // 2, "text": text}
+            described = {"kind": probe, "seed": seed, "length": len(text.split()) // 2, "requested": length,
+                         "text": text}
         elif file is not None:
             texts, total, source = read_corpus(file), count_texts(file), "stdin" if str(file) == "-" else str(file)
         elif isinstance(texts, str):

@@ -300,6 +300,17 @@ def test_induction_probe_needs_no_text_on_a_causal_model(tiny_llama_dir, tiny_gp
     assert again.probe["text"] == report.probe["text"]  # seeded
 
 
+def test_a_probe_too_long_for_the_model_is_cut_and_says_so(tiny_gpt2_dir):
+    """The tiny GPT-2 holds 128 positions: a 300-token probe is cut to fit, with a note on stderr."""
+    result = invoke("--probe", "induction", "--probe-length", "300", "--model", str(tiny_gpt2_dir), "--json")
+    assert result.exit_code == 0, result.output
+    probe = json.loads(result.stdout)["probe"]
+    assert probe["requested"] == 300 and probe["length"] < 300
+    assert f"the probe is {probe['length']} tokens twice, not 300" in result.stderr
+    shown = invoke("--probe", "induction", "--model", "toy")
+    assert "toy (toy, 1 layer × 4 heads)" in shown.stdout  # one layer, not "1 layers"
+
+
 def test_interrupt_keeps_what_was_done(minilm):
     def stop_after_first_batch(done, total):
         if done >= 2:

@@ -71,8 +71,13 @@ def heads_command(
             report = loaded.heads(texts or None, file=file, probe=probe and probe.value, seed=seed,
                                   probe_length=probe_length, layers=layer, heads=head, batch_size=batch_size,
                                   limit=limit, truncate=truncate, progress=progress)
+        from attn_cli.render.scale import counted
+
         if report.truncated:
-            note(f"warning: {report.truncated} texts were cut to the model's positions (--truncate)")
+            note(f"warning: {counted(report.truncated, 'text')} cut to the model's positions (--truncate)")
+        if report.probe and report.probe["length"] < report.probe["requested"]:
+            note(f"note: the probe is {report.probe['length']} tokens twice, not {report.probe['requested']}: "
+                 f"{report.model.name} has {report.model.max_positions} positions")
         if json_wanted:
             emit_json(report, output)
         else:

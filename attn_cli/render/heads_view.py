@@ -10,6 +10,7 @@ from rich.text import Text
 
 from attn_cli.heads import MIXED, SCORES
 from attn_cli.heads_report import HeadProfile, HeadsReport
+from attn_cli.render.scale import counted
 
 # label → (one-letter code, cell style, name in the legend and the top table)
 KINDS = {
@@ -49,8 +50,9 @@ def render_heads(report: HeadsReport, width: int) -> RenderableType:
 
 def _header(report: HeadsReport) -> Text:
     info = report.model
-    line = Text.assemble(("attn heads", "bold"), f" · {info.name} ({info.architecture}, {info.layers} layers × "
-                         f"{info.heads} heads) · {report.device}, {report.dtype}\n")
+    shape = f"{counted(info.layers, 'layer')} × {counted(info.heads, 'head')}"
+    line = Text.assemble(("attn heads", "bold"), f" · {info.name} ({info.architecture}, {shape}) · "
+                         f"{report.device}, {report.dtype}\n")
     if report.probe is not None:
         probe = report.probe
         line.append(f"{probe['kind']} probe: {probe['length']} random tokens, then the same again "

@@ -115,6 +115,11 @@ class Scale:
 SHADE_FLOOR = 0.02  # a weight under 2% draws no ink
 
 
+def counted(number: int, noun: str) -> str:
+    """'1 layer', '6 layers': a count and its noun, plural when it is not one."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def stat(value: float | None) -> str:
     """A statistic in a table or sentence, one format everywhere: at most 4 significant digits, no '+', no '-0'.
 

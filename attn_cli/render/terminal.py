@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attn_cli.render.heatmap import Fit, Heatmap, HeadsGrid, VectorTable, clip, literal, row_label
-from attn_cli.render.scale import Scale, luminance, stat
+from attn_cli.render.scale import Scale, counted, luminance, stat
 from attn_cli.report import HeadReport, InspectReport
 
 TOP_ROWS = 64  # query rows listed in the top table of a long text without a --rows window
@@ -169,7 +169,7 @@ def header(report, command: str) -> RenderableType:
     kv = f", {model.kv_heads} kv heads" if model.kv_heads != model.heads else ""
     line = Text.assemble(
         (command, "bold"), " · ", literal(model.name, "cyan"),
-        f" ({model.architecture}, {_count(model.layers, 'layer')} × {_count(model.heads, 'head')}{kv}, "
+        f" ({model.architecture}, {counted(model.layers, 'layer')} × {counted(model.heads, 'head')}{kv}, "
         f"head dim {model.head_dim}"
         f"{', causal' if model.causal else ''}) · {report.device} · {report.dtype}",
     )
@@ -298,5 +298,3 @@ def keys_text(keys, style_of=lambda key: "bold") -> Text:
     return text
 
 
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
