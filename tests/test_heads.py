@@ -431,3 +431,32 @@ def test_cli_ctrl_c_reports_the_texts_done(monkeypatch):
     document = json.loads(result.stdout)
     assert document["interrupted"] is True and document["texts"] == 2
     assert "interrupted" in result.stderr
+
+
+def test_ctrl_c_at_the_edge_is_said_once(monkeypatch, capsys):
+    """A real Ctrl-C (the signal handler's interrupt) in a corpus run: the partial report, one note, exit 130,
+    and no "error: interrupted" after it from the edge."""
+    import signal
+
+    import attn_cli.heads_run as engine
+    from attn_cli import interrupts
+    from attn_cli.cli.edge import run_at_the_edge
+
+    real, calls = engine.score_batch, []
+
+    def interrupted_on_the_second_batch(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise interrupts._interrupt(signal.SIGINT)  # what the handler raises on SIGINT
+        return real(*args)
+
+    monkeypatch.setattr(engine, "score_batch", interrupted_on_the_second_batch)
+    monkeypatch.setattr("sys.argv", ["attn", "heads", "one.", "two.", "three.", "--batch-size", "2", "--layer", "0",
+                                     "--json"])
+    monkeypatch.setattr("attn_cli.launch.prepare_process", lambda: None)
+    with pytest.raises(SystemExit) as exit_:
+        run_at_the_edge(app)
+    assert exit_.value.code == 130
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["texts"] == 2
+    assert captured.err.count("interrupted") == 1 and "error:" not in captured.err, captured.err

@@ -31,7 +31,7 @@ def diff_command(
     head: opt.Head = "all",
     as_json: opt.AsJson = False,
     output: opt.Output = None,
-    save: opt.Save = None,
+    save: opt.SaveView = None,
 ) -> None:
     """Compare every head between two texts, or between two checkpoints on one text; most changed first."""
     with user_errors():

@@ -35,7 +35,7 @@ def generate_command(
     top_k: opt.TopK = None,
     as_json: opt.AsJson = False,
     output: opt.Output = None,
-    save: opt.Save = None,
+    save: opt.SaveView = None,
 ) -> None:
     """Generate from PROMPT with a causal model and show what each generated token attended to."""
     with user_errors():

@@ -40,6 +40,8 @@ Output = Annotated[Optional[Path], typer.Option("--output", "-o",
 Save = Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
     help="Also save a figure: FILE.svg (vector heatmaps with full labels, for papers) or FILE.html "
          "(one offline page: every head, hover a token to see its attention).")]
+SaveView = Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
+    help="Also save what the terminal shows, colours kept: FILE.svg or FILE.html.")]
 Device = Annotated[str, typer.Option("--device", "-d", envvar="ATTN_DEVICE", rich_help_panel=MODEL_PANEL,
     help="auto, cpu, cuda, cuda:N or mps. auto picks CUDA, then MPS, then CPU.")]
 DTypeOpt = Annotated[DType, typer.Option("--dtype", rich_help_panel=MODEL_PANEL,

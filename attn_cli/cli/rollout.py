@@ -39,7 +39,7 @@ def rollout_command(
     top_k: opt.TopK = None,
     as_json: opt.AsJson = False,
     output: opt.Output = None,
-    save: opt.Save = None,
+    save: opt.SaveView = None,
     truncate: opt.Truncate = False,
 ) -> None:
     """Roll attention out across layers: which input tokens each output token comes from."""

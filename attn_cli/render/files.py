@@ -26,7 +26,7 @@ def check_snapshot_path(path: Path) -> None:
     """Fail before the model runs, not after, when --save names a format we cannot write."""
     if path.suffix.lower() in (".png", ".pdf", ".jpg", ".jpeg"):
         raise BadInput(f"--save {path}: attn writes vector .svg figures, not {path.suffix}",
-                       "use FILE.svg (any browser prints it to PDF or PNG), or FILE.html for the interactive page")
+                       "use FILE.svg (any browser prints it to PDF or PNG) or FILE.html")
     if path.suffix.lower() not in SNAPSHOT_FORMATS:
         raise BadInput(f"--save {path}: unknown format {path.suffix or '(none)'!r}", "use a .svg or .html file")
     from attn_cli.atomic import check_writable
