@@ -27,7 +27,7 @@ def generate_command(
         help="The text to continue; - reads it from stdin.")],
     loading: Loading = Loading(),
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", help="Stop after this many tokens.")] = 20,
-    sample: Annotated[bool, typer.Option("--sample", help="Sample instead of taking the likeliest token.")] = False,
+    sample: Annotated[bool, typer.Option("--sample", metavar=opt.FLAG, help="Sample instead of taking the likeliest token.")] = False,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (with --sample).")] = 1.0,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed for --sample.")] = None,
     layer: opt.Layer = "all",

@@ -44,8 +44,8 @@ SaveView = Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
     help="Also save what the terminal shows, colours kept: FILE.svg or FILE.html.")]
 Device = Annotated[str, typer.Option("--device", "-d", envvar="ATTN_DEVICE", rich_help_panel=MODEL_PANEL,
     help="auto, cpu, cuda, cuda:N or mps. auto picks CUDA, then MPS, then CPU.")]
-DTypeOpt = Annotated[DType, typer.Option("--dtype", rich_help_panel=MODEL_PANEL,
-    help="Model weights dtype; auto keeps the saved one. Analysis is always float32.")]
+DTypeOpt = Annotated[DType, typer.Option("--dtype", rich_help_panel=MODEL_PANEL, metavar="DTYPE",
+    help="Model weights dtype: auto (as saved), float32, float16 or bfloat16. Analysis is always float32.")]
 Truncate = Annotated[bool, typer.Option("--truncate", metavar=FLAG,
     help="Cut text longer than the model's positions instead of failing.")]
 AllowPickle = Annotated[bool, typer.Option("--allow-pickle", metavar=FLAG, rich_help_panel=MODEL_PANEL,
@@ -72,4 +72,4 @@ ModelOptions = Annotated[Optional[list[str]], typer.Option("--option", "-O", met
     help="A setting of the model's backend, repeatable. The toy: d_model, heads, layers, positions, seed, "
          "scoring, additive_hidden, shared_projection, causal, valid_len, config, weights, save_weights "
          "(e.g. -O heads=1 -O causal=true). Hugging Face models: revision, allow_pickle, trust_remote_code, "
-         "device_map.")]
+         "device_map; the bundled minilm: device_map.")]
