@@ -88,15 +88,16 @@ def analyse_capture(capture: Capture, layers: list[int], heads: list[int], view,
             progress(done, len(layers))
         seen = apply_variant(capture.layers[layer], view, capture.model.heads)
         kv_heads = [None if view.uses_layer_input else capture.model.kv_head_of(head) for head in heads]
-        yield LayerReport(layer, analyse_heads(seen, heads, kv_heads, token_texts, analysis, window))
+        yield LayerReport(layer, analyse_heads(seen, heads, kv_heads, token_texts, analysis, window,
+                                               view.scores_formula(seen.scale)))
 
 
 def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | None], token_texts: list[str],
-                  analysis: Analysis, window: Window) -> list[HeadReport]:
+                  analysis: Analysis, window: Window, formula: str | None = None) -> list[HeadReport]:
     """Statistics of the heads, and their matrices within `window`, in float32 whatever the model's dtype.
 
     kv_heads[i]: the key/value head query head heads[i] reads; None when the layer has no per-head
-    projections (raw): every head then reads row 0.
+    projections (raw): every head then reads row 0. formula: the scores as titles write them.
     """
     from attn_cli.head_rows import analyse_rows
 
@@ -131,6 +132,7 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
             top=[[TopKey(index, token_texts[index], weight) for index, weight in row] for row in rows.top[i]],
             tensors=tensors,
             score_stats=score_stats(q[i], k[i], layer.scale, rows.score_moments[i], dot_form),
+            formula=formula if dot_form else None,
         ))
     return reports
 

@@ -64,6 +64,7 @@ class HeadReport:
     tensors: dict[str, np.ndarray] = field(default_factory=dict)  # q, k, v (T, D) and output, when kept
     score_stats: ScoreStats | None = None
     norms: np.ndarray | None = None  # (rows, cols) ‖α_ij · v_j·W_Oʰ‖ with --measure norm
+    formula: str | None = None  # the scores as titles write them ("k·kᵀ·0.1768" under shared-k); None: q·kᵀ·scale
 
 
 @dataclass

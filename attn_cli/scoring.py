@@ -49,13 +49,14 @@ def cosine(q: torch.Tensor, k: torch.Tensor, scale: float) -> QKS:
 class Form(NamedTuple):
     transform: Callable[..., QKS]  # (q, k, scale) -> (q', k', scale') for q'·k'ᵀ·scale'
     description: str
+    formula: str  # the scores as a heatmap's title writes them; {scale} is the model's scale
 
 
 # The parameter-free scorings.
 FORMS: dict[str, Form] = {
-    "dot": Form(dot, "dot-product scores q·kᵀ"),
-    "scaled-dot": Form(scaled_dot, "scaled dot-product q·kᵀ/√d (the transformer default)"),
-    "cosine": Form(cosine, "cosine similarity qᵀk/(|q||k|)"),
+    "dot": Form(dot, "dot-product scores q·kᵀ", "q·kᵀ"),
+    "scaled-dot": Form(scaled_dot, "scaled dot-product q·kᵀ/√d (the transformer default)", "q·kᵀ·{scale}"),
+    "cosine": Form(cosine, "cosine similarity qᵀk/(|q||k|)", "q̂·k̂ᵀ"),  # q̂ = q/|q|
 }
 PARAMETER_FREE = tuple(FORMS)
 # Scorings with learned parameters, and their formulas (for messages).

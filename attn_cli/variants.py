@@ -35,6 +35,10 @@ class Variant:
     name: str
     description: str
     transform: Callable[..., scoring.QKS] | None  # None: not a q/k transform (raw)
+    formula: str = "q·kᵀ·{scale}"  # its scores as titles write them; {scale}: the model's scale
+
+    def scores_formula(self, scale: float) -> str:
+        return self.formula.format(scale=f"{scale:.4g}")
 
     @property
     def uses_layer_input(self) -> bool:
@@ -45,10 +49,11 @@ VARIANTS = {
     variant.name: variant
     for variant in (
         Variant("baseline", "the model as it is", _identity),
-        Variant("shared-k", "the query computed with the key's projection (Q := K)", _shared_k),
-        Variant("no-scale", "scores q·kᵀ without the 1/√d scale", scoring.FORMS["dot"].transform),
-        Variant("raw", "no projections: softmax(X·Xᵀ)·X on the layer input X", None),
-        *(Variant(f"scoring={name}", form.description, form.transform) for name, form in scoring.FORMS.items()),
+        Variant("shared-k", "the query computed with the key's projection (Q := K)", _shared_k, "k·kᵀ·{scale}"),
+        Variant("no-scale", "scores q·kᵀ without the 1/√d scale", scoring.FORMS["dot"].transform, "q·kᵀ"),
+        Variant("raw", "no projections: softmax(X·Xᵀ)·X on the layer input X", None, "x·xᵀ"),
+        *(Variant(f"scoring={name}", form.description, form.transform, form.formula)
+          for name, form in scoring.FORMS.items()),
     )
 }
 

@@ -359,3 +359,20 @@ def test_vector_table_never_cuts_a_number():
     for width in (40, 60, 80, 200):
         lines = printed(VectorTable(rows, ["a", "b", "c"], "Q", (0, 3)), width)
         assert_fits(lines, width)
+
+
+@pytest.mark.parametrize("flags, formula", [
+    ([], "weights = softmax(q·kᵀ·0.1768)"),
+    (["--shared-k"], "weights = softmax(k·kᵀ·0.1768)"),  # Q := K: the title says what was multiplied
+    (["--no-scale"], "weights = softmax(q·kᵀ)"),
+    (["--scoring", "cosine"], "weights = softmax(q̂·k̂ᵀ)"),
+])
+def test_a_counterfactual_heatmap_is_titled_with_its_own_formula(flags, formula):
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+
+    result = CliRunner().invoke(app, ["inspect", "The cat sat", "--layer", "0", "--head", "2", "--show", "weights",
+                                      *flags], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert f"layer 0 · head 2 (kv head 2) · {formula}" in result.stdout

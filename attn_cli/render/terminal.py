@@ -160,7 +160,7 @@ def scores_formula(head: HeadReport) -> str:
     stats = head.score_stats
     if stats is not None and stats.unscaled_variance is None:
         return "score(q, k)"
-    return f"q·kᵀ·{head.scale:.4g}"
+    return head.formula or f"q·kᵀ·{head.scale:.4g}"
 
 
 def header(report, command: str) -> RenderableType:
