@@ -387,6 +387,8 @@ def test_too_long_text_exits_1_and_suggests_truncate():
     line = assert_user_error(attn("inspect", LONG_TEXT, "--layer", "0", "--head", "0", ok=False), 1,
                              "positions", "--truncate")
     assert "602" in line and "512" in line
+    among = assert_user_error(attn("heads", "A short one.", LONG_TEXT, "--layer", "0", ok=False), 1, "positions")
+    assert f"the text {' '.join(LONG_TEXT.split()[:6])!r}"[:-1] in among  # which text of several: its first words
 
 
 def test_truncate_keeps_the_first_512_tokens():

@@ -201,10 +201,16 @@ class HFBackend:
             return encoding, None
         if not truncate:
             raise InputTooLong(
-                f"the text is {count} tokens but {self.info.name} has {limit} positions",
+                f"the text {_opening(text)} is {count} tokens but {self.info.name} has {limit} positions",
                 f"shorten it, or pass --truncate to keep the first {limit} tokens",
             )
         return dict(self.tokenizer(text, return_special_tokens_mask=True, truncation=True, max_length=limit)), count
+
+
+def _opening(text: str, words: int = 6) -> str:
+    """The text's first words, quoted, so an error about one text of a corpus says which one."""
+    shown = text.split()[:words]
+    return repr(" ".join(shown) + (" …" if len(text.split()) > words else ""))
 
 
 def load_hf_backend(
