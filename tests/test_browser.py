@@ -149,7 +149,7 @@ def test_measure_norm_shows_the_norms_beside_the_weights(offline_page, pages, mo
     open_page(page, pages["norms"])
     assert requests == [] and errors == []
     names = page.locator(".run h2").all_text_contents()
-    assert names == ["baseline", "value-weighted norms ‖α·v·W_Oʰ‖"]
+    assert names == ["weights", "value-weighted norms ‖α·v·W_Oʰ‖"]
     norms = model.inspect(SENTENCE, layers=0, heads=2, norms=True).head(0, 2).norms
     page.select_option("#layer", "0")
     page.select_option("#head", "2")

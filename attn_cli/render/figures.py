@@ -363,6 +363,8 @@ def page_data(report) -> dict:
         data["title"] = _report_title(report, "inspect")
         data["runs"] = [_run_json(getattr(report, "variant", "baseline"), report.layers)]
         if any(head.norms is not None for _, head in report.heads()):  # --measure norm: beside the weights
+            variant = getattr(report, "variant", "baseline")
+            data["runs"][0]["name"] = "weights" if variant == "baseline" else f"weights · {variant}"
             data["runs"].append(_run_json(NORMS_TITLE, report.layers, "norms"))
         heads = report.heads()
         layer, head = most_focused(heads) if len(heads) > 1 else heads[0]
