@@ -53,7 +53,7 @@ def heads_command(
     head: opt.Head = "all",
     as_json: opt.AsJson = False,
     output: opt.Output = None,
-    save: opt.Save = None,
+    save: opt.SaveView = None,
     truncate: opt.Truncate = False,
 ) -> None:
     """What every head does: previous-token, duplicate, induction, [CLS]/[SEP], punctuation, self, broad, sink."""
@@ -86,7 +86,12 @@ def heads_command(
             emit_terminal(lambda: heads_view(report), save,
                           defaults()["render"]["fallback_width"], f"attn heads · {report.model.name}")
         if report.interrupted:
-            note(f"interrupted: scored {report.texts:,} texts before Ctrl-C; the report covers those")
+            from attn_cli import interrupts
+
+            order = "" if report.source in ("arguments", "probe") else \
+                " (texts run shortest first within each window read ahead, so not exactly the first lines)"
+            note(f"interrupted: scored {report.texts:,} texts before Ctrl-C; the report covers those{order}")
+            interrupts.reported()  # said here, with the report: the edge adds no "error: interrupted"
             raise typer.Exit(130)
 
 
