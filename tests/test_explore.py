@@ -96,6 +96,31 @@ def test_keys_move_the_selection_and_show_the_apis_numbers(minilm):
     run(scenario())
 
 
+def test_j_and_k_follow_the_focus_like_the_arrows():
+    """In the grid j/k change the layer; in the heatmap (after tab) they move the query row, as ↓/↑ do."""
+    model = load("toy", heads=2, layers=2)
+
+    async def scenario():
+        app = ExploreApp(lambda: model, TEXT, model_name="toy")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            assert app.focused is app.query_one("#grid") and (app.layer, app.query) == (0, 1)
+            await pilot.press("j")
+            assert (app.layer, app.query) == (1, 1)
+            await pilot.press("k")
+            assert (app.layer, app.query) == (0, 1)
+            await pilot.press("tab")
+            assert app.focused is app.query_one("#detail")
+            await pilot.press("j", "j")
+            assert (app.layer, app.query) == (0, 3)
+            await pilot.press("k")
+            assert (app.layer, app.query) == (0, 2)
+            await pilot.pause()
+            assert "▶2 " in app.query_one("#detail").text()  # the marked row moved with it
+
+    run(scenario())
+
+
 def test_clicks_select_a_head_and_a_query_row(minilm):
     async def scenario():
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")

@@ -133,8 +133,8 @@ class StripView(Widget, can_focus=True):
 
 class GridView(StripView):
     BINDINGS = [
-        Binding("up", "app.layer(-1)", "layer", key_display="↑↓", show=True),
-        Binding("down", "app.layer(1)", "layer", show=False),
+        Binding("up,k", "app.layer(-1)", "layer", key_display="↑↓", show=True),
+        Binding("down,j", "app.layer(1)", "layer", show=False),
     ]
 
     def on_click(self, event: events.Click) -> None:
@@ -149,8 +149,9 @@ class GridView(StripView):
 
 class DetailView(StripView):
     BINDINGS = [
-        Binding("up", "app.query(-1)", "query row", key_display="↑↓", show=True),
-        Binding("down", "app.query(1)", "query row", show=False),
+        # j/k as ↓/↑ here: the app's j/k (the layer) only where neither view has the focus
+        Binding("up,k", "app.query(-1)", "query row", key_display="↑↓", show=True),
+        Binding("down,j", "app.query(1)", "query row", show=False),
     ]
 
     def on_click(self, event: events.Click) -> None:
