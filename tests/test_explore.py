@@ -252,6 +252,33 @@ def test_a_small_terminal_says_so(toy):
     run(scenario())
 
 
+def screen_text(app) -> str:
+    """The whole screen as the terminal shows it, as plain text (the compositor's lines)."""
+    return "\n".join(line.text.rstrip() for line in app.screen._compositor.render_strips())
+
+
+def test_a_screen_shrunk_too_small_and_grown_again_is_drawn_as_before(minilm):
+    """80 × 24 → 50 × 12 (too small) → 80 × 24 draws the screen it drew before, with no key pressed: grid and
+    heatmap side by side, nothing scrolled, the grid still focused (the keys line and status say so)."""
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: app.model is not None and app.paints)
+            before = screen_text(app)
+            assert "All heads" in before and "▶1 the" in before and before.splitlines()[-1].startswith("↑↓ layer")
+            for size in [(50, 12), (80, 24), (60, 16), (80, 24), (160, 50), (80, 24)]:
+                await pilot.resize_terminal(*size)
+                await pilot.pause(0.1)
+                shown = screen_text(app)
+                if size == (50, 12):
+                    assert "needs a terminal of at least 60 × 16" in shown
+                elif size == (80, 24):
+                    assert shown == before, f"after {size}:\n{shown}"
+            assert app.focused is app.query_one("#grid")
+
+    run(scenario())
+
+
 def test_a_load_failure_ends_the_app_with_the_error():
     def failing():
         raise BadInput("no model named 'nope'")
