@@ -279,6 +279,23 @@ def test_a_screen_shrunk_too_small_and_grown_again_is_drawn_as_before(minilm):
     run(scenario())
 
 
+def test_the_grids_head_titles_read_alike(minilm):
+    """12 heads: at 80 columns the thumbnails are 2 wide, too narrow for 'h10', so no title has the 'h' (it read
+    'h8 h9 10 11'); at 160 columns every title has it."""
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: app.model is not None and app.paints)
+            titles = app.query_one("#grid").text().splitlines()[1].split()
+            assert titles == [str(head) for head in range(12)]
+            await pilot.resize_terminal(160, 50)
+            await pilot.pause(0.1)
+            titles = app.query_one("#grid").text().splitlines()[1].split()
+            assert titles == [f"h{head}" for head in range(12)]
+
+    run(scenario())
+
+
 def test_a_load_failure_ends_the_app_with_the_error():
     def failing():
         raise BadInput("no model named 'nope'")
