@@ -96,6 +96,31 @@ def test_keys_move_the_selection_and_show_the_apis_numbers(minilm):
     run(scenario())
 
 
+def test_j_and_k_follow_the_focus_like_the_arrows():
+    """In the grid j/k change the layer; in the heatmap (after tab) they move the query row, as ↓/↑ do."""
+    model = load("toy", heads=2, layers=2)
+
+    async def scenario():
+        app = ExploreApp(lambda: model, TEXT, model_name="toy")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            assert app.focused is app.query_one("#grid") and (app.layer, app.query) == (0, 1)
+            await pilot.press("j")
+            assert (app.layer, app.query) == (1, 1)
+            await pilot.press("k")
+            assert (app.layer, app.query) == (0, 1)
+            await pilot.press("tab")
+            assert app.focused is app.query_one("#detail")
+            await pilot.press("j", "j")
+            assert (app.layer, app.query) == (0, 3)
+            await pilot.press("k")
+            assert (app.layer, app.query) == (0, 2)
+            await pilot.pause()
+            assert "▶2 " in app.query_one("#detail").text()  # the marked row moved with it
+
+    run(scenario())
+
+
 def test_clicks_select_a_head_and_a_query_row(minilm):
     async def scenario():
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
@@ -223,6 +248,50 @@ def test_a_small_terminal_says_so(toy):
             assert not app.screen.has_class("small")
             await pilot.press("q")
         assert app.return_code == 0
+
+    run(scenario())
+
+
+def screen_text(app) -> str:
+    """The whole screen as the terminal shows it, as plain text (the compositor's lines)."""
+    return "\n".join(line.text.rstrip() for line in app.screen._compositor.render_strips())
+
+
+def test_a_screen_shrunk_too_small_and_grown_again_is_drawn_as_before(minilm):
+    """80 × 24 → 50 × 12 (too small) → 80 × 24 draws the screen it drew before, with no key pressed: grid and
+    heatmap side by side, nothing scrolled, the grid still focused (the keys line and status say so)."""
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: app.model is not None and app.paints)
+            before = screen_text(app)
+            assert "All heads" in before and "▶1 the" in before and before.splitlines()[-1].startswith("↑↓ layer")
+            for size in [(50, 12), (80, 24), (60, 16), (80, 24), (160, 50), (80, 24)]:
+                await pilot.resize_terminal(*size)
+                await pilot.pause(0.1)
+                shown = screen_text(app)
+                if size == (50, 12):
+                    assert "needs a terminal of at least 60 × 16" in shown
+                elif size == (80, 24):
+                    assert shown == before, f"after {size}:\n{shown}"
+            assert app.focused is app.query_one("#grid")
+
+    run(scenario())
+
+
+def test_the_grids_head_titles_read_alike(minilm):
+    """12 heads: at 80 columns the thumbnails are 2 wide, too narrow for 'h10', so no title has the 'h' (it read
+    'h8 h9 10 11'); at 160 columns every title has it."""
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: app.model is not None and app.paints)
+            titles = app.query_one("#grid").text().splitlines()[1].split()
+            assert titles == [str(head) for head in range(12)]
+            await pilot.resize_terminal(160, 50)
+            await pilot.pause(0.1)
+            titles = app.query_one("#grid").text().splitlines()[1].split()
+            assert titles == [f"h{head}" for head in range(12)]
 
     run(scenario())
 

@@ -23,7 +23,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Static
@@ -162,6 +162,23 @@ class DetailView(StripView):
         if row is not None:
             self.focus()
             self.app.set_query(row)
+
+
+class Pane(VerticalScroll):
+    """A scrolled column: the grid's (#left) or the heatmap's (#right). When its size changes (the terminal's
+    size, the grid's width), its scroll is worked out again for the size it has now: from the top, then as far
+    as the selection needs. One kept from the size before hides the top for nothing (and while the screen is
+    too small the pane is 0 × 0, where any selection is out of view)."""
+
+    def __init__(self, *children: Widget, id: str):
+        super().__init__(*children, id=id, can_focus=False)
+        self.laid_out = Size(0, 0)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if event.size != self.laid_out:
+            self.laid_out = event.size
+            self.scroll_to(y=0, animate=False, immediate=True)
+            self.app.scroll_to_selection(self)
 
 
 class SentenceInput(Input):
@@ -351,6 +368,7 @@ class ExploreApp(App[int]):
         self.looked = asyncio.Event()
         self.exports = 0
         self.load_seconds: float | None = None
+        self.focus_before_small: Widget | None = None  # the view with the focus when the screen became too small
         # Every model call runs on this one thread: a new thread per run would start a new pool of
         # torch's CPU threads each time, and the idle ones of the runs before keep spinning.
         self.model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attn-model")
@@ -364,9 +382,9 @@ class ExploreApp(App[int]):
             yield Static(id="header")
             yield Static(id="status")
             with Horizontal(id="body"):
-                with VerticalScroll(id="left", can_focus=False):
+                with Pane(id="left"):
                     yield GridView(id="grid")
-                with VerticalScroll(id="right", can_focus=False):
+                with Pane(id="right"):
                     yield DetailView(id="detail")
             yield Static(id="message")
             yield SentenceInput(id="sentence")
@@ -394,12 +412,24 @@ class ExploreApp(App[int]):
                 ("q quits", "dim")))
 
     def on_resize(self, event: events.Resize) -> None:
+        # Textual calls this before App's own handler: self.size is still the size before, until that has run.
         self.check_size(event.size.width, event.size.height)
-        if self.model is not None:
-            self.redraw(header=True)
+        self.call_later(self.resized)
+
+    def resized(self) -> None:
+        """Draw again at the new size (self.size is the new one by now; the screen's layout follows)."""
+        if self.model is None or self.screen.has_class("small"):
+            return
+        if self.focus_before_small is not None:  # hidden while too small, so the screen dropped the focus
+            if self.focused is None:
+                self.focus_before_small.focus()
+            self.focus_before_small = None
+        self.redraw(header=True)
 
     def check_size(self, width: int, height: int) -> None:
         small = width < MIN_WIDTH or height < MIN_HEIGHT
+        if small and not self.screen.has_class("small") and isinstance(self.focused, StripView):
+            self.focus_before_small = self.focused
         self.screen.set_class(small, "small")
         self.query_one("#too-small", Static).update(Text(
             f"attn explore needs a terminal of at least {MIN_WIDTH} × {MIN_HEIGHT}; this one is "
@@ -844,20 +874,20 @@ class ExploreApp(App[int]):
             return
         self.call_later(self.prefetch_rest, generation, neighbours[1:])
 
-    def scroll_to_selection(self) -> None:
-        """Keep the selected layer's thumbnails and the selected query row in view."""
+    def scroll_to_selection(self, pane: Pane | None = None) -> None:
+        """Keep the selected layer's thumbnails and the selected query row in view (in `pane`, else in both).
+        A pane not laid out yet (0 × 0: hidden, or the size just changed) is left to its own on_resize."""
+        left, right = self.query_one("#left", Pane), self.query_one("#right", Pane)
         grid = self.grid_renderable
-        if isinstance(grid, CachedGrid) and grid.geometry is not None:
+        if pane in (None, left) and left.size and isinstance(grid, CachedGrid) and grid.geometry is not None:
             _, lines = grid.geometry
             layers = [layer for layer, _ in grid.layers]
             if self.layer in layers:
                 top = grid.top + layers.index(self.layer) * lines
-                self.query_one("#left", VerticalScroll).scroll_to_region(Region(0, top, 1, lines), animate=False,
-                                                                         immediate=True)
+                left.scroll_to_region(Region(0, top, 1, lines), animate=False, immediate=True)
         line = next((number for number, row in self.detail_rows.items() if row == self.query), None)
-        if line is not None:
-            self.query_one("#right", VerticalScroll).scroll_to_region(Region(0, line, 1, 1), animate=False,
-                                                                      immediate=True)
+        if pane in (None, right) and right.size and line is not None:
+            right.scroll_to_region(Region(0, line, 1, 1), animate=False, immediate=True)
 
     def mark_painted(self) -> None:
         """Runs after the screen refresh that follows a redraw: the new view has been rendered."""

@@ -413,8 +413,10 @@ class HeadsGrid:
         out = text(Text(self.title, style="bold")) if self.title else []
         head_ids = [head.head for head in max((heads for _, heads in self.layers), key=len)]
         header = Text(" " * self.label_width)
+        # every head titled alike: 'h' where all the titles have room for it (h8 h9 10 11 read oddly)
+        prefix = "h" if all(len(f"h{head_id}") <= thumb for head_id in head_ids) else ""
         for head_id in head_ids:
-            label = f"h{head_id}" if len(f"h{head_id}") <= thumb else str(head_id)
+            label = f"{prefix}{head_id}"
             header.append(label.center(thumb) if len(label) <= thumb else " " * thumb, style="dim")
             header.append(" ")
         header.rstrip()
