@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator
 
 from attn_cli.capture import Capture
 from attn_cli.core import check_texts
-from attn_cli.errors import BadInput
+from attn_cli.errors import BadInput, UnsupportedModel
 from attn_cli.heads import SCORES, CorpusTotals, TextSums, label, token_flags
 from attn_cli.heads_report import HeadProfile, HeadsReport, SinkKey
 from attn_cli.selection import Selection
@@ -99,6 +99,9 @@ def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], 
         scores.add_padded(run, record)
 
     run = padded(batch, layers, sink, truncate=truncate)
+    if scores is None:  # the forward ran but never called attention for a selected layer
+        raise UnsupportedModel(f"{backend.info.name}: no attention call reached attn for layers {layers}",
+                               "its attention layers do not number themselves as the config says")
     return scores.results, run.tokens, run.truncated
 
 
