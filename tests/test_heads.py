@@ -460,3 +460,17 @@ def test_ctrl_c_at_the_edge_is_said_once(monkeypatch, capsys):
     captured = capsys.readouterr()
     assert json.loads(captured.out)["texts"] == 2
     assert captured.err.count("interrupted") == 1 and "error:" not in captured.err, captured.err
+
+
+def test_a_forward_that_never_reaches_a_selected_layer_is_a_clear_error(minilm_backend):
+    from types import SimpleNamespace
+
+    from attn_cli.errors import UnsupportedModel
+    from attn_cli.heads_run import run_heads
+    from attn_cli.selection import Selection
+
+    silent = SimpleNamespace(info=minilm_backend.info, device="cpu", dtype="float32",
+                             capture_padded=lambda texts, layers, sink, truncate=False: SimpleNamespace(
+                                 tokens=[[]], truncated=0))  # runs, but hands no layer over
+    with pytest.raises(UnsupportedModel, match="no attention call reached attn"):
+        run_heads(silent, ["Hello."], Selection(layers="0"))
