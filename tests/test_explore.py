@@ -47,6 +47,14 @@ def run(coroutine):
     return asyncio.run(coroutine)
 
 
+async def submit_sentence(pilot, app, text: str) -> None:
+    """`e`, the edit box focused, the old sentence cleared, `text` typed, Enter (the run is not awaited)."""
+    await pilot.press("e")
+    await until(pilot, lambda: getattr(app.focused, "id", None) == "sentence")
+    app.focused.value = ""
+    await pilot.press(*text, "enter")
+
+
 def panel_numbers(head, query: int) -> list[str]:
     """What the side panel must show for this query row: top keys' weights, entropy, self-weight."""
     return ([f"{key.index}:{key.token}" for key in head.top[query]] + [f"{key.weight:.2f}" for key in head.top[query]]
@@ -143,17 +151,11 @@ def test_edit_runs_the_new_sentence_and_empty_text_is_a_message(minilm):
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, lambda: app.model is not None)
-            await pilot.press("e")
-            await until(pilot, lambda: app.screen.query("#sentence"))
-            app.screen.query_one("#sentence").value = ""
-            await pilot.press(*"Dogs bark loudly", "enter")
+            await submit_sentence(pilot, app, "Dogs bark loudly")
             await until(pilot, lambda: app.text == "Dogs bark loudly")
             assert [token.text for token in app.report.tokens] == ["[CLS]", "dogs", "bark", "loudly", "[SEP]"]
             assert "loudly" in app.query_one("#detail").text()
-            await pilot.press("e")
-            await until(pilot, lambda: app.screen.query("#sentence"))
-            app.screen.query_one("#sentence").value = "   "
-            await pilot.press("enter")
+            await submit_sentence(pilot, app, "   ")
             await pilot.pause()
             assert "the text is empty" in str(app.query_one("#message").render())
             assert app.text == "Dogs bark loudly"
@@ -171,10 +173,7 @@ def test_a_long_session_keeps_only_the_last_sentences(toy):
             await until(pilot, lambda: app.model is not None)
             sentences = [f"sentence number {index} here" for index in range(KEEP_TEXTS + 3)]
             for sentence in sentences:
-                await pilot.press("e")
-                await until(pilot, lambda: app.query_one("#sentence").has_class("editing"))
-                app.query_one("#sentence").value = sentence
-                await pilot.press("enter")
+                await submit_sentence(pilot, app, sentence)
                 await until(pilot, lambda: app.text == sentence)
                 before = app.variant
                 await pilot.press("v")  # the next variant too: its report is the same sentence's
@@ -450,10 +449,7 @@ def test_a_new_sentence_is_drawn_by_the_worker_as_the_screen_draws_it(minilm):
         async with app.run_test(size=(160, 50)) as pilot:
             await until(pilot, lambda: app.model is not None)
             await pilot.press("l", "l")
-            await pilot.press("e")
-            await until(pilot, lambda: getattr(app.focused, "id", None) == "sentence")
-            app.focused.value = "Dogs chase the red ball across the green park"
-            await pilot.press("enter")
+            await submit_sentence(pilot, app, "Dogs chase the red ball across the green park")
             await until(pilot, lambda: app.text.startswith("Dogs"))
             report = app.report
             _, _, grid_lines = app.grid_lines[(id(report), app.grid_columns)]  # rendered in the worker
