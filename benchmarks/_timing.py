@@ -116,3 +116,17 @@ def print_ratio(samples: dict[str, list[Sample]], ours: str, peer: str, target: 
     print(f"{'ratio':<{width}} {ratio:.2f}x  (target <= {target}x: {'PASS' if ratio <= target else 'FAIL'})")
     print(f"{'peak RSS':<{width}} {rss:.2f}x the peer's")
     return ratio <= target
+
+
+def emit_result(document: dict, path: str | None) -> None:
+    """A contender's result: the JSON document (to `path`, or stdout), and the timed phase as a
+    `BENCH score_s=… texts=…` line on stderr for the driver (document["score_s"], ["texts"])."""
+    import json
+
+    if path is None:
+        json.dump(document, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(document, handle)
+    print(f"BENCH score_s={document['score_s']:.4f} texts={document['texts']}", file=sys.stderr)

@@ -5,11 +5,10 @@
 """
 
 import argparse
-import json
-import sys
 import time
 
 import attn_cli
+from _timing import emit_result
 
 
 def main() -> None:
@@ -23,19 +22,10 @@ def main() -> None:
     report = model.heads(file=args.corpus, batch_size=args.batch_size)
     elapsed = time.perf_counter() - start
     document = report.to_json_dict()
-    write({"texts": report.texts, "score_s": elapsed,
-           "heads": [{"layer": h["layer"], "head": h["head"], "scores": h["scores"]} for h in document["heads"]]},
-          args.out)
-    print(f"BENCH score_s={elapsed:.4f} texts={report.texts}", file=sys.stderr)
+    emit_result({"texts": report.texts, "score_s": elapsed,
+                 "heads": [{"layer": h["layer"], "head": h["head"], "scores": h["scores"]} for h in document["heads"]]},
+                args.out)
 
-
-def write(document: dict, path: str | None) -> None:
-    if path is None:
-        json.dump(document, sys.stdout)
-        sys.stdout.write("\n")
-    else:
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(document, handle)
 
 if __name__ == "__main__":
     main()

@@ -11,12 +11,11 @@ phase and the per-head means as JSON.
 
 import argparse
 import importlib.util
-import json
-import sys
 import time
 import unicodedata
 
 import torch
+from _timing import emit_result
 from transformers import AutoModel, AutoTokenizer
 
 EPSILON = 0.3
@@ -105,17 +104,8 @@ def main() -> None:
                            "scores": {n: None if mean[l, h, s].isnan() else float(mean[l, h, s])
                                       for s, n in enumerate(NAMES)}}
                           for l in range(layers) for h in range(heads)]}
-    write(document, args.out)
-    print(f"BENCH score_s={elapsed:.4f} texts={len(texts)}", file=sys.stderr)
+    emit_result(document, args.out)
 
-
-def write(document: dict, path: str | None) -> None:
-    if path is None:
-        json.dump(document, sys.stdout)
-        sys.stdout.write("\n")
-    else:
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(document, handle)
 
 if __name__ == "__main__":
     main()
