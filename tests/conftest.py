@@ -46,6 +46,19 @@ def tiny_bert_dir(tmp_path_factory):
     return directory
 
 
+# attn's own settings and the colour switches: a test never sees the developer's
+USER_VARIABLES = ("ATTN_MODEL", "ATTN_DEVICE", "ATTN_DEBUG", "ATTN_ALLOW_MISSING_WEIGHTS", "NO_COLOR", "FORCE_COLOR",
+                  "TTY_COMPATIBLE")
+
+
+def isolate(monkeypatch, columns: int) -> None:
+    """No network, none of the user's settings, a fixed width: every run sees the same environment."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for name in USER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", str(columns))
+
+
 def save_tiny(model, directory):
     """save_pretrained (safetensors) plus the real BERT tokenizer: a user's model directory in miniature."""
     model.eval().save_pretrained(directory)

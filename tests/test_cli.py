@@ -25,22 +25,18 @@ import pytest
 from typer.testing import CliRunner
 
 from attn_cli.cli import app
+from conftest import isolate
 
 runner = CliRunner()
 
 SENTENCE = "Hello, how are you?"
 SENTENCE_TOKENS = ["[CLS]", "hello", ",", "how", "are", "you", "?", "[SEP]"]
 HEAD_KEYS = {"head", "kv_head", "scale", "scores", "weights", "symmetry", "entropy", "self_weight", "top"}
-ISOLATED_VARIABLES = ("ATTN_MODEL", "ATTN_DEVICE", "ATTN_DEBUG", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE")
 
 
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch):
-    """No network, no user settings, a fixed width: every run sees the same environment."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    for name in ISOLATED_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("COLUMNS", "120")
+    isolate(monkeypatch, 120)
 
 
 def attn(*args: str, input: str | None = None, ok: bool = True):

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from attn_cli.cli import app
 from attn_cli.cli.edge import run_at_the_edge
+from conftest import isolate
 
 runner = CliRunner()
 EXAMPLES = int(os.environ.get("ATTN_FUZZ_EXAMPLES", "25"))  # more for a long local hunt
@@ -32,10 +33,7 @@ FUZZ_HF = settings(FUZZ, max_examples=max(EXAMPLES * 2 // 5, 1))  # a Hugging Fa
 
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    for name in ("ATTN_MODEL", "ATTN_DEVICE", "ATTN_DEBUG", "ATTN_ALLOW_MISSING_WEIGHTS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("COLUMNS", "100")
+    isolate(monkeypatch, 100)
 
 
 def run_cli(args: list[str], stdin: bytes = b"") -> tuple[int, str, str]:

@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attn_cli.cli import app
+from conftest import isolate
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -25,10 +26,7 @@ runner = CliRunner()
 
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    for name in ("ATTN_MODEL", "ATTN_DEVICE", "ATTN_DEBUG", "ATTN_ALLOW_MISSING_WEIGHTS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("COLUMNS", "120")
+    isolate(monkeypatch, 120)
 
 
 def attn(*args: str, input=None):
