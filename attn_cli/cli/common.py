@@ -101,21 +101,24 @@ def note(message: str, style: str = "yellow") -> None:
     stderr_console().print(Text(message, style=style), soft_wrap=True)
 
 
-def check_outputs(save: Path | None, json_wanted: bool, output: Path | None = None, **more: Path | None) -> None:
-    """Fail in milliseconds, before the model loads, when an output file cannot be written.
+def check_outputs(save: Path | None, as_json: bool, output: Path | None = None, **more: Path | None) -> bool:
+    """Whether the command writes JSON (--json, or -o FILE); first, failing in milliseconds before the
+    model loads, when an output file cannot be written.
 
     save: --save (the terminal view); output: -o (the JSON); more: other options' files by flag name.
     """
     from attn_cli.atomic import check_all_writable
 
+    json_wanted = as_json or output is not None
     check_all_writable({"-o": output, **{"--" + name.replace("_", "-"): path for name, path in more.items()}})
     if save is None:
-        return
+        return json_wanted
     from attn_cli.render.files import check_snapshot_path
 
     if json_wanted:
         raise BadInput("--save records the terminal view", "use -o FILE to write the JSON document")
     check_snapshot_path(save)
+    return json_wanted
 
 
 def warn_if_truncated(report) -> None:

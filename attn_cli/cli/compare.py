@@ -40,8 +40,7 @@ def compare_command(
 ) -> None:
     """Set the real model beside counterfactuals: shared-K, no √d scale, raw softmax(XXᵀ)X, other scorings."""
     with user_errors():
-        json_wanted = as_json or output is not None
-        check_outputs(save, json_wanted, output)
+        json_wanted = check_outputs(save, as_json, output)
         text = read_text(text)
 
         def run(progress, lazy: bool):

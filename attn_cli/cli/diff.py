@@ -35,8 +35,7 @@ def diff_command(
 ) -> None:
     """Compare every head between two texts, or between two checkpoints on one text; most changed first."""
     with user_errors():
-        json_wanted = as_json or output is not None
-        check_outputs(save, json_wanted, output)
+        json_wanted = check_outputs(save, as_json, output)
         expected = 1 if against_model else 2
         if len(texts) != expected:
             raise BadInput(f"diff takes {'one text with --against-model' if against_model else 'two texts'}, "

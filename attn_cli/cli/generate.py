@@ -39,8 +39,7 @@ def generate_command(
 ) -> None:
     """Generate from PROMPT with a causal model and show what each generated token attended to."""
     with user_errors():
-        json_wanted = as_json or output is not None
-        check_outputs(save, json_wanted, output)
+        json_wanted = check_outputs(save, as_json, output)
         prompt = read_text(prompt)
         console = stderr_console()
 

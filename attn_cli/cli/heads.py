@@ -58,8 +58,7 @@ def heads_command(
 ) -> None:
     """What every head does: previous-token, duplicate, induction, [CLS]/[SEP], punctuation, self, broad, sink."""
     with user_errors():
-        json_wanted = as_json or output is not None
-        check_outputs(save, json_wanted, output)
+        json_wanted = check_outputs(save, as_json, output)
         sources = [name for name, given in (("TEXT", texts), ("--file", file), ("--probe", probe)) if given]
         if len(sources) != 1:
             raise BadInput(f"{' and '.join(sources)} are separate sources" if sources else "no text given",

@@ -76,8 +76,7 @@ def inspect_command(
     """Show a transformer's attention for TEXT: weights heatmaps, symmetry and top-attended tokens."""
     with user_errors():
         panels = parse_panels(show)
-        json_wanted = as_json or output is not None
-        check_outputs(save, json_wanted, output, save_tensors=save_tensors)
+        json_wanted = check_outputs(save, as_json, output, save_tensors=save_tensors)
         check_tensor_path(save_tensors, len(texts))
         texts = [read_text(text) for text in texts]
         variant = single_variant(shared_k, no_scale, scoring)

@@ -44,8 +44,7 @@ def rollout_command(
 ) -> None:
     """Roll attention out across layers: which input tokens each output token comes from."""
     with user_errors():
-        json_wanted = as_json or output is not None
-        check_outputs(save, json_wanted, output)
+        json_wanted = check_outputs(save, as_json, output)
         text = read_text(text)
 
         def run(progress, lazy: bool):

@@ -34,8 +34,7 @@ def steps_command(
 ) -> None:
     """Walk one head through X, Q, K, V, Q·Kᵀ, ÷√d, mask, softmax, ·V, concat and W_O on your sentence."""
     with user_errors():
-        json_wanted = as_json or output is not None
-        check_outputs(save, json_wanted, output)
+        json_wanted = check_outputs(save, as_json, output)
         text = read_text(text)
         options = model_options(option)
         model = "toy" if model is None else model
