@@ -40,7 +40,8 @@ def last_raised() -> KeyboardInterrupt | None:
 
 
 def reported() -> None:
-    """The edge has said so: last_raised() is None again."""
+    """Someone has said so (the edge, or a command that reported what it did before the interrupt):
+    last_raised() is None again, and the edge adds no "error: interrupted"."""
     _raised.clear()
 
 
