@@ -18,7 +18,7 @@ def __getattr__(name: str):
 
         return getattr(api, name)
     if name in ("AttnError", "BadInput"):
-        from attn_cli import errors
+        from attn_cli.plumbing import errors
 
         return getattr(errors, name)
     raise AttributeError(f"module 'attn_cli' has no attribute {name!r}")

@@ -8,7 +8,7 @@
     report.to_json_dict()                             # the document `attn inspect --json` prints
 
 Every command of the `attn` CLI is a thin caller of these methods, and they raise
-the same errors (attn_cli.errors.AttnError and its kinds) the CLI turns into
+the same errors (attn_cli.plumbing.errors.AttnError and its kinds) the CLI turns into
 messages.
 """
 
@@ -17,11 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Sequence, overload
 
-from attn_cli.capture import Capture, ModelInfo
-from attn_cli.core import Progress, check_texts, inspect_texts
-from attn_cli.errors import BadInput
-from attn_cli.report import CompareReport, InspectReport
-from attn_cli.selection import Analysis, Selection, Spec, Span, parse_span
+from attn_cli.data.capture import Capture, ModelInfo
+from attn_cli.analyses.inspect import Progress, check_texts, inspect_texts
+from attn_cli.plumbing.errors import BadInput
+from attn_cli.analyses.compare import CompareReport
+from attn_cli.analyses.inspect_report import InspectReport
+from attn_cli.data.selection import Analysis, Selection, Spec, Span, parse_span
 
 
 def load(model: str = "minilm", *, device: str = "auto", dtype: str = "auto", **options) -> "Model":
@@ -105,7 +106,7 @@ class Model:
                 full: bool = False, vectors: bool = False, tolerance: float | None = None,
                 cell_limit: int | None = None) -> CompareReport:
         """The model beside counterfactual variants, head by head: runs, per-head diffs and summaries."""
-        from attn_cli.compare import compare_text
+        from attn_cli.analyses.compare import compare_text
 
         return compare_text(self.backend, text, _selection(layers, heads, None, None, full),
                             Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors,
@@ -128,8 +129,8 @@ class Model:
         """Every selected head on two texts (diff(a, b)), or on one text in this model and another
         checkpoint of the same shape and tokenizer (diff(text, against=other_model)): a DiffReport
         whose .heads are ranked most changed first."""
-        from attn_cli.diff import diff_runs
-        from attn_cli.errors import BadInput
+        from attn_cli.analyses.diff import diff_runs
+        from attn_cli.plumbing.errors import BadInput
 
         if (other is None) == (against is None):
             raise BadInput("diff takes two texts, or one text and another model to run it against",
@@ -144,7 +145,7 @@ class Model:
                  on_token=None):
         """Generate from `prompt` (greedy, or sampled at `temperature` with `seed`) and record each generated
         token's attention in the selected heads: a GenerateReport. on_token(text) sees the text as it comes."""
-        from attn_cli.generate import generate_from
+        from attn_cli.analyses.generate import generate_from
 
         return generate_from(self.backend, prompt, _selection(layers, heads, None, None, False),
                              max_new_tokens=max_new_tokens, sample=sample, temperature=temperature, seed=seed,
@@ -154,7 +155,7 @@ class Model:
                 truncate: bool = False):
         """Attention rollout over the selected consecutive layers: a RolloutReport whose .matrix (T, T)
         says how much of each output token traces back to each input token."""
-        from attn_cli.rollout import roll_out
+        from attn_cli.analyses.rollout import roll_out
 
         return roll_out(self.backend, text, layers, head_fusion, Analysis.defaults(top_k=top_k).top_k, truncate)
 
@@ -169,9 +170,10 @@ class Model:
         JSONL {"text": …}; or probe="induction": a seeded random token sequence repeated twice.
         Texts run in padded batches of batch_size; limit caps how many. progress(done, total).
         Ctrl-C stops at the current batch: the report covers the texts done (report.interrupted).
-        Formulas: attn_cli.heads. report.head(0, 2).scores["previous_token"]; report.to_json_dict().
+        Formulas: attn_cli.math.head_scores. report.head(0, 2).scores["previous_token"]; report.to_json_dict().
         """
-        from attn_cli.heads_run import PROBE_LENGTH, PROBES, count_texts, probe_text, read_corpus, run_heads
+        from attn_cli.analyses.heads import PROBE_LENGTH, PROBES, probe_text, run_heads
+        from attn_cli.plumbing.textio import count_texts, read_corpus
 
         given = [name for name, value in (("texts", texts), ("file", file), ("probe", probe)) if value is not None]
         if len(given) != 1:
@@ -198,7 +200,7 @@ class Model:
 
     def steps(self, text: str, *, layer: int | str = 0, head: int | str = 0):
         """One head walked through X, Q, K, V, Q·Kᵀ, the scale, the mask, softmax, ·V (and W_O on the toy)."""
-        from attn_cli.steps import walk_head
+        from attn_cli.analyses.steps import walk_head
 
         return walk_head(self.backend, text, layer, head)
 

@@ -11,7 +11,7 @@ import io
 import os
 import sys
 
-from attn_cli import interrupts
+from attn_cli.plumbing import interrupts
 
 _prepared = False
 

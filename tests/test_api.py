@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 import attn_cli
 from attn_cli.api import Model
-from attn_cli.errors import AttnError, BadInput, ModelNotFound
+from attn_cli.plumbing.errors import AttnError, BadInput, ModelNotFound
 
 TEXT = "Hello, how are you?"
 
@@ -59,7 +59,7 @@ def test_cli_json_equals_to_json_dict(minilm):
 
 
 def test_cli_json_equals_the_api_for_batches_compare_and_steps(minilm):
-    from attn_cli.report import InspectBatch
+    from attn_cli.analyses.inspect_report import InspectBatch
 
     texts = ["short", "a somewhat longer one"]
     reports = minilm.inspect(texts, layers=0)

@@ -10,9 +10,13 @@ import torch
 
 import numpy as np
 
-from attn_cli import analysis, attention, scoring
-from attn_cli.errors import BadInput
-from attn_cli.selection import parse_selection
+from attn_cli.math import measures
+
+from attn_cli.math import attention
+
+from attn_cli.math import scoring
+from attn_cli.plumbing.errors import BadInput
+from attn_cli.data.selection import parse_selection
 
 
 @pytest.fixture
@@ -71,7 +75,7 @@ def test_expand_kv_groups_query_heads_in_order():
 
 def symmetry(q, k, valid, scale=8**-0.5):
     """The product path: the dot-form accumulator over one block of all rows, for one head (T, D)."""
-    accumulator = analysis.SymmetryAccumulator(q[None], k[None], scale, valid)
+    accumulator = measures.SymmetryAccumulator(q[None], k[None], scale, valid)
     accumulator.add(0, q.shape[0])
     [result] = accumulator.result(1e-5)
     return result
@@ -101,15 +105,15 @@ def test_symmetry_ignores_padding_tokens(qkv):
 
 def test_entropy_and_self_weight():
     uniform = torch.full((5, 5), 0.2)
-    torch.testing.assert_close(analysis.row_entropy(uniform), torch.full((5,), math.log(5)))
+    torch.testing.assert_close(measures.row_entropy(uniform), torch.full((5,), math.log(5)))
     one_hot = torch.eye(4)
-    assert (analysis.row_entropy(one_hot) == 0).all()
-    assert analysis.self_weight(one_hot).tolist() == [1.0] * 4
+    assert (measures.row_entropy(one_hot) == 0).all()
+    assert measures.self_weight(one_hot).tolist() == [1.0] * 4
 
 
 def test_top_keys_never_include_masked_positions():
     weights = attention.masked_softmax(torch.randn(4, 4), causal(4))
-    rows = analysis.top_keys(weights, causal(4), k=3)
+    rows = measures.top_keys(weights, causal(4), k=3)
     assert [len(row) for row in rows] == [1, 2, 3, 3]
     for i, row in enumerate(rows):
         assert all(index <= i for index, _ in row)
@@ -132,10 +136,10 @@ def test_parse_selection_rejects_with_valid_range(spec):
 
 
 def test_json_never_holds_nan_and_masked_scores_are_null():
-    from attn_cli.analysis import Symmetry
-    from attn_cli.capture import ModelInfo, Token
-    from attn_cli.report import HeadReport, InspectReport, LayerReport
-    from attn_cli.selection import Window
+    from attn_cli.math.measures import Symmetry
+    from attn_cli.data.capture import ModelInfo, Token
+    from attn_cli.analyses.inspect_report import HeadReport, InspectReport, LayerReport
+    from attn_cli.data.selection import Window
 
     array = lambda rows: np.array(rows, dtype=np.float32)  # noqa: E731
     head = HeadReport(0, 0, 0.5, Window.whole(2), array([[1.0, np.nan], [0.25, 0.123456789]]),

@@ -84,9 +84,9 @@ def test_cosine_scores_lie_in_minus_one_one(compared):
 
 
 def test_propagated_baseline_reproduces_the_model_exactly_and_shared_k_uses_k(minilm_backend):
-    from attn_cli.attention import expand_kv
+    from attn_cli.math.attention import expand_kv
     from attn_cli.backends.capture_hook import LayerRecorder, capturing
-    from attn_cli.variants import VARIANTS
+    from attn_cli.analyses.variants import VARIANTS
 
     model, tokenizer = minilm_backend.model, minilm_backend.tokenizer
     inputs = tokenizer(TEXT, return_tensors="pt")

@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 import attn_cli
-from attn_cli.errors import BadInput
+from attn_cli.plumbing.errors import BadInput
 
 TEXT = "The cat sat on the mat, and the dog sat on the rug."
 

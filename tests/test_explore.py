@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("textual")
 
 from attn_cli.api import Model, load  # noqa: E402
-from attn_cli.errors import BadInput  # noqa: E402
+from attn_cli.plumbing.errors import BadInput  # noqa: E402
 from attn_cli.explore.app import ExploreApp  # noqa: E402
 
 TEXT = "The cat sat on the mat."

@@ -11,7 +11,7 @@ import torch
 from typer.testing import CliRunner
 
 import attn_cli
-from attn_cli.errors import AttnError, BadInput
+from attn_cli.plumbing.errors import AttnError, BadInput
 from conftest import save_tiny, tiny_gpt2_config, tiny_llama_config
 
 PROMPT = "the cat sat on the"

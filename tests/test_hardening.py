@@ -273,7 +273,7 @@ def test_a_run_that_fails_while_writing_keeps_the_old_file(tmp_path, monkeypatch
 @pytest.mark.parametrize("interrupt, code, word", [(KeyboardInterrupt, 130, "interrupted"),
                                                    ("Terminated", 143, "terminated")])
 def test_an_interrupt_while_writing_keeps_the_old_file(tmp_path, monkeypatch, interrupt, code, word):
-    from attn_cli import interrupts
+    from attn_cli.plumbing import interrupts
 
     interrupt = getattr(interrupts, interrupt) if isinstance(interrupt, str) else interrupt
     for option, name in (("-o", "x.json"), ("--save", "x.svg"), ("--save-tensors", "x.safetensors")):
@@ -311,7 +311,7 @@ def test_save_tensors_and_save_weights_replace_atomically(tmp_path):
 def test_signals_are_deferred_around_the_critical_steps():
     import signal
 
-    from attn_cli import interrupts
+    from attn_cli.plumbing import interrupts
 
     previous = signal.getsignal(signal.SIGTERM)
     interrupts.install()
@@ -344,8 +344,8 @@ def test_a_bad_place_fails_before_the_model_loads(tmp_path, monkeypatch):
 
 
 def test_atomic_open_unit(tmp_path):
-    from attn_cli.atomic import atomic_open
-    from attn_cli.errors import AttnError
+    from attn_cli.plumbing.atomic import atomic_open
+    from attn_cli.plumbing.errors import AttnError
 
     target = tmp_path / "f.txt"
     target.write_text("old")
@@ -427,7 +427,7 @@ def test_broken_configs_are_one_line(tiny_bert_dir, tmp_path, write, fragment):
                                          ("vocab_size", True), ("max_position_embeddings", 0)])
 def test_config_sizes_must_be_positive_integers(tmp_path, name, value):
     from attn_cli.backends.validate import check_config_file
-    from attn_cli.errors import ModelNotFound
+    from attn_cli.plumbing.errors import ModelNotFound
 
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", name: value}))
     with pytest.raises(ModelNotFound, match=f"{name} is"):
@@ -494,7 +494,7 @@ def test_hub_ids_the_hub_rejects_are_one_line(spec):
 def test_an_empty_model_name_is_an_error_not_the_default(spec):
     one_line_error(attn("inspect", "hello", "--model", spec), 2, "no model named")
     import attn_cli
-    from attn_cli.errors import BadInput
+    from attn_cli.plumbing.errors import BadInput
 
     with pytest.raises(BadInput, match="no model named"):
         attn_cli.load(spec)
@@ -532,7 +532,7 @@ def test_an_unexpected_exception_is_one_line_and_1(monkeypatch):
 
 def test_multi_line_messages_become_one_line():
     from attn_cli.cli.edge import describe
-    from attn_cli.errors import ModelNotFound
+    from attn_cli.plumbing.errors import ModelNotFound
 
     message, hint, code = describe(ModelNotFound("could not load:\n  line two\n\nline three", "a\nb"))
     assert (message, hint, code) == ("could not load: line two line three", "a b", 1)

@@ -11,9 +11,9 @@ import torch
 from typer.testing import CliRunner
 
 import attn_cli
-from attn_cli.capture import Token
+from attn_cli.data.capture import Token
 from attn_cli.cli import app
-from attn_cli.heads import SCORES, CorpusTotals, TextSums, head_scores, is_punctuation, label, share_patterns, \
+from attn_cli.math.head_scores import SCORES, CorpusTotals, TextSums, head_scores, is_punctuation, label, share_patterns, \
     token_flags
 
 runner = CliRunner()
@@ -129,7 +129,7 @@ def test_the_fast_path_equals_the_pattern_definition():
     for b, n in enumerate(lengths):
         allowed[b, :n, :n] = torch.tril(torch.ones(n, n, dtype=torch.bool))
     scores = torch.randn(count, heads, keys, keys, generator=generator, dtype=torch.float64) * 2
-    from attn_cli.attention import masked_softmax
+    from attn_cli.math.attention import masked_softmax
 
     weights = masked_softmax(scores, allowed[:, None])
     blocked = TextSums(count, heads, keys, dtype=torch.float64)
@@ -208,8 +208,8 @@ def test_the_batch_as_run_equals_the_texts_cut_apart(minilm_backend):
     capture_batch (one Capture per text, re-padded here) gives the same scores."""
     from types import SimpleNamespace
 
-    from attn_cli.heads_run import run_heads
-    from attn_cli.selection import Selection
+    from attn_cli.analyses.heads import run_heads
+    from attn_cli.data.selection import Selection
 
     texts = ["Hello, how are you?", "The cat sat on the mat, and the cat slept.", "Short."]
     cut_apart = SimpleNamespace(info=minilm_backend.info, device="cpu", dtype="float32",
@@ -228,8 +228,8 @@ def test_each_layer_is_scored_as_the_forward_makes_it_and_let_go(minilm_backend,
     import gc
     import weakref
 
-    import attn_cli.heads_run as engine
-    from attn_cli.selection import Selection
+    import attn_cli.analyses.heads as engine
+    from attn_cli.data.selection import Selection
 
     seen, alive_at_arrival = [], []
     original = engine.LayerScores.add_padded
@@ -339,7 +339,7 @@ def test_corpus_files_plain_and_jsonl(minilm, tmp_path):
     assert from_jsonl.texts == 2 and from_jsonl.head(0, 2).scores == from_list.head(0, 2).scores
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"txt": "no"}\n', encoding="utf-8")
-    from attn_cli.errors import BadInput
+    from attn_cli.plumbing.errors import BadInput
 
     with pytest.raises(BadInput, match="bad.jsonl:2"):
         minilm.heads(file=bad)
@@ -363,7 +363,7 @@ def test_corpus_bytes_that_are_not_utf8_name_their_line(tmp_path):
     piped = runner.invoke(app, ["heads", "--file", "-", "--layer", "0"], input=b"ok line\n\xff bad\n")
     assert piped.exit_code == 2 and "stdin:2 is not valid UTF-8" in piped.stderr, piped.output
     corpus.write_bytes(b"\xef\xbb\xbfHello there.\r\nThe cat sat.\r\n")
-    from attn_cli.heads_run import read_corpus
+    from attn_cli.plumbing.textio import read_corpus
 
     assert list(read_corpus(corpus)) == ["Hello there.", "The cat sat."]
 
@@ -415,7 +415,7 @@ def test_cli_bad_usage_exits_2(args, fragment):
 
 
 def test_cli_ctrl_c_reports_the_texts_done(monkeypatch):
-    import attn_cli.heads_run as engine
+    import attn_cli.analyses.heads as engine
 
     real, calls = engine.score_batch, []
 
@@ -438,8 +438,8 @@ def test_ctrl_c_at_the_edge_is_said_once(monkeypatch, capsys):
     and no "error: interrupted" after it from the edge."""
     import signal
 
-    import attn_cli.heads_run as engine
-    from attn_cli import interrupts
+    import attn_cli.analyses.heads as engine
+    from attn_cli.plumbing import interrupts
     from attn_cli.cli.edge import run_at_the_edge
 
     real, calls = engine.score_batch, []
@@ -465,9 +465,9 @@ def test_ctrl_c_at_the_edge_is_said_once(monkeypatch, capsys):
 def test_a_forward_that_never_reaches_a_selected_layer_is_a_clear_error(minilm_backend):
     from types import SimpleNamespace
 
-    from attn_cli.errors import UnsupportedModel
-    from attn_cli.heads_run import run_heads
-    from attn_cli.selection import Selection
+    from attn_cli.plumbing.errors import UnsupportedModel
+    from attn_cli.analyses.heads import run_heads
+    from attn_cli.data.selection import Selection
 
     silent = SimpleNamespace(info=minilm_backend.info, device="cpu", dtype="float32",
                              capture_padded=lambda texts, layers, sink, truncate=False: SimpleNamespace(

@@ -1,6 +1,7 @@
-"""The flow runs one way: no module imports one from a later stage (imports inside functions included).
+"""The flow runs one way, and the folders show it: a module's folder is its stage, and no module imports one
+from a later stage (imports inside functions included).
 
-    data and pure math → backends → variants, analysis → report → engine → api → render → cli
+    plumbing → math → data → backends → analyses → api → render → explore → cli
 """
 
 from __future__ import annotations
@@ -10,26 +11,32 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "attn_cli"
 
-# Each module's stage; a module may import modules of its own stage or an earlier one.
+# The stages in order: a module may import its own stage or an earlier one. Each stage is a folder of
+# attn_cli/; the only loose modules are the package's doors, placed by name.
 STAGES = [
-    ("data and math", ["errors", "config", "document", "selection", "devices", "capture", "masks", "attention",
-                       "scoring", "textio", "atomic", "interrupts"]),
-    ("backends", ["backends", "catalog"]),
-    ("analysis", ["variants", "analysis", "head_rows", "heads"]),
-    ("report", ["report", "heads_report"]),
-    ("engine", ["core", "compare", "steps", "rollout", "diff", "generate", "heads_run"]),
-    ("api", ["api"]),
-    ("render", ["render"]),
-    ("explore", ["explore"]),
-    ("cli", ["cli", "__main__", "launch"]),
+    ("plumbing", "the process: errors, config, devices, atomic files, text input, interrupts"),
+    ("math", "pure tensor math: attention, masks, scoring, measures, head scores"),
+    ("data", "plain data every later stage shares: capture, selection, document"),
+    ("backends", "models and tokenizers: load, tokenize, run, capture; the model catalog"),
+    ("analyses", "one module per command's engine with its report: inspect, compare, heads, …"),
+    ("api", "the one door to the engine: load and Model"),
+    ("render", "reports into Rich renderables, SVG, HTML, JSON and safetensors files"),
+    ("explore", "the Textual app: a session's state and the widgets that draw it"),
+    ("cli", "the Typer commands and the process edge"),
 ]
-RANK = {name: rank for rank, (_, names) in enumerate(STAGES) for name in names}
+LOOSE = {"api": "api", "launch": "cli", "__main__": "cli"}  # top-level module → its stage
+RANK = {name: rank for rank, (name, _) in enumerate(STAGES)}
 
 
 def stage_of(module: str) -> int | None:
-    """attn_cli.backends.hf → the rank of "backends"; the package itself (attn_cli) has none."""
+    """attn_cli.backends.hf → the rank of "backends"; attn_cli.api → "api"; the package itself has none.
+    A folder (or loose module) missing from the table has none either, and the first test names it."""
     parts = module.split(".")
-    return RANK.get(parts[1]) if len(parts) > 1 else None
+    if len(parts) == 1:
+        return None
+    if len(parts) == 2 and parts[1] in LOOSE:
+        return RANK[LOOSE[parts[1]]]
+    return RANK.get(parts[1])
 
 
 def imports_of(path: Path) -> set[str]:
@@ -39,7 +46,7 @@ def imports_of(path: Path) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)  # from attn_cli import x
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)  # from attn_cli.math import x
     return {name for name in names if name.startswith("attn_cli.")}
 
 
@@ -48,6 +55,7 @@ def module_name(path: Path) -> str:
 
 
 def test_every_module_has_a_stage():
+    """A new folder (or a new loose module) must be placed in STAGES first."""
     unplaced = [module_name(path) for path in PACKAGE.rglob("*.py")
                 if path.name != "__init__.py" or path.parent != PACKAGE
                 if stage_of(module_name(path)) is None]
@@ -66,3 +74,17 @@ def test_no_module_imports_a_later_stage():
             if theirs is not None and theirs > own:
                 wrong.append(f"{importer} ({STAGES[own][0]}) imports {imported} ({STAGES[theirs][0]})")
     assert wrong == []
+
+
+def test_no_relative_imports():
+    """Relative imports would hide a module's stage from the test above."""
+    relative = [module_name(path) for path in PACKAGE.rglob("*.py")
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.ImportFrom) and node.level > 0]
+    assert relative == []
+
+
+def test_the_folders_are_the_stages():
+    """`ls attn_cli` reads like the table: every stage folder exists, and no folder is left out of it."""
+    folders = {path.name for path in PACKAGE.iterdir() if path.is_dir() and (path / "__init__.py").exists()}
+    assert folders == {name for name, _ in STAGES} - {"api"}  # the api stage is one module, attn_cli/api.py

@@ -11,10 +11,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from attn_cli import head_rows, scoring
+from attn_cli.analyses import inspect as inspect_engine
+
+from attn_cli.math import scoring
 from attn_cli.api import Model
-from attn_cli.masks import AttentionMask
-from attn_cli.selection import Window
+from attn_cli.math.masks import AttentionMask
+from attn_cli.data.selection import Window
 
 T, D = 300, 16
 
@@ -31,10 +33,10 @@ def scaled(rows, keys):
 
 def run_rows(q, k, v, mask, window=None, score=scaled):
     """One head (T, D) through the product's row blocks; window None: statistics only. Fields of that head."""
-    rows = head_rows.analyse_rows(q[None], k[None], v[None], mask, score, top_k=4, tolerance=1e-5,
+    rows = inspect_engine.analyse_rows(q[None], k[None], v[None], mask, score, top_k=4, tolerance=1e-5,
                                   window=window or Window.nothing(T), want_output=True, dot_scale=0.25)
     one = lambda value: None if value is None else value[0]  # noqa: E731
-    return head_rows.HeadRows(*(one(getattr(rows, name)) for name in head_rows.HeadRows.__dataclass_fields__))
+    return inspect_engine.HeadRows(*(one(getattr(rows, name)) for name in inspect_engine.HeadRows.__dataclass_fields__))
 
 
 @pytest.mark.parametrize("mask", [
@@ -45,7 +47,7 @@ def run_rows(q, k, v, mask, window=None, score=scaled):
 def test_row_blocks_give_the_whole_matrix_statistics(monkeypatch, qkv, mask):
     q, k, v = qkv
     whole = run_rows(q, k, v, mask, Window.whole(T))  # one block: T² < CHUNK_CELLS
-    monkeypatch.setattr(head_rows, "CHUNK_CELLS", 7 * T)  # 7 rows a block, 43 blocks
+    monkeypatch.setattr(inspect_engine, "CHUNK_CELLS", 7 * T)  # 7 rows a block, 43 blocks
     blocks = run_rows(q, k, v, mask, Window.whole(T))
     for name in ("entropy", "self_weight", "output", "weights"):
         torch.testing.assert_close(getattr(blocks, name), getattr(whole, name), rtol=1e-5, atol=1e-6)
@@ -63,7 +65,7 @@ def test_row_blocks_give_the_whole_matrix_statistics(monkeypatch, qkv, mask):
 
 def test_symmetric_scores_stay_symmetric_in_blocks(monkeypatch, qkv):
     _, k, v = qkv
-    monkeypatch.setattr(head_rows, "CHUNK_CELLS", 5 * T)
+    monkeypatch.setattr(inspect_engine, "CHUNK_CELLS", 5 * T)
     rows = run_rows(k, k, v, AttentionMask(T, T, causal=True))  # Q := K
     assert rows.symmetry.symmetric and rows.symmetry.relative <= 1e-6
 
@@ -71,7 +73,7 @@ def test_symmetric_scores_stay_symmetric_in_blocks(monkeypatch, qkv):
 def test_no_block_is_larger_than_the_budget(monkeypatch, qkv):
     """The T × T never exists: every score block stays within CHUNK_CELLS."""
     q, k, v = qkv
-    monkeypatch.setattr(head_rows, "CHUNK_CELLS", 10 * T)
+    monkeypatch.setattr(inspect_engine, "CHUNK_CELLS", 10 * T)
     sizes = []
 
     def spy(rows, keys):
@@ -123,7 +125,7 @@ def test_streamed_json_equals_the_whole_document(llama):
     import io
 
     from attn_cli.render.files import write_json
-    from attn_cli.report import InspectBatch
+    from attn_cli.analyses.inspect_report import InspectBatch
 
     texts = ["a few words here", "and some more words"]
     whole = InspectBatch(Model(llama).inspect(texts, layers="0-1"), "right")
@@ -178,7 +180,7 @@ def test_cli_save_tensors(tiny_llama_dir, tmp_path):
 
 
 def test_compare_refuses_past_the_limit_without_full(llama):
-    from attn_cli.errors import BadInput
+    from attn_cli.plumbing.errors import BadInput
 
     text = " ".join(["word"] * 100)
     with pytest.raises(BadInput, match="--full"):

@@ -19,9 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from attn_cli.backends import registry
-from attn_cli.catalog import BUILTIN_DIRECTORIES, dimensions_from_config
+from attn_cli.backends.catalog import BUILTIN_DIRECTORIES, dimensions_from_config
 from attn_cli.cli import app
-from attn_cli.errors import ModelNotFound
+from attn_cli.plumbing.errors import ModelNotFound
 
 runner = CliRunner()
 

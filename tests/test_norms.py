@@ -117,7 +117,7 @@ def test_cli_measure_norm_json_and_terminal():
 
 
 def test_raw_has_no_per_head_projection_to_weigh():
-    from attn_cli.errors import BadInput
+    from attn_cli.plumbing.errors import BadInput
 
     with pytest.raises(BadInput, match="raw has no per-head projections"):
         attn_cli.load("toy").inspect("a b c", variant="raw", norms=True)

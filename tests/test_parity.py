@@ -110,7 +110,7 @@ def test_default_model_tokens(minilm_backend):
 
 def test_tampered_weights_are_refused(tmp_path):
     from attn_cli.backends.minilm import verify_weights
-    from attn_cli.errors import ModelIntegrityError
+    from attn_cli.plumbing.errors import ModelIntegrityError
 
     fake = tmp_path / "model.safetensors"
     fake.write_bytes(b"not the published weights")

@@ -120,7 +120,7 @@ def test_coloured_default_views_fit(reports, width):
 
 
 def test_models_view_fits():
-    from attn_cli.catalog import list_models
+    from attn_cli.backends.catalog import list_models
     from attn_cli.render.models_view import render_models
 
     catalog = list_models(None)

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attn_cli.api import Model
-from attn_cli.errors import BadInput
+from attn_cli.plumbing.errors import BadInput
 
 TEXT = "The cat sat on the mat."
 

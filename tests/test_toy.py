@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import attn_cli as attn
-from attn_cli import attention, scoring
+from attn_cli.math import attention
+from attn_cli.math import scoring
 from attn_cli.api import Model
 from attn_cli.backends.toy import (Options, ToyBackend, initial_weights, load_weights, save_weights, token_vector,
                                    tokenize, toy_config)
@@ -150,10 +151,10 @@ def test_bilinear_and_additive_equal_numpy(rows, columns, width, hidden, seed):
 def test_score_variance_is_d_unscaled_and_one_scaled():
     """The √d argument through the product's own statistics: unit-variance q, k of dimension d give
     score variance ≈ d before the scale and ≈ 1 after it (±10%: 400² scores of one draw)."""
-    from attn_cli.capture import LayerCapture
-    from attn_cli.core import analyse_heads
-    from attn_cli.masks import AttentionMask
-    from attn_cli.selection import Analysis, Window
+    from attn_cli.data.capture import LayerCapture
+    from attn_cli.analyses.inspect import analyse_heads
+    from attn_cli.math.masks import AttentionMask
+    from attn_cli.data.selection import Analysis, Window
 
     generator = torch.Generator().manual_seed(0)
     tokens = 400

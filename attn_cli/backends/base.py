@@ -19,8 +19,8 @@ import typing
 from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
-from attn_cli.capture import Capture, ModelInfo
-from attn_cli.errors import BadInput
+from attn_cli.data.capture import Capture, ModelInfo
+from attn_cli.plumbing.errors import BadInput
 
 
 class Backend(Protocol):

@@ -22,9 +22,9 @@ from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from attn_cli.capture import LayerCapture
-from attn_cli.errors import BadInput, UnsupportedModel
-from attn_cli.masks import AttentionMask
+from attn_cli.data.capture import LayerCapture
+from attn_cli.plumbing.errors import BadInput, UnsupportedModel
+from attn_cli.math.masks import AttentionMask
 
 CAPTURE_NAME = "attn_capture"
 

@@ -14,8 +14,8 @@ import torch
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
 from attn_cli.backends.validate import (check_config_file, check_finite, check_finite_record, check_tokenizer,
                                        load_model)
-from attn_cli.capture import Capture, ModelInfo, Token, sequence_of
-from attn_cli.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
+from attn_cli.data.capture import Capture, ModelInfo, Token, sequence_of
+from attn_cli.plumbing.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 

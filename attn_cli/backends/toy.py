@@ -22,13 +22,15 @@ from typing import Sequence
 
 import torch
 
-from attn_cli import attention, scoring
+from attn_cli.math import attention
+
+from attn_cli.math import scoring
 from attn_cli.backends.base import parse_options
 from attn_cli.backends.toy_checks import check_finite_weights, check_sizes, check_token_count, read_toml_table
 from attn_cli.backends.validate import check_finite
-from attn_cli.capture import Capture, LayerCapture, ModelInfo, Token, sequence_of
-from attn_cli.errors import AttnError, BadInput
-from attn_cli.masks import AttentionMask
+from attn_cli.data.capture import Capture, LayerCapture, ModelInfo, Token, sequence_of
+from attn_cli.plumbing.errors import AttnError, BadInput
+from attn_cli.math.masks import AttentionMask
 
 # CJK (and kana, hangul) one character a token; otherwise words, and each punctuation mark.
 _TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\u3040-\u30ff\uac00-\ud7af\uf900-\ufaff]|\w+|[^\w\s]")
@@ -66,7 +68,7 @@ LABEL = "the toy model"
 
 def load(name: str, *, device: str, dtype: str, options) -> "ToyBackend":
     """The toy from its options (backends/base.py contract). It computes in float32."""
-    from attn_cli.atomic import check_writable
+    from attn_cli.plumbing.atomic import check_writable
 
     if dtype not in ("auto", "float32"):
         raise BadInput(f"--dtype {dtype}: the toy computes in float32")
@@ -84,7 +86,7 @@ def toy_config(options=None) -> ToyConfig:
 
     Values from the files are checked like the options themselves: a wrong type is a BadInput.
     """
-    from attn_cli.config import config_dir
+    from attn_cli.plumbing.config import config_dir
 
     options = options if options is not None else Options()
     values: dict = {}
@@ -191,7 +193,7 @@ def load_weights(path: Path, config: ToyConfig) -> dict[str, torch.Tensor]:
 def save_weights(weights: dict[str, torch.Tensor], config: ToyConfig, path: Path) -> None:
     from safetensors.torch import save_file
 
-    from attn_cli.atomic import atomic_path
+    from attn_cli.plumbing.atomic import atomic_path
 
     metadata = {key: str(value) for key, value in asdict(config).items()}
     with atomic_path(path, "-O save_weights") as temp:

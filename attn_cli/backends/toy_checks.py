@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from attn_cli.errors import AttnError, BadInput
+from attn_cli.plumbing.errors import AttnError, BadInput
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,7 +64,7 @@ def check_finite_weights(weights: dict, path: Path) -> None:
 
 def check_token_count(token_lists: list[list[str]]) -> None:
     """The toy keeps every score matrix in memory: at most MAX_TOKENS tokens a text."""
-    from attn_cli.errors import InputTooLong
+    from attn_cli.plumbing.errors import InputTooLong
 
     longest = max((len(tokens) for tokens in token_lists), default=0)
     if longest > MAX_TOKENS:

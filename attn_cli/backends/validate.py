@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from attn_cli.errors import AttnError, ModelNotFound, UnsupportedModel
+from attn_cli.plumbing.errors import AttnError, ModelNotFound, UnsupportedModel
 
 ALLOW_MISSING = "ATTN_ALLOW_MISSING_WEIGHTS"
 _HARMLESS_MISSING = ("pooler.",)  # computed after every attention layer: cannot change what attn reports

@@ -10,11 +10,11 @@ from typing import Callable, Iterator
 
 from rich.text import Text
 
-from attn_cli import textio
-from attn_cli.atomic import atomic_open
+from attn_cli.plumbing import textio
+from attn_cli.plumbing.atomic import atomic_open
 from attn_cli.cli.edge import stderr_console
 from attn_cli.cli.options import PANEL_NAMES
-from attn_cli.errors import AttnError, BadInput
+from attn_cli.plumbing.errors import AttnError, BadInput
 
 
 def read_text(text: str) -> str:
@@ -63,7 +63,7 @@ def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path |
     lazy: the report may analyse its layers as its JSON is written.
     figure(report, path): writes --save FILE.svg/.html as a figure; without it --save records the terminal.
     """
-    from attn_cli.config import defaults
+    from attn_cli.plumbing.config import defaults
 
     with progress_on_stderr(label) as progress:
         report = run(progress, json_wanted)
@@ -107,7 +107,7 @@ def check_outputs(save: Path | None, as_json: bool, output: Path | None = None, 
 
     save: --save (the terminal view); output: -o (the JSON); more: other options' files by flag name.
     """
-    from attn_cli.atomic import check_all_writable
+    from attn_cli.plumbing.atomic import check_all_writable
 
     json_wanted = as_json or output is not None
     check_all_writable({"-o": output, **{"--" + name.replace("_", "-"): path for name, path in more.items()}})

@@ -10,7 +10,7 @@ from attn_cli.cli import options as opt
 from attn_cli.cli.common import check_outputs, read_text, run_and_emit
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
-from attn_cli.errors import BadInput
+from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
     "Examples:\n\n"

@@ -20,8 +20,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from attn_cli import interrupts
-from attn_cli.errors import AttnError
+from attn_cli.plumbing import interrupts
+from attn_cli.plumbing.errors import AttnError
 
 _UTF8 = ("utf8", "utf-8", "utf_8")
 

@@ -34,7 +34,7 @@ def explore_command(
 ) -> None:
     """Look around a model in a full-screen terminal app: every head, any sentence, without reloading."""
     with user_errors():
-        from attn_cli.errors import BadInput
+        from attn_cli.plumbing.errors import BadInput
 
         if text is not None and not text.strip():
             raise BadInput("the text is empty", "pass a sentence, or leave it out for the example")

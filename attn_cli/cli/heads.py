@@ -13,7 +13,7 @@ from attn_cli.cli import options as opt
 from attn_cli.cli.common import check_outputs, emit_json, emit_terminal, note, read_text
 from attn_cli.cli.edge import stderr_console, user_errors
 from attn_cli.cli.loading import Loading, loads_model
-from attn_cli.errors import BadInput
+from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (  # \\[ keeps Rich from reading [i,j] as markup
     "Scores, each in \\[0, 1], per text, then mean and std over the texts. A: the head's weights over real "
@@ -80,12 +80,12 @@ def heads_command(
         if json_wanted:
             emit_json(report, output)
         else:
-            from attn_cli.config import defaults
+            from attn_cli.plumbing.config import defaults
 
             emit_terminal(lambda: heads_view(report), save,
                           defaults()["render"]["fallback_width"], f"attn heads · {report.model.name}")
         if report.interrupted:
-            from attn_cli import interrupts
+            from attn_cli.plumbing import interrupts
 
             order = "" if report.source in ("arguments", "probe") else \
                 " (texts run shortest first within each window read ahead, so not exactly the first lines)"

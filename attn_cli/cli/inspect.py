@@ -12,7 +12,7 @@ from attn_cli.cli import options as opt
 from attn_cli.cli.common import check_outputs, note, parse_panels, read_text, run_and_emit
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
-from attn_cli.errors import BadInput
+from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
     "Examples:\n\n"
@@ -83,8 +83,8 @@ def inspect_command(
         vectors = opt.Include.qkv in (include or []) or wants_vectors(panels) or save_tensors is not None
 
         def run(progress, lazy: bool):
-            from attn_cli.report import InspectBatch
-            from attn_cli.selection import Selection
+            from attn_cli.analyses.inspect_report import InspectBatch
+            from attn_cli.data.selection import Selection
 
             loaded = loading.load()
             reports = loaded.inspect(texts, layers=layer, heads=head, top_k=top_k, variant=variant,
@@ -108,7 +108,7 @@ def inspect_command(
 
 def warn_about_matrices(reports, full: bool, heads_selected: int) -> None:
     """Say on stderr when whole matrices were left out, or when --full makes them large."""
-    from attn_cli.selection import Analysis
+    from attn_cli.data.selection import Analysis
 
     limit = Analysis.defaults().cell_limit
     if any(report.matrices_left_out for report in reports):

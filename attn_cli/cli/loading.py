@@ -48,7 +48,7 @@ class Loading:
     @property
     def name(self) -> str:
         """The model to load: --model, or the default that configs/defaults.toml names."""
-        from attn_cli.config import defaults
+        from attn_cli.plumbing.config import defaults
 
         return defaults()["inspect"]["model"] if self.model is None else self.model
 

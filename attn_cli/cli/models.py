@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attn_cli.atomic import check_all_writable
+from attn_cli.plumbing.atomic import check_all_writable
 from attn_cli.cli import options as opt
 from attn_cli.cli.common import emit_json, emit_terminal
 from attn_cli.cli.edge import user_errors
@@ -25,8 +25,8 @@ CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="HF_HUB_
 
 def models_command(as_json: opt.AsJson = False, output: opt.Output = None, cache_dir: CacheDir = None) -> None:
     """List the models attn runs without a download: built-ins and the Hugging Face cache, with their shapes."""
-    from attn_cli.catalog import list_models
-    from attn_cli.config import defaults
+    from attn_cli.backends.catalog import list_models
+    from attn_cli.plumbing.config import defaults
 
     with user_errors():
         check_all_writable({"-o": output})

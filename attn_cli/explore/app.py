@@ -28,7 +28,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from attn_cli.errors import AttnError
+from attn_cli.plumbing.errors import AttnError
 from attn_cli.explore.view import (GRID_METRICS, VARIANTS, CachedGrid, grid_thumb, grid_view,
                                    grid_width, gutter, maps_view, mark_strips, panel_view, row_lines,
                                    thumbnails_grid, variant_label)
@@ -916,7 +916,7 @@ class ExploreApp(App[int]):
         from attn_cli.render.figures import html_page, svg_figure
         from attn_cli.render.files import write_json
         from attn_cli.render.terminal import Panel
-        from attn_cli.report import LayerReport
+        from attn_cli.analyses.inspect_report import LayerReport
 
         self.exports += 1
         report = self.shown_report()

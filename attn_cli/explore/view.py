@@ -21,7 +21,7 @@ from rich.text import Text
 from attn_cli.render.heatmap import HeadsGrid, SideBySide, literal, row_label
 from attn_cli.render.terminal import (head_summary, head_title, overview_grid, scores_heatmap, weights_formula,
                                        weights_heatmap)
-from attn_cli.report import HeadReport, InspectReport
+from attn_cli.analyses.inspect_report import HeadReport, InspectReport
 
 # What `v` cycles through: the names Model.inspect(variant=...) takes.
 VARIANTS = ("baseline", "shared-k", "no-scale", "raw", "scoring=cosine")

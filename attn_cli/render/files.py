@@ -6,7 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
-from attn_cli.errors import AttnError, BadInput
+from attn_cli.plumbing.errors import AttnError, BadInput
 
 SNAPSHOT_FORMATS = (".svg", ".html", ".htm")
 
@@ -29,7 +29,7 @@ def check_snapshot_path(path: Path) -> None:
                        "use FILE.svg (any browser prints it to PDF or PNG) or FILE.html")
     if path.suffix.lower() not in SNAPSHOT_FORMATS:
         raise BadInput(f"--save {path}: unknown format {path.suffix or '(none)'!r}", "use a .svg or .html file")
-    from attn_cli.atomic import check_writable
+    from attn_cli.plumbing.atomic import check_writable
 
     check_writable(path, "--save")
 
@@ -38,7 +38,7 @@ def save_figure(report, path: Path, panels=None) -> None:
     """--save for a report: a vector SVG figure, or a self-contained interactive HTML page (render/figures.py)."""
     from attn_cli.render.figures import html_page, svg_figure
 
-    from attn_cli.atomic import atomic_path
+    from attn_cli.plumbing.atomic import atomic_path
 
     text = svg_figure(report, panels) if path.suffix.lower() == ".svg" else html_page(report)
     with atomic_path(path, "--save") as temp:  # an OSError becomes one AttnError there
@@ -51,7 +51,7 @@ def write_text(path: Path, text: str) -> None:
 
 def save_snapshot(console, path: Path, title: str) -> None:
     """Save what a recording Console printed, as SVG or HTML by the file's extension."""
-    from attn_cli.atomic import atomic_path
+    from attn_cli.plumbing.atomic import atomic_path
 
     with atomic_path(path, "--save") as temp:
         if path.suffix.lower() == ".svg":
@@ -69,7 +69,7 @@ def save_tensors(report, path: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from attn_cli.document import dumps
+    from attn_cli.data.document import dumps
 
     tensors, heads = {}, {}
     for layer, head in report.heads():
@@ -87,7 +87,7 @@ def save_tensors(report, path: Path) -> None:
         "heads": dumps(heads),
         "attn_schema_version": "1",
     }
-    from attn_cli.atomic import atomic_path
+    from attn_cli.plumbing.atomic import atomic_path
 
     try:
         with atomic_path(path, "--save-tensors") as temp:

@@ -11,7 +11,7 @@ from rich.text import Text
 from attn_cli.render.heatmap import Heatmap
 from attn_cli.render.scale import Scale
 from attn_cli.render.terminal import header, keys_text, literal, row_label, titled
-from attn_cli.selection import Window
+from attn_cli.data.selection import Window
 
 
 def render_generate(report) -> RenderableType:

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attn_cli.render.scale import CellFormat, Scale, luminance
-from attn_cli.selection import Window
+from attn_cli.data.selection import Window
 
 NUMBER_CELL = 4  # '1.00', '-1.4', '.40'
 LABEL_TOKEN = 12  # characters of a token in a row label before it is clipped

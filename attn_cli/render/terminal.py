@@ -20,7 +20,7 @@ from rich.text import Text
 
 from attn_cli.render.heatmap import Fit, Heatmap, HeadsGrid, VectorTable, clip, literal, row_label
 from attn_cli.render.scale import Scale, counted, luminance, stat
-from attn_cli.report import HeadReport, InspectReport
+from attn_cli.analyses.inspect_report import HeadReport, InspectReport
 
 TOP_ROWS = 64  # query rows listed in the top table of a long text without a --rows window
 

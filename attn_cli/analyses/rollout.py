@@ -11,11 +11,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from attn_cli.core import inspect_texts
-from attn_cli.document import SCHEMA_VERSION, Document
-from attn_cli.errors import BadInput
-from attn_cli.report import TopKey, matrix_json, num_json
-from attn_cli.selection import Analysis, Selection
+from attn_cli.analyses.inspect import inspect_texts
+from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.plumbing.errors import BadInput
+from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
+from attn_cli.data.selection import Analysis, Selection
 
 
 @dataclass
@@ -55,7 +55,7 @@ def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k:
     """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out."""
     import torch
 
-    from attn_cli.analysis import HEAD_FUSIONS, attention_rollout, fuse_heads, top_keys
+    from attn_cli.math.measures import HEAD_FUSIONS, attention_rollout, fuse_heads, top_keys
 
     if head_fusion not in HEAD_FUSIONS:
         raise BadInput(f"--head-fusion {head_fusion!r}", f"use {', '.join(HEAD_FUSIONS)}")

@@ -2,21 +2,93 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from statistics import fmean
 from typing import Sequence
 
+from attn_cli.analyses.inspect import analyse_capture, check_texts
+from attn_cli.plumbing.errors import BadInput
+from attn_cli.analyses.inspect_report import (HeadReport, LayerReport, rounded, run_header, find_head,
+                                             layer_json)
+from attn_cli.data.capture import ModelInfo, Token
+from attn_cli.data.document import Document
+from attn_cli.data.selection import Analysis, Selection, Window
 
-from attn_cli.core import analyse_capture, check_texts
-from attn_cli.errors import BadInput
-from attn_cli.report import Change, CompareReport, HeadDiff, HeadReport, VariantSummary
-from attn_cli.selection import Analysis, Selection, Window
+
+@dataclass(frozen=True)
+class Change:
+    """One statistic of a head, in the baseline and in the variant."""
+
+    baseline: float
+    variant: float
+
+
+@dataclass
+class HeadDiff:
+    head: int
+    asymmetry: Change  # relative ||S - Sᵀ|| / ||S||
+    self_weight: Change  # mean of the diagonal of weights
+    entropy: Change  # mean row entropy, nats
+    score_variance: Change  # variance of the unmasked scores
+    js_divergence: float  # mean over query rows of JS(baseline row, variant row), nats
+    top1_agreement: float  # share of query rows whose most-attended key is the same
+
+
+@dataclass
+class VariantSummary:
+    heads: int
+    symmetric_heads: int  # heads whose variant score matrix is symmetric within tolerance
+    max_asymmetry: float  # largest relative asymmetry of the variant over the heads
+    self_weight: Change  # means over heads
+    entropy: Change
+    score_variance: Change
+    js_divergence: float
+    top1_agreement: float
+
+
+@dataclass
+class CompareReport(Document):
+    text: str
+    model: ModelInfo
+    device: str
+    dtype: str
+    tokens: list[Token]
+    propagate: bool
+    runs: dict[str, list[LayerReport]]  # "baseline" first, then each variant
+    descriptions: dict[str, str]  # variant → what it changes, in words
+    diffs: dict[str, list[tuple[int, list[HeadDiff]]]]  # variant → [(layer, per-head diffs)]
+    summaries: dict[str, VariantSummary]
+    truncated_from: int | None = None
+
+    def head(self, layer: int, head: int, run: str = "baseline") -> HeadReport:
+        """One head of one run: result.head(0, 2, "shared-k")."""
+        if run not in self.runs:
+            raise BadInput(f"no run named {run!r}", f"runs: {', '.join(self.runs)}")
+        return find_head(self.runs[run], layer, head)
+
+    def to_json_dict(self) -> dict:
+        return {
+            **run_header(self, "compare"),
+            "mode": "propagate" if self.propagate else "per-layer",
+            "runs": {name: {"layers": [layer_json(layer) for layer in layers]} for name, layers in self.runs.items()},
+            "diff": {
+                name: {
+                    "summary": rounded(asdict(self.summaries[name])),
+                    "layers": [
+                        {"layer": layer, "heads": [rounded(asdict(diff)) for diff in heads]}
+                        for layer, heads in layers
+                    ],
+                }
+                for name, layers in self.diffs.items()
+            },
+        }
 
 
 def compare_text(backend, text: str, selection: Selection, analysis: Analysis, *,
                  variants: Sequence[str] = ("shared-k",), propagate: bool = False,
                  truncate: bool = False) -> CompareReport:
     """Baseline and each variant from the same forward pass (or, with propagate, one pass per variant)."""
-    from attn_cli.variants import VARIANTS, check_injectable, variant_named
+    from attn_cli.analyses.variants import VARIANTS, check_injectable, variant_named
 
     check_texts([text])
     if isinstance(variants, str):
@@ -76,7 +148,7 @@ def head_diff(base: HeadReport, other: HeadReport) -> HeadDiff:
     """How one head changed. Works from the reports' matrices (short inputs: both are present)."""
     import torch
 
-    from attn_cli import analysis
+    from attn_cli.math import measures
 
     p, q = torch.from_numpy(base.weights), torch.from_numpy(other.weights)  # (T, T) each
     base_scores, other_scores = torch.from_numpy(base.scores), torch.from_numpy(other.scores)  # NaN: masked
@@ -87,10 +159,10 @@ def head_diff(base: HeadReport, other: HeadReport) -> HeadDiff:
         asymmetry=Change(base.symmetry.relative, other.symmetry.relative),
         self_weight=Change(fmean(base.self_weight), fmean(other.self_weight)),
         entropy=Change(fmean(base.entropy), fmean(other.entropy)),
-        score_variance=Change(analysis.score_variance(base_scores, allowed),
-                              analysis.score_variance(other_scores, allowed)),
-        js_divergence=float(analysis.js_divergence(p, q)[rows].mean()),
-        top1_agreement=analysis.top1_agreement(p[rows], q[rows]),
+        score_variance=Change(measures.score_variance(base_scores, allowed),
+                              measures.score_variance(other_scores, allowed)),
+        js_divergence=float(measures.js_divergence(p, q)[rows].mean()),
+        top1_agreement=measures.top1_agreement(p[rows], q[rows]),
     )
 
 

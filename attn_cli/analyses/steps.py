@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from attn_cli.core import check_texts
-from attn_cli.errors import BadInput
-from attn_cli.document import SCHEMA_VERSION, Document
-from attn_cli.report import matrix_json
-from attn_cli.selection import parse_selection
+from attn_cli.analyses.inspect import check_texts
+from attn_cli.plumbing.errors import BadInput
+from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.analyses.inspect_report import matrix_json
+from attn_cli.data.selection import parse_selection
 
 
 @dataclass
@@ -58,7 +58,7 @@ class StepsReport(Document):
 
 def walk_head(backend, text: str, layer: int | str = 0, head: int | str = 0) -> StepsReport:
     """One head of one layer through every stage the backend has, on `text`."""
-    from attn_cli import attention
+    from attn_cli.math import attention
 
     check_texts([text])
     info = backend.info

@@ -1,4 +1,4 @@
-"""Where text enters attn: an argument, or stdin for '-'. The one place that makes it valid Unicode.
+"""Where text enters attn: an argument, stdin for '-', or a corpus file. The one place that makes it valid Unicode.
 
 Undecodable bytes never reach a tokenizer: stdin is read as bytes and decoded as strict UTF-8, and an
 argument whose bytes were not UTF-8 (Python hands those over as lone surrogates U+DC80–U+DCFF) is
@@ -7,10 +7,12 @@ refused the same way, with the offending byte named, as one BadInput (exit 2).
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import BinaryIO, Iterator
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator
 
-from attn_cli.errors import BadInput
+from attn_cli.plumbing.errors import BadInput
 
 _HINT = "pass UTF-8 text (iconv -t UTF-8 converts other encodings)"
 
@@ -69,3 +71,67 @@ def check_unicode(text: str, source: str) -> None:
         code = ord(text[error.start])
         what = (f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"lone surrogate U+{code:04X}")
         raise BadInput(f"{source} is not valid UTF-8: {what} at character {error.start}", _HINT) from None
+
+
+# ---- a corpus: a text per line, or JSONL, from a file or stdin
+
+
+def read_corpus(path: Path | str) -> Iterator[str]:
+    """The texts of a file ("-": stdin), read as it goes: JSONL ({"text": …} a line) when the file ends in
+    .jsonl/.ndjson or its first non-blank line is such an object; otherwise a text per non-blank line."""
+    if str(path) == "-":
+        if sys.stdin is None or sys.stdin.closed:
+            raise BadInput("stdin is closed", "pipe the corpus in, or pass --file FILE")
+        yield from _texts(read_lines(sys.stdin.buffer, "stdin"), "stdin", None)
+        return
+    path = Path(path)
+    with _open(path) as handle:
+        yield from _texts(read_lines(handle, str(path)), str(path),
+                          True if path.suffix.lower() in (".jsonl", ".ndjson") else None)
+
+
+def _texts(lines: Iterable[str], name: str, jsonl: bool | None) -> Iterator[str]:
+    """jsonl None: decided by the first non-blank line."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if jsonl is None:
+            jsonl = _is_text_record(line)
+        if not jsonl:
+            yield line.rstrip("\r\n")
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise BadInput(f"{name}:{number}: not JSON ({error.msg})", 'a JSONL corpus has one {"text": …} a line') \
+                from None
+        text = record.get("text") if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            raise BadInput(f'{name}:{number}: no "text" string', 'a JSONL corpus has one {"text": …} a line')
+        if text.strip():
+            yield text
+
+
+def count_texts(path: Path | str) -> int | None:
+    """How many texts read_corpus will yield (non-blank lines), for the progress bar; None for stdin."""
+    if str(path) == "-":
+        return None
+    with _open(Path(path)) as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def _is_text_record(line: str) -> bool:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(record, dict) and isinstance(record.get("text"), str)
+
+
+def _open(path: Path):
+    if not path.is_file():
+        raise BadInput(f"--file {path}: no such file")
+    try:
+        return open(path, "rb")  # decoded line by line, strictly (textio.read_lines)
+    except OSError as error:
+        raise BadInput(f"--file {path}: {error.strerror}") from None

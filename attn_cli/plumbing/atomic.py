@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
-from attn_cli import interrupts
-from attn_cli.errors import AttnError
+from attn_cli.plumbing import interrupts
+from attn_cli.plumbing.errors import AttnError
 
 TEMP_MARK = ".tmp-"
 

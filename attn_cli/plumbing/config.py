@@ -14,8 +14,9 @@ else:  # pragma: no cover - Python 3.10
 
 def config_dir() -> Path:
     """Where the presets live: inside the installed wheel, else the source checkout."""
-    packaged = Path(__file__).parent / "_configs"
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[1] / "configs"
+    package = Path(__file__).resolve().parents[1]  # attn_cli/ (this file is attn_cli/plumbing/config.py)
+    packaged = package / "_configs"
+    return packaged if packaged.is_dir() else package.parent / "configs"
 
 
 @functools.cache

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence, Union
 
-from attn_cli.errors import BadInput
+from attn_cli.plumbing.errors import BadInput
 
 # "all", "3", "0,2", "1-4"; or an index; or a list of indices.
 Spec = Union[str, int, Sequence[int]]
@@ -158,7 +158,7 @@ class Analysis:
     @classmethod
     def defaults(cls, **given) -> "Analysis":
         """configs/defaults.toml, then the values given (None means not given)."""
-        from attn_cli.config import defaults
+        from attn_cli.plumbing.config import defaults
 
         settings = defaults()
         values = {"top_k": settings["inspect"]["top_k"], "tolerance": settings["symmetry"]["relative_tolerance"],

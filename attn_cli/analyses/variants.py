@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from attn_cli import scoring
-from attn_cli.attention import expand_kv
-from attn_cli.capture import LayerCapture
-from attn_cli.errors import BadInput
+from attn_cli.math import scoring
+from attn_cli.math.attention import expand_kv
+from attn_cli.data.capture import LayerCapture
+from attn_cli.plumbing.errors import BadInput
 
 
 def _identity(q, k, scale) -> scoring.QKS:

@@ -21,8 +21,8 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-from attn_cli.document import SCHEMA_VERSION, Document
-from attn_cli.errors import AttnError, ModelNotFound
+from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.plumbing.errors import AttnError, ModelNotFound
 
 NO_DIMENSIONS = {"architecture": None, "layers": None, "heads": None, "kv_heads": None, "head_dim": None}
 
@@ -130,7 +130,7 @@ def builtin_entries() -> list[CatalogEntry]:
 
 def toy_dimensions() -> dict:
     """The toy's default shape from configs/toy.toml (flags can change it per run)."""
-    from attn_cli.config import config_dir
+    from attn_cli.plumbing.config import config_dir
 
     with open(config_dir() / "toy.toml", "rb") as handle:
         toy = tomllib.load(handle)["toy"]

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attn_cli import analysis
+from attn_cli.math import measures
 
 SCORES = ("previous_token", "duplicate_token", "induction", "first_token", "last_token", "punctuation", "self",
           "broad", "sink")
@@ -203,7 +203,7 @@ class TextSums:
         # Σ_j A[i, j] over the counted rows: each is a softmax over two keys or more, so it sums to 1
         self.denominator[:7] += rows_counted.sum(-1)
         # broad: H(row) / log(allowed keys), over counted rows
-        spread = analysis.row_entropy(weights) / keys_allowed.to(weights.dtype).clamp_min(2).log()[:, None, :]
+        spread = measures.row_entropy(weights) / keys_allowed.to(weights.dtype).clamp_min(2).log()[:, None, :]
         counted_rows = counted[:, None, :].to(weights.dtype)  # (B, 1, c)
         self.numerator[BROAD] += (spread * counted_rows).sum(-1)
         self.denominator[BROAD] += counted_rows.sum(-1)

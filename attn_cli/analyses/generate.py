@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from attn_cli.capture import Token
-from attn_cli.core import check_texts
-from attn_cli.document import SCHEMA_VERSION, Document
-from attn_cli.errors import BadInput
-from attn_cli.report import TopKey, find_head, matrix_json, num_json
-from attn_cli.selection import Selection
+from attn_cli.data.capture import Token
+from attn_cli.analyses.inspect import check_texts
+from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.plumbing.errors import BadInput
+from attn_cli.analyses.inspect_report import TopKey, find_head, matrix_json, num_json
+from attn_cli.data.selection import Selection
 
 
 @dataclass
@@ -76,8 +76,8 @@ def generate_from(backend, prompt: str, selection: Selection, *, max_new_tokens:
     """Generate from `prompt`, recording each new token's attention row in the selected heads."""
     import torch
 
-    from attn_cli import attention
-    from attn_cli.analysis import top_keys
+    from attn_cli.math import attention
+    from attn_cli.math.measures import top_keys
 
     check_texts([prompt])
     info = backend.info

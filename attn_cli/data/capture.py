@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 if TYPE_CHECKING:
     import torch
 
-    from attn_cli.masks import AttentionMask
+    from attn_cli.math.masks import AttentionMask
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class LayerCapture:
         q·kᵀ·scale, or the model's own scorer one head at a time."""
         import torch
 
-        from attn_cli.scoring import scores
+        from attn_cli.math.scoring import scores
 
         if self.scorer is None:
             return lambda rows, keys: scores(rows, keys, self.scale)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from attn_cli.errors import BadInput, DeviceUnavailable
+from attn_cli.plumbing.errors import BadInput, DeviceUnavailable
 
 _DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 

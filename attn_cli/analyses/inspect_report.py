@@ -1,4 +1,8 @@
-"""The Reports: plain data that every renderer reads, and their one JSON serializer.
+"""What an inspect run returns — HeadReport, LayerReport, InspectReport — and their JSON.
+
+Its own module, apart from the inspect engine, because every other analysis builds on these
+shapes (compare, diff, generate, rollout and steps run inspect and keep its head reports) and
+every renderer reads them.
 
 Matrices are numpy float32 arrays (masked scores are NaN) so a Python user can
 use them directly; JSON turns NaN into null and keeps float32 precision (7
@@ -15,11 +19,11 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from attn_cli.analysis import Symmetry
-from attn_cli.capture import ModelInfo, Token
-from attn_cli.document import SCHEMA_VERSION, Document, dumps
-from attn_cli.errors import BadInput
-from attn_cli.selection import Window
+from attn_cli.math.measures import Symmetry
+from attn_cli.data.capture import ModelInfo, Token
+from attn_cli.data.document import SCHEMA_VERSION, Document, dumps
+from attn_cli.plumbing.errors import BadInput
+from attn_cli.data.selection import Window
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,7 @@ class InspectReport(Document):
 
     def json_header(self) -> dict:
         """Everything of the JSON document but "layers", which comes last."""
-        document = {**_run_header(self, "inspect"), "variant": self.variant, "propagate": self.propagate,
+        document = {**run_header(self, "inspect"), "variant": self.variant, "propagate": self.propagate,
                     "pre_rope": self.pre_rope, "matrices_left_out": self.matrices_left_out}
         if self.padding_side is not None:
             document["padding"] = self.padding_side
@@ -139,75 +143,6 @@ class InspectBatch(Document):
         return {**self.json_header(), "sequences": [report.to_json_dict() for report in self.reports]}
 
 
-@dataclass(frozen=True)
-class Change:
-    """One statistic of a head, in the baseline and in the variant."""
-
-    baseline: float
-    variant: float
-
-
-@dataclass
-class HeadDiff:
-    head: int
-    asymmetry: Change  # relative ||S - Sᵀ|| / ||S||
-    self_weight: Change  # mean of the diagonal of weights
-    entropy: Change  # mean row entropy, nats
-    score_variance: Change  # variance of the unmasked scores
-    js_divergence: float  # mean over query rows of JS(baseline row, variant row), nats
-    top1_agreement: float  # share of query rows whose most-attended key is the same
-
-
-@dataclass
-class VariantSummary:
-    heads: int
-    symmetric_heads: int  # heads whose variant score matrix is symmetric within tolerance
-    max_asymmetry: float  # largest relative asymmetry of the variant over the heads
-    self_weight: Change  # means over heads
-    entropy: Change
-    score_variance: Change
-    js_divergence: float
-    top1_agreement: float
-
-
-@dataclass
-class CompareReport(Document):
-    text: str
-    model: ModelInfo
-    device: str
-    dtype: str
-    tokens: list[Token]
-    propagate: bool
-    runs: dict[str, list[LayerReport]]  # "baseline" first, then each variant
-    descriptions: dict[str, str]  # variant → what it changes, in words
-    diffs: dict[str, list[tuple[int, list[HeadDiff]]]]  # variant → [(layer, per-head diffs)]
-    summaries: dict[str, VariantSummary]
-    truncated_from: int | None = None
-
-    def head(self, layer: int, head: int, run: str = "baseline") -> HeadReport:
-        """One head of one run: result.head(0, 2, "shared-k")."""
-        if run not in self.runs:
-            raise BadInput(f"no run named {run!r}", f"runs: {', '.join(self.runs)}")
-        return find_head(self.runs[run], layer, head)
-
-    def to_json_dict(self) -> dict:
-        return {
-            **_run_header(self, "compare"),
-            "mode": "propagate" if self.propagate else "per-layer",
-            "runs": {name: {"layers": [layer_json(layer) for layer in layers]} for name, layers in self.runs.items()},
-            "diff": {
-                name: {
-                    "summary": _plain(asdict(self.summaries[name])),
-                    "layers": [
-                        {"layer": layer, "heads": [_plain(asdict(diff)) for diff in heads]}
-                        for layer, heads in layers
-                    ],
-                }
-                for name, layers in self.diffs.items()
-            },
-        }
-
-
 def find_head(layers: Iterable[LayerReport], layer: int, head: int) -> HeadReport:
     for entry in layers:
         if entry.layer == layer:
@@ -219,7 +154,7 @@ def find_head(layers: Iterable[LayerReport], layer: int, head: int) -> HeadRepor
     raise BadInput(f"layer {layer} is not in this report")
 
 
-def _run_header(report, command: str) -> dict:
+def run_header(report, command: str) -> dict:
     document = {
         "schema_version": SCHEMA_VERSION,
         "command": command,
@@ -234,9 +169,9 @@ def _run_header(report, command: str) -> dict:
     return document
 
 
-def _plain(record: dict) -> dict:
+def rounded(record: dict) -> dict:
     """Round the floats of a flat-or-nested dict of numbers (Change → {"baseline", "variant"})."""
-    return {key: _plain(value) if isinstance(value, dict) else num_json(value) if isinstance(value, float) else value
+    return {key: rounded(value) if isinstance(value, dict) else num_json(value) if isinstance(value, float) else value
             for key, value in record.items()}
 
 

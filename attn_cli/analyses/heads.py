@@ -1,5 +1,5 @@
 """The engine of `attn heads`: texts in padded batches → captured Q and K → weights, a block of heads
-and rows at a time → per-text scores (heads.py) → running totals over the corpus → a HeadsReport.
+and rows at a time → per-text scores (math/head_scores.py) → running totals over the corpus → a HeadsReport.
 
 Memory is bounded whatever the corpus: one batch of texts is held at a time, a Hugging Face
 model's layers are scored inside its forward as each is made (one layer's q, k, v alive at a
@@ -10,20 +10,19 @@ Pure orchestration over a loaded backend: no loading, no printing.
 from __future__ import annotations
 
 import itertools
-import json
+import math
 import random
 import string
-import sys
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from attn_cli.capture import Capture
-from attn_cli.core import check_texts
-from attn_cli.errors import BadInput, UnsupportedModel
-from attn_cli.heads import SCORES, CorpusTotals, TextSums, label, token_flags
-from attn_cli.heads_report import HeadProfile, HeadsReport, SinkKey
-from attn_cli.selection import Selection
-from attn_cli.textio import read_lines
+from attn_cli.analyses.inspect import check_texts
+from attn_cli.data.capture import Capture, ModelInfo
+from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.selection import Selection
+from attn_cli.math.head_scores import (BROAD_THRESHOLD, LABEL_THRESHOLD, SCORES, SINK_EPSILON, CorpusTotals,
+                                       TextSums, label, token_flags)
+from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
 SORT_WINDOW = 16  # batches read ahead and sorted by length (memory: this many batches of text strings)
@@ -138,7 +137,9 @@ class LayerScores:
         (B, c, T) bool, False at padding rows and keys."""
         import torch
 
-        from attn_cli import attention, scoring
+        from attn_cli.math import attention
+
+        from attn_cli.math import scoring
 
         count = len(self.tokens)
         keys = self.flags.ids.shape[1]
@@ -237,68 +238,7 @@ def _value(value: float) -> float | None:
     return None if value != value else value  # NaN: no text defined it
 
 
-# ---- where texts come from: a corpus file, or the induction probe
-
-
-def read_corpus(path: Path | str) -> Iterator[str]:
-    """The texts of a file ("-": stdin), read as it goes: JSONL ({"text": …} a line) when the file ends in
-    .jsonl/.ndjson or its first non-blank line is such an object; otherwise a text per non-blank line."""
-    if str(path) == "-":
-        if sys.stdin is None or sys.stdin.closed:
-            raise BadInput("stdin is closed", "pipe the corpus in, or pass --file FILE")
-        yield from _texts(read_lines(sys.stdin.buffer, "stdin"), "stdin", None)
-        return
-    path = Path(path)
-    with _open(path) as handle:
-        yield from _texts(read_lines(handle, str(path)), str(path),
-                          True if path.suffix.lower() in (".jsonl", ".ndjson") else None)
-
-
-def _texts(lines: Iterable[str], name: str, jsonl: bool | None) -> Iterator[str]:
-    """jsonl None: decided by the first non-blank line."""
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        if jsonl is None:
-            jsonl = _is_text_record(line)
-        if not jsonl:
-            yield line.rstrip("\r\n")
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise BadInput(f"{name}:{number}: not JSON ({error.msg})", 'a JSONL corpus has one {"text": …} a line') \
-                from None
-        text = record.get("text") if isinstance(record, dict) else None
-        if not isinstance(text, str):
-            raise BadInput(f'{name}:{number}: no "text" string', 'a JSONL corpus has one {"text": …} a line')
-        if text.strip():
-            yield text
-
-
-def count_texts(path: Path | str) -> int | None:
-    """How many texts read_corpus will yield (non-blank lines), for the progress bar; None for stdin."""
-    if str(path) == "-":
-        return None
-    with _open(Path(path)) as handle:
-        return sum(1 for line in handle if line.strip())
-
-
-def _is_text_record(line: str) -> bool:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError:
-        return False
-    return isinstance(record, dict) and isinstance(record.get("text"), str)
-
-
-def _open(path: Path):
-    if not path.is_file():
-        raise BadInput(f"--file {path}: no such file")
-    try:
-        return open(path, "rb")  # decoded line by line, strictly (textio.read_lines)
-    except OSError as error:
-        raise BadInput(f"--file {path}: {error.strerror}") from None
+# ---- the induction probe
 
 
 def probe_text(backend, seed: int = 0, length: int = PROBE_LENGTH) -> str:
@@ -340,3 +280,98 @@ def _random_words(generator: random.Random, length: int) -> list[str]:
     while len(chosen) < length:
         chosen["".join(generator.choice(string.ascii_lowercase) for _ in range(generator.randint(3, 7)))] = None
     return list(chosen)
+
+
+# ---- the report: every selected head's scores over the texts, and its JSON document
+
+
+@dataclass(frozen=True)
+class SinkKey:
+    position: int  # within the text (0 = [CLS]/BOS)
+    token: str  # as the tokenizer spells it
+    texts: int  # in how many texts this key was the head's sink key
+
+
+@dataclass
+class HeadProfile:
+    """One head: each score's mean and standard deviation over the texts where it is defined."""
+
+    layer: int
+    head: int
+    kv_head: int
+    scores: dict[str, float | None]  # SCORES → mean over texts; None where no text defined it
+    std: dict[str, float | None]  # population standard deviation over the same texts
+    scored: dict[str, int]  # SCORES → how many texts defined it
+    label: str  # a SCORES name or "mixed" (heads.label)
+    sink_key: SinkKey | None  # the key most rows put more than ε on, most often
+
+
+@dataclass
+class HeadsReport(Document):
+    model: ModelInfo
+    device: str
+    dtype: str
+    texts: int  # texts scored
+    tokens: int  # tokens in them, special tokens included
+    heads: list[HeadProfile]
+    source: str  # "arguments", a file path, or "probe"
+    probe: dict | None = None  # {"kind": "induction", "seed", "length", "text"} for --probe
+    interrupted: bool = False  # stopped by Ctrl-C: the scores cover the texts done
+    truncated: int = 0  # texts cut to the model's positions by --truncate
+    thresholds: dict = field(default_factory=lambda: {
+        "label": LABEL_THRESHOLD, "broad": BROAD_THRESHOLD, "sink_epsilon": SINK_EPSILON})
+
+    def head(self, layer: int, head: int) -> HeadProfile:
+        """report.head(0, 2).scores["previous_token"]"""
+        for profile in self.heads:
+            if profile.layer == layer and profile.head == head:
+                return profile
+        raise BadInput(f"head {layer}.{head} is not in this report")
+
+    def top(self, score: str, count: int = 5) -> list[HeadProfile]:
+        """The heads with the highest mean of `score` (defined ones only), highest first."""
+        if score not in SCORES:
+            raise BadInput(f"no score named {score!r}", f"scores: {', '.join(SCORES)}")
+        ranked = [profile for profile in self.heads if profile.scores[score] is not None]
+        ranked.sort(key=lambda profile: (-profile.scores[score], profile.layer, profile.head))
+        return ranked[:count]
+
+    def to_json_dict(self) -> dict:
+        document = {
+            "schema_version": SCHEMA_VERSION,
+            "command": "heads",
+            "model": asdict(self.model),
+            "device": self.device,
+            "dtype": self.dtype,
+            "source": self.source,
+            "texts": self.texts,
+            "tokens": self.tokens,
+            "interrupted": self.interrupted,
+            "thresholds": dict(self.thresholds),
+        }
+        if self.truncated:
+            document["truncated"] = self.truncated
+        if self.probe is not None:
+            document["probe"] = dict(self.probe)
+        document["heads"] = [
+            {
+                "layer": profile.layer,
+                "head": profile.head,
+                "kv_head": profile.kv_head,
+                "label": profile.label,
+                "scores": {name: _num(value) for name, value in profile.scores.items()},
+                "std": {name: _num(value) for name, value in profile.std.items()},
+                "texts": self.texts,
+                "scored": dict(profile.scored),
+                "sink_key": None if profile.sink_key is None else asdict(profile.sink_key),
+            }
+            for profile in self.heads
+        ]
+        return document
+
+
+def _num(value: float | None) -> float | None:
+    """6 decimals; None (JSON null) for undefined."""
+    if value is None or not math.isfinite(value):
+        return None
+    return round(float(value), 6)

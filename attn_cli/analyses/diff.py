@@ -15,11 +15,12 @@ from statistics import fmean
 
 import numpy as np
 
-from attn_cli.core import inspect_texts
-from attn_cli.document import SCHEMA_VERSION, Document
-from attn_cli.errors import BadInput
-from attn_cli.report import Change, HeadReport, InspectReport, num_json
-from attn_cli.selection import Analysis, Selection
+from attn_cli.analyses.inspect import inspect_texts
+from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.plumbing.errors import BadInput
+from attn_cli.analyses.compare import Change
+from attn_cli.analyses.inspect_report import HeadReport, InspectReport, num_json
+from attn_cli.data.selection import Analysis, Selection
 
 
 @dataclass
@@ -105,7 +106,7 @@ def head_type_scores(report: InspectReport) -> dict[tuple[int, int], list[float]
     """attn heads' nine scores of every head of the report, from its whole weight matrices."""
     import torch
 
-    from attn_cli.heads import head_scores, token_flags
+    from attn_cli.math.head_scores import head_scores, token_flags
 
     flags = token_flags([report.tokens])
     scores = {}
@@ -121,15 +122,15 @@ def head_type_scores(report: InspectReport) -> dict[tuple[int, int], list[float]
 def head_change(layer: int, a: HeadReport, b: HeadReport, scores_a: list[float], scores_b: list[float]) -> HeadChange:
     import torch
 
-    from attn_cli import analysis
-    from attn_cli.heads import SCORES, label
+    from attn_cli.math import measures
+    from attn_cli.math.head_scores import SCORES, label
 
     comparable = a.weights.shape == b.weights.shape
     if comparable:
         p, q = torch.from_numpy(a.weights).double(), torch.from_numpy(b.weights).double()  # (T, T)
         rows = torch.from_numpy(~np.isnan(a.scores)).any(-1)  # rows that attend anything
-        js = float(analysis.js_divergence(p, q)[rows].mean())
-        agreement = analysis.top1_agreement(p[rows], q[rows])
+        js = float(measures.js_divergence(p, q)[rows].mean())
+        agreement = measures.top1_agreement(p[rows], q[rows])
     return HeadChange(
         layer=layer,
         head=a.head,
