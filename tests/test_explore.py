@@ -165,7 +165,7 @@ def test_edit_runs_the_new_sentence_and_empty_text_is_a_message(minilm):
 
 def test_a_long_session_keeps_only_the_last_sentences(toy):
     """Reports and drawn lines of old sentences are let go (KEEP_TEXTS of them stay); what is shown still works."""
-    from attn_cli.explore.app import KEEP_TEXTS
+    from attn_cli.explore.session import KEEP_TEXTS
 
     async def scenario():
         app = ExploreApp(lambda: toy, "one two three", model_name="toy")
@@ -432,7 +432,7 @@ def test_thumbnails_are_the_grids_own_pictures():
 
 def test_the_model_leaves_the_screen_a_core():
     """By default the model runs on torch's threads less one core, which the screen needs while it draws."""
-    from attn_cli.explore.app import model_threads
+    from attn_cli.explore.session import model_threads
 
     assert model_threads(None, 2, 2) == 1  # this kind of machine: torch would take both cores
     assert model_threads(None, 8, 16) == 8  # torch's own choice when it already leaves cores free

@@ -36,6 +36,16 @@ def variant_label(variant: str) -> str:
     return variant.removeprefix("scoring=")
 
 
+def status_line(layer: int, head: int, query: int, token: str, focus: str | None) -> Text:
+    """One line that changes with every move: where the selection is and, with the focus on the "grid" or the
+    "detail" view, what ↑↓ do there."""
+    line = Text(f"layer {layer} head {head} · query {query}:", style="bold")
+    line.append_text(literal(token, "bold cyan"))
+    if focus is not None:
+        line.append(" · ↑↓ " + ("layers" if focus == "grid" else "query rows") + ", tab switches", style="dim")
+    return line
+
+
 # -- the all-heads grid ------------------------------------------------------------------------------
 
 class CachedGrid(HeadsGrid):

@@ -1,0 +1,164 @@
+"""The lines the explorer shows, rendered once per look, head and width and kept: the header, the all-heads
+grid, the selected head's heatmap(s) and its panel.
+
+Rendering a Rich renderable is the slow part of a repaint, so each is rendered once (by the screen, or by
+the model thread right after a run) into these caches, and a move only hands kept lines to the widgets.
+Every cache entry holds the report or head its key names by id(), so an id is never reused while its
+entry lives; forget() drops the entries of reports and heads the session let go. No Textual here: `line`
+turns a list of Rich segments into what a widget shows (the app's: a Textual Strip).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rich.console import Console, ConsoleOptions, Group
+from rich.segment import Segment
+from rich.text import Text
+
+from attn_cli.plumbing.errors import AttnError
+from attn_cli.explore.layout import body_split, detail_width, grid_height, thumbnails_room
+from attn_cli.explore.view import (CachedGrid, grid_thumb, grid_view, grid_width, gutter, maps_view, mark_strips,
+                                   panel_view, row_lines, thumbnails_grid, variant_label)
+
+HEADER_MAX_LINES = 6
+
+
+class Drawn:
+    """The caches of drawn lines, and how they are drawn: on `console` with options() (the screen's size)."""
+
+    def __init__(self, console: Console, options: Callable[[], ConsoleOptions], line: Callable = list):
+        self.console = console
+        self.options = options
+        self.line = line
+        self.headers: dict = {}  # (report, variant, width) → (report, view, lines)
+        self.grid_lines: dict = {}  # (report, width) → (report, grid, lines)
+        self.maps_lines: dict = {}  # (base, other, error, scores, width) → (base, other, lines, {line: query})
+        self.panels: dict = {}  # (base, other, variant, query, width) → (base, other, lines)
+
+    def render_lines(self, renderable, width: int) -> list[list[Segment]]:
+        options = self.options().update(highlight=False, width=max(1, width), height=None)
+        return self.console.render_lines(renderable, options, pad=False)
+
+    def render(self, renderable, width: int) -> list:
+        return [self.line(segments) for segments in self.render_lines(renderable, width)]
+
+    def forget(self, reports: set[int], heads: set[int]) -> None:
+        """Keep only the entries of these reports and heads (ids: Session.forget_old_texts)."""
+        for cache, alive in ((self.headers, reports), (self.grid_lines, reports), (self.maps_lines, heads),
+                             (self.panels, heads)):
+            for key, entry in list(cache.items()):
+                if id(entry[0]) not in alive:
+                    cache.pop(key, None)
+
+    # -- the header ---------------------------------------------------------------------------------
+    def header_view(self, report, variant: str, width: int):
+        """(view, lines): the model line and the tokens of `attn inspect`'s header, then the variant, and its
+        height in lines (at most HEADER_MAX_LINES) at `width`."""
+        from attn_cli.render.terminal import header
+
+        key = (id(report), variant, width)
+        if key not in self.headers:
+            line = Text.assemble(("variant ", "dim"), (variant_label(variant), "bold magenta"))
+            if variant != "baseline":
+                line.append(" beside the baseline", style="dim")
+            view = Group(header(report, "attn explore"), line)
+            self.headers[key] = (report, view, min(HEADER_MAX_LINES, len(self.render_lines(view, width - 2))))
+        return self.headers[key][1:]
+
+    # -- the grid -----------------------------------------------------------------------------------
+    def grid_layout(self, shown, metric: str, mark: tuple[int, int], size: tuple[int, int],
+                    header_lines: int) -> tuple[int, bool]:
+        """(columns of the grid pane, stacked) on a screen of `size`: the widest thumbnails that fit (or the
+        table's width), then body_split."""
+        width, height = size
+        if metric == "weights" and not shown.matrices_left_out:
+            columns = grid_width(shown, grid_thumb(shown, grid_height(height, header_lines), thumbnails_room(width)))
+        else:
+            columns = min(width - 1, self.table_width(shown, metric, mark))
+        return body_split(width, columns)
+
+    def table_width(self, report, metric: str, mark: tuple[int, int]) -> int:
+        """Columns the entropy/asymmetry table of `attn inspect` takes (its Fit part), measured by Rich."""
+        from rich.measure import Measurement
+
+        from attn_cli.render.heatmap import Fit
+
+        view = grid_view(report, metric, mark)
+        parts = [part for group in view.renderables for part in getattr(group, "renderables", [group])]
+        options = self.options().update_width(10_000)
+        return max((Measurement.get(self.console, options, part).maximum for part in parts if isinstance(part, Fit)),
+                   default=66) + 1
+
+    def grid(self, shown, metric: str, mark: tuple[int, int], width: int) -> tuple:
+        """(renderable, lines) of the grid: weight thumbnails rendered once per report and width (◂ placed
+        here), or a table."""
+        if metric != "weights" or shown.matrices_left_out:
+            renderable = grid_view(shown, metric, mark)
+            return renderable, self.render(renderable, width)
+        _, grid, lines = self.thumbnail_lines(shown, width)
+        return grid, mark_strips(lines, grid, mark)
+
+    def thumbnail_lines(self, shown, width: int) -> tuple:
+        """(report, grid, lines): the report's thumbnails grid at this width, rendered once (HeadsGrid.lines,
+        the lines Rich would render, without Rich's pass over every one-character segment)."""
+        key = (id(shown), width)
+        if key not in self.grid_lines:
+            grid: CachedGrid = thumbnails_grid(shown)
+            options = self.options().update(highlight=False, width=max(1, width), height=None)
+            self.grid_lines[key] = (shown, grid, [self.line(line) for line in grid.lines(self.console, options)])
+        return self.grid_lines[key]
+
+    # -- the selected head --------------------------------------------------------------------------
+    def detail_lines(self, report, variant: str, heads: tuple, layer: int, query: int, scores: bool, width: int,
+                     panel: bool = True) -> tuple:
+        """(heatmap lines, {line: query row}, panel lines) of heads = (base, other, error), each rendered once
+        per head, query, scores/weights and width (less the gutter's column)."""
+        width -= 1  # the gutter
+        base, other, error = heads
+        tokens = [token.text for token in report.tokens]
+        key = (id(base), id(other), error, scores, width)
+        if key not in self.maps_lines:
+            lines = self.render_lines(maps_view(layer, tokens, scores, base, other, variant, error), width)
+            self.maps_lines[key] = (base, other, lines, row_lines(lines, tokens))
+        _, _, lines, rows = self.maps_lines[key]
+        if not panel:
+            return lines, rows, []
+        key = (id(base), id(other), variant, query, width)
+        if key not in self.panels:
+            self.panels[key] = (base, other, [self.line([Segment(" "), *line]) for line in
+                                              self.render_lines(panel_view(tokens, query, base, other, variant), width)])
+        return lines, rows, self.panels[key][2]
+
+    def detail(self, session, width: int, layer: int | None = None, head: int | None = None) -> tuple[list, dict]:
+        """(lines, {line: query row}) of the session's selected head in a detail view `width` columns wide: its
+        heatmap(s) behind a gutter with ▶ at the query row, then the query panel and statistics; an error line
+        if the head cannot be shown. With (layer, head): only that head's heatmap rendered into the cache (a
+        prefetch), ([], {}) returned."""
+        try:
+            heads = session.selected_heads(width, layer, head)
+        except AttnError as failure:
+            return self.render(Text(f"error: {failure.message}", style="red"), width - 1), {}
+        lines, rows, panel = self.detail_lines(session.report, session.variant, heads,
+                                               session.layer if layer is None else layer, session.query,
+                                               session.scores, width, panel=layer is None)
+        if layer is not None:  # a prefetch: the heatmap lines are what takes time
+            return [], {}
+        return [self.line(line) for line in gutter(lines, rows, session.query)] + panel, rows
+
+    def prerender(self, session, text: str, variant: str, variant_error: str, size: tuple[int, int]) -> None:
+        """On the model thread, after a run: what showing `text` under `variant` will draw on a screen of `size`
+        (the header, the grid's thumbnails, the selected head's heatmap and panel), into the caches."""
+        report = session.reports[(text, "baseline")]
+        shown = session.reports.get((text, variant), report) if variant != "baseline" else report
+        _, header_lines = self.header_view(report, variant, size[0])
+        mark = (session.layer, session.head)
+        columns, stacked = self.grid_layout(shown, session.metric, mark, size, header_lines)
+        if session.metric == "weights" and not shown.matrices_left_out:
+            self.thumbnail_lines(shown, columns)
+        if report.matrices_left_out:  # the heatmap is a window around the query row, run when shown
+            return
+        width = detail_width(size[0], columns, stacked)
+        layer, head, query = session.layer, session.head, min(session.query, len(report.tokens) - 1)
+        heads = session.heads_to_show(text, variant, variant_error, layer, head, width)
+        self.detail_lines(report, variant, heads, layer, query, session.scores, width)

@@ -1,0 +1,250 @@
+"""The widgets of `attn explore`: each draws lines the app hands it (drawn once, explore/drawn.py) and turns a
+click into a call on the app; none holds any state of the session.
+
+StripView (and its GridView and DetailView) show kept lines, Pane scrolls one of them, SentenceInput is the
+edit box, KeysLine the bottom line of keys, HelpScreen the key help.
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.geometry import Region, Size
+from textual.screen import ModalScreen
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import Input, Static
+
+from attn_cli.explore.view import CachedGrid
+
+KEYS = [
+    ("← → / h l", "previous / next head (past the last head of a layer: the next layer)"),
+    ("↑ ↓ / k j", "previous / next layer (in the heatmap, after tab or a click: the query row)"),
+    ("[ ]", "previous / next query token, wherever the focus is"),
+    ("tab", "focus the grid or the heatmap"),
+    ("click", "a thumbnail selects its head; a heatmap row selects its query token"),
+    ("e", "edit the sentence and run the model again"),
+    ("v", "next variant: baseline, shared-k, no-scale, raw, cosine (beside the baseline)"),
+    ("s", "scores / weights in the heatmap"),
+    ("g", "grid metric: weight thumbnails, mean entropy, asymmetry"),
+    ("x", "export what is on screen: .svg (the screen), -head.svg (figure), .html, .json"),
+    ("?", "this help"),
+    ("q", "quit"),
+]
+
+
+NULL = Style.null()  # every segment gets a style: Textual's NO_COLOR filter reads each one
+
+
+def strip(segments) -> Strip:
+    """A Strip whose segments all have a style (Textual's NO_COLOR filter reads every segment's style)."""
+    return Strip([segment if segment.style is not None else Segment(segment.text, NULL, segment.control)
+                  for segment in segments])
+
+
+class StripView(Widget, can_focus=True):
+    """Lines rendered once by the app (Rich renderables from render/) and shown through Textual's line API.
+
+    Rendering a renderable is the slow part of a repaint; the app renders each view once per change, at
+    the width the widget will have, and this widget only hands the lines to the compositor.
+    """
+
+    DEFAULT_CSS = "StripView { height: auto; }"
+
+    def __init__(self, *, id: str):
+        super().__init__(id=id)
+        self.strips: list[Strip] = []
+
+    def show(self, strips: list[Strip], width: int | None = None) -> None:
+        """New lines; a layout pass only when the widget's size changes (a repaint is cheaper)."""
+        resized = len(strips) != len(self.strips) or (width is not None and self.styles.width != width)
+        old, self.strips = self.strips, strips
+        if resized:
+            self.styles.height = max(1, len(strips))
+            if width is not None:
+                self.styles.width = width
+            self.refresh(layout=True)
+            return
+        # Lines kept from a cache are the same objects: repaint only the others (the grid's ◂ moves).
+        changed = [y for y, (before, after) in enumerate(zip(old, strips)) if before is not after]
+        if len(changed) < len(strips):
+            self.refresh(*(Region(0, y, self.size.width, 1) for y in changed))
+        else:
+            self.refresh()
+
+    def text(self) -> str:
+        """What the widget shows, as plain text (for tests)."""
+        return "\n".join(strip.text.rstrip() for strip in self.strips)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y < len(self.strips):
+            return self.strips[y].adjust_cell_length(width, NULL)
+        return Strip.blank(width, NULL)
+
+    def on_focus(self) -> None:
+        self.app.redraw(grid=False, detail=False)
+
+    def on_blur(self) -> None:
+        self.app.redraw(grid=False, detail=False)
+
+
+class GridView(StripView):
+    BINDINGS = [
+        Binding("up,k", "app.layer(-1)", "layer", key_display="↑↓", show=True),
+        Binding("down,j", "app.layer(1)", "layer", show=False),
+    ]
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        grid = self.app.grid_renderable
+        if offset is None or not isinstance(grid, CachedGrid):
+            return
+        picked = grid.head_at(offset.x, offset.y)
+        if picked is not None:
+            self.app.select(*picked)
+
+
+class DetailView(StripView):
+    BINDINGS = [
+        # j/k as ↓/↑ here: the app's j/k (the layer) only where neither view has the focus
+        Binding("up,k", "app.query(-1)", "query row", key_display="↑↓", show=True),
+        Binding("down,j", "app.query(1)", "query row", show=False),
+    ]
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        row = self.app.detail_rows.get(offset.y)
+        if row is not None:
+            self.focus()
+            self.app.set_query(row)
+
+
+class Pane(VerticalScroll):
+    """A scrolled column: the grid's (#left) or the heatmap's (#right). When its size changes (the terminal's
+    size, the grid's width), its scroll is worked out again for the size it has now: from the top, then as far
+    as the selection needs. One kept from the size before hides the top for nothing (and while the screen is
+    too small the pane is 0 × 0, where any selection is out of view)."""
+
+    def __init__(self, *children: Widget, id: str):
+        super().__init__(*children, id=id, can_focus=False)
+        self.laid_out = Size(0, 0)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if event.size != self.laid_out:
+            self.laid_out = event.size
+            self.scroll_to(y=0, animate=False, immediate=True)
+            self.app.scroll_to_selection(self)
+
+
+class SentenceInput(Input):
+    """The edit box for a new sentence: a line at the bottom of the screen while `e` is on (Enter runs the
+    sentence, Esc keeps the old one). In the screen itself, not a screen of its own: closing a modal screen
+    repaints and restyles everything behind it, and a new sentence is drawn right after."""
+
+    BINDINGS = [Binding("escape", "cancel", "keep the old sentence", key_display="esc")]
+
+    def action_cancel(self) -> None:
+        self.app.end_edit(None)
+
+    def on_blur(self) -> None:
+        self.app.end_edit(None)
+
+
+class KeysLine(Static):
+    """The keys that work where the focus is, on the bottom line (what Textual's Footer shows, as one line
+    of text: the Footer composes a widget per key again whenever the focus moves, and lays them out and
+    paints them again, which the screen then waits for). A click on a key presses it."""
+
+    COMPONENT_CLASSES = {"keys-line--key", "keys-line--description"}
+    DEFAULT_CSS = """
+    KeysLine { dock: bottom; height: 1; background: $footer-background; color: $footer-foreground;
+               text-wrap: nowrap; text-overflow: clip; }
+    KeysLine > .keys-line--key { color: $footer-key-foreground; background: $footer-key-background;
+                                 text-style: bold; }
+    KeysLine > .keys-line--description { color: $footer-description-foreground; }
+    """
+
+    def __init__(self, *, id: str):
+        super().__init__(id=id)
+        self.keys: list[tuple[int, int, str]] = []  # (first column, end column, key) of each shown key
+        self.shown: tuple = ()
+        self.drawn: tuple = ((), 0)  # (shown, width) of the line on screen
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self.bindings_changed)
+        self.bindings_changed(self.screen)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def on_resize(self) -> None:
+        self.draw()
+
+    def bindings_changed(self, screen) -> None:
+        """The screen's active bindings as 'key description' pairs, one per action (as Footer groups them)."""
+        actions: dict[str, tuple] = {}
+        for _, binding, enabled, _ in screen.active_bindings.values():
+            if binding.show and binding.action not in actions:
+                actions[binding.action] = (binding.key, self.app.get_key_display(binding), binding.description,
+                                           enabled)
+        self.shown = tuple(actions.values())
+        self.draw()
+
+    def draw(self) -> None:
+        """The line: ' key description ' per key, or, where that does not fit the width, 'key description '
+        (80 columns hold every key of the explorer that way)."""
+        width = self.size.width
+        if (self.shown, width) == self.drawn:
+            return
+        self.drawn = (self.shown, width)
+        key_style = self.get_component_rich_style("keys-line--key")
+        description_style = self.get_component_rich_style("keys-line--description")
+        for padding in (" ", ""):
+            line, self.keys = Text(), []
+            for key, display, description, enabled in self.shown:
+                start = line.cell_len
+                line.append(f"{padding}{display}{padding}", style=key_style)
+                line.append(f"{' ' if not padding else ''}{description} ", style=description_style)
+                if not enabled:
+                    line.stylize("dim", start)
+                self.keys.append((start, line.cell_len, key))
+            if not width or line.cell_len - 1 <= width:  # the last description's trailing space may go
+                break
+        self.update(line, layout=False)
+
+    def on_click(self, event: events.Click) -> None:
+        for start, end, key in self.keys:
+            if start <= event.x < end:
+                self.app.simulate_key(key)
+                return
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark,enter", "close", "close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 90%; max-width: 100; height: auto; max-height: 90%;
+                                  border: round $accent; padding: 0 1; background: $surface; }
+    """
+
+    def compose(self) -> ComposeResult:
+        text = Text("attn explore: keys\n\n", style="bold")
+        width = max(len(key) for key, _ in KEYS)
+        for key, what in KEYS:
+            text.append(key.ljust(width + 2), style="bold cyan")
+            text.append(what + "\n")
+        text.append("\nThe grid shows every head; the heatmap and the panel the selected one. "
+                    "Esc, q or ? closes this.", style="dim")
+        with VerticalScroll():
+            yield Static(text)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
