@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,7 +67,7 @@ def test_keys_move_the_selection_and_show_the_apis_numbers(minilm):
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
         async with app.run_test(size=(160, 50)) as pilot:
             await until(pilot, lambda: app.model is not None)
-            assert (app.layer, app.head) == (0, 0)
+            app.select(0, 0)
             await pilot.press("l", "right")
             assert (app.layer, app.head) == (0, 2)
             await pilot.press("j")
@@ -112,6 +113,7 @@ def test_j_and_k_follow_the_focus_like_the_arrows():
         app = ExploreApp(lambda: model, TEXT, model_name="toy")
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, lambda: app.model is not None)
+            app.select(0, 0)
             assert app.focused is app.query_one("#grid") and (app.layer, app.query) == (0, 1)
             await pilot.press("j")
             assert (app.layer, app.query) == (1, 1)
@@ -195,6 +197,7 @@ def test_variant_shared_k_is_shown_beside_the_baseline_and_symmetric(minilm):
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
         async with app.run_test(size=(160, 50)) as pilot:
             await until(pilot, lambda: app.model is not None)
+            app.select(0, 0)
             await pilot.press("v")
             await until(pilot, lambda: app.variant == "shared-k")
             shown = app.query_one("#detail").text()
@@ -218,6 +221,7 @@ def test_export_writes_svg_html_and_json(toy, tmp_path):
         app = ExploreApp(lambda: toy, TEXT, model_name="toy", export_dir=tmp_path)
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: app.model is not None)
+            app.select(0, 0)
             await pilot.press("l", "x")
             await pilot.pause()
         names = sorted(path.name for path in tmp_path.iterdir())
@@ -226,7 +230,9 @@ def test_export_writes_svg_html_and_json(toy, tmp_path):
         assert screen.startswith("<svg") and "attn" in screen
         document = json.loads(next(tmp_path.glob("*.json")).read_text(encoding="utf-8"))
         assert document["command"] == "inspect" and document["text"] == TEXT
-        assert "layer 0 · head 1" in next(tmp_path.glob("*-head.svg")).read_text(encoding="utf-8")
+        figure = next(tmp_path.glob("*-head.svg")).read_text(encoding="utf-8")
+        assert "layer 0 · head 1" in figure
+        assert "attn explore · toy" in figure and "attn inspect" not in figure  # explore's head, titled so
 
     run(scenario())
 
@@ -256,15 +262,21 @@ def screen_text(app) -> str:
     return "\n".join(line.text.rstrip() for line in app.screen._compositor.render_strips())
 
 
+def plain(screen: str) -> str:
+    """The screen's words, each run of spaces, line ends and box sides one space (the help wraps its lines)."""
+    return re.sub(r"[\s│]+", " ", screen)
+
+
 def test_a_screen_shrunk_too_small_and_grown_again_is_drawn_as_before(minilm):
-    """80 × 24 → 50 × 12 (too small) → 80 × 24 draws the screen it drew before, with no key pressed: grid and
-    heatmap side by side, nothing scrolled, the grid still focused (the keys line and status say so)."""
+    """80 × 24 → 50 × 12 (too small) → 80 × 24 draws the screen it drew before, with no key pressed: the grid's
+    page, scrolled to the selected layer, the grid still focused (the keys line and status say so); 160 × 50
+    has room for the grid and the heatmap side by side."""
     async def scenario():
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
         async with app.run_test(size=(80, 24)) as pilot:
             await until(pilot, lambda: app.model is not None and app.paints)
             before = screen_text(app)
-            assert "All heads" in before and "▶1 the" in before and before.splitlines()[-1].startswith("↑↓ layer")
+            assert "tab: heatmap" in before and before.splitlines()[-1].startswith("↑↓ layer")
             for size in [(50, 12), (80, 24), (60, 16), (80, 24), (160, 50), (80, 24)]:
                 await pilot.resize_terminal(*size)
                 await pilot.pause(0.1)
@@ -273,26 +285,116 @@ def test_a_screen_shrunk_too_small_and_grown_again_is_drawn_as_before(minilm):
                     assert "needs a terminal of at least 60 × 16" in shown
                 elif size == (80, 24):
                     assert shown == before, f"after {size}:\n{shown}"
+                elif size == (160, 50):
+                    assert "All heads" in shown and "▶1 the" in shown and "tab switches" in shown
             assert app.focused is app.query_one("#grid")
 
     run(scenario())
 
 
 def test_the_grids_head_titles_read_alike(minilm):
-    """12 heads: at 80 columns the thumbnails are 2 wide, too narrow for 'h10', so no title has the 'h' (it read
-    'h8 h9 10 11'); at 160 columns every title has it."""
+    """12 heads: in 40 columns the thumbnails are 2 wide, too narrow for 'h10', so no title has the 'h' (it read
+    'h8 h9 10 11'); in 160 columns every title has it."""
+    from rich.console import Console
+
+    from attn_cli.explore.drawn import Drawn
+
+    report = minilm.inspect(TEXT, top_k=5)
+    console = Console(width=200, color_system=None)
+    drawn = Drawn(console, lambda: console.options)
+    for width, titles in ((40, [str(head) for head in range(12)]), (160, [f"h{head}" for head in range(12)])):
+        _, _, lines = drawn.thumbnail_lines(report, width)
+        assert "".join(segment.text for segment in lines[1]).split() == titles
+
+
+def test_a_small_screen_shows_one_page_at_a_time(minilm):
+    """80 × 24: side by side the thumbnails were 2 × 2 characters and the query panel, the statistics and a
+    variant's heatmap were below the fold with no key to reach them. Now the grid, the heatmap(s) and the
+    panel are pages of the whole screen; tab goes to the next (the status line says which), shift+tab back."""
     async def scenario():
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
         async with app.run_test(size=(80, 24)) as pilot:
             await until(pilot, lambda: app.model is not None and app.paints)
-            titles = app.query_one("#grid").text().splitlines()[1].split()
-            assert titles == [str(head) for head in range(12)]
-            await pilot.resize_terminal(160, 50)
+            shown = screen_text(app)
+            assert "All heads" in shown and "tab: heatmap" in shown and "▶" not in shown
+            assert "tab: the selected head" in shown  # the first message says so too
+            thumb, lines = app.grid_renderable.geometry
+            assert thumb >= 4 and lines >= 4
+            await pilot.press("tab")
             await pilot.pause(0.1)
-            titles = app.query_one("#grid").text().splitlines()[1].split()
-            assert titles == [f"h{head}" for head in range(12)]
+            shown = screen_text(app)
+            assert app.focused is app.query_one("#detail") and "All heads" not in shown
+            assert f"▶{app.query} " in shown and "tab: query panel" in shown
+            await pilot.press("tab")
+            await pilot.pause(0.1)
+            shown = screen_text(app)
+            assert "entropy" in shown and "self-weight" in shown and "Symmetry" in shown and "tab: grid" in shown
+            await pilot.press("v")
+            await until(pilot, lambda: app.variant == "shared-k")
+            await pilot.pause(0.1)
+            assert "shared-k · query" in screen_text(app)  # the variant's panel beside the baseline's
+            await pilot.press("shift+tab")
+            await pilot.pause(0.1)
+            assert "shared-k: layer" in screen_text(app)  # the variant's heatmap
+            await pilot.press("question_mark")
+            await pilot.pause(0.1)
+            assert "on pages of their own" in plain(screen_text(app)) and "on the right" not in plain(screen_text(app))
+            await pilot.press("escape", "shift+tab")
+            await pilot.pause(0.1)
+            assert app.focused is app.query_one("#grid") and "All heads" in screen_text(app)
 
     run(scenario())
+
+
+def test_help_says_where_the_selected_head_is(minilm):
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(160, 50)) as pilot:
+            await until(pilot, lambda: app.model is not None and app.paints)
+            await pilot.press("question_mark")
+            await pilot.pause(0.1)
+            assert app.screen.place == "on the right of the grid"  # (the help's lines wrap between the grid's)
+            assert "statistics are on the" in screen_text(app)
+
+    run(scenario())
+
+
+def test_it_starts_on_the_most_focused_head_as_inspect_does(minilm):
+    from attn_cli.render.terminal import most_focused
+
+    layer, head = most_focused(minilm.inspect(TEXT, top_k=5).heads())
+    assert (layer, head.head) != (0, 0)  # else this test would not tell
+
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(160, 50)) as pilot:
+            await until(pilot, lambda: app.model is not None and app.paints)
+            assert (app.layer, app.head) == (layer, head.head)
+            assert app.status_view().plain.startswith(f"layer {layer} head {head.head} ·")
+
+    run(scenario())
+
+
+def test_esc_clears_a_stale_error_and_ctrl_c_quits(toy, tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+
+    async def scenario():
+        app = ExploreApp(lambda: toy, TEXT, model_name="toy", export_dir=gone)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            gone.rmdir()
+            await pilot.press("x")
+            await pilot.pause()
+            assert str(app.query_one("#message").render()).startswith("error:")
+            await pilot.press("escape")
+            await pilot.pause()
+            assert str(app.query_one("#message").render()).strip() == ""
+            await pilot.press("ctrl+c")
+            await pilot.pause()
+        return app
+
+    assert run(scenario()).return_code == 0
 
 
 def test_a_load_failure_ends_the_app_with_the_error():
@@ -320,9 +422,36 @@ def test_the_command_is_listed_and_the_cli_does_not_import_textual():
     assert "explore" in help_text
 
 
+def test_without_a_terminal_it_says_so_before_loading(tmp_path):
+    """stdin a pipe, stdout a file (`attn explore < in > out.txt`): one line, exit 2, and no model loaded (the
+    model named does not exist: looking for it first would fail with exit 1). It used to wait for keys."""
+    out = tmp_path / "out.txt"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    with open(out, "w") as stdout:
+        result = subprocess.run([sys.executable, "-m", "attn_cli", "explore", TEXT, "--model", str(tmp_path / "nope")],
+                                stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env,
+                                cwd=tmp_path, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: attn explore needs a terminal: stdin, stdout and stderr are not one; run it in a terminal; for "
+        "output to a file or a pipe use attn inspect"]
+    assert out.read_text() == ""
+
+
+def test_the_terminal_check_names_each_stream_that_is_not_one():
+    from types import SimpleNamespace
+
+    from attn_cli.cli.explore import not_a_terminal
+
+    tty, file = SimpleNamespace(isatty=lambda: True), SimpleNamespace(isatty=lambda: False)
+    assert not_a_terminal({"stdin": tty, "stdout": tty, "stderr": tty}) is None
+    assert not_a_terminal({"stdin": tty, "stdout": file, "stderr": tty}) == "attn explore needs a terminal: stdout is not one"
+    assert not_a_terminal({"stdin": None, "stdout": file}) == "attn explore needs a terminal: stdin and stdout are not one"
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_in_a_real_terminal(tmp_path):
-    """Start `attn explore` in a 120 × 40 tmux pane, move to layer 0 head 2, quit; exit status 0."""
+    """Start `attn explore` in a 120 × 40 tmux pane (on the most focused head), move two heads, quit; exit 0."""
     session = f"attn-explore-test-{os.getpid()}"
     status = tmp_path / "status"
     env = f"env -u COLUMNS -u LINES PYTHONPATH={ROOT} HF_HUB_OFFLINE=1"
@@ -343,10 +472,14 @@ def test_in_a_real_terminal(tmp_path):
             time.sleep(0.2)
         raise AssertionError(f"{text!r} never appeared; the pane shows:\n{pane()}")
 
+    from attn_cli.render.terminal import most_focused
+
+    layer, head = most_focused(load("toy", heads=4, layers=2).inspect(TEXT, top_k=5).heads())  # where it starts
+    target, keys = (head.head + 2, ["l", "l"]) if head.head < 2 else (head.head - 2, ["h", "h"])
     try:
-        wait_for("layer 0 head 0 · query")
-        subprocess.run(["tmux", "send-keys", "-t", session, "l", "l"], check=True)
-        shown = wait_for("layer 0 head 2 · query")
+        wait_for(f"layer {layer} head {head.head} · query")
+        subprocess.run(["tmux", "send-keys", "-t", session, *keys], check=True)
+        shown = wait_for(f"layer {layer} head {target} · query")
         assert "attn explore · toy" in shown and "All heads · baseline" in shown and "q quit" in shown
         assert "Traceback" not in shown
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
@@ -365,6 +498,7 @@ def test_a_causal_decoder_with_grouped_query_attention(tiny_llama_dir):
         app = ExploreApp(lambda: model, TEXT, model_name=str(tiny_llama_dir))
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, lambda: app.model is not None)
+            app.select(0, 0)
             await pilot.press("l", "l", "l", "l")
             assert (app.layer, app.head) == (0, 4)
             assert "(kv head 1)" in app.query_one("#detail").text()
@@ -448,6 +582,7 @@ def test_a_new_sentence_is_drawn_by_the_worker_as_the_screen_draws_it(minilm):
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
         async with app.run_test(size=(160, 50)) as pilot:
             await until(pilot, lambda: app.model is not None)
+            app.select(0, 0)
             await pilot.press("l", "l")
             await submit_sentence(pilot, app, "Dogs chase the red ball across the green park")
             await until(pilot, lambda: app.text.startswith("Dogs"))

@@ -46,6 +46,17 @@ def test_load_runs_the_first_sentence_on_the_model_thread(toy):
     assert session.threads >= 1 and not session.frozen
 
 
+def test_the_first_look_is_on_the_most_focused_head_as_in_inspect(minilm_backend):
+    """`attn inspect` shows the most focused head (lowest mean entropy) first; so does the session (it started
+    on layer 0 head 0)."""
+    from attn_cli.api import Model
+    from attn_cli.render.terminal import most_focused
+
+    session = loaded_session(Model(minilm_backend))
+    layer, head = most_focused(session.report.heads())
+    assert (session.layer, session.head) == (layer, head.head) != (0, 0)
+
+
 def test_a_load_failure_is_an_attn_error():
     from attn_cli.plumbing.errors import AttnError
 
@@ -60,6 +71,7 @@ def test_a_load_failure_is_an_attn_error():
 
 def test_heads_run_on_across_layers_and_layers_stop_at_the_ends(toy):
     session = loaded_session(toy)
+    session.layer, session.head = 0, 0
     assert session.head_after(1) == (0, 1)
     assert session.head_after(-1) == (1, 3)  # round to the last head
     session.layer, session.head = 0, 3
@@ -76,6 +88,7 @@ def test_heads_run_on_across_layers_and_layers_stop_at_the_ends(toy):
 
 def test_a_variant_runs_beside_the_baseline_and_a_bad_text_keeps_the_old_one(toy):
     session = loaded_session(toy)
+    session.layer, session.head = 0, 0
     variant = session.next_variant()
     assert variant == "shared-k" and not session.cached(TEXT, variant)
     assert session.run_looks(TEXT, variant) == (True, "")
@@ -128,6 +141,7 @@ def test_drawn_lines_are_rendered_once_and_forgotten_with_their_reports(toy):
     from attn_cli.explore.drawn import Drawn
 
     session = loaded_session(toy)
+    session.layer, session.head = 0, 0
     console = Console(width=120, color_system=None, force_terminal=False)
     drawn = Drawn(console, lambda: console.options)
     lines, rows = drawn.detail(session, 60)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -18,6 +19,15 @@ EPILOG = (
     "  attn explore \"The cat sat on the mat.\"\n\n"
     "  attn explore \"I love you\" --model toy -O heads=2 -O causal=true"
 )
+
+
+def not_a_terminal(streams: dict) -> str | None:
+    """Which of the named streams are not a terminal, as the error says it; None when all are."""
+    missing = [name for name, stream in streams.items() if stream is None or not stream.isatty()]
+    if not missing:
+        return None
+    names = f"{', '.join(missing[:-1])} and {missing[-1]}" if len(missing) > 1 else missing[0]
+    return f"attn explore needs a terminal: {names} {'is' if len(missing) == 1 else 'are'} not one"
 
 
 @loads_model
@@ -36,6 +46,10 @@ def explore_command(
     with user_errors():
         from attn_cli.plumbing.errors import BadInput
 
+        problem = not_a_terminal({"stdin": sys.stdin, "stdout": sys.stdout, "stderr": sys.stderr})
+        if problem:  # keys would never come (stdin), or the screen would be drawn into a file (Textual: stderr)
+            raise BadInput(problem,
+                           "run it in a terminal; for output to a file or a pipe use attn inspect")
         if text is not None and not text.strip():
             raise BadInput("the text is empty", "pass a sentence, or leave it out for the example")
         if export_dir is not None and not export_dir.is_dir():

@@ -17,16 +17,15 @@ from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from attn_cli.plumbing.errors import AttnError
 from attn_cli.explore.drawn import Drawn
-from attn_cli.explore.layout import MIN_HEIGHT, MIN_WIDTH, detail_width, too_small
+from attn_cli.explore.layout import MIN_HEIGHT, MIN_WIDTH, compact, detail_width, next_page, too_small
 from attn_cli.explore.session import DEFAULT_TEXT, Session, variant_message
-from attn_cli.explore.view import CachedGrid, status_line, variant_label
+from attn_cli.explore.view import detail_place, status_line, variant_label
 from attn_cli.explore.widgets import (DetailView, GridView, HelpScreen, KeysLine, Pane, SentenceInput, StripView,
                                       strip)
 
@@ -41,29 +40,7 @@ class ExploreApp(App[int]):
 
     TITLE = "attn explore"
     ENABLE_COMMAND_PALETTE = False
-    CSS = """
-    Screen { layout: vertical; }
-    #loading { height: 1fr; content-align: center middle; }
-    #main { height: 1fr; layers: default sentence; }
-    #header { height: auto; max-height: 6; padding: 0 1; }
-    #status { height: 1; padding: 0 1; }
-    #body { height: 1fr; }
-    #left { width: auto; height: 1fr; }
-    #right { width: 1fr; height: 1fr; padding-left: 1; }
-    #body.stacked { layout: vertical; }
-    #body.stacked #left { width: 1fr; }
-    #body.stacked #right { padding-left: 0; }
-    #left, #right { scrollbar-size-vertical: 1; }
-    #message { height: auto; max-height: 3; padding: 0 1; }
-    #sentence { display: none; layer: sentence; dock: bottom; margin: 0 1; border: round $accent;
-                border-title-color: $text-muted; }
-    #sentence.editing { display: block; }
-    #too-small { display: none; height: 1fr; content-align: center middle; }
-    #loading { display: none; }
-    Screen.loading #loading { display: block; }
-    Screen.loading #main, Screen.small #main, Screen.small #loading { display: none; }
-    Screen.small #too-small { display: block; }
-    """
+    CSS_PATH = "app.tcss"
     BINDINGS = [
         Binding("left,h", "head(-1)", "head", key_display="←→"),
         Binding("right,l", "head(1)", "head", show=False),
@@ -78,6 +55,8 @@ class ExploreApp(App[int]):
         Binding("x", "export", "export"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit_app", "quit"),
+        Binding("ctrl+c", "quit_app", "quit", show=False, priority=True),  # else Textual's "press ctrl+q"
+        Binding("escape", "clear_message", "clear the message", show=False),
     ]
 
     # What the session holds, read through the app.
@@ -102,6 +81,7 @@ class ExploreApp(App[int]):
         self.grid_columns = 0
         self.detail_rows: dict[int, int] = {}
         self.header_lines = 0
+        self.page = "grid"  # the view with the focus: the "grid", or the selected head's "heatmap" or "panel"
         self.message_lines = -1
         self.generation = 0  # a prefetch of an older one stops
         self.painted = asyncio.Event()
@@ -186,7 +166,8 @@ class ExploreApp(App[int]):
         self.session.loaded(model, report)
         self.screen.remove_class("loading")
         self.query_one("#grid").focus()
-        self.say(f"loaded in {self.load_seconds:.1f} s · ? lists the keys", style="dim")
+        where = " · tab: the selected head" if self.paged() else ""
+        self.say(f"loaded in {self.load_seconds:.1f} s{where} · ? lists the keys", style="dim")
         self.redraw(header=True)
 
     # -- keys ----------------------------------------------------------------------------------------
@@ -259,12 +240,37 @@ class ExploreApp(App[int]):
             return
         box.remove_class("editing")
         if self.focused is box:
-            self.query_one("#grid").focus()
+            self.query_one("#grid" if self.page == "grid" else "#detail").focus()
         if text is not None and text != self.text:
             self.run_look(text, self.variant)
 
+    def action_switch(self, step: int) -> None:
+        """tab (step 1) and shift+tab (-1) in the grid or the heatmap: beside each other, the focus goes to the
+        other one; on a compact screen, the next page (grid → heatmap → query panel)."""
+        if self.model is None:
+            return
+        self.page = next_page(self.page, step) if self.paged() else "heatmap" if self.page == "grid" else "grid"
+        self.redraw(grid=False)
+        self.query_one("#grid" if self.page == "grid" else "#detail").focus()
+
+    def view_focused(self, view: StripView) -> None:
+        """The grid or the detail view got the focus (a key, a click): the page follows."""
+        if isinstance(view, GridView):
+            self.page = "grid"
+        elif self.page == "grid":
+            self.page = "heatmap"
+        self.redraw(grid=False, detail=False)
+
+    def action_clear_message(self) -> None:
+        """Esc: the message line goes (an error stays until then, however stale)."""
+        self.say("")
+
+    def paged(self) -> bool:
+        return compact(self.size.width, self.size.height)
+
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        stacked = self.query_one("#body").has_class("stacked")
+        self.push_screen(HelpScreen(detail_place(self.paged(), stacked)))
 
     def action_quit_app(self) -> None:
         self.exit(0)
@@ -287,7 +293,7 @@ class ExploreApp(App[int]):
             self.call_from_thread(self.say, f"error: {error}", "red")
             return
         try:
-            self.prerender(text, variant, variant_message(variant, error))
+            self.drawn.prerender(self.session, text, variant, variant_message(variant, error), self.size)
         except Exception:  # noqa: BLE001 - optional: the main thread renders it otherwise
             pass
         self.call_from_thread(self.show_look, text, variant, error)
@@ -312,9 +318,8 @@ class ExploreApp(App[int]):
 
     # -- drawing -------------------------------------------------------------------------------------
     def status_view(self) -> Text:
-        focused = self.focused
-        focus = "grid" if isinstance(focused, GridView) else "detail" if isinstance(focused, DetailView) else None
-        return status_line(self.layer, self.head, self.query, self.report.tokens[self.query].text, focus)
+        page = self.page if isinstance(self.focused, StripView) else None
+        return status_line(self.layer, self.head, self.query, self.report.tokens[self.query].text, page, self.paged())
 
     def redraw(self, grid: bool = True, header: bool = False, detail: bool = True) -> None:
         """Render what changed (header: text, variant or size; grid: the selected head or more) and show it."""
@@ -324,6 +329,7 @@ class ExploreApp(App[int]):
             header_view, self.header_lines = self.drawn.header_view(self.report, self.variant, self.size.width)
             self.query_one("#header", Static).update(header_view)
         self.query_one("#status", Static).update(self.status_view(), layout=False)
+        self.show_pages()
         if grid:
             shown = self.shown_report()
             mark = (self.layer, self.head)
@@ -337,54 +343,49 @@ class ExploreApp(App[int]):
             self.scroll_to_selection()
         self.call_after_refresh(self.mark_painted)
 
+    def show_pages(self) -> None:
+        """Both panes, or on a compact screen only the page's (the other's display off)."""
+        paged = self.paged()
+        for pane, shown in ((self.query_one("#left", Pane), not paged or self.page == "grid"),
+                            (self.query_one("#right", Pane), not paged or self.page != "grid")):
+            if pane.display != shown:
+                pane.display = shown
+
     def detail_width(self, columns: int | None = None, stacked: bool | None = None) -> int:
         stacked = self.query_one("#body").has_class("stacked") if stacked is None else stacked
         return detail_width(self.size.width, self.grid_columns if columns is None else columns, stacked)
-
-    def prerender(self, text: str, variant: str, variant_error: str) -> None:
-        """On the model thread, after a run: what showing the new look will draw, into the caches the screen
-        then reads (Drawn.prerender)."""
-        self.drawn.prerender(self.session, text, variant, variant_error, self.size)
 
     def detail_strips(self, layer: int | None = None, head: int | None = None) -> list[Strip]:
         """The selected head's heatmap(s) behind the ▶ gutter, then the query panel and statistics (Drawn.detail).
         With (layer, head): a prefetch of that head's heatmap, nothing returned."""
         width = self.detail_width()
-        lines, rows = self.drawn.detail(self.session, width, layer, head)
+        part = ("panel" if self.page == "panel" else "heatmap") if self.paged() else "all"
+        lines, rows = self.drawn.detail(self.session, width, layer, head, part)
         if layer is None:
             self.detail_rows = rows
         return lines
 
-    def prefetch(self, generation: int) -> None:
-        """While idle, render the heatmaps of the heads one key away, so moving there only repaints."""
+    def prefetch(self, generation: int, neighbours: list | None = None) -> None:
+        """While idle, render the heatmaps of the heads one key away (Session.neighbours), one per turn of the
+        event loop, so moving there only repaints. A redraw since (a new generation) stops it."""
         if generation != self.generation or self.model is None or self.report.matrices_left_out:
             return
-        self.prefetch_rest(generation, self.session.neighbours())
-
-    def prefetch_rest(self, generation: int, neighbours: list) -> None:
-        if generation != self.generation or not neighbours:
+        neighbours = self.session.neighbours() if neighbours is None else neighbours
+        if not neighbours:
             return
-        layer, head = neighbours[0]
         try:
-            self.detail_strips(layer, head)
+            self.detail_strips(*neighbours[0])
         except Exception:  # noqa: BLE001 - a prefetch is optional (the app may also be closing)
             return
-        self.call_later(self.prefetch_rest, generation, neighbours[1:])
+        self.call_later(self.prefetch, generation, neighbours[1:])
 
     def scroll_to_selection(self, pane: Pane | None = None) -> None:
-        """Keep the selected layer's thumbnails and the selected query row in view (in `pane`, else in both).
-        A pane not laid out yet (0 × 0: hidden, or the size just changed) is left to its own on_resize."""
+        """Keep the selected layer's thumbnails and the selected query row in view (in `pane`, else in both)."""
         left, right = self.query_one("#left", Pane), self.query_one("#right", Pane)
-        grid = self.grid_renderable
-        if pane in (None, left) and left.size and isinstance(grid, CachedGrid) and grid.geometry is not None:
-            _, lines = grid.geometry
-            layers = [layer for layer, _ in grid.layers]
-            if self.layer in layers:
-                top = grid.top + layers.index(self.layer) * lines
-                left.scroll_to_region(Region(0, top, 1, lines), animate=False, immediate=True)
-        line = next((number for number, row in self.detail_rows.items() if row == self.query), None)
-        if pane in (None, right) and right.size and line is not None:
-            right.scroll_to_region(Region(0, line, 1, 1), animate=False, immediate=True)
+        if pane in (None, left):
+            left.show_layer(self.grid_renderable, self.layer)
+        if pane in (None, right):
+            right.show_line(next((number for number, row in self.detail_rows.items() if row == self.query), None))
 
     def mark_painted(self) -> None:
         """Runs after the screen refresh that follows a redraw: the new view has been rendered."""

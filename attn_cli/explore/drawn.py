@@ -17,7 +17,7 @@ from rich.segment import Segment
 from rich.text import Text
 
 from attn_cli.plumbing.errors import AttnError
-from attn_cli.explore.layout import body_split, detail_width, grid_height, thumbnails_room
+from attn_cli.explore.layout import body_split, compact, detail_width, grid_height, thumbnails_room
 from attn_cli.explore.view import (CachedGrid, grid_thumb, grid_view, grid_width, gutter, maps_view, mark_strips,
                                    panel_view, row_lines, thumbnails_grid, variant_label)
 
@@ -70,13 +70,16 @@ class Drawn:
     def grid_layout(self, shown, metric: str, mark: tuple[int, int], size: tuple[int, int],
                     header_lines: int) -> tuple[int, bool]:
         """(columns of the grid pane, stacked) on a screen of `size`: the widest thumbnails that fit (or the
-        table's width), then body_split."""
+        table's width), then body_split. On a compact screen the grid has a page of its own: the thumbnails as
+        wide as the screen allows, however tall (the pane scrolls to the selected layer)."""
         width, height = size
+        paged = compact(width, height)
         if metric == "weights" and not shown.matrices_left_out:
-            columns = grid_width(shown, grid_thumb(shown, grid_height(height, header_lines), thumbnails_room(width)))
+            room = (10_000, width - 1) if paged else (grid_height(height, header_lines), thumbnails_room(width))
+            columns = grid_width(shown, grid_thumb(shown, *room))
         else:
             columns = min(width - 1, self.table_width(shown, metric, mark))
-        return body_split(width, columns)
+        return body_split(width, columns, paged)
 
     def table_width(self, report, metric: str, mark: tuple[int, int]) -> int:
         """Columns the entropy/asymmetry table of `attn inspect` takes (its Fit part), measured by Rich."""
@@ -130,11 +133,12 @@ class Drawn:
                                               self.render_lines(panel_view(tokens, query, base, other, variant), width)])
         return lines, rows, self.panels[key][2]
 
-    def detail(self, session, width: int, layer: int | None = None, head: int | None = None) -> tuple[list, dict]:
+    def detail(self, session, width: int, layer: int | None = None, head: int | None = None,
+               part: str = "all") -> tuple[list, dict]:
         """(lines, {line: query row}) of the session's selected head in a detail view `width` columns wide: its
-        heatmap(s) behind a gutter with ▶ at the query row, then the query panel and statistics; an error line
-        if the head cannot be shown. With (layer, head): only that head's heatmap rendered into the cache (a
-        prefetch), ([], {}) returned."""
+        heatmap(s) behind a gutter with ▶ at the query row, then the query panel and statistics (part "all"),
+        or only the "heatmap" or only the "panel" (a compact screen's pages); an error line if the head cannot
+        be shown. With (layer, head): only that head's heatmap rendered into the cache (a prefetch), ([], {})."""
         try:
             heads = session.selected_heads(width, layer, head)
         except AttnError as failure:
@@ -144,7 +148,10 @@ class Drawn:
                                                session.scores, width, panel=layer is None)
         if layer is not None:  # a prefetch: the heatmap lines are what takes time
             return [], {}
-        return [self.line(line) for line in gutter(lines, rows, session.query)] + panel, rows
+        if part == "panel":
+            return panel, {}
+        heatmap = [self.line(line) for line in gutter(lines, rows, session.query)]
+        return (heatmap if part == "heatmap" else heatmap + panel), rows
 
     def prerender(self, session, text: str, variant: str, variant_error: str, size: tuple[int, int]) -> None:
         """On the model thread, after a run: what showing `text` under `variant` will draw on a screen of `size`

@@ -25,7 +25,7 @@ def export(directory: Path, report, variant: str, layer: int, head, scores: bool
              stem.with_suffix(".json")]
     paths[0].write_text(screen_svg(), encoding="utf-8")
     one = replace(report, layers=[LayerReport(layer, [head])])
-    paths[1].write_text(svg_figure(one, {Panel.scores if scores else Panel.weights}), encoding="utf-8")
+    paths[1].write_text(svg_figure(one, {Panel.scores if scores else Panel.weights}, "explore"), encoding="utf-8")
     paths[2].write_text(html_page(report), encoding="utf-8")
     with open(paths[3], "w", encoding="utf-8") as handle:
         write_json(report, handle)

@@ -1,7 +1,8 @@
 """The explorer's layout arithmetic: pure functions of sizes (columns, lines, tokens), nothing drawn.
 
-How big the screen must be, how wide the grid is, whether the heatmap goes beside it or below it, how
-wide the detail view is, and which window of a long text's matrix the heatmap shows.
+How big the screen must be, whether it shows the grid and the selected head together or one page at a
+time, how wide the grid is, whether the heatmap goes beside it or below it, how wide the detail view is,
+and which window of a long text's matrix the heatmap shows.
 """
 
 from __future__ import annotations
@@ -10,11 +11,23 @@ MIN_WIDTH, MIN_HEIGHT = 60, 16  # below this the screen says so instead of drawi
 DETAIL_MIN = 40  # columns the selected head needs beside the grid; less: one above the other
 ROW_WINDOW, COL_WINDOW = 32, 64  # long texts: the part of the selected head's matrix drawn
 BODY_CHROME = 4  # lines around the body besides the header: the status, message and keys lines, and one spare
+COMPACT_WIDTH, COMPACT_HEIGHT = 100, 30  # below either: one page at a time (tab: the next), each full size
+PAGES = ("grid", "heatmap", "panel")  # compact: the all-heads grid, the selected head's heatmap(s), its query panel
 ROW_LABEL = 12  # a heatmap row label's token part (render/heatmap LABEL_TOKEN)
 
 
 def too_small(width: int, height: int) -> bool:
     return width < MIN_WIDTH or height < MIN_HEIGHT
+
+
+def compact(width: int, height: int) -> bool:
+    """Too small for the grid and the selected head (heatmap, panel, statistics) together: at 80 × 24 beside
+    each other the thumbnails are 2 × 2 characters and the panel is below the fold."""
+    return width < COMPACT_WIDTH or height < COMPACT_HEIGHT
+
+
+def next_page(page: str, step: int) -> str:
+    return PAGES[(PAGES.index(page) + step) % len(PAGES)]
 
 
 def grid_height(height: int, header_lines: int) -> int:
@@ -27,10 +40,11 @@ def thumbnails_room(width: int) -> int:
     return max(DETAIL_MIN, width - DETAIL_MIN)
 
 
-def body_split(width: int, grid_columns: int) -> tuple[int, bool]:
+def body_split(width: int, grid_columns: int, paged: bool = False) -> tuple[int, bool]:
     """(columns of the grid pane, stacked): the heatmap goes below the grid where beside it would leave it less
-    than DETAIL_MIN columns; stacked, the grid takes the whole width (less the scroll bar)."""
-    stacked = grid_columns + DETAIL_MIN > width
+    than DETAIL_MIN columns (or on its own page, `paged`); stacked, the grid takes the whole width (less the
+    scroll bar)."""
+    stacked = paged or grid_columns + DETAIL_MIN > width
     return (width - 1 if stacked else grid_columns), stacked
 
 

@@ -108,10 +108,15 @@ class Session:
         return model, report
 
     def loaded(self, model, report) -> None:
+        """The first look: on the most focused head, as `attn inspect` starts (render/terminal.most_focused)."""
+        from attn_cli.render.terminal import most_focused
+
         self.load_seconds = time.perf_counter() - self.started
         self.model = model
         self.reports[(self.text, "baseline")] = report
         self.query = min(1, len(report.tokens) - 1)
+        layer, head = most_focused(report.heads())
+        self.layer, self.head = layer, head.head
 
     # -- the looks ----------------------------------------------------------------------------------
     @property

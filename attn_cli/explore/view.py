@@ -36,14 +36,23 @@ def variant_label(variant: str) -> str:
     return variant.removeprefix("scoring=")
 
 
-def status_line(layer: int, head: int, query: int, token: str, focus: str | None) -> Text:
+def status_line(layer: int, head: int, query: int, token: str, page: str | None, paged: bool) -> Text:
     """One line that changes with every move: where the selection is and, with the focus on the "grid" or the
-    "detail" view, what ↑↓ do there."""
+    selected head's "heatmap" or "panel", what ↑↓ and tab do there (`paged`: one page at a time)."""
     line = Text(f"layer {layer} head {head} · query {query}:", style="bold")
     line.append_text(literal(token, "bold cyan"))
-    if focus is not None:
-        line.append(" · ↑↓ " + ("layers" if focus == "grid" else "query rows") + ", tab switches", style="dim")
+    if page is not None:
+        where = {"grid": "tab: heatmap", "heatmap": "tab: query panel", "panel": "tab: grid"}[page]
+        line.append(" · ↑↓ " + ("layers" if page == "grid" else "query rows") + ", "
+                    + (where if paged else "tab switches"), style="dim")
     return line
+
+
+def detail_place(paged: bool, stacked: bool) -> str:
+    """Where the selected head is drawn, for the help (a compact screen: a page of its own)."""
+    if paged:
+        return "on pages of their own: tab goes from the grid to the heatmap, to the query panel and statistics"
+    return "below the grid" if stacked else "on the right of the grid"
 
 
 # -- the all-heads grid ------------------------------------------------------------------------------

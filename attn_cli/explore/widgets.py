@@ -26,7 +26,7 @@ KEYS = [
     ("← → / h l", "previous / next head (past the last head of a layer: the next layer)"),
     ("↑ ↓ / k j", "previous / next layer (in the heatmap, after tab or a click: the query row)"),
     ("[ ]", "previous / next query token, wherever the focus is"),
-    ("tab", "focus the grid or the heatmap"),
+    ("tab", "the grid or the selected head (small screens: grid → heatmap → query panel, shift+tab back)"),
     ("click", "a thumbnail selects its head; a heatmap row selects its query token"),
     ("e", "edit the sentence and run the model again"),
     ("v", "next variant: baseline, shared-k, no-scale, raw, cosine (beside the baseline)"),
@@ -88,14 +88,18 @@ class StripView(Widget, can_focus=True):
         return Strip.blank(width, NULL)
 
     def on_focus(self) -> None:
-        self.app.redraw(grid=False, detail=False)
+        self.app.view_focused(self)
 
     def on_blur(self) -> None:
         self.app.redraw(grid=False, detail=False)
 
 
+SWITCH = [Binding("tab", "app.switch(1)", "next view", show=False),
+          Binding("shift+tab", "app.switch(-1)", "previous view", show=False)]
+
+
 class GridView(StripView):
-    BINDINGS = [
+    BINDINGS = [*SWITCH,
         Binding("up,k", "app.layer(-1)", "layer", key_display="↑↓", show=True),
         Binding("down,j", "app.layer(1)", "layer", show=False),
     ]
@@ -111,7 +115,7 @@ class GridView(StripView):
 
 
 class DetailView(StripView):
-    BINDINGS = [
+    BINDINGS = [*SWITCH,
         # j/k as ↓/↑ here: the app's j/k (the layer) only where neither view has the focus
         Binding("up,k", "app.query(-1)", "query row", key_display="↑↓", show=True),
         Binding("down,j", "app.query(1)", "query row", show=False),
@@ -142,6 +146,21 @@ class Pane(VerticalScroll):
             self.laid_out = event.size
             self.scroll_to(y=0, animate=False, immediate=True)
             self.app.scroll_to_selection(self)
+
+    # A pane not laid out yet (0 × 0: hidden, or the size just changed) is left to its own on_resize.
+    def show_layer(self, grid, layer: int) -> None:
+        """Scroll the selected layer's thumbnails into view (a thumbnails grid whose geometry is known)."""
+        if self.size and isinstance(grid, CachedGrid) and grid.geometry is not None:
+            _, lines = grid.geometry
+            layers = [number for number, _ in grid.layers]
+            if layer in layers:
+                top = grid.top + layers.index(layer) * lines
+                self.scroll_to_region(Region(0, top, 1, lines), animate=False, immediate=True)
+
+    def show_line(self, line: int | None) -> None:
+        """Scroll line `line` (the selected query row's) into view."""
+        if self.size and line is not None:
+            self.scroll_to_region(Region(0, line, 1, 1), animate=False, immediate=True)
 
 
 class SentenceInput(Input):
@@ -231,18 +250,24 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark,enter", "close", "close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 90%; max-width: 100; height: auto; max-height: 90%;
+    HelpScreen > VerticalScroll { width: 96%; max-width: 100; height: auto; max-height: 90%;
                                   border: round $accent; padding: 0 1; background: $surface; }
     """
 
+    def __init__(self, place: str):
+        super().__init__()
+        self.place = place  # where the selected head is drawn (explore/view.detail_place)
+
     def compose(self) -> ComposeResult:
-        text = Text("attn explore: keys\n\n", style="bold")
-        width = max(len(key) for key, _ in KEYS)
+        from rich.console import Group
+        from rich.table import Table
+
+        keys = Table.grid(padding=(0, 2))  # a description that wraps stays in its column
         for key, what in KEYS:
-            text.append(key.ljust(width + 2), style="bold cyan")
-            text.append(what + "\n")
-        text.append("\nThe grid shows every head; the heatmap and the panel the selected one. "
-                    "Esc, q or ? closes this.", style="dim")
+            keys.add_row(Text(key, style="bold cyan"), what)
+        text = Group(Text("attn explore: keys", style="bold"),
+                     Text(f"The grid shows every head; the selected one's heatmap, query panel and statistics are "
+                          f"{self.place}. Esc, q or ? closes this.\n", style="dim"), keys)
         with VerticalScroll():
             yield Static(text)
 

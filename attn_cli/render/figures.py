@@ -243,18 +243,19 @@ def _flow(svg: _Svg, x0: float, y0: float, items, tokens, limit: float = 1500) -
     return y + line + 24
 
 
-def svg_figure(report, panels=None) -> str:
-    """A vector figure of the report (inspect, a batch, compare or steps)."""
+def svg_figure(report, panels=None, command: str = "inspect") -> str:
+    """A vector figure of the report (inspect, a batch, compare or steps). An inspect report's title names
+    `command`, the one that looked (`attn explore` exports one head of it)."""
     svg = _Svg()
-    _svg_report(svg, 10, 10, report, panels)
+    _svg_report(svg, 10, 10, report, panels, command)
     return svg.document(getattr(report, "text", "attn"))
 
 
-def _svg_report(svg: _Svg, x: float, y: float, report, panels) -> float:
+def _svg_report(svg: _Svg, x: float, y: float, report, panels, command: str = "inspect") -> float:
     kind = type(report).__name__
     if kind == "InspectBatch":
         for single in report.reports:
-            y = _svg_report(svg, x, y, single, panels) + 20
+            y = _svg_report(svg, x, y, single, panels, command) + 20
         return y
     tokens = _tokens(report)
     if kind == "CompareReport":
@@ -265,7 +266,7 @@ def _svg_report(svg: _Svg, x: float, y: float, report, panels) -> float:
         svg.add(svg.text(x, y + 16, f"{_report_title(report, 'steps')} · layer {report.layer} head {report.head}",
                          16, weight="bold"), x + 600, y + 24)
         return _flow(svg, x, y + 34, _steps_items(report), tokens)
-    svg.add(svg.text(x, y + 16, _report_title(report, "inspect"), 16, weight="bold"), x + 600, y + 24)
+    svg.add(svg.text(x, y + 16, _report_title(report, command), 16, weight="bold"), x + 600, y + 24)
     items, grid = _inspect_panels(report, panels)
     y += 34
     if grid:
