@@ -332,10 +332,17 @@ def test_a_small_screen_shows_one_page_at_a_time(minilm):
             await pilot.press("v")
             await until(pilot, lambda: app.variant == "shared-k")
             await pilot.pause(0.1)
-            assert "shared-k · query" in screen_text(app)  # the variant's panel beside the baseline's
-            await pilot.press("shift+tab")
+            shown = screen_text(app)
+            assert "shared-k · query" in shown and "PgDn more" in shown  # the variant's panel after the baseline's
+            await pilot.press("pagedown")  # the statistics below the fold
             await pilot.pause(0.1)
-            assert "shared-k: layer" in screen_text(app)  # the variant's heatmap
+            shown = screen_text(app)
+            assert ": symmetric" in shown and "PgUp back" in shown
+            await pilot.press("shift+tab", *["j"] * 6)
+            await pilot.pause(0.1)
+            shown = screen_text(app)
+            assert "shared-k: layer" in shown  # the variant's heatmap
+            assert shown.count(f"▶{app.query} ") == 2  # the query row in view in both heatmaps
             await pilot.press("question_mark")
             await pilot.pause(0.1)
             assert "on pages of their own" in plain(screen_text(app)) and "on the right" not in plain(screen_text(app))

@@ -81,6 +81,7 @@ class ExploreApp(App[int]):
         self.grid_columns = 0
         self.detail_rows: dict[int, int] = {}
         self.header_lines = 0
+        self.status_shown = ""
         self.page = "grid"  # the view with the focus: the "grid", or the selected head's "heatmap" or "panel"
         self.message_lines = -1
         self.generation = 0  # a prefetch of an older one stops
@@ -319,7 +320,9 @@ class ExploreApp(App[int]):
     # -- drawing -------------------------------------------------------------------------------------
     def status_view(self) -> Text:
         page = self.page if isinstance(self.focused, StripView) else None
-        return status_line(self.layer, self.head, self.query, self.report.tokens[self.query].text, page, self.paged())
+        hidden = self.query_one("#right", Pane).hidden_lines() if page not in (None, "grid") else 0
+        return status_line(self.layer, self.head, self.query, self.report.tokens[self.query].text, page, self.paged(),
+                           hidden)
 
     def redraw(self, grid: bool = True, header: bool = False, detail: bool = True) -> None:
         """Render what changed (header: text, variant or size; grid: the selected head or more) and show it."""
@@ -328,7 +331,7 @@ class ExploreApp(App[int]):
         if header or not self.header_lines:
             header_view, self.header_lines = self.drawn.header_view(self.report, self.variant, self.size.width)
             self.query_one("#header", Static).update(header_view)
-        self.query_one("#status", Static).update(self.status_view(), layout=False)
+        self.show_status()
         self.show_pages()
         if grid:
             shown = self.shown_report()
@@ -385,10 +388,21 @@ class ExploreApp(App[int]):
         if pane in (None, left):
             left.show_layer(self.grid_renderable, self.layer)
         if pane in (None, right):
-            right.show_line(next((number for number, row in self.detail_rows.items() if row == self.query), None))
+            right.show_lines([number for number, row in self.detail_rows.items() if row == self.query])
+
+    def show_status(self) -> None:
+        """The status line, where it changed (after a paint or a scroll: whether the selected head has lines out
+        of view)."""
+        if self.model is None:
+            return
+        status = self.status_view()
+        if status.plain != self.status_shown:
+            self.status_shown = status.plain
+            self.query_one("#status", Static).update(status, layout=False)
 
     def mark_painted(self) -> None:
         """Runs after the screen refresh that follows a redraw: the new view has been rendered."""
+        self.show_status()
         self.paints += 1
         self.painted_at = time.perf_counter()
         self.painted.set()

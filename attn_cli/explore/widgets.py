@@ -27,6 +27,7 @@ KEYS = [
     ("↑ ↓ / k j", "previous / next layer (in the heatmap, after tab or a click: the query row)"),
     ("[ ]", "previous / next query token, wherever the focus is"),
     ("tab", "the grid or the selected head (small screens: grid → heatmap → query panel, shift+tab back)"),
+    ("PgUp PgDn", "scroll the selected head's heatmaps or panel (the status line says where there is more)"),
     ("click", "a thumbnail selects its head; a heatmap row selects its query token"),
     ("e", "edit the sentence and run the model again"),
     ("v", "next variant: baseline, shared-k, no-scale, raw, cosine (beside the baseline)"),
@@ -119,7 +120,14 @@ class DetailView(StripView):
         # j/k as ↓/↑ here: the app's j/k (the layer) only where neither view has the focus
         Binding("up,k", "app.query(-1)", "query row", key_display="↑↓", show=True),
         Binding("down,j", "app.query(1)", "query row", show=False),
+        Binding("pageup", "scroll_pane(-1)", "scroll", show=False),
+        Binding("pagedown", "scroll_pane(1)", "scroll", show=False),
     ]
+
+    def action_scroll_pane(self, step: int) -> None:
+        """PgUp / PgDn: a page of the pane up or down (what ↑↓ do not reach: a variant's panel, the statistics)."""
+        pane = self.parent
+        (pane.scroll_page_down if step > 0 else pane.scroll_page_up)(animate=False)
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
@@ -147,6 +155,11 @@ class Pane(VerticalScroll):
             self.scroll_to(y=0, animate=False, immediate=True)
             self.app.scroll_to_selection(self)
 
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if self.id == "right" and round(old_value) != round(new_value):
+            self.app.show_status()  # PgDn more, or PgUp back
+
     # A pane not laid out yet (0 × 0: hidden, or the size just changed) is left to its own on_resize.
     def show_layer(self, grid, layer: int) -> None:
         """Scroll the selected layer's thumbnails into view (a thumbnails grid whose geometry is known)."""
@@ -157,10 +170,19 @@ class Pane(VerticalScroll):
                 top = grid.top + layers.index(layer) * lines
                 self.scroll_to_region(Region(0, top, 1, lines), animate=False, immediate=True)
 
-    def show_line(self, line: int | None) -> None:
-        """Scroll line `line` (the selected query row's) into view."""
-        if self.size and line is not None:
-            self.scroll_to_region(Region(0, line, 1, 1), animate=False, immediate=True)
+    def show_lines(self, lines: list[int]) -> None:
+        """Scroll the lines (the selected query row's, in each heatmap drawn) into view: all of them where the
+        pane is tall enough, else the first."""
+        if self.size and lines:
+            first, last = min(lines), max(lines)
+            span = last - first + 1 if last - first < self.size.height else 1
+            self.scroll_to_region(Region(0, first, 1, span), animate=False, immediate=True)
+
+    def hidden_lines(self) -> int:
+        """1: lines below what the pane shows (PgDn reaches them); -1: only above (PgUp); 0: none hidden."""
+        if not self.size.height or self.virtual_size.height <= self.size.height:
+            return 0
+        return 1 if self.scroll_y < self.max_scroll_y else -1 if self.scroll_y > 0 else 0
 
 
 class SentenceInput(Input):
