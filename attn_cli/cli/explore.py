@@ -13,8 +13,9 @@ from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 
 EPILOG = (
-    "Keys: ← → / h l heads, ↑ ↓ / k j layers, [ ] query token, e edit the sentence, v variant, "
-    "s scores/weights, g grid metric, x export, ? help, q quit.\n\n"
+    "Keys: ← → / h l heads, ↑ ↓ / k j layers, [ ] query token, tab the grid or the selected head (a small "
+    "screen: the next page), PgUp PgDn scroll, e edit the sentence, v variant, s scores/weights, g grid metric, "
+    "x export, Esc clear the message, ? help, q or Ctrl-C quit. It needs a terminal.\n\n"
     "Examples:\n\n"
     "  attn explore \"The cat sat on the mat.\"\n\n"
     "  attn explore \"I love you\" --model toy -O heads=2 -O causal=true"
