@@ -16,7 +16,9 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.style import Style
 
-from attn_cli.render.heatmap import Heatmap, HeadsGrid, VectorTable, legend
+from attn_cli.render.grid import HeadsGrid
+from attn_cli.render.heatmap import Heatmap, legend
+from attn_cli.render.layout import VectorTable
 from attn_cli.render.scale import SHADES, CellFormat, Scale, luminance, stat
 
 WIDTHS = (60, 80, 100, 120, 160, 250)
@@ -296,7 +298,7 @@ def test_grid_without_colour_marks_only_real_attention(reports):
 
 def _reference_cells(matrix, scale, ink_floor):
     """The grid's 2 × 2 quadrant pictures drawn one character at a time (the drawing before it was vectorised)."""
-    from attn_cli.render.heatmap import CONTRAST, QUADRANTS
+    from attn_cli.render.glyphs import CONTRAST, QUADRANTS
 
     def share(value):
         return min(1.0, abs(value) / scale.limit) if scale.diverging else min(1.0, max(0.0, value))
@@ -334,7 +336,7 @@ def _reference_cells(matrix, scale, ink_floor):
 
 def test_grid_pictures_are_drawn_as_one_character_at_a_time():
     """The vectorised pictures (all heads of a grid at once) are the plain per-character drawing."""
-    from attn_cli.render.heatmap import half_blocks, quadrant_cells
+    from attn_cli.render.glyphs import half_blocks, quadrant_cells
 
     rng = np.random.default_rng(3)
     for trial in range(60):

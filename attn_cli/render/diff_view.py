@@ -7,7 +7,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attn_cli.render.heatmap import Heatmap, SideBySide
+from attn_cli.render.heatmap import Heatmap
+from attn_cli.render.layout import SideBySide
 from attn_cli.render.scale import Scale, stat
 from attn_cli.render.terminal import header, literal, titled, weights_heatmap
 
