@@ -33,6 +33,7 @@ class HeadsGrid:
         self.scale = scale or Scale.weights()
         self.across = max((len(heads) for _, heads in layers), default=0)
         self.label_width = max((len(f"L{layer}") for layer, _ in layers), default=2) + 1
+        self.max_lines: int | None = None  # lines the whole grid may take (FitScreen sets it); None: any
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement(self.label_width + 3 * self.across, options.max_width)
@@ -46,16 +47,41 @@ class HeadsGrid:
         per = (width - self.label_width) // max(1, self.across) - 1
         return max(0, min(math.ceil(cols / 2), per, THUMB_MAX))
 
-    def layout(self, console: Console, width: int) -> tuple[int, bool]:
-        """(characters across a thumbnail, half blocks?) at this width. With colour and room for a character
-        per token: half blocks, every cell its own exact colour; else 2 × 2 cells a character."""
-        first = next((head for _, heads in self.layers for head in heads if head.weights is not None), None)
-        if first is None:
+    def first_shape(self) -> tuple[int, int] | None:
+        """(rows, cols) of the heads' matrices (one window for all of them); None when none was kept."""
+        return next((np.shape(head.weights) for _, heads in self.layers for head in heads if head.weights is not None),
+                    None)
+
+    def frame_lines(self, console: Console, width: int) -> int:
+        """Lines besides the pictures: the title (it may wrap), the head numbers, the note and the legend."""
+        title = len(Text(self.title).wrap(console, width)) if self.title else 0
+        return title + 3
+
+    def height(self, console: Console, width: int, thumb: int, half: bool) -> int:
+        """Lines the grid takes drawn with this layout."""
+        shape = self.first_shape()
+        return self.frame_lines(console, width) + len(self.layers) * picture_lines(shape, thumb, half)
+
+    def layout(self, console: Console, width: int, lines: int | None = None) -> tuple[int, bool]:
+        """(characters across a thumbnail, half blocks?) at this width, within `lines` lines when it can (the
+        smallest thumbnail, 2 characters, when none fits). With colour and room for a character per token:
+        half blocks, every cell its own exact colour; else 2 × 2 cells a character."""
+        shape = self.first_shape()
+        if shape is None:
             return 0, False
-        cols = first.weights.shape[1]
+        cols = shape[1]
         per = (width - self.label_width) // max(1, self.across) - 1
-        half = bool(console.color_system) and cols <= min(per, THUMB_MAX)
-        return (cols, True) if half else (self.thumb_width(width), False)
+        fits = lambda thumb, half: lines is None or self.height(console, width, thumb, half) <= lines  # noqa: E731
+        if console.color_system and cols <= min(per, THUMB_MAX) and fits(cols, True):
+            return cols, True
+        thumb = self.thumb_width(width)
+        while thumb > 2 and not fits(thumb, False):  # narrower thumbnails are shorter too (cells stay square)
+            thumb -= 1
+        return thumb, False
+
+    def min_lines(self, console: Console, width: int) -> int:
+        """Lines the grid takes at its smallest (thumbnails 2 characters across)."""
+        return self.height(console, width, 2, False) if self.first_shape() is not None else 1
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         for line in self.lines(console, options):
@@ -73,7 +99,7 @@ class HeadsGrid:
         if not self.layers or all(head.weights is None for _, heads in self.layers for head in heads):
             return text(Text("all-heads grid: the weights were not kept (see --rows/--cols or --full)",
                              style="yellow"))
-        thumb, half = self.layout(console, width)
+        thumb, half = self.layout(console, width, self.max_lines)
         cols = next(head.weights.shape[1] for _, heads in self.layers for head in heads if head.weights is not None)
         if thumb < 2:
             need = self.label_width + 3 * self.across
@@ -130,8 +156,7 @@ class HeadsGrid:
             if half:
                 codes = half_block_codes(stack, self.scale)
             else:
-                bins = min(cols, 2 * thumb)
-                row_bins = max(1, min(rows, round(rows * bins / cols)))
+                row_bins, bins = pooled_bins((rows, cols), thumb)
                 codes = quadrant_codes(pool(stack, row_bins, bins), self.scale, ink_floor)
             for index, picture in zip(indices, codes.tolist()):
                 out[index] = picture
@@ -141,7 +166,20 @@ class HeadsGrid:
         """One head's thumbnail as lines of (glyph, Style): the grid's picture of it."""
         if weights is None:
             return []
-        rows, cols = weights.shape
-        bins = min(cols, 2 * thumb)
-        row_bins = max(1, min(rows, round(rows * bins / cols)))
+        row_bins, bins = pooled_bins(weights.shape, thumb)
         return quadrant_cells(pool(weights, row_bins, bins), self.scale, ink_floor)
+
+
+def pooled_bins(shape: tuple[int, int], thumb: int) -> tuple[int, int]:
+    """(row bins, column bins) a (rows, cols) matrix is pooled to in a thumbnail `thumb` characters across
+    (2 × 2 cells a character): as many columns as fit, rows in proportion, so cells stay square."""
+    rows, cols = shape
+    bins = min(cols, 2 * thumb)
+    return max(1, min(rows, round(rows * bins / cols))), bins
+
+
+def picture_lines(shape: tuple[int, int], thumb: int, half: bool) -> int:
+    """Lines one head's picture takes: half blocks draw two rows a line, quadrants two row bins a line."""
+    if half:
+        return math.ceil(shape[0] / 2)
+    return math.ceil(pooled_bins(shape, thumb)[0] / 2)

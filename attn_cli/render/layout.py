@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -89,3 +90,30 @@ class SideBySide:
             yield grid
         else:
             yield Group(*self.parts)
+
+
+class FitScreen:
+    """Parts one under another, one of them (`flexible`, a HeadsGrid) sized to the screen's height.
+
+    The flexible part gets the lines the others leave (the whole view then fits one screen); where even
+    its smallest form does not fit beside them, it gets the whole screen (it fits by itself, and the
+    rest follows below). The screen is the console's height (options.max_height).
+    """
+
+    def __init__(self, parts: list, flexible):
+        self.parts, self.flexible = parts, flexible
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        rendered = {index: console.render_lines(part, options, pad=False)
+                    for index, part in enumerate(self.parts) if part is not self.flexible}
+        screen = options.max_height
+        others = sum(len(lines) for lines in rendered.values())
+        fits_beside = self.flexible.min_lines(console, options.max_width) + others <= screen
+        self.flexible.max_lines = screen - others if fits_beside else screen
+        for index, part in enumerate(self.parts):
+            lines = rendered.get(index)
+            if lines is None:
+                lines = console.render_lines(part, options, pad=False)
+            for line in lines:
+                yield from line
+                yield Segment.line()

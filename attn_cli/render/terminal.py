@@ -20,7 +20,7 @@ from rich.text import Text
 
 from attn_cli.render.grid import HeadsGrid
 from attn_cli.render.heatmap import Heatmap, clip, literal, row_label
-from attn_cli.render.layout import Fit, VectorTable
+from attn_cli.render.layout import Fit, FitScreen, VectorTable
 from attn_cli.render.scale import Scale, counted, luminance, stat
 from attn_cli.analyses.inspect_report import HeadReport, InspectReport
 
@@ -54,7 +54,9 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None) -> Re
         parts.append(Text("q and k before rotary position embeddings (--pre-rope): not the scores the model uses",
                           style="magenta"))
     if panels is None:
-        return Group(*parts, *default_view(report, heads))
+        shown = parts + default_view(report, heads)
+        grid = next((part for part in shown if isinstance(part, HeadsGrid)), None)
+        return Group(*shown) if grid is None else FitScreen(shown, grid)  # the grid sized to the screen
     if Panel.grid in panels:
         parts.append(heads_grid(report))
     if Panel.overview in panels:
