@@ -225,3 +225,43 @@ def test_svg_opens_in_chromium(browser, model, tmp_path):
     page.goto(path.as_uri())
     assert page.locator("text", has_text="[CLS]").count() >= 2
     page.close()
+
+
+# -- no two labels of a figure overlap ------------------------------------------------------------------
+
+def text_boxes(path) -> list[tuple[str, float, float, float, float]]:
+    """Every unrotated <text> of an SVG as (text, left, top, right, bottom) in px, from its x, y, anchor and
+    font size (characters 0.6 em wide, as DejaVu Sans' are on average; wide ones count double)."""
+    svg = "{http://www.w3.org/2000/svg}"
+    boxes = []
+    for node in ElementTree.parse(path).getroot().iter(f"{svg}text"):
+        if node.get("transform"):  # the slanted key labels: parallel, one per column
+            continue
+        text, size = node.text or "", float(node.get("font-size"))
+        width = sum(2 if ord(ch) > 0x2e80 else 1 for ch in text) * size * 0.6
+        x, y = float(node.get("x")), float(node.get("y"))
+        left = {"start": x, "middle": x - width / 2, "end": x - width}[node.get("text-anchor", "start")]
+        boxes.append((text, left, y - 0.8 * size, left + width, y + 0.2 * size))
+    return boxes
+
+
+def overlaps(boxes) -> list[tuple[str, str]]:
+    return [(a[0], b[0]) for index, a in enumerate(boxes) for b in boxes[index + 1:]
+            if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]]
+
+
+@pytest.mark.parametrize("text", ["Hi", "Hi you", "a b c", "Hello, how are you?"])
+def test_no_two_labels_of_an_svg_figure_overlap(model, tmp_path, text):
+    """A short text's colour bar is taller than its cells: its label and the axes caption once shared a line."""
+    from attn_cli.render.files import save_figure
+    from attn_cli.render.terminal import Panel
+
+    for name, report, panels in (("default", model.inspect(text), None),
+                                 ("panels", model.inspect(text, layers=0, heads="0-1"), {Panel.weights, Panel.scores})):
+        path = tmp_path / f"{name}.svg"
+        save_figure(report, path, panels)
+        boxes = text_boxes(path)
+        assert any(box[0] == "rows: queries · columns: keys" for box in boxes)
+        assert overlaps(boxes) == [], (text, name)
+        width = float(ElementTree.parse(path).getroot().get("width"))
+        assert max(box[3] for box in boxes) <= width, (text, name)  # nothing past the figure's right edge

@@ -23,6 +23,8 @@ MAX_CELL, MIN_CELL = 28, 6  # px per heatmap cell
 TARGET = 560  # px a heatmap aims for
 GRID_TARGET = 900  # px across the all-heads grid
 MAX_DETAIL = 16  # heads drawn in full in one SVG; more are shown in the all-heads grid
+BAR_MIN = 80  # px: a colour bar is never shorter, whatever the rows
+BAR_LABEL = 14  # px from a colour bar's bottom to its label's baseline
 
 
 # -- what a report shows ------------------------------------------------------------------------------
@@ -156,12 +158,16 @@ def _heatmap_svg(svg: _Svg, x0: float, y0: float, title: str, matrix, tokens: li
                                     extra=f' fill="{ink}"'))
     out.append(f'<rect x="{gx:.2f}" y="{gy:.2f}" width="{cols * cell:.2f}" height="{rows * cell:.2f}" '
                'fill="none" stroke="#888" stroke-width="0.6"/>')
-    out.append(svg.text(gx, gy + rows * cell + 13, "rows: queries · columns: keys", 9, extra=' fill="#666"'))
     bar_x = gx + cols * cell + 18
-    bar_h = max(80.0, rows * cell)
+    bar_h = max(BAR_MIN, rows * cell)
     out.append(_colour_bar(svg, bar_x, gy, bar_h, scale))
-    width = max(bar_x + 60 - x0, title_width)
-    height = gy + rows * cell + 22 - y0
+    # The caption goes under the cells and under the colour bar's own label (a bar taller than a few rows
+    # of cells ends lower than they do), so the two never share a line.
+    caption = "rows: queries · columns: keys"
+    caption_y = gy + max(rows * cell, bar_h + BAR_LABEL) + 13
+    out.append(svg.text(gx, caption_y, caption, 9, extra=' fill="#666"'))
+    width = max(bar_x + 60 - x0, title_width, gx + _text_width(caption, 9) - x0)
+    height = caption_y + 9 - y0
     svg.add("\n".join(out), x0 + width, y0 + height)
     return width, height
 
@@ -183,7 +189,7 @@ def _colour_bar(svg: _Svg, x: float, y: float, height: float, scale: Scale) -> s
         out.append(f'<line x1="{x + 12:.1f}" y1="{ty:.1f}" x2="{x + 16:.1f}" y2="{ty:.1f}" stroke="#444"/>')
         out.append(svg.text(x + 18, ty + 4, label, 10))
     noun = {"weights": "weight", "scores": "score", "magnitude": "norm"}[scale.kind]
-    out.append(svg.text(x + 6, y + height + 14, noun, 9, "middle",
+    out.append(svg.text(x + 6, y + height + BAR_LABEL, noun, 9, "middle",
                         extra=' fill="#666"'))
     return "\n".join(out)
 
