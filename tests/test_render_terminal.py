@@ -424,3 +424,20 @@ def test_a_counterfactual_heatmap_is_titled_with_its_own_formula(flags, formula)
                                       *flags], env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     assert f"layer 0 · head 2 (kv head 2) · {formula}" in result.stdout
+
+
+def test_diff_change_heatmap_shows_two_decimals_and_both_tokens(reports):
+    """B − A once printed one decimal ('0.0' in every cell while the colours differed) beside A's tokens only."""
+    from attn_cli.render.diff_view import render_diff
+
+    report = reports["diff"]
+    lines = printed(render_diff(report), 160)
+    start = next(i for i, line in enumerate(lines) if line.startswith("B − A"))
+    rows = lines[start + 2:start + 2 + len(report.a.tokens)]
+    top = report.heads[0]
+    change = report.b.head(top.layer, top.head).weights - report.a.head(top.layer, top.head).weights
+    i, j = np.unravel_index(np.argmax(np.abs(change)), change.shape)
+    assert CellFormat(2, False, bare=True).text(change[i, j]) in rows[i].split()
+    assert any(re.search(r"(^|\s)-?\.\d\d(\s|$)", row) for row in rows)
+    assert "how→who" in rows[3] and "you→they" in rows[5]
+    assert [CellFormat(2, False, bare=True).text(v) for v in (0.214, -0.0049, -0.13, 0.05)] == [".21", "0", "-.13", ".05"]
