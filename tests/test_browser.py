@@ -265,3 +265,91 @@ def test_no_two_labels_of_an_svg_figure_overlap(model, tmp_path, text):
         assert overlaps(boxes) == [], (text, name)
         width = float(ElementTree.parse(path).getroot().get("width"))
         assert max(box[3] for box in boxes) <= width, (text, name)  # nothing past the figure's right edge
+
+
+# -- the figures of heads, generate, rollout and diff -------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def command_reports(model, tmp_path_factory):
+    import attn_cli
+    import torch
+    from conftest import save_tiny
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=30522, n_embd=32, n_layer=2, n_head=2, n_positions=64, bos_token_id=101,
+                        eos_token_id=102)
+    gpt2 = save_tiny(GPT2LMHeadModel(config), tmp_path_factory.mktemp("figure-gpt2"))
+    return {
+        "heads": model.heads([SENTENCE, "The cat sat on the mat."], layers="0-1"),
+        "rollout": model.rollout(SENTENCE),
+        "diff": model.diff("The cat sat on the mat.", "The dog sat on the rug.", layers=0),
+        "generate": attn_cli.load(str(gpt2), device="cpu").generate("the cat sat on the", max_new_tokens=4),
+    }
+
+
+def cell(page, run: int, row: int, col: int) -> str:
+    return page.locator(f".run[data-run='{run}'] table.matrix td[data-q='{row}'][data-k='{col}']").text_content()
+
+
+def test_command_figures_are_svg_heatmaps_with_labels(command_reports, tmp_path):
+    from attn_cli.render.files import save_figure
+
+    svg = "{http://www.w3.org/2000/svg}"
+    for name, report in command_reports.items():
+        path = tmp_path / f"{name}.svg"
+        save_figure(report, path)
+        root = ElementTree.parse(path).getroot()
+        texts = [node.text or "" for node in root.iter(f"{svg}text")]
+        assert any(text.startswith(f"attn {name} · ") for text in texts), name
+        assert list(root.iter(f"{svg}linearGradient")), name
+        assert overlaps(text_boxes(path)) == [], name
+    heads = ElementTree.parse(tmp_path / "heads.svg").getroot()
+    texts = [node.text or "" for node in heads.iter(f"{svg}text")]
+    assert "previous token score" in texts and "L1" in texts and "h11" in texts
+    diff = [node.text or "" for node in ElementTree.parse(tmp_path / "diff.svg").getroot().iter(f"{svg}text")]
+    assert "cat→dog" in diff and "weight change" in diff
+
+
+def test_command_pages_show_the_reports_numbers(offline_page, command_reports, tmp_path):
+    from attn_cli.render.files import save_figure
+    from attn_cli.render.scale import CellFormat
+
+    page, requests, errors = offline_page
+    weight = CellFormat(2, True).text
+    paths = {}
+    for name, report in command_reports.items():
+        paths[name] = tmp_path / f"{name}.html"
+        save_figure(report, paths[name])
+
+    heads = command_reports["heads"].to_json_dict()
+    open_page(page, paths["heads"])
+    score = next(h for h in heads["heads"] if h["layer"] == 1 and h["head"] == 4)["scores"]["first_token"]
+    assert page.locator(".run h2").nth(3).text_content() == "first token ([CLS]/BOS) score"
+    assert cell(page, 3, 1, 4) == weight(score)
+
+    rollout = command_reports["rollout"].to_json_dict()
+    open_page(page, paths["rollout"])
+    assert cell(page, 0, 2, 0) == weight(rollout["rollout"][2][0])
+    assert page.locator("table.matrix td").count() == len(rollout["tokens"]) ** 2
+
+    report = command_reports["generate"]
+    generated = report.to_json_dict()
+    open_page(page, paths["generate"])
+    page.select_option("#layer", "1")
+    page.select_option("#head", "0")
+    rows = generated["layers"][1]["heads"][0]["weights"]  # a row per generated token
+    count = report.prompt_tokens
+    assert cell(page, 0, count, 1) == weight(rows[0][1])
+    assert page.locator("table.matrix tr").count() == 1 + len(report.tokens) - count  # header + generated rows
+
+    diff = command_reports["diff"]
+    open_page(page, paths["diff"])
+    top = diff.heads[0]
+    assert page.locator("#current").text_content() == f"layer {top.layer} · head {top.head}"
+    change = diff.b.head(top.layer, top.head).weights - diff.a.head(top.layer, top.head).weights
+    i, j = np.unravel_index(np.argmax(np.abs(change)), change.shape)
+    assert cell(page, 2, i, j) == CellFormat(2, False, bare=True).text(change[i, j])
+    assert page.locator(".run[data-run='2'] th.row").nth(2).text_content() == "cat→dog"
+    assert page.locator(".run[data-run='1'] th.row").nth(2).text_content() == "dog"
+    assert requests == [] and errors == []

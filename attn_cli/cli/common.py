@@ -119,9 +119,16 @@ def check_outputs(save: Path | None, as_json: bool, output: Path | None = None, 
     from attn_cli.render.files import check_snapshot_path
 
     if json_wanted:
-        raise BadInput("--save records the terminal view", "use -o FILE to write the JSON document")
+        raise BadInput("--save writes a figure beside the terminal view, not with --json", "use -o FILE to write the JSON document")
     check_snapshot_path(save)
     return json_wanted
+
+
+def save_figure(report, path: Path) -> None:
+    """--save FILE.svg/.html: the report's figure (render/figures.py)."""
+    from attn_cli.render.files import save_figure as write
+
+    write(report, path)
 
 
 def warn_if_truncated(report) -> None:
