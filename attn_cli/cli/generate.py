@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, read_text, run_and_emit
+from attn_cli.cli.common import check_outputs, read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import stderr_console, user_errors
 from attn_cli.cli.loading import Loading, loads_model
 
@@ -35,7 +35,7 @@ def generate_command(
     top_k: opt.TopK = None,
     as_json: opt.AsJson = False,
     output: opt.Output = None,
-    save: opt.SaveView = None,
+    save: opt.SaveGenerate = None,
 ) -> None:
     """Generate from PROMPT with a causal model and show what each generated token attended to."""
     with user_errors():
@@ -56,7 +56,7 @@ def generate_command(
             return report
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=render_generate_view, title="attn generate")
+                     save=save, render=render_generate_view, title="attn generate", figure=save_figure)
 
 
 def render_generate_view(report):

@@ -26,7 +26,7 @@ def render_generate(report) -> RenderableType:
              f"tokens {count}-{total - 1} are new", style="dim"),
     ]
     pairs = [(layer.layer, head) for layer in report.layers for head in layer.heads]
-    layer, head = min(pairs, key=lambda pair: _mean_entropy(pair[1].weights))
+    layer, head = most_focused(pairs)
     if len(pairs) > 1:
         parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head selected. "
                           "Pick others with --layer and --head.", style="dim"))
@@ -45,6 +45,11 @@ def sources_table(head, tokens: list[str], count: int) -> Table:
     for offset, row in enumerate(head.top):
         table.add_row(row_label(count + offset, tokens[count + offset]), keys_text(row, generated))
     return table
+
+
+def most_focused(pairs: list[tuple[int, object]]) -> tuple[int, object]:
+    """The (layer, GeneratedHead) whose rows have the lowest mean entropy."""
+    return min(pairs, key=lambda pair: _mean_entropy(pair[1].weights))
 
 
 def _mean_entropy(weights: np.ndarray) -> float:
