@@ -299,3 +299,10 @@ def test_the_marks_are_few_and_give_reasons():
     assert all(block.mark("not checked") for block in skipped), "a `not checked` mark without a reason"
     assert len(skipped) <= len(CHECKED) // 3, [block.name for block in skipped]
 
+
+def test_ci_runs_the_readme_test_command():
+    """.ci/run's last command is the quickstart's test command, word for word."""
+    quickstart = README.read_text(encoding="utf-8").split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    test_command = [block for block in read_blocks(quickstart) if block.language == "bash"][1].text.strip()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").rstrip().split("\n")
+    assert ci[-1] == test_command
