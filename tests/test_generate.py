@@ -1,5 +1,6 @@
 """attn generate: every recorded row equals the matching row of one eager forward pass over
-prompt + generated ids (output_attentions=True), 1e-5, for a GQA/RoPE Llama and GPT-2."""
+prompt + generated ids (output_attentions=True), 1e-5, for a GQA/RoPE Llama and GPT-2, greedy and sampled
+(every other decoder, sliding windows included: test_architectures.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 import attn_cli
 from attn_cli.plumbing.errors import AttnError, BadInput
-from conftest import save_tiny, tiny_gpt2_config, tiny_llama_config
+from conftest import assert_generated_rows_equal_one_forward_pass, save_tiny, tiny_gpt2_config, tiny_llama_config
 
 PROMPT = "the cat sat on the"
 
@@ -34,30 +35,15 @@ def gpt2_lm_dir(tmp_path_factory):
     return save_tiny(GPT2LMHeadModel(tiny_gpt2_config()), tmp_path_factory.mktemp("tiny-gpt2-lm"))
 
 
-def eager_rows(directory, report) -> list[torch.Tensor]:
-    """Per layer (H, N, T): the rows of the positions that produced each generated token."""
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, attn_implementation="eager").eval()
-    ids = torch.tensor([[token.id for token in report.tokens]])
-    with torch.no_grad():
-        attentions = model(ids, output_attentions=True).attentions
-    first, count = report.prompt_tokens - 1, len(report.tokens) - report.prompt_tokens
-    return [layer[0, :, first:first + count] for layer in attentions]
-
-
 @pytest.mark.parametrize("fixture", ["llama_lm_dir", "gpt2_lm_dir"])
 @pytest.mark.parametrize("sample", [False, True])
 def test_generated_rows_equal_one_forward_pass(request, fixture, sample):
     directory = request.getfixturevalue(fixture)
     report = attn_cli.load(str(directory), device="cpu").generate(PROMPT, max_new_tokens=6, sample=sample, seed=3)
     assert len(report.tokens) - report.prompt_tokens == 6 and report.stop == "max_new_tokens"
-    for layer, expected in zip(report.layers, eager_rows(directory, report)):
-        got = torch.from_numpy(np.stack([head.weights for head in layer.heads]))  # (H, N, T), NaN: unseen keys
-        visible = ~got.isnan()
-        assert (got[visible] - expected[visible]).abs().max().item() <= 1e-5
-        assert (expected[~visible] == 0).all()  # what the step could not see has weight 0 in the forward pass
-        assert torch.equal(visible.sum(-1)[0], torch.arange(report.prompt_tokens, len(report.tokens)))
+    assert_generated_rows_equal_one_forward_pass(directory, report)
+    visible = ~np.isnan(report.layers[0].heads[0].weights)  # (N, T): step i saw the prompt and i tokens
+    assert visible.sum(-1).tolist() == list(range(report.prompt_tokens, len(report.tokens)))
 
 
 def test_sampling_follows_the_seed_and_greedy_is_deterministic(llama_lm_dir):
