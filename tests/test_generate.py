@@ -104,3 +104,22 @@ def test_inspect_on_a_checkpoint_with_its_lm_head_runs_the_base_model(llama_lm_d
     for layer, expected in zip(report.layers, attentions):
         got = torch.from_numpy(np.stack([head.weights for head in layer.heads]))
         assert (got - expected[0]).abs().max().item() <= 1e-5
+
+
+def test_generation_that_ends_on_the_models_eos_says_eos(gpt2_lm_dir, tmp_path):
+    """generate() stops on the ids in the model's generation_config, which the tokenizer need not share."""
+    from transformers import AutoModelForCausalLM
+    from attn_cli.cli import app
+
+    first = attn_cli.load(str(gpt2_lm_dir), device="cpu").generate(PROMPT, max_new_tokens=1)
+    model = AutoModelForCausalLM.from_pretrained(gpt2_lm_dir, local_files_only=True)
+    model.generation_config.eos_token_id = [7, first.tokens[-1].id]  # the first token greedy picks ends it
+    directory = save_tiny(model, tmp_path / "gpt2-eos")
+    assert attn_cli.load(str(directory), device="cpu").backend.tokenizer.eos_token_id is None  # BERT's has none
+    runner = CliRunner()
+    result = runner.invoke(app, ["generate", PROMPT, "--model", str(directory), "-n", "6", "--layer", "0", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["stop"] == "eos" and [t["generated"] for t in document["tokens"]].count(True) == 1
+    view = runner.invoke(app, ["generate", PROMPT, "--model", str(directory), "-n", "6", "--layer", "0"])
+    assert view.exit_code == 0 and "1 token generated (greedy, stopped at eos); token 7 is new" in view.stdout

@@ -110,7 +110,7 @@ def generate_from(backend, prompt: str, selection: Selection, *, max_new_tokens:
         weights = weights.masked_fill(~allowed, float("nan"))
         rows[record.layer].append((seen[record.layer] - k.shape[-2], weights[:, 0].cpu()))
 
-    prompt_tokens, generated = backend.capture_generation(
+    prompt_tokens, generated, stop = backend.capture_generation(
         prompt, layers, keep_last_row, max_new_tokens=max_new_tokens, sample=sample, temperature=temperature,
         seed=seed, on_token=on_token)
     tokenizer = backend.tokenizer
@@ -131,7 +131,5 @@ def generate_from(backend, prompt: str, selection: Selection, *, max_new_tokens:
         report_layers.append(GeneratedLayer(layer, [
             GeneratedHead(head, kv, matrix[i].numpy(), [[TopKey(j, texts[j], w) for j, w in row] for row in top[i]])
             for i, (head, kv) in enumerate(zip(heads, kv_heads))]))
-    eos = tokenizer.eos_token_id
-    stop = "eos" if generated and eos is not None and generated[-1] == eos else "max_new_tokens"
     return GenerateReport(prompt, tokenizer.decode(generated), info, backend.device, backend.dtype, tokens, count,
                           report_layers, stop, sample)

@@ -91,11 +91,12 @@ class HFBackend:
 
     def capture_generation(self, prompt: str, layers: Sequence[int], sink, *, max_new_tokens: int,
                            sample: bool = False, temperature: float = 1.0, seed: int | None = None,
-                           on_token=None) -> tuple[list[Token], list[int]]:
+                           on_token=None) -> tuple[list[Token], list[int], str]:
         """model.generate() on the prompt, handing sink(record) every selected layer's capture at every step
         (the first step holds the whole prompt; each later one the new token's query over the KV cache).
 
-        Returns the prompt's tokens and the generated ids. on_token(text): each new piece of text as it comes.
+        Returns the prompt's tokens, the generated ids and why it stopped ("eos" or "max_new_tokens").
+        on_token(text): each new piece of text as it comes.
         """
         from transformers.generation.streamers import BaseStreamer
 
@@ -133,7 +134,8 @@ class HFBackend:
                                    do_sample=sample, temperature=temperature if sample else None,
                                    top_k=None if not sample else 0, top_p=None, use_cache=True,
                                    pad_token_id=pad, streamer=Streamer())
-        return self._tokens(encoding), out[0, ids.shape[1]:].tolist()
+        generated = out[0, ids.shape[1]:].tolist()
+        return self._tokens(encoding), generated, stop_reason(generated, self.lm.generation_config.eos_token_id)
 
     def capture_padded(self, texts: Sequence[str], layers: Sequence[int], sink: Callable, *,
                        truncate: bool = False) -> "PaddedRun":
@@ -205,6 +207,13 @@ class HFBackend:
                 f"shorten it, or pass --truncate to keep the first {limit} tokens",
             )
         return dict(self.tokenizer(text, return_special_tokens_mask=True, truncation=True, max_length=limit)), count
+
+
+def stop_reason(generated: list[int], eos: int | list[int] | None) -> str:
+    """Why generation ended: "eos" when on one of the end-of-sequence ids generate() stops on (the model's
+    generation_config's, an id or a list, which need not be the tokenizer's eos), else "max_new_tokens"."""
+    eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
+    return "eos" if generated and generated[-1] in eos_ids else "max_new_tokens"
 
 
 def _opening(text: str, words: int = 6) -> str:

@@ -22,8 +22,8 @@ def render_generate(report) -> RenderableType:
     mode = "sampled" if report.sample else "greedy"
     parts: list[RenderableType] = [
         header(report, "attn generate"), story,
-        Text(f"{total - count} tokens generated ({mode}, stopped at {report.stop.replace('_', ' ')}); "
-             f"tokens {count}-{total - 1} are new", style="dim"),
+        Text(f"{_generated(count, total)} ({mode}, stopped at {report.stop.replace('_', ' ')}); "
+             f"{_new(count, total)}", style="dim"),
     ]
     pairs = [(layer.layer, head) for layer in report.layers for head in layer.heads]
     layer, head = min(pairs, key=lambda pair: _mean_entropy(pair[1].weights))
@@ -35,6 +35,14 @@ def render_generate(report) -> RenderableType:
     parts.append(Heatmap(head.weights, tokens, title, Scale.weights(), window, hint="widen"))
     parts.append(titled("what each generated token was produced from", sources_table(head, tokens, count)))
     return Group(*parts)
+
+
+def _generated(count: int, total: int) -> str:
+    return "1 token generated" if total - count == 1 else f"{total - count} tokens generated"
+
+
+def _new(count: int, total: int) -> str:
+    return f"token {count} is new" if total - count == 1 else f"tokens {count}-{total - 1} are new"
 
 
 def sources_table(head, tokens: list[str], count: int) -> Table:
