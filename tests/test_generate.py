@@ -123,3 +123,16 @@ def test_generation_that_ends_on_the_models_eos_says_eos(gpt2_lm_dir, tmp_path):
     assert document["stop"] == "eos" and [t["generated"] for t in document["tokens"]].count(True) == 1
     view = runner.invoke(app, ["generate", PROMPT, "--model", str(directory), "-n", "6", "--layer", "0"])
     assert view.exit_code == 0 and "1 token generated (greedy, stopped at eos); token 7 is new" in view.stdout
+
+
+@pytest.mark.parametrize("fixture", ["llama_lm_dir", "gpt2_lm_dir"])
+def test_the_first_generated_row_is_inspects_last_row(request, fixture):
+    """generate and inspect feed the model alike: GPT-2 takes the BERT tokenizer's token_type_ids (and adds
+    them as embeddings), so dropping them in one command and not the other changed every weight."""
+    model = attn_cli.load(str(request.getfixturevalue(fixture)), device="cpu")
+    generated, inspected = model.generate(PROMPT, max_new_tokens=1), model.inspect(PROMPT)
+    count = len(inspected.tokens)
+    assert generated.prompt_tokens == count
+    for generated_layer, inspected_layer in zip(generated.layers, inspected.layers):
+        for first, last in zip(generated_layer.heads, inspected_layer.heads):
+            assert np.abs(first.weights[0, :count] - last.weights[-1]).max() <= 1e-5

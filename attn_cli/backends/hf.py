@@ -108,7 +108,9 @@ class HFBackend:
         if limit is not None and len(encoding["input_ids"]) + max_new_tokens > limit:
             raise InputTooLong(f"the prompt and {max_new_tokens} new tokens pass {self.info.name}'s {limit} positions",
                                "shorten the prompt or ask for fewer tokens")
-        ids = torch.tensor([encoding["input_ids"]], device=self.model.device)
+        inputs = {name: torch.tensor([value], device=self.model.device) for name, value in self._fed(encoding).items()}
+        ids = inputs.pop("input_ids")  # (1, P); generate() continues the token types, if any, itself
+        inputs.setdefault("attention_mask", torch.ones_like(ids))
 
         class Streamer(BaseStreamer):
             def __init__(self):
@@ -130,7 +132,7 @@ class HFBackend:
             torch.manual_seed(seed)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         with capturing(self.lm, recorder), torch.inference_mode():
-            out = self.lm.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+            out = self.lm.generate(input_ids=ids, **inputs, max_new_tokens=max_new_tokens,
                                    do_sample=sample, temperature=temperature if sample else None,
                                    top_k=None if not sample else 0, top_p=None, use_cache=True,
                                    pad_token_id=pad, streamer=Streamer())
@@ -170,10 +172,10 @@ class HFBackend:
 
     def _pad(self, encodings: list[dict], padding_side: str | None) -> dict[str, torch.Tensor]:
         """Model inputs for the batch: padded to the longest text, position ids kept per text."""
-        names = [name for name in encodings[0] if name != "special_tokens_mask"]
+        fed = [self._fed(encoding) for encoding in encodings]
         if len(encodings) > 1 and self.tokenizer.pad_token is None:  # decoders often have none
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
-        batch = self.tokenizer.pad({name: [e[name] for e in encodings] for name in names}, padding=True,
+        batch = self.tokenizer.pad({name: [e[name] for e in fed] for name in fed[0]}, padding=True,
                                    padding_side=padding_side, return_tensors="pt")
         batch = dict(batch)
         if "attention_mask" not in batch:
@@ -184,8 +186,19 @@ class HFBackend:
             batch["position_ids"] = (batch["attention_mask"].cumsum(-1) - 1).clamp_min(0)
         return batch
 
+    def _fed(self, encoding: dict) -> dict:
+        """The one rule for what a forward is fed, for every command (inspect, heads' batches, generate …):
+        the tokenizer's outputs that the model's forward names. So input_ids and attention_mask, and
+        token_type_ids to a model that takes them (BERT; GPT-2, which adds them as embeddings), as
+        model(**tokenizer(text)) would; never special_tokens_mask, nor what a model would only swallow into
+        **kwargs (a Llama given a BERT tokenizer's token_type_ids)."""
+        return {name: value for name, value in encoding.items() if name in self._forward_parameters()}
+
     def _takes_position_ids(self) -> bool:
-        return "position_ids" in inspect.signature(self.model.forward).parameters
+        return "position_ids" in self._forward_parameters()
+
+    def _forward_parameters(self):
+        return inspect.signature(self.model.forward).parameters
 
     def _encode(self, text: str, truncate: bool) -> tuple[dict, int | None]:
         """Tokenize one text, checking its length against the model's positions (not the tokenizer's limit)."""
