@@ -136,3 +136,9 @@ def test_the_first_generated_row_is_inspects_last_row(request, fixture):
     for generated_layer, inspected_layer in zip(generated.layers, inspected.layers):
         for first, last in zip(generated_layer.heads, inspected_layer.heads):
             assert np.abs(first.weights[0, :count] - last.weights[-1]).max() <= 1e-5
+
+
+def test_on_token_pieces_make_the_text(llama_lm_dir):
+    pieces: list[str] = []
+    report = attn_cli.load(str(llama_lm_dir), device="cpu").generate(PROMPT, max_new_tokens=6, on_token=pieces.append)
+    assert len(pieces) == 6 and "".join(pieces) == report.text  # the spaces between words included

@@ -115,12 +115,19 @@ class HFBackend:
         class Streamer(BaseStreamer):
             def __init__(self):
                 self.prompt_seen = False
+                self.ids: list[int] = []  # generated so far
+                self.text = ""  # their decoded text, handed out so far
 
             def put(self, value):
                 if not self.prompt_seen:  # generate() hands the prompt first
                     self.prompt_seen = True
-                elif on_token is not None:
-                    on_token(tokenizer.decode(value.reshape(-1).tolist()))
+                    return
+                self.ids += value.reshape(-1).tolist()
+                if on_token is not None:
+                    # what decoding all of them adds: one token decoded alone loses the space before it
+                    text = tokenizer.decode(self.ids)
+                    on_token(text[len(self.text):])
+                    self.text = text
 
             def end(self):
                 pass
