@@ -5,6 +5,7 @@ prompt + generated ids (output_attentions=True), 1e-5, for a GQA/RoPE Llama and 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ from typer.testing import CliRunner
 
 import attn_cli
 from attn_cli.plumbing.errors import AttnError, BadInput
-from conftest import assert_generated_rows_equal_one_forward_pass, save_tiny, tiny_gpt2_config, tiny_llama_config
+from conftest import (assert_generated_rows_equal_one_forward_pass, isolate, save_tiny, tiny_gpt2_config,
+                      tiny_llama_config)
 
 PROMPT = "the cat sat on the"
 
@@ -142,3 +144,42 @@ def test_on_token_pieces_make_the_text(llama_lm_dir):
     pieces: list[str] = []
     report = attn_cli.load(str(llama_lm_dir), device="cpu").generate(PROMPT, max_new_tokens=6, on_token=pieces.append)
     assert len(pieces) == 6 and "".join(pieces) == report.text  # the spaces between words included
+
+
+def screen(*writes: str) -> list[str]:
+    """The lines a terminal shows after these writes, interpreting what Rich's live display sends: carriage
+    return, newline, erase line (ESC[2K), cursor up (ESC[nA); colours and cursor visibility change nothing."""
+    lines, row, col = [""], 0, 0
+    for write in writes:
+        for part in re.findall(r"\x1b\[[0-9;?]*[A-Za-z]|\r|\n|[^\x1b\r\n]+", write):
+            if part == "\n":
+                row, col = row + 1, 0
+                lines += [""] * (row + 1 - len(lines))
+            elif part == "\r":
+                col = 0
+            elif part.endswith("K"):
+                lines[row] = ""
+            elif part.startswith("\x1b[") and part.endswith("A"):
+                row = max(0, row - int(part[2:-1] or 1))
+            elif not part.startswith("\x1b"):
+                lines[row] = lines[row][:col].ljust(col) + part + lines[row][col + len(part):]
+                col += len(part)
+    return lines
+
+
+def test_terminal_view_starts_with_its_header_and_aligns_the_indices(llama_lm_dir, monkeypatch):
+    """On a terminal the text is shown as it is produced, in the transient progress line, which leaves
+    nothing behind: the screen starts with the header. Row indices 7…18 are right-aligned."""
+    from attn_cli.cli import app
+
+    isolate(monkeypatch, 80)
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # stderr and stdout are terminals
+    result = CliRunner().invoke(app, ["generate", PROMPT, "--model", str(llama_lm_dir), "-n", "12", "--layer", "1"])
+    assert result.exit_code == 0, result.output
+    shown = screen(result.stderr, re.sub(r"\x1b\[[0-9;]*m", "", result.stdout))
+    assert shown[0].startswith("attn generate · ")
+    assert "generating" in result.stderr  # the text was shown while it was produced
+    table = shown[shown.index(next(line for line in shown if "attended (weight)" in line)) + 2:]
+    labels = [re.match(r"\s*(\d+) ", line) for line in table[:12]]
+    assert [int(label.group(1)) for label in labels] == list(range(7, 19))
+    assert len({label.end() for label in labels}) == 1  # every token starts in the same column

@@ -50,8 +50,9 @@ def sources_table(head, tokens: list[str], count: int) -> Table:
     table.add_column("generated", no_wrap=True)
     table.add_column("attended (weight)")
     generated = lambda key: "bold" if key.index < count else "bold green"  # noqa: E731
+    digits = len(str(len(tokens) - 1))  # ' 9 the' above '10 cat', as in the heatmap's rows
     for offset, row in enumerate(head.top):
-        table.add_row(row_label(count + offset, tokens[count + offset]), keys_text(row, generated))
+        table.add_row(row_label(count + offset, tokens[count + offset], digits), keys_text(row, generated))
     return table
 
 
