@@ -167,13 +167,17 @@ def screen(*writes: str) -> list[str]:
     return lines
 
 
-def test_terminal_view_starts_with_its_header_and_aligns_the_indices(llama_lm_dir, monkeypatch):
+def test_terminal_view_starts_with_its_header_and_aligns_the_indices(llama_lm_dir, monkeypatch, request):
     """On a terminal the text is shown as it is produced, in the transient progress line, which leaves
     nothing behind: the screen starts with the header. Row indices 7…18 are right-aligned."""
     from attn_cli.cli import app
 
+    from attn_cli.cli.edge import stderr_console
+
     isolate(monkeypatch, 80)
     monkeypatch.setenv("TTY_COMPATIBLE", "1")  # stderr and stdout are terminals
+    stderr_console.cache_clear()  # made once per process, as a real run's: after the setting, not in an earlier test
+    request.addfinalizer(stderr_console.cache_clear)
     result = CliRunner().invoke(app, ["generate", PROMPT, "--model", str(llama_lm_dir), "-n", "12", "--layer", "1"])
     assert result.exit_code == 0, result.output
     shown = screen(result.stderr, re.sub(r"\x1b\[[0-9;]*m", "", result.stdout))
