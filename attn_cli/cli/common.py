@@ -81,7 +81,8 @@ def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path |
 
 @contextlib.contextmanager
 def progress_on_stderr(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A transient progress bar over layers on stderr; None (silence) when stderr is not a terminal."""
+    """A transient progress bar on stderr, update(done, total, description) (over layers unless the
+    description says otherwise); None (silence) when stderr is not a terminal."""
     console = stderr_console()
     if not console.is_terminal:
         yield None
@@ -93,8 +94,8 @@ def progress_on_stderr(label: str) -> Iterator[Callable[[int, int], None] | None
                   console=console, transient=True, redirect_stdout=False, redirect_stderr=False) as progress:
         task = progress.add_task(label, total=None)
 
-        def update(done: int, total: int) -> None:
-            progress.update(task, description="analysing layers", completed=done, total=total)
+        def update(done: int, total: int, description: str = "analysing layers") -> None:
+            progress.update(task, description=description, completed=done, total=total)
 
         yield update
 

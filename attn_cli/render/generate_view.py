@@ -22,8 +22,8 @@ def render_generate(report) -> RenderableType:
     mode = "sampled" if report.sample else "greedy"
     parts: list[RenderableType] = [
         header(report, "attn generate"), story,
-        Text(f"{total - count} tokens generated ({mode}, stopped at {report.stop.replace('_', ' ')}); "
-             f"tokens {count}-{total - 1} are new", style="dim"),
+        Text(f"{_generated(count, total)} ({mode}, stopped at {report.stop.replace('_', ' ')}); "
+             f"{_new(count, total)}", style="dim"),
     ]
     pairs = [(layer.layer, head) for layer in report.layers for head in layer.heads]
     layer, head = most_focused(pairs)
@@ -37,13 +37,22 @@ def render_generate(report) -> RenderableType:
     return Group(*parts)
 
 
+def _generated(count: int, total: int) -> str:
+    return "1 token generated" if total - count == 1 else f"{total - count} tokens generated"
+
+
+def _new(count: int, total: int) -> str:
+    return f"token {count} is new" if total - count == 1 else f"tokens {count}-{total - 1} are new"
+
+
 def sources_table(head, tokens: list[str], count: int) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("generated", no_wrap=True)
     table.add_column("attended (weight)")
     generated = lambda key: "bold" if key.index < count else "bold green"  # noqa: E731
+    digits = len(str(len(tokens) - 1))  # ' 9 the' above '10 cat', as in the heatmap's rows
     for offset, row in enumerate(head.top):
-        table.add_row(row_label(count + offset, tokens[count + offset]), keys_text(row, generated))
+        table.add_row(row_label(count + offset, tokens[count + offset], digits), keys_text(row, generated))
     return table
 
 
