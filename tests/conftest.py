@@ -100,3 +100,34 @@ def tiny_gpt2_config():
 
     return GPT2Config(vocab_size=30522, n_embd=64, n_layer=2, n_head=4, n_positions=128,
                       bos_token_id=101, eos_token_id=102)
+
+
+def assert_generated_rows_equal_one_forward_pass(directory, report, tolerance: float = 1e-5) -> None:
+    """Every recorded row of a GenerateReport equals the row of the position that produced that token in one
+    eager forward pass over prompt + generated ids (output_attentions=True), to `tolerance`; and a step saw
+    exactly the keys that forward gives a weight: NaN where it could not look (tokens after it, keys out of a
+    sliding window), 0 there in the forward pass.
+
+    The forward is fed what the tokenizer gives for the prompt, as model(**tokenizer(text)), continued over
+    the generated ids as generate() continues it: a BERT tokenizer's token_type_ids, the last one repeated."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, attn_implementation="eager").eval()
+    prompt = AutoTokenizer.from_pretrained(directory, local_files_only=True)(report.prompt, return_tensors="pt")
+    ids = torch.tensor([[token.id for token in report.tokens]])  # (1, T)
+    assert torch.equal(ids[:, :report.prompt_tokens], prompt["input_ids"])
+    inputs = {"input_ids": ids}
+    if "token_type_ids" in prompt:
+        types = prompt["token_type_ids"]  # (1, P)
+        inputs["token_type_ids"] = torch.cat([types, types[:, -1:].expand(1, ids.shape[1] - types.shape[1])], 1)
+    with torch.no_grad():
+        attentions = model(**inputs, output_attentions=True).attentions
+    first, count = report.prompt_tokens - 1, len(report.tokens) - report.prompt_tokens
+    for layer in report.layers:
+        expected = attentions[layer.layer][0, [head.head for head in layer.heads], first:first + count]  # (h, N, T)
+        got = torch.from_numpy(np.stack([head.weights for head in layer.heads]))  # (h, N, T)
+        visible = ~got.isnan()
+        assert (got[visible] - expected[visible]).abs().max().item() <= tolerance, layer.layer
+        assert torch.equal(visible, expected != 0), layer.layer

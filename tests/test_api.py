@@ -144,15 +144,3 @@ def test_windows_and_the_cell_limit(minilm):
     assert left_out.matrices_left_out and left_out.head(0, 2).weights is None
     assert minilm.inspect(TEXT, layers=0, heads=2, cell_limit=10, full=True).head(0, 2).weights is not None
 
-
-def test_the_readme_example_runs_and_prints_what_the_readme_shows():
-    """The README's Python API block, run as a user would paste it; its output block must match."""
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme[readme.index("## Python API"):]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    shown = section.split("Output (this exact script is run by the tests):\n\n```\n", 1)[1].split("```", 1)[0]
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == shown

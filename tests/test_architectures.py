@@ -32,7 +32,7 @@ from attn_cli.backends.registry import load_backend
 from attn_cli.cli import app
 import attn_cli
 from attn_cli.api import Model
-from conftest import copy_minilm_tokenizer
+from conftest import assert_generated_rows_equal_one_forward_pass, copy_minilm_tokenizer
 
 TOLERANCE = 1e-5
 SENTENCE = "The quick brown fox jumps over the lazy dog near the quiet river bank."
@@ -72,18 +72,17 @@ def _config(architecture: str, **overrides):
 
 DECODERS = {"gpt2", "llama", "qwen2", "qwen3", "mistral"}
 GQA_ARCHITECTURES = {"llama", "qwen2", "qwen3", "mistral"}
-ARCHITECTURES = [
-    "bert", "roberta", "distilbert", "gpt2", "llama", "qwen2",
-    pytest.param("qwen3", marks=pytest.mark.skipif(not hasattr(transformers, "Qwen3Config"),
-                                                    reason="this transformers has no Qwen3Config")),
-    "mistral",
-]
+NEEDS_QWEN3 = pytest.mark.skipif(not hasattr(transformers, "Qwen3Config"), reason="this transformers has no Qwen3Config")
+ARCHITECTURES = ["bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", pytest.param("qwen3", marks=NEEDS_QWEN3),
+                 "mistral"]
 
 
-def save_tiny(directory: Path, config, dtype: torch.dtype | None = None, seed: int = 0) -> Path:
-    """A random model from `config`, saved as safetensors with the MiniLM tokenizer beside it."""
+def save_tiny(directory: Path, config, dtype: torch.dtype | None = None, seed: int = 0,
+              auto=transformers.AutoModel) -> Path:
+    """A random model from `config` (auto: AutoModelForCausalLM for one with its language-model head),
+    saved as safetensors with the MiniLM tokenizer beside it."""
     torch.manual_seed(seed)
-    model = transformers.AutoModel.from_config(config).eval()
+    model = auto.from_config(config).eval()
     if dtype is not None:
         model = model.to(dtype)
     model.save_pretrained(directory)
@@ -250,10 +249,14 @@ def test_mistral_sliding_window_in_cli_json(mistral_dir, cli_env):
 @pytest.fixture(scope="module")
 def qwen2_mixed_dir(tmp_path_factory) -> Path:
     """Qwen2 with layer_types [full_attention, sliding_attention]: the mask differs from layer to layer."""
+    return save_tiny(tmp_path_factory.mktemp("tiny-qwen2-mixed"), qwen2_mixed_config())
+
+
+def qwen2_mixed_config():
     config = transformers.Qwen2Config(**GQA, use_sliding_window=True, sliding_window=SLIDING_WINDOW,
                                       max_window_layers=1)
     assert config.layer_types == ["full_attention", "sliding_attention"]
-    return save_tiny(tmp_path_factory.mktemp("tiny-qwen2-mixed"), config)
+    return config
 
 
 def test_per_layer_masks_of_mixed_full_and_sliding_layers(qwen2_mixed_dir):
@@ -264,6 +267,40 @@ def test_per_layer_masks_of_mixed_full_and_sliding_layers(qwen2_mixed_dir):
     for layer, expected in zip(report.to_json_dict()["layers"], (full, sliding)):
         for head in layer["heads"]:
             assert torch.equal(torch.tensor([[s is None for s in row] for row in head["scores"]]), expected)
+
+
+# --- generate ---------------------------------------------------------------------------------------
+
+PROMPT = "the cat"
+GENERATORS = {  # every decoder above, saved with its language-model head
+    "gpt2": lambda: _config("gpt2"),
+    "llama": lambda: _config("llama"),
+    "qwen2": lambda: _config("qwen2"),
+    "qwen3": lambda: _config("qwen3"),
+    "mistral": lambda: _config("mistral"),  # window 4: the prompt is already as long
+    "mistral-window-9": lambda: _config("mistral", sliding_window=9),  # the prompt fits; generation crosses it
+    "qwen2-mixed": qwen2_mixed_config,  # a full layer, then a sliding one
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=NEEDS_QWEN3) if name == "qwen3" else name
+                                  for name in GENERATORS])
+def test_generated_rows_equal_one_forward_pass(name, tmp_path):
+    """Each row recorded during generate() (a KV cache; a sliding layer's cache keeps only the window) is the
+    row of one eager forward pass over prompt + generated ids, its keys at their own positions."""
+    config = GENERATORS[name]()
+    directory = save_tiny(tmp_path, config, auto=transformers.AutoModelForCausalLM)
+    report = attn_cli.load(str(directory), device="cpu").generate(PROMPT, max_new_tokens=8)
+    size = len(report.tokens)
+    assert size == report.prompt_tokens + 8
+    assert_generated_rows_equal_one_forward_pass(directory, report)
+    window = getattr(config, "sliding_window", None)
+    if name == "mistral-window-9":
+        assert report.prompt_tokens <= window  # the prompt's step saw every key; later steps lost some
+    if window is not None:  # the text outgrew the window: the last step (query T-2) saw only the window's keys
+        assert window < size - 1
+        last_layer = report.layers[-1].heads[0].weights  # (N, T)
+        assert (~np.isnan(last_layer[-1])).nonzero()[0].tolist() == list(range(size - 1 - window, size - 1))
 
 
 def test_gpt2_layer_dependent_scale_is_the_models(tmp_path):

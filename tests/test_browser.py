@@ -225,3 +225,131 @@ def test_svg_opens_in_chromium(browser, model, tmp_path):
     page.goto(path.as_uri())
     assert page.locator("text", has_text="[CLS]").count() >= 2
     page.close()
+
+
+# -- no two labels of a figure overlap ------------------------------------------------------------------
+
+def text_boxes(path) -> list[tuple[str, float, float, float, float]]:
+    """Every unrotated <text> of an SVG as (text, left, top, right, bottom) in px, from its x, y, anchor and
+    font size (characters 0.6 em wide, as DejaVu Sans' are on average; wide ones count double)."""
+    svg = "{http://www.w3.org/2000/svg}"
+    boxes = []
+    for node in ElementTree.parse(path).getroot().iter(f"{svg}text"):
+        if node.get("transform"):  # the slanted key labels: parallel, one per column
+            continue
+        text, size = node.text or "", float(node.get("font-size"))
+        width = sum(2 if ord(ch) > 0x2e80 else 1 for ch in text) * size * 0.6
+        x, y = float(node.get("x")), float(node.get("y"))
+        left = {"start": x, "middle": x - width / 2, "end": x - width}[node.get("text-anchor", "start")]
+        boxes.append((text, left, y - 0.8 * size, left + width, y + 0.2 * size))
+    return boxes
+
+
+def overlaps(boxes) -> list[tuple[str, str]]:
+    return [(a[0], b[0]) for index, a in enumerate(boxes) for b in boxes[index + 1:]
+            if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]]
+
+
+@pytest.mark.parametrize("text", ["Hi", "Hi you", "a b c", "Hello, how are you?"])
+def test_no_two_labels_of_an_svg_figure_overlap(model, tmp_path, text):
+    """A short text's colour bar is taller than its cells: its label and the axes caption once shared a line."""
+    from attn_cli.render.files import save_figure
+    from attn_cli.render.terminal import Panel
+
+    for name, report, panels in (("default", model.inspect(text), None),
+                                 ("panels", model.inspect(text, layers=0, heads="0-1"), {Panel.weights, Panel.scores})):
+        path = tmp_path / f"{name}.svg"
+        save_figure(report, path, panels)
+        boxes = text_boxes(path)
+        assert any(box[0] == "rows: queries · columns: keys" for box in boxes)
+        assert overlaps(boxes) == [], (text, name)
+        width = float(ElementTree.parse(path).getroot().get("width"))
+        assert max(box[3] for box in boxes) <= width, (text, name)  # nothing past the figure's right edge
+
+
+# -- the figures of heads, generate, rollout and diff -------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def command_reports(model, tmp_path_factory):
+    import attn_cli
+    import torch
+    from conftest import save_tiny
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=30522, n_embd=32, n_layer=2, n_head=2, n_positions=64, bos_token_id=101,
+                        eos_token_id=102)
+    gpt2 = save_tiny(GPT2LMHeadModel(config), tmp_path_factory.mktemp("figure-gpt2"))
+    return {
+        "heads": model.heads([SENTENCE, "The cat sat on the mat."], layers="0-1"),
+        "rollout": model.rollout(SENTENCE),
+        "diff": model.diff("The cat sat on the mat.", "The dog sat on the rug.", layers=0),
+        "generate": attn_cli.load(str(gpt2), device="cpu").generate("the cat sat on the", max_new_tokens=4),
+    }
+
+
+def cell(page, run: int, row: int, col: int) -> str:
+    return page.locator(f".run[data-run='{run}'] table.matrix td[data-q='{row}'][data-k='{col}']").text_content()
+
+
+def test_command_figures_are_svg_heatmaps_with_labels(command_reports, tmp_path):
+    from attn_cli.render.files import save_figure
+
+    svg = "{http://www.w3.org/2000/svg}"
+    for name, report in command_reports.items():
+        path = tmp_path / f"{name}.svg"
+        save_figure(report, path)
+        root = ElementTree.parse(path).getroot()
+        texts = [node.text or "" for node in root.iter(f"{svg}text")]
+        assert any(text.startswith(f"attn {name} · ") for text in texts), name
+        assert list(root.iter(f"{svg}linearGradient")), name
+        assert overlaps(text_boxes(path)) == [], name
+    heads = ElementTree.parse(tmp_path / "heads.svg").getroot()
+    texts = [node.text or "" for node in heads.iter(f"{svg}text")]
+    assert "previous token score" in texts and "L1" in texts and "h11" in texts
+    diff = [node.text or "" for node in ElementTree.parse(tmp_path / "diff.svg").getroot().iter(f"{svg}text")]
+    assert "cat→dog" in diff and "weight change" in diff
+
+
+def test_command_pages_show_the_reports_numbers(offline_page, command_reports, tmp_path):
+    from attn_cli.render.files import save_figure
+    from attn_cli.render.scale import CellFormat
+
+    page, requests, errors = offline_page
+    weight = CellFormat(2, True).text
+    paths = {}
+    for name, report in command_reports.items():
+        paths[name] = tmp_path / f"{name}.html"
+        save_figure(report, paths[name])
+
+    heads = command_reports["heads"].to_json_dict()
+    open_page(page, paths["heads"])
+    score = next(h for h in heads["heads"] if h["layer"] == 1 and h["head"] == 4)["scores"]["first_token"]
+    assert page.locator(".run h2").nth(3).text_content() == "first token ([CLS]/BOS) score"
+    assert cell(page, 3, 1, 4) == weight(score)
+
+    rollout = command_reports["rollout"].to_json_dict()
+    open_page(page, paths["rollout"])
+    assert cell(page, 0, 2, 0) == weight(rollout["rollout"][2][0])
+    assert page.locator("table.matrix td").count() == len(rollout["tokens"]) ** 2
+
+    report = command_reports["generate"]
+    generated = report.to_json_dict()
+    open_page(page, paths["generate"])
+    page.select_option("#layer", "1")
+    page.select_option("#head", "0")
+    rows = generated["layers"][1]["heads"][0]["weights"]  # a row per generated token
+    count = report.prompt_tokens
+    assert cell(page, 0, count, 1) == weight(rows[0][1])
+    assert page.locator("table.matrix tr").count() == 1 + len(report.tokens) - count  # header + generated rows
+
+    diff = command_reports["diff"]
+    open_page(page, paths["diff"])
+    top = diff.heads[0]
+    assert page.locator("#current").text_content() == f"layer {top.layer} · head {top.head}"
+    change = diff.b.head(top.layer, top.head).weights - diff.a.head(top.layer, top.head).weights
+    i, j = np.unravel_index(np.argmax(np.abs(change)), change.shape)
+    assert cell(page, 2, i, j) == CellFormat(2, False, bare=True).text(change[i, j])
+    assert page.locator(".run[data-run='2'] th.row").nth(2).text_content() == "cat→dog"
+    assert page.locator(".run[data-run='1'] th.row").nth(2).text_content() == "dog"
+    assert requests == [] and errors == []

@@ -546,7 +546,8 @@ def test_thumbnails_are_the_grids_own_pictures():
     from rich.console import Console
 
     from attn_cli.explore.view import CachedGrid
-    from attn_cli.render.heatmap import HeadsGrid, cells, half_blocks
+    from attn_cli.render.glyphs import cells, half_blocks
+    from attn_cli.render.grid import HeadsGrid
 
     rng = np.random.default_rng(0)
     for trial in range(12):

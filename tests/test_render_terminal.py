@@ -8,6 +8,7 @@ matches the scale. Reports come from the bundled MiniLM (loaded once) and the to
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -16,7 +17,9 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.style import Style
 
-from attn_cli.render.heatmap import Heatmap, HeadsGrid, VectorTable, legend
+from attn_cli.render.grid import HeadsGrid
+from attn_cli.render.heatmap import Heatmap, legend
+from attn_cli.render.layout import VectorTable
 from attn_cli.render.scale import SHADES, CellFormat, Scale, luminance, stat
 
 WIDTHS = (60, 80, 100, 120, 160, 250)
@@ -24,6 +27,9 @@ SENTENCE = "Hello, how are you?"
 # 34 tokens with [CLS] and [SEP] under MiniLM's tokenizer
 LONG = ("The quick brown fox jumps over the lazy dog while the small cat sleeps on a warm mat near the old "
         "red barn door, and the birds sing a happy song")
+SHORT = "The cat sat on the mat while the dog slept by the fire."  # 16 tokens
+FIFTY = " ".join(["the quick brown fox jumps over the lazy dog"] * 6)  # 56 tokens
+SCREENS = (80, 120, 160, 200)  # terminal widths, each 50 lines tall
 CUT = re.compile(r"\d…|…\d|\.…|-…|:…|: …")
 
 
@@ -50,6 +56,8 @@ def reports(model, tmp_path_factory):
     return {
         "hello": model.inspect(SENTENCE),
         "long": model.inspect(LONG),
+        "short": model.inspect(SHORT),
+        "fifty": model.inspect(FIFTY),
         "few": model.inspect(SENTENCE, layers="0-1", heads="1-3"),
         "long_one": model.inspect(LONG, layers=0, heads=2),
         "compare": model.compare("我是一个男孩", layers="0-1"),
@@ -62,9 +70,10 @@ def reports(model, tmp_path_factory):
     }
 
 
-def printed(renderable, width: int, colour: bool = False) -> list[str]:
-    console = Console(width=width, record=True, force_terminal=colour, color_system="truecolor" if colour else None,
-                      file=open("/dev/null", "w"))
+def printed(renderable, width: int, colour: bool = False, height: int | None = None) -> list[str]:
+    """The text a terminal `width` columns wide (and `height` lines tall, Rich's 25 if None) shows."""
+    console = Console(width=width, height=height, record=True, force_terminal=colour,
+                      color_system="truecolor" if colour else None, file=open(os.devnull, "w"))
     console.print(renderable)
     return console.export_text().splitlines()
 
@@ -270,6 +279,45 @@ def test_stat_is_one_format():
     assert CellFormat(1, False).text(-0.04) == "0.0"  # never '-0.0'
 
 
+@pytest.mark.parametrize("width", SCREENS)
+@pytest.mark.parametrize("colour", [False, True])
+def test_default_view_of_a_short_sentence_fits_one_screen_at_every_width(reports, width, colour):
+    """A wider terminal must not make the grid taller than the screen: the thumbnails shrink to the lines
+    the rest of the view leaves."""
+    from attn_cli.render.terminal import render_report
+
+    for name in ("hello", "short"):
+        lines = printed(render_report(reports[name]), width, colour, height=50)
+        assert_fits(lines, width)
+        assert len(lines) <= 50, f"{name} at {width}×50: {len(lines)} lines\n" + "\n".join(lines)
+        text = "\n".join(lines)
+        assert "Every head" in text and "In detail" in text and "keys 0:" in text
+
+
+@pytest.mark.parametrize("width", SCREENS)
+def test_the_grid_of_a_50_token_sentence_fits_one_screen(reports, width):
+    """Its detail heatmap cannot fit beside it (56 rows), so the grid gets the screen to itself."""
+    from attn_cli.render.terminal import render_report
+
+    lines = printed(render_report(reports["fifty"]), width, height=50)
+    assert_fits(lines, width)
+    start = next(i for i, line in enumerate(lines) if line.startswith("Every head"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("In detail"))
+    assert end - start <= 50, "\n".join(lines[start:end])
+    assert "L5" in "\n".join(lines[start:end])
+
+
+def test_grid_max_lines_shrinks_the_thumbnails_not_the_layers(reports):
+    report = reports["fifty"]
+    layers = [(layer.layer, layer.heads) for layer in report.layers]
+    free = printed(HeadsGrid(layers, "grid"), 160)
+    grid = HeadsGrid(layers, "grid")
+    grid.max_lines = 30
+    kept = printed(grid, 160)
+    assert len(free) > 30 >= len(kept)
+    assert [line[:2] for line in kept if line.startswith("L")] == ["L0", "L1", "L2", "L3", "L4", "L5"]
+
+
 # -- every head at a glance ----------------------------------------------------------------------------
 
 
@@ -296,7 +344,7 @@ def test_grid_without_colour_marks_only_real_attention(reports):
 
 def _reference_cells(matrix, scale, ink_floor):
     """The grid's 2 × 2 quadrant pictures drawn one character at a time (the drawing before it was vectorised)."""
-    from attn_cli.render.heatmap import CONTRAST, QUADRANTS
+    from attn_cli.render.glyphs import CONTRAST, QUADRANTS
 
     def share(value):
         return min(1.0, abs(value) / scale.limit) if scale.diverging else min(1.0, max(0.0, value))
@@ -334,7 +382,7 @@ def _reference_cells(matrix, scale, ink_floor):
 
 def test_grid_pictures_are_drawn_as_one_character_at_a_time():
     """The vectorised pictures (all heads of a grid at once) are the plain per-character drawing."""
-    from attn_cli.render.heatmap import half_blocks, quadrant_cells
+    from attn_cli.render.glyphs import half_blocks, quadrant_cells
 
     rng = np.random.default_rng(3)
     for trial in range(60):
@@ -376,3 +424,20 @@ def test_a_counterfactual_heatmap_is_titled_with_its_own_formula(flags, formula)
                                       *flags], env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     assert f"layer 0 · head 2 (kv head 2) · {formula}" in result.stdout
+
+
+def test_diff_change_heatmap_shows_two_decimals_and_both_tokens(reports):
+    """B − A once printed one decimal ('0.0' in every cell while the colours differed) beside A's tokens only."""
+    from attn_cli.render.diff_view import render_diff
+
+    report = reports["diff"]
+    lines = printed(render_diff(report), 160)
+    start = next(i for i, line in enumerate(lines) if line.startswith("B − A"))
+    rows = lines[start + 2:start + 2 + len(report.a.tokens)]
+    top = report.heads[0]
+    change = report.b.head(top.layer, top.head).weights - report.a.head(top.layer, top.head).weights
+    i, j = np.unravel_index(np.argmax(np.abs(change)), change.shape)
+    assert CellFormat(2, False, bare=True).text(change[i, j]) in rows[i].split()
+    assert any(re.search(r"(^|\s)-?\.\d\d(\s|$)", row) for row in rows)
+    assert "how→who" in rows[3] and "you→they" in rows[5]
+    assert [CellFormat(2, False, bare=True).text(v) for v in (0.214, -0.0049, -0.13, 0.05)] == [".21", "0", "-.13", ".05"]

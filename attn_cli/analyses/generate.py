@@ -90,18 +90,27 @@ def generate_from(backend, prompt: str, selection: Selection, *, max_new_tokens:
         raise BadInput(f"--temperature must be above 0, not {temperature}")
     layers, heads = selection.resolve(info)
     kv_heads = [info.kv_head_of(head) for head in heads]
-    rows: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
+    # per layer, per step: (the absolute position of the step's first key, its row (h, K))
+    rows: dict[int, list[tuple[int, torch.Tensor]]] = {layer: [] for layer in layers}
+    seen = dict.fromkeys(layers, 0)  # tokens each layer has run so far: the prompt, then one per step
 
     def keep_last_row(record) -> None:
-        """The step's last query (the one whose output picks the next token) over every key. (h, K)"""
+        """The step's last query (the one whose output picks the next token) over every key it was handed.
+
+        The cache hands the K keys that end at that query: all of them for a full layer (K = position + 1),
+        but for a sliding layer (transformers' DynamicSlidingWindowLayer) only the W − 1 it keeps plus the
+        new one, so key j sits at absolute position end − K + j, not j."""
+        seen[record.layer] += record.q.shape[-2]
         q = record.q[0, heads, -1:].float()  # (h, 1, D)
         k = record.k[0, kv_heads].float()  # (h, K, D)
         last = record.q.shape[-2] - 1
         allowed = record.mask.rows(last, last + 1)  # (1, K)
         weights = attention.masked_softmax(record.scorer_for(heads)(q, k), allowed)  # (h, 1, K)
-        rows[record.layer].append(weights[:, 0].cpu())
+        # a key the window masks (in the prompt's step) could not be looked at, like one the cache dropped
+        weights = weights.masked_fill(~allowed, float("nan"))
+        rows[record.layer].append((seen[record.layer] - k.shape[-2], weights[:, 0].cpu()))
 
-    prompt_tokens, generated = backend.capture_generation(
+    prompt_tokens, generated, stop = backend.capture_generation(
         prompt, layers, keep_last_row, max_new_tokens=max_new_tokens, sample=sample, temperature=temperature,
         seed=seed, on_token=on_token)
     tokenizer = backend.tokenizer
@@ -115,14 +124,12 @@ def generate_from(backend, prompt: str, selection: Selection, *, max_new_tokens:
     for layer in layers:
         steps = rows[layer][:len(generated)]  # one row per generated token
         matrix = torch.full((len(heads), len(steps), len(tokens)), float("nan"))  # (h, N, T)
-        for i, row in enumerate(steps):
-            matrix[:, i, :row.shape[-1]] = row
+        for i, (start, row) in enumerate(steps):
+            matrix[:, i, start:start + row.shape[-1]] = row
         allowed = ~matrix.isnan()
         top = top_keys(matrix.nan_to_num(0.0), allowed, top_k)  # (h, N, ≤k)
         report_layers.append(GeneratedLayer(layer, [
             GeneratedHead(head, kv, matrix[i].numpy(), [[TopKey(j, texts[j], w) for j, w in row] for row in top[i]])
             for i, (head, kv) in enumerate(zip(heads, kv_heads))]))
-    eos = tokenizer.eos_token_id
-    stop = "eos" if generated and eos is not None and generated[-1] == eos else "max_new_tokens"
     return GenerateReport(prompt, tokenizer.decode(generated), info, backend.device, backend.dtype, tokens, count,
                           report_layers, stop, sample)

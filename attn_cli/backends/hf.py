@@ -91,11 +91,12 @@ class HFBackend:
 
     def capture_generation(self, prompt: str, layers: Sequence[int], sink, *, max_new_tokens: int,
                            sample: bool = False, temperature: float = 1.0, seed: int | None = None,
-                           on_token=None) -> tuple[list[Token], list[int]]:
+                           on_token=None) -> tuple[list[Token], list[int], str]:
         """model.generate() on the prompt, handing sink(record) every selected layer's capture at every step
         (the first step holds the whole prompt; each later one the new token's query over the KV cache).
 
-        Returns the prompt's tokens and the generated ids. on_token(text): each new piece of text as it comes.
+        Returns the prompt's tokens, the generated ids and why it stopped ("eos" or "max_new_tokens").
+        on_token(text): each new piece of text as it comes.
         """
         from transformers.generation.streamers import BaseStreamer
 
@@ -107,17 +108,26 @@ class HFBackend:
         if limit is not None and len(encoding["input_ids"]) + max_new_tokens > limit:
             raise InputTooLong(f"the prompt and {max_new_tokens} new tokens pass {self.info.name}'s {limit} positions",
                                "shorten the prompt or ask for fewer tokens")
-        ids = torch.tensor([encoding["input_ids"]], device=self.model.device)
+        inputs = {name: torch.tensor([value], device=self.model.device) for name, value in self._fed(encoding).items()}
+        ids = inputs.pop("input_ids")  # (1, P); generate() continues the token types, if any, itself
+        inputs.setdefault("attention_mask", torch.ones_like(ids))
 
         class Streamer(BaseStreamer):
             def __init__(self):
                 self.prompt_seen = False
+                self.ids: list[int] = []  # generated so far
+                self.text = ""  # their decoded text, handed out so far
 
             def put(self, value):
                 if not self.prompt_seen:  # generate() hands the prompt first
                     self.prompt_seen = True
-                elif on_token is not None:
-                    on_token(tokenizer.decode(value.reshape(-1).tolist()))
+                    return
+                self.ids += value.reshape(-1).tolist()
+                if on_token is not None:
+                    # what decoding all of them adds: one token decoded alone loses the space before it
+                    text = tokenizer.decode(self.ids)
+                    on_token(text[len(self.text):])
+                    self.text = text
 
             def end(self):
                 pass
@@ -129,11 +139,12 @@ class HFBackend:
             torch.manual_seed(seed)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         with capturing(self.lm, recorder), torch.inference_mode():
-            out = self.lm.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+            out = self.lm.generate(input_ids=ids, **inputs, max_new_tokens=max_new_tokens,
                                    do_sample=sample, temperature=temperature if sample else None,
                                    top_k=None if not sample else 0, top_p=None, use_cache=True,
                                    pad_token_id=pad, streamer=Streamer())
-        return self._tokens(encoding), out[0, ids.shape[1]:].tolist()
+        generated = out[0, ids.shape[1]:].tolist()
+        return self._tokens(encoding), generated, stop_reason(generated, self.lm.generation_config.eos_token_id)
 
     def capture_padded(self, texts: Sequence[str], layers: Sequence[int], sink: Callable, *,
                        truncate: bool = False) -> "PaddedRun":
@@ -168,10 +179,10 @@ class HFBackend:
 
     def _pad(self, encodings: list[dict], padding_side: str | None) -> dict[str, torch.Tensor]:
         """Model inputs for the batch: padded to the longest text, position ids kept per text."""
-        names = [name for name in encodings[0] if name != "special_tokens_mask"]
+        fed = [self._fed(encoding) for encoding in encodings]
         if len(encodings) > 1 and self.tokenizer.pad_token is None:  # decoders often have none
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
-        batch = self.tokenizer.pad({name: [e[name] for e in encodings] for name in names}, padding=True,
+        batch = self.tokenizer.pad({name: [e[name] for e in fed] for name in fed[0]}, padding=True,
                                    padding_side=padding_side, return_tensors="pt")
         batch = dict(batch)
         if "attention_mask" not in batch:
@@ -182,8 +193,19 @@ class HFBackend:
             batch["position_ids"] = (batch["attention_mask"].cumsum(-1) - 1).clamp_min(0)
         return batch
 
+    def _fed(self, encoding: dict) -> dict:
+        """The one rule for what a forward is fed, for every command (inspect, heads' batches, generate …):
+        the tokenizer's outputs that the model's forward names. So input_ids and attention_mask, and
+        token_type_ids to a model that takes them (BERT; GPT-2, which adds them as embeddings), as
+        model(**tokenizer(text)) would; never special_tokens_mask, nor what a model would only swallow into
+        **kwargs (a Llama given a BERT tokenizer's token_type_ids)."""
+        return {name: value for name, value in encoding.items() if name in self._forward_parameters()}
+
     def _takes_position_ids(self) -> bool:
-        return "position_ids" in inspect.signature(self.model.forward).parameters
+        return "position_ids" in self._forward_parameters()
+
+    def _forward_parameters(self):
+        return inspect.signature(self.model.forward).parameters
 
     def _encode(self, text: str, truncate: bool) -> tuple[dict, int | None]:
         """Tokenize one text, checking its length against the model's positions (not the tokenizer's limit)."""
@@ -205,6 +227,13 @@ class HFBackend:
                 f"shorten it, or pass --truncate to keep the first {limit} tokens",
             )
         return dict(self.tokenizer(text, return_special_tokens_mask=True, truncation=True, max_length=limit)), count
+
+
+def stop_reason(generated: list[int], eos: int | list[int] | None) -> str:
+    """Why generation ended: "eos" when on one of the end-of-sequence ids generate() stops on (the model's
+    generation_config's, an id or a list, which need not be the tokenizer's eos), else "max_new_tokens"."""
+    eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
+    return "eos" if generated and generated[-1] in eos_ids else "max_new_tokens"
 
 
 def _opening(text: str, words: int = 6) -> str:

@@ -17,6 +17,9 @@ from attn_cli.cli.options import PANEL_NAMES
 from attn_cli.plumbing.errors import AttnError, BadInput
 
 
+FILE_LINES = 1_000_000  # the "screen height" of a file or pipe: no limit
+
+
 def read_text(text: str) -> str:
     """The argument itself, or stdin for '-'. Blank text, or text that is not valid UTF-8, is a usage error."""
     return textio.read_text(text)
@@ -78,7 +81,8 @@ def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path |
 
 @contextlib.contextmanager
 def progress_on_stderr(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A transient progress bar over layers on stderr; None (silence) when stderr is not a terminal."""
+    """A transient progress bar on stderr, update(done, total, description) (over layers unless the
+    description says otherwise); None (silence) when stderr is not a terminal."""
     console = stderr_console()
     if not console.is_terminal:
         yield None
@@ -90,8 +94,8 @@ def progress_on_stderr(label: str) -> Iterator[Callable[[int, int], None] | None
                   console=console, transient=True, redirect_stdout=False, redirect_stderr=False) as progress:
         task = progress.add_task(label, total=None)
 
-        def update(done: int, total: int) -> None:
-            progress.update(task, description="analysing layers", completed=done, total=total)
+        def update(done: int, total: int, description: str = "analysing layers") -> None:
+            progress.update(task, description=description, completed=done, total=total)
 
         yield update
 
@@ -116,9 +120,16 @@ def check_outputs(save: Path | None, as_json: bool, output: Path | None = None, 
     from attn_cli.render.files import check_snapshot_path
 
     if json_wanted:
-        raise BadInput("--save records the terminal view", "use -o FILE to write the JSON document")
+        raise BadInput("--save writes a figure beside the terminal view, not with --json", "use -o FILE to write the JSON document")
     check_snapshot_path(save)
     return json_wanted
+
+
+def save_figure(report, path: Path) -> None:
+    """--save FILE.svg/.html: the report's figure (render/figures.py)."""
+    from attn_cli.render.files import save_figure as write
+
+    write(report, path)
 
 
 def warn_if_truncated(report) -> None:
@@ -152,9 +163,12 @@ def emit_terminal(render: Callable[[], object], save: Path | None, fallback_widt
 
     from attn_cli.render.files import save_snapshot
 
-    # A terminal (or COLUMNS) says how wide to be; a file or pipe gets the configured width.
-    width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else fallback_width
-    console = Console(record=save is not None and figure is None, width=width)
+    # A terminal (or COLUMNS) says how wide to be; a file or pipe gets the configured width. A terminal (or
+    # LINES) also says how tall a screen is (the default view fits its grid to it); a file has no screens.
+    terminal = sys.stdout.isatty()
+    width = None if terminal or "COLUMNS" in os.environ else fallback_width
+    height = None if terminal or "LINES" in os.environ else FILE_LINES
+    console = Console(record=save is not None and figure is None, width=width, height=height)
     console.print(render())
     if save is not None:
         if figure is not None:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, read_text, run_and_emit
+from attn_cli.cli.common import check_outputs, read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.plumbing.errors import BadInput
@@ -31,7 +31,7 @@ def diff_command(
     head: opt.Head = "all",
     as_json: opt.AsJson = False,
     output: opt.Output = None,
-    save: opt.SaveView = None,
+    save: opt.SaveDiff = None,
 ) -> None:
     """Compare every head between two texts, or between two checkpoints on one text; most changed first."""
     with user_errors():
@@ -50,7 +50,7 @@ def diff_command(
             return loaded.diff(texts[0], against=other, layers=layer, heads=head)
 
         run_and_emit(run, label="running both …", json_wanted=json_wanted, output=output, save=save,
-                     render=render_diff_view, title="attn diff")
+                     render=render_diff_view, title="attn diff", figure=save_figure)
 
 
 def render_diff_view(report):

@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, read_text, run_and_emit
-from attn_cli.cli.edge import stderr_console, user_errors
+from attn_cli.cli.common import check_outputs, read_text, run_and_emit, save_figure
+from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 
 EPILOG = (
@@ -35,28 +35,45 @@ def generate_command(
     top_k: opt.TopK = None,
     as_json: opt.AsJson = False,
     output: opt.Output = None,
-    save: opt.SaveView = None,
+    save: opt.SaveGenerate = None,
 ) -> None:
     """Generate from PROMPT with a causal model and show what each generated token attended to."""
     with user_errors():
         json_wanted = check_outputs(save, as_json, output)
         prompt = read_text(prompt)
-        console = stderr_console()
-
-        def show(text: str) -> None:  # the text as it is produced, on stderr (stdout carries the result)
-            if console.is_terminal:
-                console.print(text, end="", style="green", markup=False, highlight=False, soft_wrap=True)
 
         def run(progress, lazy: bool):
             loaded = loading.load()
-            report = loaded.generate(prompt, max_new_tokens=max_new_tokens, sample=sample, temperature=temperature,
-                                     seed=seed, layers=layer, heads=head, top_k=top_k, on_token=show)
-            if console.is_terminal:
-                console.print()
-            return report
+            pieces: list[str] = []
+
+            def show(piece: str) -> None:  # the text as it is produced, in the transient progress line
+                pieces.append(piece)
+                if progress is not None:
+                    progress(len(pieces), max_new_tokens, generating_line("".join(pieces)))
+
+            return loaded.generate(prompt, max_new_tokens=max_new_tokens, sample=sample, temperature=temperature,
+                                   seed=seed, layers=layer, heads=head, top_k=top_k, on_token=show)
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=render_generate_view, title="attn generate")
+                     save=save, render=render_generate_view, title="attn generate", figure=save_figure)
+
+
+def generating_line(text: str, cells: int = 24) -> str:
+    """'generating …' and the last `cells` terminal cells of the text so far, on one line, as Rich markup.
+
+    Marks and control characters are left out: terminals disagree on their width, and a live line one
+    cell wider than measured wraps and leaves a copy of itself behind."""
+    import unicodedata
+
+    from rich.cells import cell_len
+    from rich.markup import escape
+
+    shown = "".join(ch for ch in " ".join(text.split()) if not unicodedata.category(ch).startswith(("M", "C")))
+    if cell_len(shown) > cells:
+        while cell_len(shown) > cells - 1:
+            shown = shown[1:]
+        shown = "…" + shown
+    return "generating " + escape(shown)
 
 
 def render_generate_view(report):

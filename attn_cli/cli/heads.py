@@ -10,7 +10,7 @@ from typing import Annotated, Iterator, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, emit_json, emit_terminal, note, read_text
+from attn_cli.cli.common import check_outputs, emit_json, emit_terminal, note, read_text, save_figure
 from attn_cli.cli.edge import stderr_console, user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.plumbing.errors import BadInput
@@ -53,7 +53,7 @@ def heads_command(
     head: opt.Head = "all",
     as_json: opt.AsJson = False,
     output: opt.Output = None,
-    save: opt.SaveView = None,
+    save: opt.SaveHeads = None,
     truncate: opt.Truncate = False,
 ) -> None:
     """What every head does: previous-token, duplicate, induction, [CLS]/[SEP], punctuation, self, broad, sink."""
@@ -83,7 +83,8 @@ def heads_command(
             from attn_cli.plumbing.config import defaults
 
             emit_terminal(lambda: heads_view(report), save,
-                          defaults()["render"]["fallback_width"], f"attn heads · {report.model.name}")
+                          defaults()["render"]["fallback_width"], f"attn heads · {report.model.name}",
+                          figure=lambda path: save_figure(report, path))
         if report.interrupted:
             from attn_cli.plumbing import interrupts
 

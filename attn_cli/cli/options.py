@@ -40,8 +40,19 @@ Output = Annotated[Optional[Path], typer.Option("--output", "-o",
 Save = Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
     help="Also save a figure: FILE.svg (vector heatmaps with full labels, for papers) or FILE.html "
          "(one offline page: every head, hover a token to see its attention).")]
-SaveView = Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
-    help="Also save what the terminal shows, colours kept: FILE.svg or FILE.html.")]
+
+
+def save_figure_option(what: str):
+    """--save for a command whose figure shows `what` (the SVG and the page draw the same matrices)."""
+    return Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
+        help=f"Also save a figure of {what}: FILE.svg (vector heatmaps, full labels) or FILE.html (one offline "
+             "page: hover a cell or a label for its numbers).")]
+
+
+SaveHeads = save_figure_option("each score as a layers × heads grid")
+SaveGenerate = save_figure_option("the recorded rows (generated tokens × the tokens they saw), head by head")
+SaveRollout = save_figure_option("the rollout matrix")
+SaveDiff = save_figure_option("A, B and B − A (the most changed head in the SVG, every head on the page)")
 Device = Annotated[str, typer.Option("--device", "-d", envvar="ATTN_DEVICE", rich_help_panel=MODEL_PANEL,
     help="auto, cpu, cuda, cuda:N or mps. auto picks CUDA, then MPS, then CPU.")]
 DTypeOpt = Annotated[DType, typer.Option("--dtype", rich_help_panel=MODEL_PANEL, metavar="DTYPE",

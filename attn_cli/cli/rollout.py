@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, read_text, run_and_emit
+from attn_cli.cli.common import check_outputs, read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 
@@ -39,7 +39,7 @@ def rollout_command(
     top_k: opt.TopK = None,
     as_json: opt.AsJson = False,
     output: opt.Output = None,
-    save: opt.SaveView = None,
+    save: opt.SaveRollout = None,
     truncate: opt.Truncate = False,
 ) -> None:
     """Roll attention out across layers: which input tokens each output token comes from."""
@@ -52,7 +52,7 @@ def rollout_command(
             return loaded.rollout(text, layers=layers, head_fusion=head_fusion.value, top_k=top_k, truncate=truncate)
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=render_rollout_view, title="attn rollout")
+                     save=save, render=render_rollout_view, title="attn rollout", figure=save_figure)
 
 
 def render_rollout_view(report):

@@ -85,7 +85,7 @@ class Drawn:
         """Columns the entropy/asymmetry table of `attn inspect` takes (its Fit part), measured by Rich."""
         from rich.measure import Measurement
 
-        from attn_cli.render.heatmap import Fit
+        from attn_cli.render.layout import Fit
 
         view = grid_view(report, metric, mark)
         parts = [part for group in view.renderables for part in getattr(group, "renderables", [group])]

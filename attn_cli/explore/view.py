@@ -18,7 +18,9 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from attn_cli.render.heatmap import HeadsGrid, SideBySide, literal, row_label
+from attn_cli.render.grid import HeadsGrid
+from attn_cli.render.heatmap import literal, row_label
+from attn_cli.render.layout import SideBySide
 from attn_cli.render.terminal import (head_summary, head_title, overview_grid, scores_heatmap, weights_formula,
                                        weights_heatmap)
 from attn_cli.analyses.inspect_report import HeadReport, InspectReport

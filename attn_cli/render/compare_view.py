@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attn_cli.analyses.compare import Change, CompareReport, HeadDiff, VariantSummary
-from attn_cli.render.heatmap import SideBySide
+from attn_cli.render.layout import SideBySide
 from attn_cli.render.scale import stat
 from attn_cli.render.terminal import head_title, header, titled, weights_heatmap
 

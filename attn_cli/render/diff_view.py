@@ -7,7 +7,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attn_cli.render.heatmap import Heatmap, SideBySide
+from attn_cli.render.heatmap import Heatmap
+from attn_cli.render.layout import SideBySide
 from attn_cli.render.scale import Scale, stat
 from attn_cli.render.terminal import header, literal, titled, weights_heatmap
 
@@ -32,7 +33,7 @@ def render_diff(report) -> RenderableType:
             weights_heatmap(head_b, [t.text for t in b.tokens], top.layer, title=f"B · {title}")]
     if report.comparable:
         change = head_b.weights - head_a.weights  # a signed change: the diverging scale, centred on 0
-        maps.append(Heatmap(change, [t.text for t in a.tokens], f"B − A · {title}", Scale.scores(change),
+        maps.append(Heatmap(change, paired_tokens(report), f"B − A · {title}", Scale.scores(change),
                             head_a.window, hint="widen", label="weight change"))
     kind = top.label[0] if top.label[0] == top.label[1] else f"{top.label[0]} in A, {top.label[1]} in B"
     parts.append(Text(f"In detail: layer {top.layer} head {top.head}, the most changed head ({kind.replace('_', '-')}"
@@ -45,6 +46,11 @@ def render_diff(report) -> RenderableType:
     parts.append(SideBySide(maps[:2]))
     parts.extend(maps[2:])
     return Group(*parts)
+
+
+def paired_tokens(report) -> list[str]:
+    """The tokens of a B − A matrix: each one A's, or 'cat→dog' where B has another token there."""
+    return [a.text if a.text == b.text else f"{a.text}→{b.text}" for a, b in zip(report.a.tokens, report.b.tokens)]
 
 
 def ranking_table(report) -> RenderableType:

@@ -10,18 +10,15 @@ diverging around 0.
 from __future__ import annotations
 
 import json
-import math
 from html import escape
 from importlib import resources
 
 import numpy as np
 
-from attn_cli.render.scale import NEGATIVE, POSITIVE, SEQUENTIAL, CellFormat, Scale, hex_colour, luminance
+from attn_cli.render.scale import NEGATIVE, POSITIVE, SEQUENTIAL, Scale, hex_colour
+from attn_cli.render.command_figures import FIGURES, rounded
+from attn_cli.render.svg import Svg, flow, grid_svg
 
-FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
-MAX_CELL, MIN_CELL = 28, 6  # px per heatmap cell
-TARGET = 560  # px a heatmap aims for
-GRID_TARGET = 900  # px across the all-heads grid
 MAX_DETAIL = 16  # heads drawn in full in one SVG; more are shown in the all-heads grid
 
 
@@ -29,6 +26,11 @@ MAX_DETAIL = 16  # heads drawn in full in one SVG; more are shown in the all-hea
 
 def _tokens(report) -> list[str]:
     return [token.text for token in report.tokens]
+
+
+def _token_list(report) -> list[str]:
+    """The report's tokens; none for attn heads (its `tokens` counts a corpus's) and diff (A's and B's differ)."""
+    return _tokens(report) if isinstance(getattr(report, "tokens", None), list) else []
 
 
 NORMS_TITLE = "value-weighted norms ‖α·v·W_Oʰ‖"
@@ -83,190 +85,46 @@ def _report_title(report, command: str) -> str:
 
 # -- SVG ----------------------------------------------------------------------------------------------
 
-def _text_width(text: str, size: float) -> float:
-    """A generous estimate of a label's width in px (wide characters count double)."""
-    return sum(2 if ord(ch) > 0x2e80 else 1 for ch in text) * size * 0.62
+def svg_figure(report, panels=None, looked_by: str = "inspect") -> str:
+    """A vector figure of the report (inspect, a batch, compare, steps, heads, generate, rollout or diff). An
+    inspect report's title names the command it `looked_by` (`attn explore` exports one head of it)."""
+    svg = Svg()
+    _svg_report(svg, 10, 10, report, panels, looked_by)
+    return svg.document(_report_text(report))
 
 
-class _Svg:
-    def __init__(self):
-        self.parts: list[str] = []
-        self.width = 0.0
-        self.height = 0.0
-
-    def add(self, fragment: str, right: float, bottom: float) -> None:
-        self.parts.append(fragment)
-        self.width = max(self.width, right)
-        self.height = max(self.height, bottom)
-
-    def text(self, x, y, content, size=12, anchor="start", weight="normal", extra="") -> str:
-        return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
-                f'font-weight="{weight}"{extra}>{escape(content)}</text>')
-
-    def document(self, title: str) -> str:
-        width, height = math.ceil(self.width + 20), math.ceil(self.height + 20)
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-                f'viewBox="0 0 {width} {height}" font-family="{FONT}">\n<title>{escape(title)}</title>\n'
-                f'<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(self.parts) + "\n</svg>\n")
+def _report_text(report) -> str:
+    """What the report was run on, in a line: its text (A's and B's for diff, the prompt for generate)."""
+    kind = type(report).__name__
+    if kind == "DiffReport":
+        return f"A: {report.a.text}  ·  B: {report.b.text}" if report.mode == "texts" else report.a.text
+    if kind == "GenerateReport":
+        return report.prompt + report.text
+    if kind == "HeadsReport":
+        return report.probe["text"] if report.probe else f"{report.texts:,} texts, {report.tokens:,} tokens"
+    return getattr(report, "text", "attn")
 
 
-def _heatmap_svg(svg: _Svg, x0: float, y0: float, title: str, matrix, tokens: list[str], scale: Scale,
-                 window=None) -> tuple[float, float]:
-    """One heatmap at (x0, y0) with full labels and its colour bar; returns its (width, height)."""
-    if matrix is None:
-        svg.add(svg.text(x0, y0 + 14, f"{title}: not kept (past the matrix size limit)", 13), x0 + 400, y0 + 20)
-        return 400, 24
-    rows, cols = matrix.shape
-    row0, col0 = (window.rows[0], window.cols[0]) if window is not None and window.is_partial else (0, 0)
-    row_tokens = [f"{tokens[row0 + i]}" for i in range(rows)]
-    col_tokens = [f"{tokens[col0 + j]}" for j in range(cols)]
-    cell = max(MIN_CELL, min(MAX_CELL, TARGET / max(rows, cols)))
-    size = max(7.0, min(13.0, cell * 0.55))
-    left = max(_text_width(token, size) for token in row_tokens) + 8
-    top = max(_text_width(token, size) for token in col_tokens) * 0.75 + 10
-    # the title on two lines, head then formula, so neighbouring heatmaps' titles never overlap
-    head_part, _, formula = title.partition(" · weights = ") if " · weights = " in title else title.partition(
-        " · scores = ")
-    kind = "weights = " if " · weights = " in title else "scores = " if formula else ""
-    lines = [head_part] + ([kind + formula] if formula else [])
-    out = [svg.text(x0, y0 + 15 + 17 * index, line, 14 if index == 0 else 12, weight="bold" if index == 0 else "normal")
-           for index, line in enumerate(lines)]
-    title_width = max(_text_width(line, 14) for line in lines)
-    gx, gy = x0 + left, y0 + 26 + 17 * (len(lines) - 1) + top
-    for j, token in enumerate(col_tokens):  # key labels, slanted up-right, reading from the column
-        cx = gx + (j + 0.5) * cell
-        out.append(svg.text(cx, gy - 5, token, size,
-                            extra=f' transform="rotate(-50 {cx:.1f} {gy - 5:.1f})"'))
-    for i, token in enumerate(row_tokens):
-        out.append(svg.text(gx - 5, gy + (i + 0.5) * cell + size * 0.35, token, size, anchor="end"))
-    numbers = cell >= 22
-    for i in range(rows):
-        for j in range(cols):
-            value = float(matrix[i, j])
-            if not math.isfinite(value):
-                continue
-            colour = scale.colour(value)
-            out.append(f'<rect x="{gx + j * cell:.2f}" y="{gy + i * cell:.2f}" width="{cell:.2f}" '
-                       f'height="{cell:.2f}" fill="{colour}"><title>{escape(row_tokens[i])} → '
-                       f'{escape(col_tokens[j])}: {value:.4g}</title></rect>')
-            if numbers:
-                ink = "black" if luminance(scale.rgb(value)) > 0.45 else "white"
-                label = CellFormat(2, True).text(value) if not scale.diverging else f"{value:.1f}"
-                out.append(svg.text(gx + (j + 0.5) * cell, gy + (i + 0.5) * cell + 3.5, label, 9, "middle",
-                                    extra=f' fill="{ink}"'))
-    out.append(f'<rect x="{gx:.2f}" y="{gy:.2f}" width="{cols * cell:.2f}" height="{rows * cell:.2f}" '
-               'fill="none" stroke="#888" stroke-width="0.6"/>')
-    out.append(svg.text(gx, gy + rows * cell + 13, "rows: queries · columns: keys", 9, extra=' fill="#666"'))
-    bar_x = gx + cols * cell + 18
-    bar_h = max(80.0, rows * cell)
-    out.append(_colour_bar(svg, bar_x, gy, bar_h, scale))
-    width = max(bar_x + 60 - x0, title_width)
-    height = gy + rows * cell + 22 - y0
-    svg.add("\n".join(out), x0 + width, y0 + height)
-    return width, height
-
-
-_bar_ids = iter(range(1, 1 << 30))
-
-
-def _colour_bar(svg: _Svg, x: float, y: float, height: float, scale: Scale) -> str:
-    gradient = f"bar{next(_bar_ids)}"
-    stops = scale.stops(11)
-    stop_tags = "".join(f'<stop offset="{index / 10:.2f}" stop-color="{scale.colour(value)}"/>'
-                        for index, value in enumerate(reversed(stops)))
-    out = [f'<defs><linearGradient id="{gradient}" x1="0" y1="0" x2="0" y2="1">{stop_tags}</linearGradient></defs>',
-           f'<rect x="{x:.1f}" y="{y:.1f}" width="12" height="{height:.1f}" fill="url(#{gradient})" '
-           'stroke="#888" stroke-width="0.5"/>']
-    ticks = [(stops[-1], scale.high_label), (stops[len(stops) // 2], scale.middle_label), (stops[0], scale.low_label)]
-    for index, (_, label) in enumerate(ticks):
-        ty = y + height * index / 2
-        out.append(f'<line x1="{x + 12:.1f}" y1="{ty:.1f}" x2="{x + 16:.1f}" y2="{ty:.1f}" stroke="#444"/>')
-        out.append(svg.text(x + 18, ty + 4, label, 10))
-    noun = {"weights": "weight", "scores": "score", "magnitude": "norm"}[scale.kind]
-    out.append(svg.text(x + 6, y + height + 14, noun, 9, "middle",
-                        extra=' fill="#666"'))
-    return "\n".join(out)
-
-
-def _grid_svg(svg: _Svg, x0: float, y0: float, layers, scale: Scale, mark=None) -> tuple[float, float]:
-    """Every head as a thumbnail: layers down, heads across, labelled."""
-    across = max(len(heads) for _, heads in layers)
-    first = next(head.weights for _, heads in layers for head in heads if head.weights is not None)
-    rows, cols = first.shape
-    thumb = max(24.0, min(96.0, GRID_TARGET / across - 8))
-    cell_w, cell_h = thumb / cols, thumb / cols
-    height = cell_h * rows
-    out = [svg.text(x0, y0 + 15, "Every head's weights (query rows ↓, key columns →); same colour scale", 14,
-                    weight="bold")]
-    gx, gy = x0 + 30, y0 + 40
-    for index in range(across):
-        out.append(svg.text(gx + index * (thumb + 8) + thumb / 2, gy - 6, f"h{layers[0][1][index].head}"
-                            if index < len(layers[0][1]) else "", 11, "middle"))
-    for row, (layer, heads) in enumerate(layers):
-        ty = gy + row * (height + 8)
-        out.append(svg.text(gx - 6, ty + height / 2 + 4, f"L{layer}", 11, "end"))
-        for index, head in enumerate(heads):
-            tx = gx + index * (thumb + 8)
-            matrix = head.weights
-            if matrix is None:
-                continue
-            out.append(f'<g><title>layer {layer} head {head.head}</title>'
-                       f'<rect x="{tx:.1f}" y="{ty:.1f}" width="{thumb:.1f}" height="{height:.1f}" '
-                       f'fill="{scale.colour(0)}"/>')
-            for i in range(matrix.shape[0]):
-                for j in range(matrix.shape[1]):
-                    value = float(matrix[i, j])
-                    if math.isfinite(value) and scale.share(value) >= 0.02:
-                        out.append(f'<rect x="{tx + j * cell_w:.2f}" y="{ty + i * cell_h:.2f}" '
-                                   f'width="{cell_w + 0.05:.2f}" height="{cell_h + 0.05:.2f}" '
-                                   f'fill="{scale.colour(value)}"/>')
-            stroke = ' stroke="#1a73e8" stroke-width="2"' if mark == (layer, head.head) else ' stroke="#bbb" stroke-width="0.5"'
-            out.append(f'<rect x="{tx:.1f}" y="{ty:.1f}" width="{thumb:.1f}" height="{height:.1f}" fill="none"{stroke}/></g>')
-    bottom = gy + len(layers) * (height + 8)
-    right = gx + across * (thumb + 8)
-    out.append(_colour_bar(svg, right + 10, gy, min(bottom - gy - 8, 200), scale))
-    svg.add("\n".join(out), right + 70, bottom + 16)
-    return right + 70 - x0, bottom + 16 - y0
-
-
-def _flow(svg: _Svg, x0: float, y0: float, items, tokens, limit: float = 1500) -> float:
-    """Heatmaps left to right, wrapping at `limit` px; returns the y below them."""
-    x, y, line = x0, y0, 0.0
-    for title, matrix, scale, window in items:
-        probe = _Svg()
-        width, height = _heatmap_svg(probe, 0, 0, title, matrix, tokens, scale, window)
-        if x > x0 and x + width > limit:
-            x, y, line = x0, y + line + 24, 0.0
-        _heatmap_svg(svg, x, y, title, matrix, tokens, scale, window)
-        x += width + 30
-        line = max(line, height)
-    return y + line + 24
-
-
-def svg_figure(report, panels=None, command: str = "inspect") -> str:
-    """A vector figure of the report (inspect, a batch, compare or steps). An inspect report's title names
-    `command`, the one that looked (`attn explore` exports one head of it)."""
-    svg = _Svg()
-    _svg_report(svg, 10, 10, report, panels, command)
-    return svg.document(getattr(report, "text", "attn"))
-
-
-def _svg_report(svg: _Svg, x: float, y: float, report, panels, command: str = "inspect") -> float:
+def _svg_report(svg: Svg, x: float, y: float, report, panels, looked_by: str = "inspect") -> float:
     kind = type(report).__name__
     if kind == "InspectBatch":
         for single in report.reports:
-            y = _svg_report(svg, x, y, single, panels, command) + 20
+            y = _svg_report(svg, x, y, single, panels, looked_by) + 20
         return y
+    if kind in FIGURES:  # heads, generate, rollout, diff
+        command, items, _ = FIGURES[kind]
+        svg.add(svg.text(x, y + 16, _report_title(report, command), 16, weight="bold"), x + 600, y + 24)
+        return flow(svg, x, y + 34, items(report), _token_list(report))
     tokens = _tokens(report)
     if kind == "CompareReport":
         svg.add(svg.text(x, y + 16, _report_title(report, "compare"), 16, weight="bold"), x + 600, y + 24)
         items = _compare_items(report)
-        return _flow(svg, x, y + 34, items, tokens)
+        return flow(svg, x, y + 34, items, tokens)
     if kind == "StepsReport":
         svg.add(svg.text(x, y + 16, f"{_report_title(report, 'steps')} · layer {report.layer} head {report.head}",
                          16, weight="bold"), x + 600, y + 24)
-        return _flow(svg, x, y + 34, _steps_items(report), tokens)
-    svg.add(svg.text(x, y + 16, _report_title(report, command), 16, weight="bold"), x + 600, y + 24)
+        return flow(svg, x, y + 34, _steps_items(report), tokens)
+    svg.add(svg.text(x, y + 16, _report_title(report, looked_by), 16, weight="bold"), x + 600, y + 24)
     items, grid = _inspect_panels(report, panels)
     y += 34
     if grid:
@@ -278,9 +136,9 @@ def _svg_report(svg: _Svg, x: float, y: float, report, panels, command: str = "i
             layer, head = most_focused(report.heads())
             mark = (layer, head.head)
         if any(head.weights is not None for _, heads in layers for head in heads):
-            _, height = _grid_svg(svg, x, y, layers, Scale.weights(), mark)
+            _, height = grid_svg(svg, x, y, layers, Scale.weights(), mark)
             y += height + 10
-    return _flow(svg, x, y, items, tokens)
+    return flow(svg, x, y, items, tokens)
 
 
 def _compare_items(report):
@@ -312,16 +170,10 @@ def _steps_items(report):
 
 # -- HTML ---------------------------------------------------------------------------------------------
 
-def _rounded(matrix) -> list | None:
-    if matrix is None:
-        return None
-    return [[None if not math.isfinite(v) else round(v, 4) for v in row] for row in np.asarray(matrix, float).tolist()]
-
-
 def _head_json(head, kind: str = "weights") -> dict:
     window = head.window
     matrix = _matrix_for(head, kind)
-    record = {"head": head.head, "m": _rounded(matrix)}
+    record = {"head": head.head, "m": rounded(matrix)}
     if kind == "norms" and matrix is not None:  # each head's norms coloured 0 → its own largest, as in the terminal
         record["limit"] = Scale.magnitude(matrix).limit
     if window.is_partial:
@@ -341,10 +193,14 @@ def page_data(report) -> dict:
     if kind == "InspectBatch":
         report = report.reports[0]  # one page per text; the first (the CLI says so)
         kind = "InspectReport"
-    data = {"tokens": _tokens(report), "model": report.model.name, "text": report.text,
+    data = {"tokens": _token_list(report), "model": report.model.name, "text": _report_text(report),
             "scale": {name: [hex_colour(rgb) for rgb in stops]
                       for name, stops in (("weights", SEQUENTIAL), ("negative", NEGATIVE), ("positive", POSITIVE))}}
-    if kind == "CompareReport":
+    if kind in FIGURES:  # heads, generate, rollout, diff
+        command, _, page = FIGURES[kind]
+        data["title"] = _report_title(report, command)
+        data.update(page(report))
+    elif kind == "CompareReport":
         data["title"] = _report_title(report, "compare")
         data["runs"] = [_run_json(name, layers) for name, layers in report.runs.items()]
         first = next(iter(shown_pairs_safe(report)), (0, 0))
@@ -355,7 +211,7 @@ def page_data(report) -> dict:
         runs = []
         for title, matrix, scale, _ in _steps_items(report):
             runs.append({"name": title, "kind": "weights" if not scale.diverging else "scores", "limit": scale.limit,
-                         "layers": [{"layer": report.layer, "heads": [{"head": report.head, "m": _rounded(matrix)}]}]})
+                         "layers": [{"layer": report.layer, "heads": [{"head": report.head, "m": rounded(matrix)}]}]})
         data["runs"] = runs
         data["start"] = [report.layer, report.head]
     else:

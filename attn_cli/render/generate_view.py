@@ -22,11 +22,11 @@ def render_generate(report) -> RenderableType:
     mode = "sampled" if report.sample else "greedy"
     parts: list[RenderableType] = [
         header(report, "attn generate"), story,
-        Text(f"{total - count} tokens generated ({mode}, stopped at {report.stop.replace('_', ' ')}); "
-             f"tokens {count}-{total - 1} are new", style="dim"),
+        Text(f"{_generated(count, total)} ({mode}, stopped at {report.stop.replace('_', ' ')}); "
+             f"{_new(count, total)}", style="dim"),
     ]
     pairs = [(layer.layer, head) for layer in report.layers for head in layer.heads]
-    layer, head = min(pairs, key=lambda pair: _mean_entropy(pair[1].weights))
+    layer, head = most_focused(pairs)
     if len(pairs) > 1:
         parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head selected. "
                           "Pick others with --layer and --head.", style="dim"))
@@ -37,14 +37,28 @@ def render_generate(report) -> RenderableType:
     return Group(*parts)
 
 
+def _generated(count: int, total: int) -> str:
+    return "1 token generated" if total - count == 1 else f"{total - count} tokens generated"
+
+
+def _new(count: int, total: int) -> str:
+    return f"token {count} is new" if total - count == 1 else f"tokens {count}-{total - 1} are new"
+
+
 def sources_table(head, tokens: list[str], count: int) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("generated", no_wrap=True)
     table.add_column("attended (weight)")
     generated = lambda key: "bold" if key.index < count else "bold green"  # noqa: E731
+    digits = len(str(len(tokens) - 1))  # ' 9 the' above '10 cat', as in the heatmap's rows
     for offset, row in enumerate(head.top):
-        table.add_row(row_label(count + offset, tokens[count + offset]), keys_text(row, generated))
+        table.add_row(row_label(count + offset, tokens[count + offset], digits), keys_text(row, generated))
     return table
+
+
+def most_focused(pairs: list[tuple[int, object]]) -> tuple[int, object]:
+    """The (layer, GeneratedHead) whose rows have the lowest mean entropy."""
+    return min(pairs, key=lambda pair: _mean_entropy(pair[1].weights))
 
 
 def _mean_entropy(weights: np.ndarray) -> float:

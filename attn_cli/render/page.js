@@ -32,6 +32,16 @@
     if (limit !== undefined) return v < 0.005 ? "0" : v.toFixed(2).replace(/^0/, "");
     return v < 0.005 ? "0" : v >= 0.995 ? "1.00" : v.toFixed(2).replace(/^0/, "");
   }
+  // a score run whose values are all under 1 in size (a weight change, B − A): two decimals, '-.13', as the terminal
+  function scoreText(run, v) {
+    if (run.limit >= 0.995) return v.toFixed(1);
+    const t = v.toFixed(2);
+    return +t === 0 ? "0" : t.replace(/^(-?)0\./, "$1.");
+  }
+  // a run's row and column labels: its own (heads: L0 …, h0 …; diff: A's or B's tokens), else the page's tokens
+  function rowTok(run) { return run.rowTokens || tokens; }
+  function colTok(run) { return run.colTokens || run.rowTokens || tokens; }
+  function noun(run) { return run.noun || NOUN[run.kind]; }
   function fmt(v) { return v === null || v === undefined ? "masked" : (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(2)); }
 
   function el(tag, attrs, parent, text) {
@@ -71,6 +81,11 @@
     "Hover a token to see whom it attends to (left) or who attends to it (right); click to keep it.");
   layerSelect.addEventListener("change", () => select(+layerSelect.value, state.head));
   headSelect.addEventListener("change", () => select(state.layer, +headSelect.value));
+  const single = first.layers.length === 1 && first.layers[0].heads.length === 1;
+  if (single && data.caption) {  // one matrix (rollout, heads' score grids): nothing to pick
+    for (const node of controls.querySelectorAll("label, select")) node.style.display = "none";
+    if (data.runs.every((run) => run.lines === false)) controls.querySelector(".hint").textContent = "Hover a cell for its value.";
+  }
 
   // -- every head at a glance ---------------------------------------------------------------------
   const headCount = first.layers.reduce((n, l) => n + l.heads.length, 0);
@@ -109,7 +124,8 @@
 
   // -- one head in detail, per run (side by side for compare) ---------------------------------------
   // A fixed height, a line per run: a hover must never move what is under the pointer.
-  const info = el("div", { id: "info", class: "info", style: "height:" + (1.5 * data.runs.length + 0.2) + "em" },
+  const described = Math.max(1, data.runs.filter((run) => run.lines !== false).length);  // lines a hover writes
+  const info = el("div", { id: "info", class: "info", style: "height:" + (1.5 * described + 0.2) + "em" },
     app, "");
   // several runs (compare, steps): each one's head view above its heatmap, the runs side by side
   const runsBox = el("div", { id: "runs", class: data.runs.length > 1 ? "runs stacked" : "runs" }, app);
@@ -129,7 +145,7 @@
     headSelect.innerHTML = "";
     for (const h of entry.heads) el("option", { value: h.head }, headSelect, String(h.head));
     headSelect.value = head;
-    current.textContent = "layer " + layer + " · head " + head;
+    current.textContent = single && data.caption ? data.caption : "layer " + layer + " · head " + head;
     for (const t of thumbs) t.classList.toggle("selected", +t.dataset.layer === layer && +t.dataset.head === head);
     for (const view of views) drawView(view);
     info.textContent = "";
@@ -141,7 +157,7 @@
     if (!h || !h.m) { el("p", {}, view.body, "not kept for this head (past the matrix size limit)"); return; }
     const s = spans(h);
     view.spans = s;
-    if (view.run.kind !== "scores") view.lines = headView(view, s);
+    if (view.run.kind !== "scores" && view.run.lines !== false) view.lines = headView(view, s);
     view.cells = matrix(view, s);
   }
 
@@ -166,14 +182,14 @@
     const left = [], right = [];
     for (let i = 0; i < rows; i++) {
       const t = sv("text", { x: 120, y: top + i * step + 10, "text-anchor": "end", class: "tok tok-left",
-        "data-i": s.r0 + i }, svg, tokens[s.r0 + i]);
+        "data-i": s.r0 + i }, svg, rowTok(view.run)[s.r0 + i]);
       const w = sv("text", { x: 6, y: top + i * step + 10, class: "w w-left" }, svg, "");
       left.push({ t: t, w: w });
       hover(t, "q", s.r0 + i);
     }
     for (let j = 0; j < cols; j++) {
       const t = sv("text", { x: 260, y: top + j * step + 10, class: "tok tok-right", "data-i": s.c0 + j },
-        svg, tokens[s.c0 + j]);
+        svg, colTok(view.run)[s.c0 + j]);
       const w = sv("text", { x: 374, y: top + j * step + 10, "text-anchor": "end", class: "w w-right" }, svg, "");
       right.push({ t: t, w: w });
       hover(t, "k", s.c0 + j);
@@ -182,18 +198,19 @@
   }
 
   function matrix(view, s) {
+    const rowT = rowTok(view.run), colT = colTok(view.run), axes = view.run.axes || ["query", "key"];
     const table = el("table", { class: "matrix" }, view.body);
     const head = el("tr", {}, table);
-    el("th", { class: "corner" }, head, "q ↓ k →");
+    el("th", { class: "corner" }, head, view.run.axes ? view.run.axes[0] + " ↓ " + view.run.axes[1] + " →" : "q ↓ k →");
     for (let j = 0; j < s.m[0].length; j++) {
       const th = el("th", { class: "col", "data-i": s.c0 + j }, head);
-      el("span", {}, th, tokens[s.c0 + j]);
+      el("span", {}, th, colT[s.c0 + j]);
       hover(th, "k", s.c0 + j);
     }
     const cells = [];
     s.m.forEach((row, i) => {
       const tr = el("tr", {}, table);
-      const th = el("th", { class: "row", "data-i": s.r0 + i }, tr, tokens[s.r0 + i]);
+      const th = el("th", { class: "row", "data-i": s.r0 + i }, tr, rowT[s.r0 + i]);
       hover(th, "q", s.r0 + i);
       cells.push(row.map((v, j) => {
         const td = el("td", { "data-q": s.r0 + i, "data-k": s.c0 + j }, tr);
@@ -201,11 +218,11 @@
         const rgb = rgbOf(view.run, v, s.limit);
         td.style.background = css(rgb);
         td.style.color = inkOn(rgb);
-        if (s.m[0].length <= 24) td.textContent = view.run.kind === "scores" ? v.toFixed(1) : cellText(v, s.limit);
-        td.title = tokens[s.r0 + i] + " → " + tokens[s.c0 + j] + ": " + fmt(v);
+        if (s.m[0].length <= 24) td.textContent = view.run.kind === "scores" ? scoreText(view.run, v) : cellText(v, s.limit);
+        td.title = rowT[s.r0 + i] + " → " + colT[s.c0 + j] + ": " + fmt(v);
         td.addEventListener("mouseenter", () => {
-          info.textContent = "“" + tokens[s.r0 + i] + "” (query " + (s.r0 + i) + ") → “" + tokens[s.c0 + j] +
-            "” (key " + (s.c0 + j) + "): " + NOUN[view.run.kind] + fmt(v) +
+          info.textContent = "“" + rowT[s.r0 + i] + "” (" + axes[0] + " " + (s.r0 + i) + ") → “" + colT[s.c0 + j] +
+            "” (" + axes[1] + " " + (s.c0 + j) + "): " + noun(view.run) + fmt(v) +
             " · " + view.run.name;
         });
         return td;
@@ -257,12 +274,12 @@
   function describe(view, s, side, index) {
     let pairs = [];
     if (side === "q" && index >= s.r0 && index < s.r0 + s.m.length)
-      pairs = s.m[index - s.r0].map((v, j) => [tokens[s.c0 + j], v]);
+      pairs = s.m[index - s.r0].map((v, j) => [colTok(view.run)[s.c0 + j], v]);
     else if (side === "k" && index >= s.c0 && index < s.c0 + s.m[0].length)
-      pairs = s.m.map((row, i) => [tokens[s.r0 + i], row[index - s.c0]]);
+      pairs = s.m.map((row, i) => [rowTok(view.run)[s.r0 + i], row[index - s.c0]]);
     pairs = pairs.filter((p) => p[1] !== null).sort((a, b) => b[1] - a[1]);
     pairs = pairs.filter((p, rank) => rank === 0 || Math.abs(p[1]) >= 0.005).slice(0, 5);
-    const who = "“" + tokens[index] + "” (" + index + ")";
+    const who = "“" + (side === "q" ? rowTok(view.run) : colTok(view.run))[index] + "” (" + index + ")";
     const verb = side === "q" ? " attends to " : " is attended by ";
     return view.run.name + ": " + who + verb + pairs.map((p) => p[0] + " " + fmt(p[1])).join(", ");
   }

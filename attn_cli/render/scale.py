@@ -145,13 +145,16 @@ def stat(value: float | None) -> str:
 class CellFormat:
     """How a heatmap's numbers are written in CELL characters: one number of decimals for the whole matrix.
 
-    Weights: '1.00', '.40', '.05', '0' for under 0.005. Scores: one decimal ('-1.4', '2.9', '0.3') while every
-    value fits, else whole numbers ('-14', '290'), else whole numbers of a power of ten named in the legend.
+    Weights: '1.00', '.40', '.05', '0' for under 0.005. Scores: two decimals ('-1.42') while every value fits,
+    else two without the leading zero where every |value| is under 1 ('-.21', '.05', '0': a weight change,
+    B − A), else one decimal ('-1.4', '2.9', '0.3'), else whole numbers ('-14', '290'), else whole numbers of
+    a power of ten named in the legend.
     """
 
     decimals: int
     weights: bool
     exponent: int = 0  # scores shown divided by 10**exponent
+    bare: bool = False  # scores under 1 in size: no leading zero ('-.21'), '0' where they round to 0
 
     @classmethod
     def choose(cls, matrix: np.ndarray, scale: Scale, width: int) -> "CellFormat":
@@ -161,9 +164,12 @@ class CellFormat:
         finite = finite[np.isfinite(finite)]
         if not finite.size:
             return cls(1, False)
-        for decimals in (2, 1, 0):  # the most decimals every value of the matrix fits in
-            if all(len(cls(decimals, False).text(value)) <= width for value in (finite.min(), finite.max())):
-                return cls(decimals, False)
+        extremes = (finite.min(), finite.max())
+        small = max(abs(finite.min()), abs(finite.max())) < 0.995
+        formats = [cls(2, False)] + ([cls(2, False, bare=True)] if small else []) + [cls(1, False), cls(0, False)]
+        for fmt in formats:  # the most decimals every value of the matrix fits in
+            if all(len(fmt.text(value)) <= width for value in extremes):
+                return fmt
         exponent = 1
         while len(str(int(round(max(abs(finite.min()), abs(finite.max())) / 10 ** exponent)))) + 1 > width:
             exponent += 1
@@ -178,6 +184,8 @@ class CellFormat:
             return f"{value:.2f}" if value >= 0.995 else f"{value:.2f}".lstrip("0")
         value = value / 10 ** self.exponent
         text = f"{value:.{self.decimals}f}"
+        if self.bare:
+            return "0" if float(text) == 0 else text.replace("0.", ".", 1)
         if float(text) == 0:  # never '-0.0'
             text = f"{0:.{self.decimals}f}"
         return text

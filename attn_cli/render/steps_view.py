@@ -6,7 +6,8 @@ import numpy as np
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from attn_cli.render.heatmap import Heatmap, VectorTable
+from attn_cli.render.heatmap import Heatmap
+from attn_cli.render.layout import VectorTable
 from attn_cli.render.scale import Scale
 from attn_cli.render.terminal import header
 

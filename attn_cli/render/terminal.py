@@ -3,7 +3,7 @@
 Every piece of text that came from the user's input (token strings) goes in as
 a `Text` built by `literal()`, so Rich markup such as `[bold]` and terminal
 control characters are shown as written, never interpreted. Nothing here takes
-a width: each piece sizes itself to the width Rich gives it (render/heatmap.py).
+a width: each piece sizes itself to the width Rich gives it (render/heatmap.py, grid.py, layout.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from attn_cli.render.heatmap import Fit, Heatmap, HeadsGrid, VectorTable, clip, literal, row_label
+from attn_cli.render.grid import HeadsGrid
+from attn_cli.render.heatmap import Heatmap, clip, literal, row_label
+from attn_cli.render.layout import Fit, FitScreen, VectorTable
 from attn_cli.render.scale import Scale, counted, luminance, stat
 from attn_cli.analyses.inspect_report import HeadReport, InspectReport
 
@@ -52,7 +54,9 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None) -> Re
         parts.append(Text("q and k before rotary position embeddings (--pre-rope): not the scores the model uses",
                           style="magenta"))
     if panels is None:
-        return Group(*parts, *default_view(report, heads))
+        shown = parts + default_view(report, heads)
+        grid = next((part for part in shown if isinstance(part, HeadsGrid)), None)
+        return Group(*shown) if grid is None else FitScreen(shown, grid)  # the grid sized to the screen
     if Panel.grid in panels:
         parts.append(heads_grid(report))
     if Panel.overview in panels:

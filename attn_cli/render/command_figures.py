@@ -1,0 +1,166 @@
+"""What --save draws for `attn heads`, `generate`, `rollout` and `diff`: their matrices as Heat items for
+the SVG (render/svg.py) and as runs for the HTML page (render/page.js), the same drawing code as inspect's.
+
+heads: one layers × heads grid per score; generate: the recorded rows (generated tokens × every token
+they could see); rollout: the rolled-out matrix; diff: A, B and B − A of a head.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attn_cli.data.selection import Window
+from attn_cli.render.scale import Scale
+from attn_cli.render.svg import Heat
+
+MAX_DETAIL = 16  # heads drawn in the SVG of generate; more: the most focused one, as the terminal shows
+HEADS_CAPTION = "rows: layers · columns: heads"
+
+
+def _tokens(report) -> list[str]:
+    return [token.text for token in report.tokens]
+
+
+def rounded(matrix) -> list | None:
+    """A matrix as JSON for the page: 4 decimals, NaN (masked, undefined) as null."""
+    if matrix is None:
+        return None
+    return [[None if not np.isfinite(v) else round(v, 4) for v in row] for row in np.asarray(matrix, float).tolist()]
+
+
+def _one(name: str, matrix, kind: str = "weights", **extra) -> dict:
+    """A page run of one matrix (no layer or head to pick): layer 0, head 0."""
+    return {"name": name, "kind": kind, "limit": 1.0, **extra,
+            "layers": [{"layer": 0, "heads": [{"head": 0, "m": rounded(matrix)}]}]}
+
+
+# -- heads ----------------------------------------------------------------------------------------------
+
+def heads_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
+    """Row labels (L0 …), column labels (h0 …), and per score its (layers, heads) means, NaN where undefined."""
+    from attn_cli.math.head_scores import SCORES
+
+    layers = sorted({profile.layer for profile in report.heads})
+    heads = sorted({profile.head for profile in report.heads})
+    grids = {name: np.full((len(layers), len(heads)), np.nan) for name in SCORES}
+    for profile in report.heads:
+        for name in SCORES:
+            value = profile.scores[name]
+            if value is not None:
+                grids[name][layers.index(profile.layer), heads.index(profile.head)] = value
+    return [f"L{layer}" for layer in layers], [f"h{head}" for head in heads], grids
+
+
+def _score_title(name: str) -> str:
+    from attn_cli.render.heads_view import KINDS
+
+    return f"{KINDS[name][2]} score"
+
+
+def heads_items(report) -> list[Heat]:
+    rows, cols, grids = heads_grids(report)
+    return [Heat(_score_title(name), grid, Scale.weights(), rows=rows, cols=cols, caption=HEADS_CAPTION, noun="score")
+            for name, grid in grids.items()]
+
+
+def heads_page(report) -> dict:
+    rows, cols, grids = heads_grids(report)
+    runs = [_one(_score_title(name), grid, rowTokens=rows, colTokens=cols, noun="score ", lines=False,
+                 axes=["layer", "head"])
+            for name, grid in grids.items()]
+    return {"runs": runs, "start": [0, 0], "caption": f"{len(rows)} layers × {len(cols)} heads, each score 0 → 1"}
+
+
+# -- generate -------------------------------------------------------------------------------------------
+
+def _generated_window(report) -> Window:
+    total = len(report.tokens)
+    return Window((report.prompt_tokens, total), (0, total), total)  # rows: the generated tokens
+
+
+def generate_items(report) -> list[Heat]:
+    from attn_cli.render.generate_view import most_focused
+
+    pairs = [(layer.layer, head) for layer in report.layers for head in layer.heads]
+    if len(pairs) > MAX_DETAIL:
+        pairs = [most_focused(pairs)]
+    window = _generated_window(report)
+    return [Heat(f"layer {layer} · head {head.head} (kv head {head.kv_head})", head.weights, Scale.weights(), window,
+                 caption="rows: generated tokens · columns: every token they saw")
+            for layer, head in pairs]
+
+
+def generate_page(report) -> dict:
+    from attn_cli.render.generate_view import most_focused
+
+    window = _generated_window(report)
+    run = {"name": "generated tokens (rows) over every token they saw", "kind": "weights", "limit": 1.0,
+           "layers": [{"layer": layer.layer, "heads": [
+               {"head": head.head, "m": rounded(head.weights), "rows": list(window.rows), "cols": list(window.cols)}
+               for head in layer.heads]} for layer in report.layers]}
+    layer, head = most_focused([(layer.layer, head) for layer in report.layers for head in layer.heads])
+    return {"runs": [run], "start": [layer, head.head]}
+
+
+# -- rollout --------------------------------------------------------------------------------------------
+
+def rollout_title(report) -> str:
+    span = f"layers {report.layers[0]}-{report.layers[-1]}" if len(report.layers) > 1 else f"layer {report.layers[0]}"
+    return f"rollout over {span}, heads fused by {report.head_fusion} (rows sum to 1)"
+
+
+def rollout_items(report) -> list[Heat]:
+    return [Heat(rollout_title(report), report.matrix, Scale.weights(),
+                 caption="rows: output tokens · columns: the input tokens they trace back to", noun="share")]
+
+
+def rollout_page(report) -> dict:
+    return {"runs": [_one("rollout", report.matrix, noun="share ")], "start": [0, 0],
+            "caption": rollout_title(report)}
+
+
+# -- diff -----------------------------------------------------------------------------------------------
+
+def diff_items(report) -> list[Heat]:
+    """A, B and (when the rows match) B − A of the most changed head, as the terminal shows them."""
+    from attn_cli.render.diff_view import paired_tokens
+    from attn_cli.render.figures import _matrix_for
+
+    top = report.heads[0]
+    head_a, head_b = report.a.head(top.layer, top.head), report.b.head(top.layer, top.head)
+    title = f"layer {top.layer} · head {top.head}"
+    items = [Heat(f"A · {title}", _matrix_for(head_a, "weights"), Scale.weights(), rows=_tokens(report.a)),
+             Heat(f"B · {title}", _matrix_for(head_b, "weights"), Scale.weights(), rows=_tokens(report.b))]
+    if report.comparable:
+        change = head_b.weights - head_a.weights
+        items.append(Heat(f"B − A · {title}", change, Scale.scores(change), rows=paired_tokens(report),
+                          noun="weight change"))
+    return items
+
+
+def diff_page(report) -> dict:
+    """Runs A, B and B − A over every selected head (one diverging scale for all of B − A)."""
+    from attn_cli.render.diff_view import paired_tokens
+    from attn_cli.render.figures import _run_json
+
+    runs = [{**_run_json("A", report.a.layers), "rowTokens": _tokens(report.a)},
+            {**_run_json("B", report.b.layers), "rowTokens": _tokens(report.b)}]
+    if report.comparable:
+        changes = [[b.weights - a.weights for a, b in zip(la.heads, lb.heads)]
+                   for la, lb in zip(report.a.layers, report.b.layers)]
+        limit = Scale.scores(*[change for layer in changes for change in layer]).limit
+        runs.append({"name": "B − A", "kind": "scores", "limit": limit, "rowTokens": paired_tokens(report),
+                     "noun": "weight change ", "lines": False,
+                     "layers": [{"layer": layer.layer, "heads": [{"head": head.head, "m": rounded(change)}
+                                                                  for head, change in zip(layer.heads, layer_changes)]}
+                                for layer, layer_changes in zip(report.a.layers, changes)]})
+    top = report.heads[0]
+    return {"runs": runs, "start": [top.layer, top.head]}
+
+
+FIGURES = {  # report type → (its SVG items, its page's runs)
+    "HeadsReport": ("heads", heads_items, heads_page),
+    "GenerateReport": ("generate", generate_items, generate_page),
+    "RolloutReport": ("rollout", rollout_items, rollout_page),
+    "DiffReport": ("diff", diff_items, diff_page),
+}
