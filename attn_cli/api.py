@@ -20,7 +20,7 @@ import inspect as signatures
 from pathlib import Path
 from typing import Callable, Iterable, Sequence, overload
 
-from attn_cli.data import arguments as kinds
+from attn_cli.data import arguments
 from attn_cli.data.capture import Capture, ModelInfo
 from attn_cli.analyses.inspect import Progress, inspect_texts
 from attn_cli.plumbing.errors import BadInput
@@ -33,21 +33,21 @@ from attn_cli.data.selection import Analysis, Selection, Spec, Span, parse_span
 # method (a method whose argument means more says so with @door(name=kind)). None passes where None is the
 # default. What a string means is parsed further in, where the command line's strings are parsed too.
 KINDS: dict[str, Callable] = {
-    **dict.fromkeys(("text", "other", "prompt"), kinds.text),
-    "texts": kinds.corpus,
-    **dict.fromkeys(("layers", "heads", "layer", "head"), kinds.selection),
-    **dict.fromkeys(("rows", "cols"), kinds.span),
+    **dict.fromkeys(("text", "other", "prompt"), arguments.text),
+    "texts": arguments.corpus,
+    **dict.fromkeys(("layers", "heads", "layer", "head"), arguments.selection),
+    **dict.fromkeys(("rows", "cols"), arguments.span),
     **dict.fromkeys(("top_k", "cell_limit", "max_new_tokens", "seed", "probe_length", "batch_size", "limit"),
-                    kinds.index),
-    **dict.fromkeys(("tolerance", "temperature"), kinds.number),
+                    arguments.index),
+    **dict.fromkeys(("tolerance", "temperature"), arguments.number),
     **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "pre_rope", "inputs", "sample"),
-                    kinds.flag),
-    **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype"), kinds.word),
-    "variants": kinds.words,
-    "file": kinds.path,
-    **dict.fromkeys(("progress", "on_token"), kinds.callback),
-    "model": lambda value, name: kinds.path(value, name, "a model name or a directory"),
-    "against": lambda value, name: value if isinstance(value, Model) else kinds.path(
+                    arguments.flag),
+    **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype"), arguments.word),
+    "variants": arguments.words,
+    "file": arguments.path,
+    **dict.fromkeys(("progress", "on_token"), arguments.callback),
+    "model": lambda value, name: arguments.path(value, name, "a model name or a directory"),
+    "against": lambda value, name: value if isinstance(value, Model) else arguments.path(
         value, name, "a Model, a model name or a directory"),
 }
 
@@ -122,7 +122,7 @@ class Model:
     @overload
     def inspect(self, text: Sequence[str], **kwargs) -> list[InspectReport]: ...
 
-    @door(text=kinds.texts)
+    @door(text=arguments.texts)
     def inspect(self, text, *, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
                 variant: str = "baseline", propagate: bool = False, truncate: bool = False,
                 padding: str | None = None, pre_rope: bool = False, rows: Span = None, cols: Span = None,

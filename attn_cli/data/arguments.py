@@ -53,7 +53,7 @@ def texts(value, name: str) -> str | list[str]:
         raise refuse(name, "a string or a list of strings", value)
     if not value:
         raise BadInput(f"{name} is an empty list", "pass at least one text")
-    return [text(item, f"{name}[{index}]") for index, item in enumerate(value)]
+    return [text(item, f"{name}[{position}]") for position, item in enumerate(value)]
 
 
 def corpus(value, name: str) -> str | Iterable:
