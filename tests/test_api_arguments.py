@@ -17,8 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import attn_cli
-from attn_cli.api import KINDS, Model
+from attn_cli.api import KINDS, Model, load  # load as imported: test_readme memoises attn_cli.api.load
 from attn_cli.plumbing.errors import AttnError, BadInput, ModelNotFound
 from conftest import isolate, save_tiny, tiny_gpt2_config
 
@@ -38,7 +37,7 @@ def isolated_env(monkeypatch):
 
 @pytest.fixture(scope="module")
 def toy() -> Model:
-    return attn_cli.load("toy")  # 1 layer, 4 heads
+    return load("toy")  # 1 layer, 4 heads
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +53,7 @@ def gpt2_lm(tmp_path_factory) -> Model:
     from transformers import GPT2LMHeadModel
 
     torch.manual_seed(0)
-    return attn_cli.load(str(save_tiny(GPT2LMHeadModel(tiny_gpt2_config()), tmp_path_factory.mktemp("gpt2-lm"))),
+    return load(str(save_tiny(GPT2LMHeadModel(tiny_gpt2_config()), tmp_path_factory.mktemp("gpt2-lm"))),
                          device="cpu")
 
 
@@ -62,7 +61,7 @@ def gpt2_lm(tmp_path_factory) -> Model:
 
 
 BAD_CALLS = [  # (call on the toy, words its message holds)
-    (lambda toy: attn_cli.load("toy", device=5), "device must be a name"),
+    (lambda toy: load("toy", device=5), "device must be a name"),
     (lambda toy: toy.inspect(123), "text must be a string or a list of strings, not 123"),
     (lambda toy: toy.inspect(None), "text must be a string or a list of strings, not None"),
     (lambda toy: toy.inspect("a b", layers=0.5), "layers must be 'all', an index"),
@@ -96,7 +95,7 @@ def test_each_bad_argument_found_is_a_bad_input_naming_it(toy, call, words):
 
 def test_diff_against_a_name_loads_it_on_this_device_and_dtype(toy):
     by_name = toy.diff("the cat sat", against="toy")
-    by_model = toy.diff("the cat sat", against=attn_cli.load("toy"))
+    by_model = toy.diff("the cat sat", against=load("toy"))
     by_path = toy.diff("the cat sat", against=Path("toy"))
     assert by_name.to_json_dict() == by_model.to_json_dict() == by_path.to_json_dict()
     assert (by_name.b.device, by_name.b.dtype) == (toy.device, toy.dtype)
@@ -105,9 +104,9 @@ def test_diff_against_a_name_loads_it_on_this_device_and_dtype(toy):
 def test_paths_the_file_system_refuses_are_attn_errors(toy):
     """A name too long for the file system, an unknown user's ~: bare OSError and RuntimeError before."""
     with pytest.raises(ModelNotFound, match="File name too long"):
-        attn_cli.load("a" * 300)
+        load("a" * 300)
     with pytest.raises(ModelNotFound, match="no model directory"):
-        attn_cli.load("~no-such-user-here/model")
+        load("~no-such-user-here/model")
     with pytest.raises(BadInput, match="File name too long"):
         toy.heads(file="a" * 300)
 
@@ -130,7 +129,7 @@ def test_a_seed_torch_cannot_take_is_a_bad_input(gpt2_lm):
 
 def test_every_argument_of_every_method_has_a_kind():
     """@door refuses to wrap a method with an argument it has no kind for; and every method is wrapped."""
-    for function in (attn_cli.load, *(getattr(Model, name) for name in METHODS)):
+    for function in (load, *(getattr(Model, name) for name in METHODS)):
         assert hasattr(function, "__wrapped__"), function.__name__
         names = {name for name, p in inspect.signature(function).parameters.items()
                  if name != "self" and p.kind is not p.VAR_KEYWORD}
@@ -236,7 +235,7 @@ def test_good_values_still_work(toy, corpus, data, method):
 def test_arbitrary_load_arguments_raise_only_attn_errors(model, device, dtype, options):
     if isinstance(options.get("d_model"), int) and not 0 <= options["d_model"] <= 64:
         options["d_model"] = 16  # a valid toy of 2**70 dimensions would be refused only by memory
-    outcome(lambda: attn_cli.load(model, device=device, dtype=dtype, **options))
+    outcome(lambda: load(model, device=device, dtype=dtype, **options))
 
 
 @FEW
