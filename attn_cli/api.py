@@ -9,22 +9,74 @@
 
 Every command of the `attn` CLI is a thin caller of these methods, and they raise
 the same errors (attn_cli.plumbing.errors.AttnError and its kinds) the CLI turns into
-messages.
+messages. Every argument is checked at the door (@door) by its kind before anything runs:
+a wrong type or value is a BadInput naming the argument, never a bare TypeError from inside.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect as signatures
 from pathlib import Path
-from typing import Iterable, Sequence, overload
+from typing import Callable, Iterable, Sequence, overload
 
+from attn_cli.data import arguments
 from attn_cli.data.capture import Capture, ModelInfo
-from attn_cli.analyses.inspect import Progress, check_texts, inspect_texts
+from attn_cli.analyses.inspect import Progress, inspect_texts
 from attn_cli.plumbing.errors import BadInput
 from attn_cli.analyses.compare import CompareReport
 from attn_cli.analyses.inspect_report import InspectReport
 from attn_cli.data.selection import Analysis, Selection, Spec, Span, parse_span
 
 
+# The kind of every argument of load and of Model's methods, by name: one name means one thing in every
+# method (a method whose argument means more says so with @door(name=kind)). None passes where None is the
+# default. What a string means is parsed further in, where the command line's strings are parsed too.
+KINDS: dict[str, Callable] = {
+    **dict.fromkeys(("text", "other", "prompt"), arguments.text),
+    "texts": arguments.corpus,
+    **dict.fromkeys(("layers", "heads", "layer", "head"), arguments.selection),
+    **dict.fromkeys(("rows", "cols"), arguments.span),
+    **dict.fromkeys(("top_k", "cell_limit", "max_new_tokens", "seed", "probe_length", "batch_size", "limit"),
+                    arguments.index),
+    **dict.fromkeys(("tolerance", "temperature"), arguments.number),
+    **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "pre_rope", "inputs", "sample"),
+                    arguments.flag),
+    **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype"), arguments.word),
+    "variants": arguments.words,
+    "file": arguments.path,
+    **dict.fromkeys(("progress", "on_token"), arguments.callback),
+    "model": lambda value, name: arguments.path(value, name, "a model name or a directory"),
+    "against": lambda value, name: value if isinstance(value, Model) else arguments.path(
+        value, name, "a Model, a model name or a directory"),
+}
+
+
+def door(function=None, **overrides: Callable):
+    """Check every argument of `function` by its kind (KINDS, or an override) before it runs.
+
+    A call Python itself would refuse (an unknown keyword, a missing text) is a BadInput too."""
+    if function is None:
+        return lambda given: door(given, **overrides)
+    signature = signatures.signature(function)
+    checks = {name: overrides.get(name) or KINDS[name] for name, parameter in signature.parameters.items()
+              if name != "self" and parameter.kind is not parameter.VAR_KEYWORD}  # KeyError: give it a kind
+
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise BadInput(f"{function.__name__}(): {error}") from None
+        for name, value in bound.arguments.items():
+            if name in checks and not (value is None and signature.parameters[name].default is None):
+                bound.arguments[name] = checks[name](value, name)
+        return function(*bound.args, **bound.kwargs)
+
+    return checked
+
+
+@door
 def load(model: str = "minilm", *, device: str = "auto", dtype: str = "auto", **options) -> "Model":
     """Load a model once: "minilm" (bundled), "toy", a local Hugging Face directory, or a hub id.
 
@@ -70,6 +122,7 @@ class Model:
     @overload
     def inspect(self, text: Sequence[str], **kwargs) -> list[InspectReport]: ...
 
+    @door(text=arguments.texts)
     def inspect(self, text, *, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
                 variant: str = "baseline", propagate: bool = False, truncate: bool = False,
                 padding: str | None = None, pre_rope: bool = False, rows: Span = None, cols: Span = None,
@@ -101,6 +154,7 @@ class Model:
             lazy=lazy, progress=progress)
         return reports[0] if isinstance(text, str) else reports
 
+    @door
     def compare(self, text: str, *, variants: Sequence[str] | str = ("shared-k",), propagate: bool = False,
                 layers: Spec = "all", heads: Spec = "all", top_k: int | None = None, truncate: bool = False,
                 full: bool = False, vectors: bool = False, tolerance: float | None = None,
@@ -113,33 +167,38 @@ class Model:
                                               cell_limit=cell_limit),
                             variants=variants, propagate=propagate, truncate=truncate)
 
+    @door
     def capture(self, text: str, *, layers: Spec = "all", truncate: bool = False, pre_rope: bool = False,
                 inputs: bool = False) -> Capture:
         """The raw capture: tokens, and per selected layer q (H, T, D), k and v (H_kv, T, D), mask, scale.
 
         inputs: also keep each layer's input X (T, d_model).
         """
-        check_texts([text])
         chosen = Selection(layers=layers).resolve(self.info)[0]
         return self.backend.capture_batch([text], chosen, truncate=truncate, keep_inputs=inputs,
                                           pre_rope=pre_rope)[0]
 
-    def diff(self, text: str, other: str | None = None, *, against: "Model | None" = None, layers: Spec = "all",
-             heads: Spec = "all", top_k: int | None = None):
+    @door
+    def diff(self, text: str, other: str | None = None, *, against: "Model | str | Path | None" = None,
+             layers: Spec = "all", heads: Spec = "all", top_k: int | None = None):
         """Every selected head on two texts (diff(a, b)), or on one text in this model and another
         checkpoint of the same shape and tokenizer (diff(text, against=other_model)): a DiffReport
-        whose .heads are ranked most changed first."""
+        whose .heads are ranked most changed first. against may also name the checkpoint (a name, hub
+        id or directory): it is loaded on this model's device in this model's dtype, with no options
+        (load it yourself to give it some)."""
         from attn_cli.analyses.diff import diff_runs
-        from attn_cli.plumbing.errors import BadInput
 
         if (other is None) == (against is None):
             raise BadInput("diff takes two texts, or one text and another model to run it against",
                            "attn diff TEXT_A TEXT_B, or attn diff TEXT --against-model M")
         selection, analysis = _selection(layers, heads, None, None, False), Analysis.defaults(top_k=top_k)
         if against is not None:
+            if not isinstance(against, Model):
+                against = load(against, device=self.device, dtype=self.dtype)
             return diff_runs(self.backend, against.backend, text, text, selection, analysis, "models")
         return diff_runs(self.backend, self.backend, text, other, selection, analysis, "texts")
 
+    @door
     def generate(self, prompt: str, *, max_new_tokens: int = 20, sample: bool = False, temperature: float = 1.0,
                  seed: int | None = None, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
                  on_token=None):
@@ -151,6 +210,7 @@ class Model:
                              max_new_tokens=max_new_tokens, sample=sample, temperature=temperature, seed=seed,
                              top_k=Analysis.defaults(top_k=top_k).top_k, on_token=on_token)
 
+    @door
     def rollout(self, text: str, *, layers: Spec = "all", head_fusion: str = "mean", top_k: int | None = None,
                 truncate: bool = False):
         """Attention rollout over the selected consecutive layers: a RolloutReport whose .matrix (T, T)
@@ -159,6 +219,7 @@ class Model:
 
         return roll_out(self.backend, text, layers, head_fusion, Analysis.defaults(top_k=top_k).top_k, truncate)
 
+    @door
     def heads(self, texts: str | Iterable[str] | None = None, *, file: str | Path | None = None,
               probe: str | None = None, seed: int = 0, probe_length: int | None = None, layers: Spec = "all",
               heads: Spec = "all", batch_size: int = 32, limit: int | None = None, truncate: bool = False,
@@ -198,6 +259,7 @@ class Model:
                          limit=limit, total=total, truncate=truncate, source=source, probe=described,
                          progress=progress)
 
+    @door
     def steps(self, text: str, *, layer: int | str = 0, head: int | str = 0):
         """One head walked through X, Q, K, V, Q·Kᵀ, the scale, the mask, softmax, ·V (and W_O on the toy)."""
         from attn_cli.analyses.steps import walk_head

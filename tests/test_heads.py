@@ -311,6 +311,18 @@ def test_a_probe_too_long_for_the_model_is_cut_and_says_so(tiny_gpt2_dir):
     assert "toy (toy, 1 layer × 4 heads)" in shown.stdout  # one layer, not "1 layers"
 
 
+def test_a_probe_on_a_model_without_positions_is_cut_and_says_why(monkeypatch):
+    """The toy has no position limit: the probe stops at UNBOUNDED_PROBE_LENGTH (not drawn for ever), and the
+    note says so rather than "toy has None positions"."""
+    from attn_cli.analyses import heads
+
+    monkeypatch.setattr(heads, "UNBOUNDED_PROBE_LENGTH", 12)
+    result = invoke("--probe", "induction", "--probe-length", "40", "--model", "toy", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["probe"]["length"] == 12
+    assert "the probe is 12 tokens twice, not 40: toy has no position limit, and 12 is the most then" in result.stderr
+
+
 def test_interrupt_keeps_what_was_done(minilm):
     def stop_after_first_batch(done, total):
         if done >= 2:

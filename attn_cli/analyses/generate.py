@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Token
 from attn_cli.analyses.inspect import check_texts
 from attn_cli.data.document import SCHEMA_VERSION, Document
@@ -84,8 +85,9 @@ def generate_from(backend, prompt: str, selection: Selection, *, max_new_tokens:
     if not hasattr(backend, "capture_generation") or not info.causal:
         raise BadInput(f"{info.name} is not a causal language model, so it does not generate",
                        "use a decoder (GPT-2, Llama, Qwen, Mistral …) saved with its language-model head")
-    if max_new_tokens < 1:
-        raise BadInput(f"--max-new-tokens must be at least 1, not {max_new_tokens}")
+    whole(max_new_tokens, "--max-new-tokens", minimum=1)
+    if seed is not None:
+        whole(seed, "--seed", minimum=-2**63, maximum=2**64 - 1)  # what torch.manual_seed takes
     if sample and not temperature > 0:
         raise BadInput(f"--temperature must be above 0, not {temperature}")
     layers, heads = selection.resolve(info)

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from attn_cli.analyses.inspect import check_texts
+from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Capture, ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document
 from attn_cli.data.selection import Selection
@@ -27,6 +28,7 @@ from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
 SORT_WINDOW = 16  # batches read ahead and sorted by length (memory: this many batches of text strings)
 PROBE_LENGTH = 50  # tokens in each half of the induction probe
+UNBOUNDED_PROBE_LENGTH = 1024  # the most for a model with no position limit (the toy): T² stays affordable
 PROBES = ("induction",)
 Progress = Callable[[int, int | None], None]  # progress(texts done, texts in all or None)
 
@@ -40,10 +42,9 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
     Ctrl-C (KeyboardInterrupt) stops at the batch being run: the report covers the batches
     done and says interrupted; with none done it propagates.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise BadInput(f"--batch-size must be at least 1, not {batch_size}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise BadInput(f"--limit must be at least 1, not {limit}")
+    whole(batch_size, "--batch-size", minimum=1)
+    if limit is not None:
+        whole(limit, "--limit", minimum=1)
     layers, heads = selection.resolve(backend.info)
     totals = CorpusTotals(len(layers), len(heads))
     if limit is not None:
@@ -248,11 +249,9 @@ def probe_text(backend, seed: int = 0, length: int = PROBE_LENGTH) -> str:
     come back as the same single token, so the text is exactly the token sequence twice;
     a model without a tokenizer (the toy) gets random lowercase words.
     """
-    if isinstance(length, bool) or not isinstance(length, int) or length < 2:
-        raise BadInput(f"the probe length must be at least 2, not {length}")
+    whole(length, "the probe length", minimum=2)
     limit = backend.info.max_positions
-    if limit is not None:
-        length = min(length, (limit - 4) // 2)
+    length = min(length, UNBOUNDED_PROBE_LENGTH if limit is None else (limit - 4) // 2)
     generator = random.Random(seed)
     tokenizer = getattr(backend, "tokenizer", None)
     words = _vocabulary_words(tokenizer, generator, length) if tokenizer is not None else None

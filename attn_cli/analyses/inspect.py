@@ -29,6 +29,7 @@ from attn_cli.math import attention, measures
 from attn_cli.math.masks import AttentionMask
 from attn_cli.math.measures import Symmetry
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
+from attn_cli.plumbing.textio import check_text
 
 Progress = Callable[[int, int], None]  # progress(done, total), per analysed layer
 
@@ -38,10 +39,7 @@ def check_texts(texts: Sequence[str]) -> None:
     if not texts:
         raise BadInput("no text given", "pass a sentence, or - to read it from stdin")
     for text in texts:
-        if not isinstance(text, str):
-            raise BadInput(f"the text must be a string, not {type(text).__name__}")
-        if not text.strip():
-            raise BadInput("the text is empty", "pass a sentence, or - to read it from stdin")
+        check_text(text, "the text")
 
 
 def inspect_texts(backend, texts: Sequence[str], selection: Selection, analysis: Analysis, *,

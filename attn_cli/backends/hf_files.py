@@ -16,13 +16,18 @@ _HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.tiktoken", "*.safetensors"]
 
 def resolve_model_dir(spec: str, *, revision: str | None = None, allow_pickle: bool = False) -> Path:
     """A local directory holding the model `spec` names (a path, or org/name in the HF cache)."""
-    path = Path(spec).expanduser()
-    if path.is_dir():
+    path = Path(os.path.expanduser(spec))  # ~unknown-user stays as it is (Path.expanduser raises RuntimeError)
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as error:  # a name too long for the file system, …
+        raise ModelNotFound(f"no model directory at {spec}: {error.strerror}",
+                            "check the path, or pass a hub id like org/name") from None
+    if is_dir:
         if revision is not None:
             raise BadInput(f"--revision {revision} applies to hub ids, not to the directory {spec}")
         check_weights_format(path, allow_pickle)
         return path
-    if path.exists():
+    if exists:
         raise ModelNotFound(f"--model {spec} is a file, not a model directory", "pass the directory holding config.json")
     if spec.startswith((".", "/", "~")) or not _HUB_ID.match(spec):
         raise ModelNotFound(f"no model directory at {spec}", "check the path, or pass a hub id like org/name")

@@ -75,8 +75,12 @@ def heads_command(
         if report.truncated:
             note(f"warning: {counted(report.truncated, 'text')} cut to the model's positions (--truncate)")
         if report.probe and report.probe["length"] < report.probe["requested"]:
-            note(f"note: the probe is {report.probe['length']} tokens twice, not {report.probe['requested']}: "
-                 f"{report.model.name} has {report.model.max_positions} positions")
+            from attn_cli.analyses.heads import UNBOUNDED_PROBE_LENGTH
+
+            positions = report.model.max_positions
+            why = (f"{report.model.name} has {positions} positions" if positions is not None
+                   else f"{report.model.name} has no position limit, and {UNBOUNDED_PROBE_LENGTH} is the most then")
+            note(f"note: the probe is {report.probe['length']} tokens twice, not {report.probe['requested']}: {why}")
         if json_wanted:
             emit_json(report, output)
         else:

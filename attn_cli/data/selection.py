@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence, Union
 
+from attn_cli.data.arguments import shown, whole
 from attn_cli.plumbing.errors import BadInput
 
 # "all", "3", "0,2", "1-4"; or an index; or a list of indices.
@@ -21,15 +22,23 @@ def parse_selection(spec: Spec, count: int, what: str) -> list[int]:
     """Indices in [0, count) named by `spec`, sorted and without repeats.
 
     `what` ("layer", "head") names the thing in error messages, which always
-    state the valid range so the user can fix the call.
+    state the valid range so the user can fix the call. An index or a list of
+    indices (the Python API's door, arguments.selection, has checked their type)
+    is checked as numbers, never joined into a string.
     """
-    if isinstance(spec, bool):
-        raise BadInput(f"--{what} {spec!r} is not a {what} selection")
-    if isinstance(spec, int):
-        spec = str(spec)
-    elif not isinstance(spec, str):
-        spec = ",".join(str(index) for index in spec)
     valid = f"valid {what}s are 0-{count - 1}, a list like 0,2 or a range like 1-3, or 'all'"
+    if isinstance(spec, bool) or not isinstance(spec, (str, int, list, tuple, range)):
+        raise BadInput(f"--{what} {spec!r} is not a {what} selection", valid)
+    if not isinstance(spec, str):
+        indices = [spec] if isinstance(spec, int) else list(spec)
+        if not indices:
+            raise BadInput(f"--{what} [] selects no {what}", valid)
+        for index in indices:
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise BadInput(f"--{what} {spec!r} is not a {what} selection", valid)
+            if not 0 <= index < count:
+                raise BadInput(f"--{what} {shown(index)} is out of range for this model", valid)
+        return sorted(set(indices))
     text = spec.strip().lower()
     if text in ("all", "*", ""):
         return list(range(count))
@@ -152,8 +161,7 @@ class Analysis:
     norms: bool = False  # also the value-weighted norms ‖α_ij · v_j·W_Oʰ‖ (--measure norm)
 
     def __post_init__(self):
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
-            raise BadInput(f"--top-k must be at least 1, not {self.top_k}")
+        whole(self.top_k, "--top-k", minimum=1)
 
     @classmethod
     def defaults(cls, **given) -> "Analysis":

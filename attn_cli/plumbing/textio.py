@@ -19,12 +19,18 @@ _HINT = "pass UTF-8 text (iconv -t UTF-8 converts other encodings)"
 
 def read_text(text: str) -> str:
     """The argument itself, or stdin for '-'. Text that is not valid Unicode, or blank, is a usage error."""
-    if text == "-":
-        text = read_stdin()
-    else:
-        check_unicode(text, "the text")
+    return check_text(read_stdin() if text == "-" else text, "the text")
+
+
+def check_text(text, source: str) -> str:
+    """A text attn can tokenize: a string of valid Unicode (check_unicode) that is not blank.
+
+    The one check of a text, wherever it comes from: an argument, stdin, the Python API, a corpus."""
+    if not isinstance(text, str):
+        raise BadInput(f"{source} must be a string, not {type(text).__name__}")
+    check_unicode(text, source)
     if not text.strip():
-        raise BadInput("the text is empty", "pass a sentence, or - to read it from stdin")
+        raise BadInput(f"{source} is empty", "pass a sentence, or - to read it from stdin")
     return text
 
 
@@ -129,9 +135,9 @@ def _is_text_record(line: str) -> bool:
 
 
 def _open(path: Path):
-    if not path.is_file():
-        raise BadInput(f"--file {path}: no such file")
     try:
+        if not path.is_file():
+            raise BadInput(f"--file {path}: no such file")
         return open(path, "rb")  # decoded line by line, strictly (textio.read_lines)
-    except OSError as error:
+    except OSError as error:  # unreadable, or a name too long for the file system
         raise BadInput(f"--file {path}: {error.strerror}") from None
