@@ -20,7 +20,7 @@ Commands run in a temporary work directory shared by all blocks (the setup block
 corpus.txt: the 1,000 sentences of benchmarks/_corpus.py that `attn heads --file corpus.txt`
 reads), with NO_COLOR=1, COLUMNS=80 (a `COLUMNS=120 attn …` prefix changes it), the CPU, and an
 empty Hugging Face cache. `attn` runs in-process through Typer's CliRunner, and every model is
-loaded once per session (attn_cli.api.load is memoised): the whole file takes ~45 s instead of
+loaded once for this file (attn_cli.api.load is memoised while it runs): the whole file takes ~45 s instead of
 the ~3 s a model load costs each of its ~35 commands. Other programs of a pipeline (`jq`,
 `python -c`) run as subprocesses.
 """
@@ -214,9 +214,10 @@ def commands(block: Block) -> list[str]:
 
 # ---- fixtures -------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def loaded_once():
-    """attn_cli.api.load memoised: each model the README uses is loaded once for the whole file."""
+    """attn_cli.api.load memoised: each model the README uses is loaded once for the whole file (module
+    scope: the test files after this one get the real load back)."""
     from attn_cli import api
 
     original, models = api.load, {}
@@ -233,7 +234,7 @@ def loaded_once():
     api.load = original
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def workdir(tmp_path_factory, loaded_once):
     """The shared work directory: the setup blocks run in it once, and corpus.txt is written."""
     directory = tmp_path_factory.mktemp("readme")
