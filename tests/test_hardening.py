@@ -163,6 +163,48 @@ def test_toy_activations_that_overflow_are_refused(tmp_path):
     one_line_error(attn("inspect", "hello world", "--model", "toy", "-O", f"weights={saved}"), 1, "layer 0: q")
 
 
+def test_scores_that_overflow_from_finite_q_and_k_are_refused_by_every_command(tmp_path):
+    """Weights ×1e30: q and k stay finite (~1e30) but q·kᵀ overflows float32 to inf, so softmax gives NaN.
+    Refused (exit 1, one line) by every command, the old -o file untouched, never null weights and exit 0."""
+    from safetensors.torch import load_file, save_file
+
+    saved = tmp_path / "w.safetensors"
+    assert attn("inspect", "hello", "--model", "toy", "-O", f"save_weights={saved}", "--json").exit_code == 0
+    save_file({name: tensor * 1e30 for name, tensor in load_file(str(saved)).items()}, str(saved))
+    old = tmp_path / "old.json"
+    old.write_text("precious")
+    toy = ("--model", "toy", "-O", f"weights={saved}")
+    for command in (("inspect", "a b c", *toy, "-o", old), ("inspect", "a b c", *toy),
+                    ("inspect", "a b c", "a b", *toy, "--json"), ("compare", "a b c", *toy, "-o", old),
+                    ("heads", "a b c", "a b", *toy, "-o", old), ("rollout", "a b c", *toy, "-o", old),
+                    ("diff", "a b c", "a b", *toy, "-o", old), ("steps", "a b c", *toy)):
+        one_line_error(attn(*command), 1, "scores overflowed", "q·kᵀ")
+        assert old.read_text() == "precious" and temp_files(tmp_path) == []
+
+
+def test_scores_that_overflow_in_a_hugging_face_model_are_refused(tmp_path):
+    """A GPT-2 whose layer 0 q and k projections are ×1e25: the captured q, k of layer 0 are finite (~1e24),
+    their scores are not. Its layer 1 has a NaN in W_K: generate checks each step's q, k, v as inspect does."""
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    from tests.conftest import save_tiny, tiny_gpt2_config
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(tiny_gpt2_config())
+    width = model.config.n_embd
+    with torch.no_grad():
+        model.transformer.h[0].attn.c_attn.weight[:, : 2 * width] *= 1e25  # (d, 3d): the q and k columns
+        model.transformer.h[1].attn.c_attn.weight[0, width] = float("nan")  # k's first column
+    directory = save_tiny(model, tmp_path / "huge")
+    gpt2 = ("--model", directory)
+    for command in (("inspect", "hello world", *gpt2, "--layer", "0"), ("heads", "hello", "a longer text", *gpt2,
+                    "--layer", "0"), ("generate", "hello world", *gpt2, "--layer", "0", "-n", "2"),
+                    ("compare", "hello world", *gpt2, "--layer", "0")):
+        one_line_error(attn(*command), 1, "scores overflowed")
+    one_line_error(attn("generate", "hello world", *gpt2, "--layer", "1", "-n", "2"), 1, "layer 1: k", "NaN")
+
+
 @pytest.mark.parametrize("content", [b"", b"\x00" * 64, os.urandom(4096), b"\xff" * 8 + b"{}"])
 def test_toy_weights_of_random_bytes_are_one_line(tmp_path, content):
     path = tmp_path / "w.safetensors"
