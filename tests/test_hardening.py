@@ -232,7 +232,7 @@ def test_output_into_a_missing_directory_fails_before_the_model_loads(tmp_path, 
 def test_output_into_a_directory_or_under_a_file_fails_fast(tmp_path, monkeypatch, option, name):
     no_model_load(monkeypatch)
     (tmp_path / name).mkdir()
-    one_line_error(attn("inspect", "hello", "--model", "toy", option, tmp_path / name), 1, "is a directory")
+    one_line_error(attn("inspect", "hello", "--model", "toy", option, tmp_path / name), 2, "is a directory")
     (tmp_path / "file").write_text("x")
     one_line_error(attn("inspect", "hello", "--model", "toy", option, tmp_path / "file" / name), 1,
                    "is not a directory")
@@ -296,7 +296,7 @@ def test_the_toys_save_weights_is_checked_before_the_toy_is_built(tmp_path, monk
                    1, "save_weights", "does not exist")
     (tmp_path / "dir.safetensors").mkdir()
     one_line_error(attn("inspect", "hello", "--model", "toy", "-O", f"save_weights={tmp_path / 'dir.safetensors'}"),
-                   1, "is a directory")
+                   2, "is a directory")
 
 
 def test_a_run_that_fails_while_writing_keeps_the_old_file(tmp_path, monkeypatch):
