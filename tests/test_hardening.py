@@ -521,6 +521,21 @@ def test_an_unreadable_pickle_under_allow_pickle_is_one_line(tiny_bert_dir, tmp_
     one_line_error(attn("inspect", "hello", "--model", directory, "--allow-pickle"), 1)
 
 
+def test_a_library_warning_while_loading_a_pickle_is_one_line(tiny_bert_dir, tmp_path):
+    """torch.load warns about a pickle protocol other than 2 in two lines (the message, then torch's own
+    source line); attn prints it as one `warning: …` line and runs."""
+    import torch
+    from safetensors.torch import load_file
+
+    directory = _copy(tiny_bert_dir, tmp_path / "pickle")
+    torch.save(load_file(directory / "model.safetensors"), directory / "pytorch_model.bin", pickle_protocol=3)
+    (directory / "model.safetensors").unlink()
+    result = attn("inspect", "hello", "--model", directory, "--allow-pickle", "--json")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: Detected pickle protocol 3"), result.stderr
+
+
 def test_remote_code_refused_is_one_line(tiny_bert_dir, tmp_path):
     directory = _copy(tiny_bert_dir, tmp_path / "custom")
     _edit_config(directory, model_type="my-custom", auto_map={"AutoModel": "modeling_custom.CustomModel"})
