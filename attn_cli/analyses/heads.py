@@ -22,6 +22,7 @@ from attn_cli.data.document import SCHEMA_VERSION, Document
 from attn_cli.data.selection import Selection
 from attn_cli.math.head_scores import (BROAD_THRESHOLD, LABEL_THRESHOLD, SCORES, SINK_EPSILON, CorpusTotals,
                                        TextSums, label, token_flags)
+from attn_cli.plumbing import interrupts
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
@@ -38,7 +39,8 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
 
     texts: any iterable (a file is read as it goes). total: how many there are, for progress.
     Ctrl-C (KeyboardInterrupt) stops at the batch being run: the report covers the batches
-    done and says interrupted; with none done it propagates.
+    done and says interrupted; with none done it propagates. SIGTERM and SIGHUP (Terminated) always
+    propagate: a process being stopped writes no report and leaves an existing -o file as it was.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise BadInput(f"--batch-size must be at least 1, not {batch_size}")
@@ -61,8 +63,8 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
             truncated += cut
             if progress is not None:
                 progress(done, total)
-    except KeyboardInterrupt:
-        if done == 0:
+    except KeyboardInterrupt as interrupt:
+        if done == 0 or isinstance(interrupt, interrupts.Terminated):  # SIGTERM, SIGHUP: stop, write nothing
             raise
         interrupted = True
     if done == 0:
