@@ -289,6 +289,35 @@ def test_o_through_a_symlink_writes_the_file_it_points_to(tmp_path):
     assert link.is_symlink() and json.loads(real.read_text())["text"] == "hello"
 
 
+def test_an_output_that_is_an_input_is_refused_before_the_model_loads(tmp_path, monkeypatch, tiny_bert_dir):
+    """Same file by inode (also through a symlink): the report would replace the corpus, the toy's weights
+    or a model's file. Exit 2 in every command that reads and writes files; the input is untouched."""
+    no_model_load(monkeypatch)
+    corpus, weights = tmp_path / "c.txt", tmp_path / "w.safetensors"
+    corpus.write_text("one text\nanother text\n")
+    weights.write_bytes(b"weights")
+    (tmp_path / "link.txt").symlink_to(corpus)
+    model = _copy(tiny_bert_dir, tmp_path / "model")
+    toy = ("--model", "toy", "-O", f"weights={weights}")
+    cases = [
+        (("heads", "--file", corpus, "-o", corpus), "--file"),
+        (("heads", "--file", corpus, "-o", tmp_path / "link.txt"), "--file"),
+        (("heads", "--file", corpus, "--save", corpus), "--file"),
+        (("inspect", "a b", *toy, "--save-tensors", weights), "-O weights="),
+        (("inspect", "a b", *toy, "-O", f"save_weights={weights}"), "-O weights="),
+        (("steps", "a b", *toy, "-o", weights), "-O weights="),
+        (("compare", "a b", *toy, "-o", weights), "-O weights="),
+        (("rollout", "a b", *toy, "-o", weights), "-O weights="),
+        (("generate", "a b", *toy, "-o", weights), "-O weights="),
+        (("inspect", "a b", "--model", model, "--save-tensors", model / "model.safetensors"), "--model"),
+        (("diff", "a b", "--model", "toy", "--against-model", model, "-o", model / "config.json"), "--against-model"),
+    ]
+    for args, fragment in cases:
+        one_line_error(attn(*args), 2, "which this command reads", fragment)
+    assert corpus.read_text() == "one text\nanother text\n" and weights.read_bytes() == b"weights"
+    assert json.loads((model / "config.json").read_text())["model_type"] == "bert"
+
+
 def test_the_toys_save_weights_is_checked_before_the_toy_is_built(tmp_path, monkeypatch):
     """-O save_weights is the toy's own option: its place is checked first thing when the toy loads."""
     monkeypatch.setattr("attn_cli.backends.toy.ToyBackend", None)  # building the toy would fail the test

@@ -203,3 +203,27 @@ def check_all_writable(paths: dict[str, Path | None]) -> None:
     """check_writable for each option's path that was given: {"-o": Path(...), "--save-tensors": None}."""
     for option, path in paths.items():
         check_writable(path, option)
+
+
+def check_not_inputs(outputs: dict[str, Path | None], inputs: list[tuple[str, Path]]) -> None:
+    """An output that is a file the command reads (the same file by device and inode, whatever its name or
+    the symlinks to it) would replace that input with the report: BadInput (exit 2), before anything runs.
+    outputs: {"-o": Path, …}; inputs: ("--file c.txt", Path), … Only an existing regular file can be both."""
+    read: dict[tuple[int, int], str] = {}
+    for label, path in inputs:
+        read.setdefault(_identity(path), label)
+    read.pop(None, None)
+    for option, path in outputs.items():
+        label = read.get(_identity(path)) if path is not None else None
+        if label is not None:
+            raise BadInput(f"{option} {path} is {label}, which this command reads",
+                           "write to another file: the input would be replaced")
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a regular file, through symlinks; None for anything else or nothing."""
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None
