@@ -133,3 +133,78 @@ def test_o_dev_stdout_keeps_the_shells_redirection(tmp_path):
     assert completed.returncode == 0, completed.stderr
     first, document = (tmp_path / "log").read_text().split("\n", 1)
     assert first == "earlier line" and json.loads(document)["text"] == "hello"
+
+
+# --- inputs -----------------------------------------------------------------------------------------------
+
+
+def test_a_fifo_corpus_is_read_once_as_a_stream(tmp_path):
+    """`attn heads --file <(…)`: a FIFO is read, once (nothing may count its lines ahead: they would be gone)."""
+    import threading
+
+    corpus = tmp_path / "corpus"
+    os.mkfifo(corpus)
+
+    def write() -> None:
+        with open(corpus, "w") as handle:  # waits for attn to open the reading end
+            handle.write("the first text\nthe second text\n\nthe third text\n")
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    result = attn("heads", "--file", corpus, "--model", "toy", "--json")
+    writer.join(timeout=5)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["texts"] == 3
+
+
+def test_a_directory_or_a_missing_corpus_says_which_before_the_model_loads(tmp_path, monkeypatch):
+    from test_hardening import no_model_load
+
+    no_model_load(monkeypatch)
+    one_line_error(attn("heads", "--file", tmp_path, "--model", "toy"), 2, f"--file {tmp_path} is a directory")
+    one_line_error(attn("heads", "--file", tmp_path / "missing.txt", "--model", "toy"), 2, "no such file")
+
+
+@ROOT_ONLY
+def test_an_empty_character_device_is_an_empty_corpus(tmp_path):
+    """A /dev/null twin: read as a stream like any corpus, and empty (not "no such file")."""
+    device = char_device(tmp_path / "null", 3)
+    one_line_error(attn("heads", "--file", device, "--model", "toy"), 2, "no text to score")
+
+
+HUGE = str(10**30)
+
+
+@pytest.mark.parametrize("args", [
+    ("heads", "a", "--limit", HUGE), ("heads", "a", "--batch-size", HUGE), ("heads", "a", "--limit", "-" + HUGE),
+    ("heads", "--probe", "induction", "--seed", HUGE), ("heads", "--probe", "induction", "--probe-length", HUGE),
+    ("inspect", "a", "--top-k", HUGE), ("compare", "a", "--top-k", HUGE), ("rollout", "a", "--top-k", HUGE),
+    ("generate", "a", "--max-new-tokens", HUGE), ("generate", "a", "--sample", "--seed", HUGE),
+])
+def test_an_integer_option_too_large_for_the_machine_is_a_usage_error(args, monkeypatch):
+    from test_hardening import no_model_load
+
+    no_model_load(monkeypatch)
+    flag = [arg for arg in args if arg.startswith("--") and arg != "--sample" and arg != "--probe"][-1]
+    one_line_error(attn(*args, "--model", "toy"), 2, f"{flag} {args[-1]} is out of range")
+
+
+@pytest.mark.parametrize("args", [("heads", "--batch-size", str(2**63 - 1)),
+                                  ("heads", "--limit", str(2**63 - 1))])
+def test_the_largest_machine_integer_still_runs(args):
+    result = attn(args[0], "a b c", *args[1:], "--model", "toy", "--json")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_a_probe_longer_than_any_text_is_refused_on_a_model_without_positions():
+    one_line_error(attn("heads", "--probe", "induction", "--probe-length", str(2**63 - 1), "--model", "toy"), 2,
+                   "--probe-length", "more than a probe can be")
+
+
+@pytest.mark.parametrize("args", [
+    ("inspect", "a b", "--layer", ""), ("inspect", "a b", "--head", " "), ("heads", "a b", "--layer", ""),
+    ("compare", "a b", "--head", ""), ("diff", "a b", "b a", "--layer", ""), ("rollout", "a b", "--layers", ""),
+    ("steps", "a b", "--layer", ""),
+])
+def test_an_empty_layer_or_head_selection_is_an_error_not_all(args):
+    one_line_error(attn(*args, "--model", "toy"), 2, "is empty")

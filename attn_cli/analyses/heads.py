@@ -13,6 +13,7 @@ import itertools
 import math
 import random
 import string
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Iterator
 
@@ -28,6 +29,7 @@ from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
 SORT_WINDOW = 16  # batches read ahead and sorted by length (memory: this many batches of text strings)
 PROBE_LENGTH = 50  # tokens in each half of the induction probe
+PROBE_LIMIT = 1 << 16  # tokens in each half, for a model without a position limit
 PROBES = ("induction",)
 Progress = Callable[[int, int | None], None]  # progress(texts done, texts in all or None)
 
@@ -211,7 +213,8 @@ def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
     """Batches of `size` texts. Texts are read SORT_WINDOW batches ahead and sorted by length within
     that window, so each batch pads little (the scores are means: their order does not matter)."""
     iterator = iter(texts)
-    while window := list(itertools.islice(iterator, size * SORT_WINDOW)):
+    ahead = min(size * SORT_WINDOW, sys.maxsize)  # islice takes at most sys.maxsize (a --batch-size that large)
+    while window := list(itertools.islice(iterator, ahead)):
         check_texts(window)
         window.sort(key=len)
         for start in range(0, len(window), size):
@@ -255,6 +258,8 @@ def probe_text(backend, seed: int = 0, length: int = PROBE_LENGTH) -> str:
     limit = backend.info.max_positions
     if limit is not None:
         length = min(length, (limit - 4) // 2)
+    elif length > PROBE_LIMIT:  # no positions to cap it (the toy): never build a text of that many words
+        raise BadInput(f"--probe-length {length} is more than a probe can be", f"at most {PROBE_LIMIT:,}")
     generator = random.Random(seed)
     tokenizer = getattr(backend, "tokenizer", None)
     words = _vocabulary_words(tokenizer, generator, length) if tokenizer is not None else None

@@ -121,6 +121,24 @@ def check_outputs(save: Path | None, as_json: bool, output: Path | None = None, 
     return json_wanted
 
 
+def check_options(params: dict) -> None:
+    """What every model-loading command's options must satisfy before anything runs (params: the
+    command's parameters by name, as Typer hands them over): whole numbers a machine can hold, and no
+    output that is one of the inputs."""
+    check_integers(params)
+    check_files(params)
+
+
+def check_integers(params: dict) -> None:
+    """Every integer option (--limit, --batch-size, --seed, --top-k, …) within ±sys.maxsize: Python parses
+    `--limit 1000000000000000000000000000000`, but slicing, seeding and sizing need a machine integer.
+    The option's flag is its parameter's name in dashes (limit → --limit, top_k → --top-k)."""
+    for name, value in params.items():
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.maxsize:
+            raise BadInput(f"--{name.replace('_', '-')} {value} is out of range",
+                           f"it must lie within ±{sys.maxsize:,}")
+
+
 # A command's file options by parameter name: what it writes, and (below) what it reads.
 OUTPUT_OPTIONS = {"output": "-o", "save": "--save", "save_tensors": "--save-tensors"}
 MODEL_OPTIONS = {"model": "--model", "against_model": "--against-model"}

@@ -74,11 +74,11 @@ def loads_model(command: Callable) -> Callable:
 
     @functools.wraps(command)
     def with_loading(**given):
-        from attn_cli.cli.common import check_files
+        from attn_cli.cli.common import check_options
         from attn_cli.cli.edge import user_errors
 
         with user_errors():
-            check_files(given)  # every command that loads a model: no output may be one of its inputs
+            check_options(given)  # every command that loads a model: integers in range, no output an input
         loading = Loading(**{field.name: given.pop(field.name) for field in dataclasses.fields(Loading)})
         return command(loading=loading, **given)
 

@@ -31,7 +31,9 @@ def parse_selection(spec: Spec, count: int, what: str) -> list[int]:
         spec = ",".join(str(index) for index in spec)
     valid = f"valid {what}s are 0-{count - 1}, a list like 0,2 or a range like 1-3, or 'all'"
     text = spec.strip().lower()
-    if text in ("all", "*", ""):
+    if not text:  # '' or an empty list: selecting nothing is a mistake, never a quiet "all"
+        raise BadInput(f"--{what} is empty: it selects no {what}", valid)
+    if text in ("all", "*"):
         return list(range(count))
     chosen: set[int] = set()
     for part in text.split(","):
