@@ -8,6 +8,7 @@ The moments are random; ATTN_FAULT_SEED=N repeats a run's choice (it is printed 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -143,3 +144,39 @@ def test_concurrent_runs_writing_the_same_file_leave_one_valid_document(tmp_path
         assert process.returncode == 0, stderr
     assert json.loads(target.read_text())["text"].startswith("run number ")
     assert leftovers(tmp_path) == []
+
+
+def waiting_for_input(process: subprocess.Popen, limit: float = 120.0) -> None:
+    """Until the process sleeps reading a pipe (its stdin: the corpus so far is scored) or ends."""
+    deadline = time.monotonic() + limit
+    while process.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if "pipe_read" in Path(f"/proc/{process.pid}/wchan").read_text():
+                return
+        time.sleep(0.02)
+
+
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="needs /proc/PID/wchan to see a blocked read")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_heads_stopped_mid_corpus(tmp_path, signum):
+    """`attn heads --file - -o out.json` with 20 texts scored and the corpus still open: SIGTERM (143) and
+    SIGHUP (129) leave out.json exactly as it was; only Ctrl-C (130) writes the partial report."""
+    target = tmp_path / "out.json"
+    target.write_bytes(PRECIOUS)
+    process = subprocess.Popen([sys.executable, "-m", "attn_cli", "heads", "--file", "-", "--batch-size", "1",
+                                "--model", "toy", "-o", str(target)], cwd=tmp_path, stdin=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
+    process.stdin.write("".join(f"text number {index} of the corpus\n" for index in range(20)).encode())
+    process.stdin.flush()  # left open: attn scores what it has, then waits for more
+    waiting_for_input(process)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=120)
+    context = f"exit {process.returncode}\n{stderr.decode('utf-8', 'replace')}"
+    assert process.returncode == 128 + signum, context
+    assert leftovers(tmp_path) == [], context
+    if signum == signal.SIGINT:
+        report = json.loads(target.read_text())
+        assert report["interrupted"] and report["texts"] >= 1, context
+    else:
+        assert target.read_bytes() == PRECIOUS, context
+        assert stderr.decode().splitlines() == ["error: terminated"], context

@@ -90,7 +90,8 @@ valid_or_not = lambda valid, invalid: st.one_of(st.sampled_from(valid), st.sampl
                                                st.sampled_from(valid), st.sampled_from(invalid))
 toy_options = st.fixed_dictionaries({}, optional={
     "--layer": selection, "--head": selection,
-    "--top-k": st.one_of(st.integers(-3, 50).map(str), st.integers(1, 5).map(str), st.text(max_size=4)),
+    "--top-k": st.one_of(st.integers(-3, 50).map(str), st.integers(1, 5).map(str), st.text(max_size=4),
+                         st.integers(-2**80, 2**80).map(str)),
     "d_model": st.sampled_from(["8", "16", "32", "64"]) | st.integers(-4, 200).map(str),
     "heads": st.sampled_from(["1", "2", "4"]) | st.integers(-2, 40).map(str),
     "layers": st.integers(-1, 4).map(str), "seed": st.integers(-2**65, 2**65).map(str),
@@ -115,6 +116,24 @@ def test_random_option_values(options, json_out, flags):
     for name, value in options.items():
         args += [name, value] if name.startswith("--") else ["-O", f"{name}={value}"]
     check_outcome(args + (["--json"] if json_out else []))
+
+
+machine_or_not = st.one_of(st.integers(-3, 40), st.integers(-2**64, 2**64), st.sampled_from([sys.maxsize, -sys.maxsize]),
+                           st.integers(sys.maxsize + 1, 2**100), st.integers(-2**100, -sys.maxsize - 1))
+
+
+@FUZZ
+@given(options=st.fixed_dictionaries({}, optional={"--limit": machine_or_not, "--batch-size": machine_or_not,
+                                                   "--seed": machine_or_not, "--probe-length": machine_or_not}),
+       probe=st.booleans())
+def test_random_integer_options_of_heads(options, probe):
+    """Any whole number: the run ends 0, 1 or 2, and one past what a machine integer holds is usage (2)."""
+    args = ["heads", *(["--probe", "induction"] if probe else ["a b c", "c b a"]), "--model", "toy", "--json"]
+    for name, value in options.items():
+        args += [name, str(value)]
+    code = check_outcome(args)
+    if any(abs(value) > sys.maxsize for value in options.values()):
+        assert code == 2, args
 
 
 @FUZZ

@@ -163,6 +163,48 @@ def test_toy_activations_that_overflow_are_refused(tmp_path):
     one_line_error(attn("inspect", "hello world", "--model", "toy", "-O", f"weights={saved}"), 1, "layer 0: q")
 
 
+def test_scores_that_overflow_from_finite_q_and_k_are_refused_by_every_command(tmp_path):
+    """Weights ×1e30: q and k stay finite (~1e30) but q·kᵀ overflows float32 to inf, so softmax gives NaN.
+    Refused (exit 1, one line) by every command, the old -o file untouched, never null weights and exit 0."""
+    from safetensors.torch import load_file, save_file
+
+    saved = tmp_path / "w.safetensors"
+    assert attn("inspect", "hello", "--model", "toy", "-O", f"save_weights={saved}", "--json").exit_code == 0
+    save_file({name: tensor * 1e30 for name, tensor in load_file(str(saved)).items()}, str(saved))
+    old = tmp_path / "old.json"
+    old.write_text("precious")
+    toy = ("--model", "toy", "-O", f"weights={saved}")
+    for command in (("inspect", "a b c", *toy, "-o", old), ("inspect", "a b c", *toy),
+                    ("inspect", "a b c", "a b", *toy, "--json"), ("compare", "a b c", *toy, "-o", old),
+                    ("heads", "a b c", "a b", *toy, "-o", old), ("rollout", "a b c", *toy, "-o", old),
+                    ("diff", "a b c", "a b", *toy, "-o", old), ("steps", "a b c", *toy)):
+        one_line_error(attn(*command), 1, "scores overflowed", "q·kᵀ")
+        assert old.read_text() == "precious" and temp_files(tmp_path) == []
+
+
+def test_scores_that_overflow_in_a_hugging_face_model_are_refused(tmp_path):
+    """A GPT-2 whose layer 0 q and k projections are ×1e25: the captured q, k of layer 0 are finite (~1e24),
+    their scores are not. Its layer 1 has a NaN in W_K: generate checks each step's q, k, v as inspect does."""
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    from tests.conftest import save_tiny, tiny_gpt2_config
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(tiny_gpt2_config())
+    width = model.config.n_embd
+    with torch.no_grad():
+        model.transformer.h[0].attn.c_attn.weight[:, : 2 * width] *= 1e25  # (d, 3d): the q and k columns
+        model.transformer.h[1].attn.c_attn.weight[0, width] = float("nan")  # k's first column
+    directory = save_tiny(model, tmp_path / "huge")
+    gpt2 = ("--model", directory)
+    for command in (("inspect", "hello world", *gpt2, "--layer", "0"), ("heads", "hello", "a longer text", *gpt2,
+                    "--layer", "0"), ("generate", "hello world", *gpt2, "--layer", "0", "-n", "2"),
+                    ("compare", "hello world", *gpt2, "--layer", "0")):
+        one_line_error(attn(*command), 1, "scores overflowed")
+    one_line_error(attn("generate", "hello world", *gpt2, "--layer", "1", "-n", "2"), 1, "layer 1: k", "NaN")
+
+
 @pytest.mark.parametrize("content", [b"", b"\x00" * 64, os.urandom(4096), b"\xff" * 8 + b"{}"])
 def test_toy_weights_of_random_bytes_are_one_line(tmp_path, content):
     path = tmp_path / "w.safetensors"
@@ -190,7 +232,7 @@ def test_output_into_a_missing_directory_fails_before_the_model_loads(tmp_path, 
 def test_output_into_a_directory_or_under_a_file_fails_fast(tmp_path, monkeypatch, option, name):
     no_model_load(monkeypatch)
     (tmp_path / name).mkdir()
-    one_line_error(attn("inspect", "hello", "--model", "toy", option, tmp_path / name), 1, "is a directory")
+    one_line_error(attn("inspect", "hello", "--model", "toy", option, tmp_path / name), 2, "is a directory")
     (tmp_path / "file").write_text("x")
     one_line_error(attn("inspect", "hello", "--model", "toy", option, tmp_path / "file" / name), 1,
                    "is not a directory")
@@ -247,6 +289,35 @@ def test_o_through_a_symlink_writes_the_file_it_points_to(tmp_path):
     assert link.is_symlink() and json.loads(real.read_text())["text"] == "hello"
 
 
+def test_an_output_that_is_an_input_is_refused_before_the_model_loads(tmp_path, monkeypatch, tiny_bert_dir):
+    """Same file by inode (also through a symlink): the report would replace the corpus, the toy's weights
+    or a model's file. Exit 2 in every command that reads and writes files; the input is untouched."""
+    no_model_load(monkeypatch)
+    corpus, weights = tmp_path / "c.txt", tmp_path / "w.safetensors"
+    corpus.write_text("one text\nanother text\n")
+    weights.write_bytes(b"weights")
+    (tmp_path / "link.txt").symlink_to(corpus)
+    model = _copy(tiny_bert_dir, tmp_path / "model")
+    toy = ("--model", "toy", "-O", f"weights={weights}")
+    cases = [
+        (("heads", "--file", corpus, "-o", corpus), "--file"),
+        (("heads", "--file", corpus, "-o", tmp_path / "link.txt"), "--file"),
+        (("heads", "--file", corpus, "--save", corpus), "--file"),
+        (("inspect", "a b", *toy, "--save-tensors", weights), "-O weights="),
+        (("inspect", "a b", *toy, "-O", f"save_weights={weights}"), "-O weights="),
+        (("steps", "a b", *toy, "-o", weights), "-O weights="),
+        (("compare", "a b", *toy, "-o", weights), "-O weights="),
+        (("rollout", "a b", *toy, "-o", weights), "-O weights="),
+        (("generate", "a b", *toy, "-o", weights), "-O weights="),
+        (("inspect", "a b", "--model", model, "--save-tensors", model / "model.safetensors"), "--model"),
+        (("diff", "a b", "--model", "toy", "--against-model", model, "-o", model / "config.json"), "--against-model"),
+    ]
+    for args, fragment in cases:
+        one_line_error(attn(*args), 2, "which this command reads", fragment)
+    assert corpus.read_text() == "one text\nanother text\n" and weights.read_bytes() == b"weights"
+    assert json.loads((model / "config.json").read_text())["model_type"] == "bert"
+
+
 def test_the_toys_save_weights_is_checked_before_the_toy_is_built(tmp_path, monkeypatch):
     """-O save_weights is the toy's own option: its place is checked first thing when the toy loads."""
     monkeypatch.setattr("attn_cli.backends.toy.ToyBackend", None)  # building the toy would fail the test
@@ -254,7 +325,7 @@ def test_the_toys_save_weights_is_checked_before_the_toy_is_built(tmp_path, monk
                    1, "save_weights", "does not exist")
     (tmp_path / "dir.safetensors").mkdir()
     one_line_error(attn("inspect", "hello", "--model", "toy", "-O", f"save_weights={tmp_path / 'dir.safetensors'}"),
-                   1, "is a directory")
+                   2, "is a directory")
 
 
 def test_a_run_that_fails_while_writing_keeps_the_old_file(tmp_path, monkeypatch):
@@ -477,6 +548,21 @@ def test_an_unreadable_pickle_under_allow_pickle_is_one_line(tiny_bert_dir, tmp_
     (directory / "model.safetensors").unlink()
     (directory / "pytorch_model.bin").write_bytes(b"not a pickle" * 10)
     one_line_error(attn("inspect", "hello", "--model", directory, "--allow-pickle"), 1)
+
+
+def test_a_library_warning_while_loading_a_pickle_is_one_line(tiny_bert_dir, tmp_path):
+    """torch.load warns about a pickle protocol other than 2 in two lines (the message, then torch's own
+    source line); attn prints it as one `warning: …` line and runs."""
+    import torch
+    from safetensors.torch import load_file
+
+    directory = _copy(tiny_bert_dir, tmp_path / "pickle")
+    torch.save(load_file(directory / "model.safetensors"), directory / "pytorch_model.bin", pickle_protocol=3)
+    (directory / "model.safetensors").unlink()
+    result = attn("inspect", "hello", "--model", directory, "--allow-pickle", "--json")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: Detected pickle protocol 3"), result.stderr
 
 
 def test_remote_code_refused_is_one_line(tiny_bert_dir, tmp_path):

@@ -13,6 +13,7 @@ import itertools
 import math
 import random
 import string
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Iterator
 
@@ -23,6 +24,7 @@ from attn_cli.data.document import SCHEMA_VERSION, Document
 from attn_cli.data.selection import Selection
 from attn_cli.math.head_scores import (BROAD_THRESHOLD, LABEL_THRESHOLD, SCORES, SINK_EPSILON, CorpusTotals,
                                        TextSums, label, token_flags)
+from attn_cli.plumbing import interrupts
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
@@ -40,7 +42,8 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
 
     texts: any iterable (a file is read as it goes). total: how many there are, for progress.
     Ctrl-C (KeyboardInterrupt) stops at the batch being run: the report covers the batches
-    done and says interrupted; with none done it propagates.
+    done and says interrupted; with none done it propagates. SIGTERM and SIGHUP (Terminated) always
+    propagate: a process being stopped writes no report and leaves an existing -o file as it was.
     """
     whole(batch_size, "--batch-size", minimum=1)
     if limit is not None:
@@ -62,8 +65,8 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
             truncated += cut
             if progress is not None:
                 progress(done, total)
-    except KeyboardInterrupt:
-        if done == 0:
+    except KeyboardInterrupt as interrupt:
+        if done == 0 or isinstance(interrupt, interrupts.Terminated):  # SIGTERM, SIGHUP: stop, write nothing
             raise
         interrupted = True
     if done == 0:
@@ -210,7 +213,8 @@ def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
     """Batches of `size` texts. Texts are read SORT_WINDOW batches ahead and sorted by length within
     that window, so each batch pads little (the scores are means: their order does not matter)."""
     iterator = iter(texts)
-    while window := list(itertools.islice(iterator, size * SORT_WINDOW)):
+    ahead = min(size * SORT_WINDOW, sys.maxsize)  # islice takes at most sys.maxsize (a --batch-size that large)
+    while window := list(itertools.islice(iterator, ahead)):
         check_texts(window)
         window.sort(key=len)
         for start in range(0, len(window), size):

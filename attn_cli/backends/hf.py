@@ -133,8 +133,12 @@ class HFBackend:
                 pass
 
         tokenizer = self.tokenizer
+        def handed(record) -> None:  # every step's q, k, v checked, as capture_batch checks its captures
+            check_finite_record(record)
+            sink(record)
+
         recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, analysis_device=self.device,
-                                 sink=sink)
+                                 sink=handed)
         if seed is not None:
             torch.manual_seed(seed)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id

@@ -27,7 +27,7 @@ from attn_cli.math import attention
 from attn_cli.math import scoring
 from attn_cli.backends.base import parse_options
 from attn_cli.backends.toy_checks import check_finite_weights, check_sizes, check_token_count, read_toml_table
-from attn_cli.backends.validate import check_finite
+from attn_cli.backends.validate import check_finite, check_finite_tensor
 from attn_cli.data.capture import Capture, LayerCapture, ModelInfo, Token, sequence_of
 from attn_cli.plumbing.errors import AttnError, BadInput
 from attn_cli.math.masks import AttentionMask
@@ -281,6 +281,8 @@ class ToyBackend:
             return flat.view(batch, count, heads, dh).transpose(1, 2)  # (B, H, T, Dh)
 
         q, k, v = project("q"), project("k"), project("v")
+        for name, tensor in (("q", q), ("k", k), ("v", v)):  # named here, before their scores overflow too
+            check_finite_tensor(layer, name, tensor)
         q, k, scale = self.scoring_view(q, k)
         if inject is not None:
             q, k, scale = inject(q, k, scale)

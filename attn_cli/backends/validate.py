@@ -135,19 +135,24 @@ def check_finite(captures: list) -> list:
 def check_finite_record(record, real=None) -> None:
     """One LayerCapture's q, k, v and input must be finite; real (B, T) bool: only those tokens count
     (a padded batch's padding is never looked at)."""
-    import torch
-
     for name in ("q", "k", "v", "inputs"):
         tensor = getattr(record, name, None)
         if tensor is None:
             continue
         if real is not None:  # (B, heads, T, D) -> the real tokens' (N, heads, D); inputs (B, T, d) -> (N, d)
             tensor = tensor[real] if name == "inputs" else tensor.transpose(1, 2)[real]
-        if not bool(torch.isfinite(tensor).all()):
-            raise AttnError(
-                f"layer {record.layer}: {name} holds NaN or infinite values",
-                "the weights hold non-finite numbers or the dtype overflowed; try --dtype float32",
-            )
+        check_finite_tensor(record.layer, name, tensor)
+
+
+def check_finite_tensor(layer: int, name: str, tensor) -> None:
+    """A layer's q, k, v or input (any shape) holding NaN or Inf is refused (exit 1), naming it."""
+    import torch
+
+    if not bool(torch.isfinite(tensor).all()):
+        raise AttnError(
+            f"layer {layer}: {name} holds NaN or infinite values",
+            "the weights hold non-finite numbers or the dtype overflowed; try --dtype float32",
+        )
 
 
 def _shapes(entry) -> str:

@@ -13,7 +13,7 @@ from rich.text import Text
 from attn_cli.plumbing import textio
 from attn_cli.plumbing.atomic import atomic_open
 from attn_cli.cli.edge import stderr_console
-from attn_cli.cli.options import PANEL_NAMES
+from attn_cli.cli.options import OUTPUT_SETTINGS, PANEL_NAMES
 from attn_cli.plumbing.errors import AttnError, BadInput
 
 
@@ -130,6 +130,54 @@ def save_figure(report, path: Path) -> None:
     from attn_cli.render.files import save_figure as write
 
     write(report, path)
+
+
+def check_options(params: dict) -> None:
+    """What every model-loading command's options must satisfy before anything runs (params: the
+    command's parameters by name, as Typer hands them over): whole numbers a machine can hold, and no
+    output that is one of the inputs."""
+    check_integers(params)
+    check_files(params)
+
+
+def check_integers(params: dict) -> None:
+    """Every integer option (--limit, --batch-size, --seed, --top-k, …) within ±sys.maxsize: Python parses
+    `--limit 1000000000000000000000000000000`, but slicing, seeding and sizing need a machine integer.
+    The option's flag is its parameter's name in dashes (limit → --limit, top_k → --top-k)."""
+    for name, value in params.items():
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.maxsize:
+            raise BadInput(f"--{name.replace('_', '-')} {value} is out of range",
+                           f"it must lie within ±{sys.maxsize:,}")
+
+
+# A command's file options by parameter name: what it writes, and (below) what it reads.
+OUTPUT_OPTIONS = {"output": "-o", "save": "--save", "save_tensors": "--save-tensors"}
+MODEL_OPTIONS = {"model": "--model", "against_model": "--against-model"}
+
+
+def check_files(params: dict) -> None:
+    """Refuse (exit 2, before any model loads) an output that is one of the command's inputs: its
+    report would replace the corpus, the toy's weights or a model's file. params: the command's
+    parameters by name (Typer's). Read: --file; every file of a --model or --against-model
+    directory; an -O KEY=VALUE naming an existing file (the toy's config and weights). Written:
+    -o, --save, --save-tensors, and the -O settings of OUTPUT_SETTINGS (save_weights)."""
+    from attn_cli.plumbing.atomic import check_not_inputs
+
+    outputs = {flag: params[name] for name, flag in OUTPUT_OPTIONS.items() if params.get(name) is not None}
+    inputs: list[tuple[str, Path]] = []
+    if params.get("file") is not None and str(params["file"]) != "-":
+        inputs.append((f"--file {params['file']}", Path(params["file"])))
+    for name, flag in MODEL_OPTIONS.items():
+        directory = Path(params[name]) if params.get(name) else None
+        if directory is not None and directory.is_dir():
+            inputs += [(f"{entry.name} of {flag} {directory}", Path(entry.path)) for entry in os.scandir(directory)]
+    for pair in params.get("option") or []:
+        key, _, value = (part.strip() for part in pair.partition("="))
+        if key in OUTPUT_SETTINGS and value:
+            outputs[f"-O {key}"] = Path(value)
+        elif value and os.path.isfile(value):
+            inputs.append((f"-O {key}={value}", Path(value)))
+    check_not_inputs(outputs, inputs)
 
 
 def warn_if_truncated(report) -> None:

@@ -14,6 +14,7 @@ import errno
 import functools
 import os
 import sys
+import warnings
 from typing import Iterator
 
 import typer
@@ -93,7 +94,10 @@ def _is_control_flow(error: BaseException) -> bool:
 
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn any error of a command into one line on stderr and its exit code."""
+    """Turn any error of a command into one line on stderr and its exit code; a library's warning into
+    one `warning: …` line."""
+    shown = warnings.showwarning
+    warnings.showwarning = show_warning
     try:
         yield
     except (BrokenPipeError, ReaderGone):
@@ -102,6 +106,15 @@ def user_errors() -> Iterator[None]:
         if _is_control_flow(error):
             raise
         raise fail(error) from None
+    finally:
+        warnings.showwarning = shown
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """warnings.showwarning as one line (`warning: …`) above any progress bar. Python's own form is two
+    lines, the second the library's source line (torch.load's "Detected pickle protocol 3 …")."""
+    with contextlib.suppress(Exception):
+        stderr_console().print(Text(f"warning: {_one_line(message)}", style="yellow"), soft_wrap=True)
 
 
 def reader_went_away() -> None:

@@ -65,6 +65,10 @@ def heads_command(
                            "pass TEXT..., --file FILE or --probe induction")
         if texts:
             texts = [read_text(text) for text in texts]
+        if file is not None:
+            from attn_cli.plumbing.textio import check_corpus
+
+            check_corpus(file)  # a missing path or a directory fails before the model loads
         with progress_bar() as progress:
             loaded = loading.load()
             report = loaded.heads(texts or None, file=file, probe=probe and probe.value, seed=seed,

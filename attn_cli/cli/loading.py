@@ -74,6 +74,11 @@ def loads_model(command: Callable) -> Callable:
 
     @functools.wraps(command)
     def with_loading(**given):
+        from attn_cli.cli.common import check_options
+        from attn_cli.cli.edge import user_errors
+
+        with user_errors():
+            check_options(given)  # every command that loads a model: integers in range, no output an input
         loading = Loading(**{field.name: given.pop(field.name) for field in dataclasses.fields(Loading)})
         return command(loading=loading, **given)
 

@@ -21,6 +21,7 @@ class Include(str, Enum):
 
 
 MODEL_PANEL = "Model"  # the loading options, grouped in --help
+OUTPUT_SETTINGS = ("save_weights",)  # -O settings that name a file attn writes (the toy's); others are read
 PANEL_NAMES = ("grid", "overview", "weights", "scores", "q", "k", "v", "symmetry", "stats", "top")
 
 Text = Annotated[str, typer.Argument(metavar="TEXT", help="The text to inspect; - reads it from stdin.",

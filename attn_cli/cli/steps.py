@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, load_model, model_options, read_text, run_and_emit
+from attn_cli.cli.common import check_files, check_outputs, load_model, model_options, read_text, run_and_emit
 from attn_cli.cli.edge import user_errors
 
 EPILOG = (
@@ -35,6 +35,7 @@ def steps_command(
     """Walk one head through X, Q, K, V, Q·Kᵀ, ÷√d, mask, softmax, ·V, concat and W_O on your sentence."""
     with user_errors():
         json_wanted = check_outputs(save, as_json, output)
+        check_files({"output": output, "save": save, "model": model, "option": option})
         text = read_text(text)
         options = model_options(option)
         model = "toy" if model is None else model

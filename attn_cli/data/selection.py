@@ -40,7 +40,9 @@ def parse_selection(spec: Spec, count: int, what: str) -> list[int]:
                 raise BadInput(f"--{what} {shown(index)} is out of range for this model", valid)
         return sorted(set(indices))
     text = spec.strip().lower()
-    if text in ("all", "*", ""):
+    if not text:  # '' or an empty list: selecting nothing is a mistake, never a quiet "all"
+        raise BadInput(f"--{what} is empty: it selects no {what}", valid)
+    if text in ("all", "*"):
         return list(range(count))
     chosen: set[int] = set()
     for part in text.split(","):

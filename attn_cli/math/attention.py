@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from attn_cli.plumbing.errors import AttnError
+
 
 def expand_kv(kv: torch.Tensor, heads: int) -> torch.Tensor:
     """Repeat grouped key/value heads so query head h reads kv head h // (H / H_kv).
@@ -27,10 +29,21 @@ def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """Row softmax over allowed keys only. (..., Tq, Tk) -> (..., Tq, Tk)
 
     Masked weights are exactly 0; a row with every key masked is all zeros, never NaN.
-    (torch's fused softmax gives such a row NaN, so it is zeroed after; a NaN score stays NaN.)
+    (torch's fused softmax gives such a row NaN, so it is zeroed after.)
+    Every path to weights comes here (inspect, compare, heads, generate, steps, the toy's forward), so this
+    is where a score that is not finite is refused: q and k can be finite while q·k overflows float32, and
+    softmax would turn the row into NaN that JSON writes as null and the terminal as a blank heatmap.
     """
+    check_finite_scores(scores, allowed)
     weights = torch.softmax(apply_mask(scores, allowed), dim=-1)
     return weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
+
+
+def check_finite_scores(scores: torch.Tensor, allowed: torch.Tensor) -> None:
+    """Every allowed score must be finite (masked cells may hold anything). AttnError (exit 1) otherwise."""
+    if not bool(torch.isfinite(scores).logical_or_(~allowed).all()):
+        raise AttnError("attention scores overflowed: q·kᵀ is not finite although q and k are",
+                        "the weights are too large for float32 (corrupt or badly scaled); check the checkpoint")
 
 
 def attend(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

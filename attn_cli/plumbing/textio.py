@@ -8,6 +8,7 @@ refused the same way, with the offending byte named, as one BadInput (exit 2).
 from __future__ import annotations
 
 import json
+import stat
 import sys
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
@@ -119,8 +120,9 @@ def _texts(lines: Iterable[str], name: str, jsonl: bool | None) -> Iterator[str]
 
 
 def count_texts(path: Path | str) -> int | None:
-    """How many texts read_corpus will yield (non-blank lines), for the progress bar; None for stdin."""
-    if str(path) == "-":
+    """How many texts read_corpus will yield (non-blank lines), for the progress bar; None for stdin, a
+    FIFO or a device: what is read from those is gone, so they are read once, by read_corpus."""
+    if str(path) == "-" or not Path(path).is_file():
         return None
     with _open(Path(path)) as handle:
         return sum(1 for line in handle if line.strip())
@@ -134,10 +136,28 @@ def _is_text_record(line: str) -> bool:
     return isinstance(record, dict) and isinstance(record.get("text"), str)
 
 
-def _open(path: Path):
+def check_corpus(path: Path | str) -> None:
+    """A regular file, a FIFO (`--file <(zcat corpus.gz)`) or a character device can be read as a corpus;
+    a directory or a missing path is a BadInput that says which. Looks without opening (opening and
+    closing a FIFO would end its writer), so a command can ask before its model loads."""
+    if str(path) == "-":
+        return
     try:
-        if not path.is_file():
-            raise BadInput(f"--file {path}: no such file")
-        return open(path, "rb")  # decoded line by line, strictly (textio.read_lines)
-    except OSError as error:  # unreadable, or a name too long for the file system
+        mode = Path(path).stat().st_mode  # through symlinks
+    except FileNotFoundError:
+        raise BadInput(f"--file {path}: no such file") from None
+    except OSError as error:
+        raise BadInput(f"--file {path}: {error.strerror}") from None
+    if stat.S_ISDIR(mode):
+        raise BadInput(f"--file {path} is a directory", "name a file with a text per line")
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        raise BadInput(f"--file {path} is not a file, a FIFO or a character device")
+
+
+def _open(path: Path):
+    """Opened to read as a stream (decoded line by line, strictly: read_lines)."""
+    check_corpus(path)
+    try:
+        return open(path, "rb")
+    except OSError as error:
         raise BadInput(f"--file {path}: {error.strerror}") from None
