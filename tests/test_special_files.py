@@ -196,9 +196,12 @@ def test_the_largest_machine_integer_still_runs(args):
     assert result.exit_code == 0, result.stderr
 
 
-def test_a_probe_longer_than_any_text_is_refused_on_a_model_without_positions():
-    one_line_error(attn("heads", "--probe", "induction", "--probe-length", str(2**63 - 1), "--model", "toy"), 2,
-                   "--probe-length", "more than a probe can be")
+def test_the_largest_probe_length_is_cut_on_a_model_without_positions():
+    """The largest machine integer is no internal error: the probe is cut, and the note says to what."""
+    result = attn("heads", "--probe", "induction", "--probe-length", str(2**63 - 1), "--model", "toy", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["texts"] == 1
+    assert "1024 tokens twice" in result.stderr
 
 
 @pytest.mark.parametrize("args", [
