@@ -118,6 +118,18 @@ def test_a_socket_or_a_directory_as_output_is_a_usage_error(tmp_path, monkeypatc
     one_line_error(attn("inspect", "hello", "--model", "toy", option, target), 2, str(target), "is a directory")
 
 
+@ROOT_ONLY
+def test_a_block_device_as_output_is_a_usage_error(tmp_path, monkeypatch):
+    """A block-device node made here (never opened: refused by its type alone)."""
+    from test_hardening import no_model_load
+
+    no_model_load(monkeypatch)
+    node = tmp_path / "disk.json"
+    os.mknod(node, stat.S_IFBLK | 0o600, os.makedev(7, 0))
+    one_line_error(attn("inspect", "hello", "--model", "toy", "-o", node), 2, str(node), "is a block device")
+    assert stat.S_ISBLK(os.lstat(node).st_mode)
+
+
 def test_o_dev_stdout_into_a_pipe(tmp_path):
     """`attn inspect … -o /dev/stdout | jq`: /dev/stdout resolves to pipe:[…], which no rename can reach."""
     completed = run_attn("inspect hello --model toy -o /dev/stdout", tmp_path)  # stdout is a pipe
