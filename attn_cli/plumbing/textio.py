@@ -122,7 +122,10 @@ def _texts(lines: Iterable[str], name: str, jsonl: bool | None) -> Iterator[str]
 def count_texts(path: Path | str) -> int | None:
     """How many texts read_corpus will yield (non-blank lines), for the progress bar; None for stdin, a
     FIFO or a device: what is read from those is gone, so they are read once, by read_corpus."""
-    if str(path) == "-" or not Path(path).is_file():
+    if str(path) == "-":
+        return None
+    check_corpus(path)  # first: is_file() raises on a name too long for the file system
+    if not Path(path).is_file():
         return None
     with _open(Path(path)) as handle:
         return sum(1 for line in handle if line.strip())
