@@ -34,14 +34,17 @@ def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     is where a score that is not finite is refused: q and k can be finite while q·k overflows float32, and
     softmax would turn the row into NaN that JSON writes as null and the terminal as a blank heatmap.
     """
-    check_finite_scores(scores, allowed)
     weights = torch.softmax(apply_mask(scores, allowed), dim=-1)
-    return weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
+    weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
+    check_finite_weights(weights)
+    return weights
 
 
-def check_finite_scores(scores: torch.Tensor, allowed: torch.Tensor) -> None:
-    """Every allowed score must be finite (masked cells may hold anything). AttnError (exit 1) otherwise."""
-    if not bool(torch.isfinite(scores).logical_or_(~allowed).all()):
+def check_finite_weights(weights: torch.Tensor) -> None:
+    """AttnError (exit 1) when a row of weights is NaN: an allowed score was +inf or NaN (an allowed -inf only
+    gets weight 0, as a finite score that low would). One reduction over the weights, no temporaries: the
+    sum of a tensor with a NaN is NaN, and weights in [0, 1] cannot overflow it."""
+    if bool(torch.isnan(weights.sum())):
         raise AttnError("attention scores overflowed: q·kᵀ is not finite although q and k are",
                         "the weights are too large for float32 (corrupt or badly scaled); check the checkpoint")
 
