@@ -38,7 +38,7 @@ class Probe(str, Enum):
 
 @loads_model
 def heads_command(
-    texts: Annotated[Optional[list[str]], typer.Argument(metavar="[TEXT]...", show_default=False,
+    texts: Annotated[Optional[list[str]], typer.Argument(metavar="TEXT", show_default=False,
         help="Texts to score; - reads one from stdin. Several run as padded batches.")] = None,
     file: Annotated[Optional[Path], typer.Option("--file", "-f",
         help="A corpus: a text per line, or JSONL with a \"text\" field per line; - reads stdin.")] = None,
