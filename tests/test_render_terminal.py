@@ -376,3 +376,21 @@ def test_a_counterfactual_heatmap_is_titled_with_its_own_formula(flags, formula)
                                       *flags], env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     assert f"layer 0 · head 2 (kv head 2) · {formula}" in result.stdout
+
+
+def test_the_unknown_token_is_drawn_dim_italic_not_bold_like_a_word():
+    """[UNK] is the tokenizer's stand-in, not a word of the text: in key lists, row labels and top keys."""
+    from types import SimpleNamespace
+
+    from attn_cli.render.heatmap import row_label
+    from attn_cli.render.terminal import keys_text
+
+    def style_of(text, word):
+        return next(str(span.style) for span in text.spans if text.plain[span.start:span.end] == word)
+
+    tokens = ["[CLS]", "我", "[UNK]", "[SEP]"]
+    keys = Heatmap(np.eye(4), tokens, "test").key_list(80)
+    assert style_of(keys, "[UNK]") == "dim italic" and style_of(keys, "我") == "bold"
+    assert style_of(row_label(2, "[UNK]"), "[UNK]") == "dim italic"
+    top = keys_text([SimpleNamespace(token="[UNK]", weight=0.5), SimpleNamespace(token="我", weight=0.4)])
+    assert style_of(top, "[UNK]") == "dim italic" and style_of(top, "我") == "bold"
