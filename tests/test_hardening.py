@@ -332,7 +332,7 @@ def test_a_run_that_fails_while_writing_keeps_the_old_file(tmp_path, monkeypatch
     target = tmp_path / "old.json"
     target.write_text("precious")
 
-    def half_then_fail(report, stream):
+    def half_then_fail(report, stream, before_last=None):
         stream.write('{"half": ')
         raise OSError(28, "No space left on device")
 

@@ -32,10 +32,29 @@ def test_bracketed_words_survive_rich_markup_and_flags_have_no_bool_type(command
         assert "needs the [big] extra" in text
 
 
-def test_the_usage_line_reads_text_then_more_texts():
-    text = help_of("inspect")
-    assert "{TEXT}..." in text and "{TEXT...}" not in text
-    assert "grid" in text  # --show grid is a panel
+COMMANDS = ["inspect", "explore", "heads", "compare", "steps", "rollout", "diff", "generate", "models"]
+
+
+@pytest.mark.parametrize("command, usage", [("inspect", "TEXT..."), ("heads", "[TEXT]..."), ("explore", "[TEXT]"),
+                                            ("diff", "TEXT [TEXT_B]"), ("generate", "PROMPT")])
+def test_the_usage_line_reads_text_then_more_texts(command, usage):
+    text = help_of(command)
+    assert f"Usage: attn {command} [OPTIONS] {usage} " in text
+    assert "{" not in text.split("Usage:")[1].split("[OPTIONS]")[1][:20] and "[[" not in text
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_value_is_an_upper_case_word_never_a_type(command):
+    """--layer LAYER, --limit N, --output FILE, KEY=VALUE, DTYPE: one style, not <str>, <list[str]>, <int>."""
+    import typer
+
+    raw = runner.invoke(app, [command, "--help"]).stdout
+    assert not re.search(r"<[a-z ]+[[|>]", raw), re.findall(r"<[a-z ]+[[|>][^>]*>?", raw)  # <str>, <list[str]>, <a|b>
+    click_command = typer.main.get_command(app).commands[command]
+    for option in click_command.params:
+        if isinstance(option, typer.core.TyperOption) and not option.is_flag:
+            assert re.fullmatch(r"[A-Z][A-Z_]*(=[A-Z]+)?", option.metavar or ""), (option.opts, option.metavar)
+
 
 
 def test_the_toy_bilinear_heatmap_is_not_titled_with_a_scale():

@@ -441,3 +441,21 @@ def test_diff_change_heatmap_shows_two_decimals_and_both_tokens(reports):
     assert any(re.search(r"(^|\s)-?\.\d\d(\s|$)", row) for row in rows)
     assert "how→who" in rows[3] and "you→they" in rows[5]
     assert [CellFormat(2, False, bare=True).text(v) for v in (0.214, -0.0049, -0.13, 0.05)] == [".21", "0", "-.13", ".05"]
+
+
+def test_the_unknown_token_is_drawn_dim_italic_not_bold_like_a_word():
+    """[UNK] is the tokenizer's stand-in, not a word of the text: in key lists, row labels and top keys."""
+    from types import SimpleNamespace
+
+    from attn_cli.render.heatmap import row_label
+    from attn_cli.render.terminal import keys_text
+
+    def style_of(text, word):
+        return next(str(span.style) for span in text.spans if text.plain[span.start:span.end] == word)
+
+    tokens = ["[CLS]", "我", "[UNK]", "[SEP]"]
+    keys = Heatmap(np.eye(4), tokens, "test").key_list(80)
+    assert style_of(keys, "[UNK]") == "dim italic" and style_of(keys, "我") == "bold"
+    assert style_of(row_label(2, "[UNK]"), "[UNK]") == "dim italic"
+    top = keys_text([SimpleNamespace(token="[UNK]", weight=0.5), SimpleNamespace(token="我", weight=0.4)])
+    assert style_of(top, "[UNK]") == "dim italic" and style_of(top, "我") == "bold"

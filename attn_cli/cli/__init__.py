@@ -42,7 +42,37 @@ class _FlagsWithoutType:
 
 
 class Command(_FlagsWithoutType, TyperCommand):
-    pass
+    """A command whose help speaks one language: upper-case words for every value (N, FILE, LAYER),
+    never Typer's types (<int>, <list[str]>), and plain `TEXT...` in the usage line."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument):
+                param.display_type_rich = lambda ctx: None  # the name column already says TEXT
+            elif param.metavar is None and not param.is_flag:
+                param.metavar = value_word(param)
+
+    def collect_usage_pieces(self, ctx):
+        """[OPTIONS] TEXT... (required), [TEXT]... (optional): not Typer's {TEXT}... and [[TEXT]...]...."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, typer.core.TyperArgument):
+                word = param.metavar or param.name.upper()
+                word = word if param.required else f"[{word}]"
+                pieces.append(word + ("..." if param.nargs != 1 and " " not in word else ""))
+        return pieces
+
+
+def value_word(option) -> str:
+    """The upper-case word for an option's value: N for a number of things, FILE or DIR for a path,
+    else the option's own name (--layer LAYER, --head-fusion HEAD_FUSION)."""
+    kind = option.type_descriptor
+    if kind.is_path:
+        return "DIR" if option.name.endswith("_dir") else "FILE"
+    if option.bare_type() == "int" or (kind.is_ranged and kind.ranged_type_name == "int"):
+        return "N"
+    return max(option.opts, key=len).lstrip("-").replace("-", "_").upper()
 
 
 class Group(_FlagsWithoutType, TyperGroup):

@@ -61,43 +61,68 @@ def load_model(model: str, *, device: str, dtype, options: dict):
 
 def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path | None, save: Path | None,
                  render: Callable, title: str, figure: Callable | None = None) -> None:
-    """run(progress, lazy) → report, under a spinner; then JSON (stdout or -o) or render(report) printed.
+    """run(progress, lazy) → report, under a progress bar; then JSON (stdout or -o) or render(report) printed.
 
     lazy: the report may analyse its layers as its JSON is written.
     figure(report, path): writes --save FILE.svg/.html as a figure; without it --save records the terminal.
     """
     from attn_cli.plumbing.config import defaults
 
-    with progress_on_stderr(label) as progress:
+    with progress_on_stderr(label, doing="analysing layers") as progress:
         report = run(progress, json_wanted)
         warn_if_truncated(report)
         if json_wanted:
-            emit_json(report, output)
+            # A lazy report analyses layers (moving the bar) while its JSON is written, so the bar
+            # is cleared just before the last chunk: not after, when a reader of stdout that answers
+            # as soon as the document is complete (jq) has printed onto the bar's line.
+            emit_json(report, output, before_last=progress and progress.clear)
     if not json_wanted:
         emit_terminal(lambda: render(report), save, defaults()["render"]["fallback_width"],
                       f"{title} · {report.model.name}",
                       figure=None if figure is None else lambda path: figure(report, path))
 
 
+class Bar:
+    """A transient progress bar on stderr: bar(done, total) moves it; clear() takes it off the screen
+    (at once, for good: what is written after it lands on a clean line)."""
+
+    def __init__(self, progress, label: str, doing: str):
+        self.progress, self.doing = progress, doing
+        self.task = progress.add_task(label, total=None)  # the total comes with the first count
+
+    def __call__(self, done: int, total: int | None, doing: str | None = None) -> None:
+        """doing: what the bar says now, when it changes as it goes (generate's text so far)."""
+        self.progress.update(self.task, description=doing or self.doing, completed=done, total=total)
+
+    def clear(self) -> None:
+        self.progress.stop()  # transient: erases the bar; stopping again on exit does nothing
+
+
 @contextlib.contextmanager
-def progress_on_stderr(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A transient progress bar on stderr, update(done, total, description) (over layers unless the
-    description says otherwise); None (silence) when stderr is not a terminal."""
+def progress_on_stderr(label: str, doing: str, *columns) -> Iterator[Bar | None]:
+    """A progress bar on stderr: `label` and a spinner while the model loads, then `doing` with a bar,
+    done/total and `columns` once the first bar(done, total) says how much there is. None (silence)
+    when stderr is not a terminal."""
     console = stderr_console()
     if not console.is_terminal:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn
+
+    class Known(ProgressColumn):
+        """A column drawn only once a count was given: no empty bar and no '0/?' while the model loads."""
+
+        def __init__(self, column: ProgressColumn):
+            self.column = column
+            super().__init__()
+
+        def render(self, task):
+            return Text("") if task.total is None and not task.completed else self.column.render(task)
 
     # redirect_stdout=False: stdout carries the JSON document and must never pass through Rich.
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=console, transient=True, redirect_stdout=False, redirect_stderr=False) as progress:
-        task = progress.add_task(label, total=None)
-
-        def update(done: int, total: int, description: str = "analysing layers") -> None:
-            progress.update(task, description=description, completed=done, total=total)
-
-        yield update
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), Known(BarColumn()), Known(MofNCompleteColumn()),
+                  *map(Known, columns), console=console, transient=True, redirect_stdout=False, redirect_stderr=False) as progress:
+        yield Bar(progress, label, doing)
 
 
 def note(message: str, style: str = "yellow") -> None:
@@ -187,17 +212,18 @@ def warn_if_truncated(report) -> None:
             note(f"warning: text truncated from {single.truncated_from} tokens to the model's {len(single.tokens)}")
 
 
-def emit_json(report, output: Path | None) -> None:
-    """The report's JSON document to stdout or -o FILE, through the one writer."""
+def emit_json(report, output: Path | None, before_last: Callable[[], None] | None = None) -> None:
+    """The report's JSON document to stdout or -o FILE, through the one writer; before_last() runs
+    before the document's last chunk is written."""
     from attn_cli.render.files import write_json
 
     if output is None:
-        write_json(report, sys.stdout)
+        write_json(report, sys.stdout, before_last)
         sys.stdout.flush()  # surface a closed pipe here, inside the edge, not at interpreter exit
         return
     try:
         with atomic_open(output, option="-o") as handle:
-            write_json(report, handle)
+            write_json(report, handle, before_last)
     except OSError as error:
         raise AttnError(f"cannot write {output}: {error.strerror}") from None
     note(f"wrote {output}", style="dim")

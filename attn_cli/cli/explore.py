@@ -33,7 +33,7 @@ def not_a_terminal(streams: dict) -> str | None:
 
 @loads_model
 def explore_command(
-    text: Annotated[Optional[str], typer.Argument(metavar="[TEXT]", show_default=False,
+    text: Annotated[Optional[str], typer.Argument(metavar="TEXT", show_default=False,
         help="The sentence to start with (default: an example sentence).")] = None,
     loading: Loading = Loading(),
     truncate: opt.Truncate = False,

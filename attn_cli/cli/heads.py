@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Optional
 
 import typer
+from rich.text import Text
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, emit_json, emit_terminal, note, read_text, save_figure
-from attn_cli.cli.edge import stderr_console, user_errors
+from attn_cli.cli.common import (check_outputs, emit_json, emit_terminal, note, progress_on_stderr, read_text,
+                                  save_figure)
+from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.plumbing.errors import BadInput
 
@@ -38,7 +39,7 @@ class Probe(str, Enum):
 
 @loads_model
 def heads_command(
-    texts: Annotated[Optional[list[str]], typer.Argument(metavar="[TEXT]...", show_default=False,
+    texts: Annotated[Optional[list[str]], typer.Argument(metavar="TEXT", show_default=False,
         help="Texts to score; - reads one from stdin. Several run as padded batches.")] = None,
     file: Annotated[Optional[Path], typer.Option("--file", "-f",
         help="A corpus: a text per line, or JSONL with a \"text\" field per line; - reads stdin.")] = None,
@@ -103,31 +104,15 @@ def heads_command(
             raise typer.Exit(130)
 
 
-@contextlib.contextmanager
-def progress_bar() -> Iterator:
-    """A transient bar on stderr (texts, texts/s, ETA); None (silence) when stderr is not a terminal."""
-    console = stderr_console()
-    if not console.is_terminal:
-        yield None
-        return
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn,
-                               TimeRemainingColumn)
+def progress_bar():
+    """The progress bar of common.progress_on_stderr, with texts/s and the time left."""
+    from rich.progress import ProgressColumn, TimeRemainingColumn
 
     class Speed(ProgressColumn):
         def render(self, task):
-            from rich.text import Text
-
             return Text("" if task.speed is None else f"{task.speed:,.1f} texts/s", style="cyan")
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), Speed(),
-                  TimeRemainingColumn(), console=console, transient=True, redirect_stdout=False,
-                  redirect_stderr=False) as bar:
-        task = bar.add_task("loading the model …", total=None)
-
-        def update(done: int, total: int | None) -> None:
-            bar.update(task, description="scoring heads", completed=done, total=total)
-
-        yield update
+    return progress_on_stderr("loading the model …", "scoring heads", Speed(), TimeRemainingColumn())
 
 
 def heads_view(report):

@@ -34,7 +34,7 @@ def rollout_command(
     loading: Loading = Loading(),
     layers: Annotated[str, typer.Option("--layers", "--layer", "-l",
         help="The consecutive layers to roll out: all, or a range like 0-3.")] = "all",
-    head_fusion: Annotated[HeadFusion, typer.Option("--head-fusion", help="How each layer's heads become one.")]
+    head_fusion: Annotated[HeadFusion, typer.Option("--head-fusion", help="How each layer's heads become one: mean, max or min.")]
         = HeadFusion.mean,
     top_k: opt.TopK = None,
     as_json: opt.AsJson = False,

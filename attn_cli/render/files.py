@@ -4,22 +4,29 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import TextIO
+from typing import Callable, TextIO
 
 from attn_cli.plumbing.errors import AttnError, BadInput
 
 SNAPSHOT_FORMATS = (".svg", ".html", ".htm")
 
 
-def write_json(document, stream: TextIO) -> None:
+def write_json(document, stream: TextIO, before_last: Callable[[], None] | None = None) -> None:
     """The one JSON writer: a report's document (its json_chunks, streamed as they are made), then a newline.
 
     Every report type (inspect, a batch, compare, steps, the model catalog) writes through here;
     an inspect report's layers are analysed one at a time as their text is written.
+    before_last(): runs after the last chunk is made and before it is written (the document is not
+    complete on the stream until then).
     """
+    last = None
     for chunk in document.json_chunks():
-        stream.write(chunk)
-    stream.write("\n")
+        if last is not None:
+            stream.write(last)
+        last = chunk
+    if before_last is not None:
+        before_last()
+    stream.write((last or "") + "\n")
 
 
 def check_snapshot_path(path: Path) -> None:

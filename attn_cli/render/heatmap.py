@@ -31,13 +31,24 @@ def literal(text: str, style: str | Style = "") -> Text:
     return Text(shown, style=style)
 
 
+# The tokenizer's stand-in for a piece its vocabulary lacks (BERT's [UNK], SentencePiece's <unk>): not
+# a word of the text, so it is drawn dim and italic wherever tokens are listed, never bold like a word.
+UNKNOWN_TOKENS = frozenset({"[UNK]", "<unk>"})
+
+
+def token_text(token: str, style: str = "bold") -> Text:
+    """A token as a word of the text is drawn (style), or dim italic when it is the unknown-token stand-in."""
+    return literal(token, "dim italic" if token in UNKNOWN_TOKENS else style)
+
+
 def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
 def row_label(index: int, token: str, digits: int = 0) -> Text:
     """'7 [SEP]'; digits right-aligns the index among larger ones (' 7 [SEP]' beside '12 cat')."""
-    return Text.assemble((f"{index:>{digits}} ", "dim"), literal(clip(token, LABEL_TOKEN)))
+    shown = clip(token, LABEL_TOKEN)
+    return Text.assemble((f"{index:>{digits}} ", "dim"), token_text(shown, "") if shown == token else literal(shown))
 
 
 def legend(scale: Scale, width: int, what: str | None = None, extra: str = "") -> Text:
@@ -165,7 +176,7 @@ class Heatmap:
         shown = min(self.cols, LIST_LIMIT)
         for i in range(self.col0, self.col0 + shown):
             text.append(f"{i}:", style="dim")
-            text.append_text(literal(self.tokens[i], "bold"))
+            text.append_text(token_text(self.tokens[i]))
             text.append("  ")
         if shown < self.cols:
             text.append(f"… {self.cols - shown} more (the header lists every token)", style="dim")

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attn_cli.render.grid import HeadsGrid
-from attn_cli.render.heatmap import Heatmap, clip, literal, row_label
+from attn_cli.render.heatmap import Heatmap, clip, literal, row_label, token_text
 from attn_cli.render.layout import Fit, FitScreen, VectorTable
 from attn_cli.render.scale import Scale, counted, luminance, stat
 from attn_cli.analyses.inspect_report import HeadReport, InspectReport
@@ -180,7 +180,7 @@ def header(report, command: str) -> RenderableType:
     tokens = Text(f"{len(report.tokens)} tokens: ")
     for token in report.tokens[:TOP_ROWS]:
         tokens.append(f"{token.index}:", style="dim")
-        tokens.append_text(literal(token.text, "dim italic" if token.special else "bold"))
+        tokens.append_text(literal(token.text, "dim italic") if token.special else token_text(token.text))
         tokens.append("  ")
     if len(report.tokens) > TOP_ROWS:
         tokens.append(f"… and {len(report.tokens) - TOP_ROWS} more", style="dim")
@@ -297,7 +297,7 @@ def keys_text(keys, style_of=lambda key: "bold") -> Text:
     text = Text()
     for rank, key in enumerate(keys):
         text.append(", " if rank else "")
-        text.append_text(literal(key.token, style_of(key)))
+        text.append_text(token_text(key.token, style_of(key)))
         text.append(f" {key.weight:.2f}", style="dim")
     return text
 
