@@ -49,7 +49,7 @@ def test_every_value_is_an_upper_case_word_never_a_type(command):
     import typer
 
     raw = runner.invoke(app, [command, "--help"]).stdout
-    assert not re.search(r"<[a-z ]+[[|>]", raw), re.findall(r"<[a-z ]+[[|>][^>]*>?", raw)  # <str>, <list[str]>, <a|b>
+    assert not re.search(r"<[a-z ]+[\[|>]", raw), re.findall(r"<[a-z ]+[\[|>][^>]*>?", raw)  # <str>, <list[str]>, <a|b>
     click_command = typer.main.get_command(app).commands[command]
     for option in click_command.params:
         if isinstance(option, typer.core.TyperOption) and not option.is_flag:
