@@ -206,7 +206,7 @@ def test_terminal_vector_table_numbers_are_not_clipped():
 
 
 @pytest.mark.parametrize("suffix, marker", [(".svg", "<svg"), (".html", "<html")])
-def test_save_snapshot(tmp_path, suffix, marker):
+def test_save_writes_a_figure_and_still_prints_the_view(tmp_path, suffix, marker):
     target = tmp_path / f"out{suffix}"
     result = attn("inspect", "Hello", "--layer", "0", "--head", "0", "--save", str(target))
     succeeded(result)

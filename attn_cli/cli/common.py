@@ -60,11 +60,11 @@ def load_model(model: str, *, device: str, dtype, options: dict):
 
 
 def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path | None, save: Path | None,
-                 render: Callable, title: str, figure: Callable | None = None) -> None:
+                 render: Callable, figure: Callable) -> None:
     """run(progress, lazy) → report, under a progress bar; then JSON (stdout or -o) or render(report) printed.
 
     lazy: the report may analyse its layers as its JSON is written.
-    figure(report, path): writes --save FILE.svg/.html as a figure; without it --save records the terminal.
+    figure(report, path): writes --save FILE.svg/.html.
     """
     from attn_cli.plumbing.config import defaults
 
@@ -78,8 +78,7 @@ def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path |
             emit_json(report, output, before_last=progress and progress.clear)
     if not json_wanted:
         emit_terminal(lambda: render(report), save, defaults()["render"]["fallback_width"],
-                      f"{title} · {report.model.name}",
-                      figure=None if figure is None else lambda path: figure(report, path))
+                      figure=lambda path: figure(report, path))
 
 
 class Bar:
@@ -229,24 +228,18 @@ def emit_json(report, output: Path | None, before_last: Callable[[], None] | Non
     note(f"wrote {output}", style="dim")
 
 
-def emit_terminal(render: Callable[[], object], save: Path | None, fallback_width: int, title: str,
+def emit_terminal(render: Callable[[], object], save: Path | None, fallback_width: int,
                   figure: Callable[[Path], None] | None = None) -> None:
     """Print render() (renderables size themselves to the console) to stdout; with --save also write
-    figure(path), or, for a view without a figure, the terminal view as SVG/HTML."""
+    figure(path), the command's SVG or HTML figure."""
     from rich.console import Console
-
-    from attn_cli.render.files import save_snapshot
 
     # A terminal (or COLUMNS) says how wide to be; a file or pipe gets the configured width. A terminal (or
     # LINES) also says how tall a screen is (the default view fits its grid to it); a file has no screens.
     terminal = sys.stdout.isatty()
     width = None if terminal or "COLUMNS" in os.environ else fallback_width
     height = None if terminal or "LINES" in os.environ else FILE_LINES
-    console = Console(record=save is not None and figure is None, width=width, height=height)
-    console.print(render())
+    Console(width=width, height=height).print(render())
     if save is not None:
-        if figure is not None:
-            figure(save)
-        else:
-            save_snapshot(console, save, title=title)
+        figure(save)
         note(f"saved {save}", style="dim")

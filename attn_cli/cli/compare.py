@@ -50,7 +50,7 @@ def compare_command(
                                   vectors=opt.Include.qkv in (include or []))
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=render_compare_view, title="attn compare", figure=save_figure)
+                     save=save, render=render_compare_view, figure=save_figure)
 
 
 def render_compare_view(report):

@@ -50,7 +50,7 @@ def diff_command(
             return loaded.diff(texts[0], against=other, layers=layer, heads=head)
 
         run_and_emit(run, label="running both …", json_wanted=json_wanted, output=output, save=save,
-                     render=render_diff_view, title="attn diff", figure=save_figure)
+                     render=render_diff_view, figure=save_figure)
 
 
 def render_diff_view(report):

@@ -55,7 +55,7 @@ def generate_command(
                                    seed=seed, layers=layer, heads=head, top_k=top_k, on_token=show)
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=render_generate_view, title="attn generate", figure=save_figure)
+                     save=save, render=render_generate_view, figure=save_figure)
 
 
 def generating_line(text: str, cells: int = 24) -> str:

@@ -92,7 +92,7 @@ def heads_command(
             from attn_cli.plumbing.config import defaults
 
             emit_terminal(lambda: heads_view(report), save,
-                          defaults()["render"]["fallback_width"], f"attn heads · {report.model.name}",
+                          defaults()["render"]["fallback_width"],
                           figure=lambda path: save_figure(report, path))
         if report.interrupted:
             from attn_cli.plumbing import interrupts

@@ -103,7 +103,7 @@ def inspect_command(
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
                      save=save, render=lambda report: render_inspect(report, panels),
-                     title="attn inspect", figure=lambda report, path: save_figure(report, panels, path))
+                     figure=lambda report, path: save_figure(report, panels, path))
 
 
 def warn_about_matrices(reports, full: bool, heads_selected: int) -> None:

@@ -36,5 +36,4 @@ def models_command(as_json: opt.AsJson = False, output: opt.Output = None, cache
         else:
             from attn_cli.render.models_view import render_models
 
-            emit_terminal(lambda: render_models(catalog), None, defaults()["render"]["fallback_width"],
-                          "attn models")
+            emit_terminal(lambda: render_models(catalog), None, defaults()["render"]["fallback_width"])

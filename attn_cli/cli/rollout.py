@@ -52,7 +52,7 @@ def rollout_command(
             return loaded.rollout(text, layers=layers, head_fusion=head_fusion.value, top_k=top_k, truncate=truncate)
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=render_rollout_view, title="attn rollout", figure=save_figure)
+                     save=save, render=render_rollout_view, figure=save_figure)
 
 
 def render_rollout_view(report):

@@ -45,7 +45,7 @@ def steps_command(
             return loaded.steps(text, layer=layer, head=head)
 
         run_and_emit(run, label=f"running {model} …", json_wanted=json_wanted, output=output, save=save,
-                     render=render_steps_view, title="attn steps", figure=save_figure)
+                     render=render_steps_view, figure=save_figure)
 
 
 def render_steps_view(report):

@@ -56,17 +56,6 @@ def write_text(path: Path, text: str) -> None:
     Path(path).write_text(text, encoding="utf-8")
 
 
-def save_snapshot(console, path: Path, title: str) -> None:
-    """Save what a recording Console printed, as SVG or HTML by the file's extension."""
-    from attn_cli.plumbing.atomic import atomic_path
-
-    with atomic_path(path, "--save") as temp:
-        if path.suffix.lower() == ".svg":
-            console.save_svg(str(temp), title=title)
-        else:
-            console.save_html(str(temp))
-
-
 def save_tensors(report, path: Path) -> None:
     """The selected heads' tensors as safetensors, named layers.L.heads.H.{q,k,v,output,scores,weights}.
 
