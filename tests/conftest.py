@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -92,6 +95,26 @@ def tiny_llama_config():
 
     return LlamaConfig(vocab_size=30522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                        num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256)
+
+
+def save_tiny_gpt2_lm(directory, **sizes):
+    """A tiny GPT-2 with its language-model head (it generates), seeded: tiny_gpt2_config() with `sizes` set."""
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = tiny_gpt2_config()
+    for name, value in sizes.items():
+        setattr(config, name, value)
+    return save_tiny(GPT2LMHeadModel(config), directory)
+
+
+def modules_loaded_by(statement: str, names: tuple[str, ...]) -> list[str]:
+    """Which of `names` a fresh interpreter has imported after running `statement` (this checkout's attn_cli)."""
+    code = f"import sys; {statement}; print(','.join(m for m in {names!r} if m in sys.modules))"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return [name for name in out.stdout.strip().split(",") if name]
 
 
 def tiny_gpt2_config():

@@ -272,14 +272,9 @@ def test_no_two_labels_of_an_svg_figure_overlap(model, tmp_path, text):
 @pytest.fixture(scope="module")
 def command_reports(model, tmp_path_factory):
     import attn_cli
-    import torch
-    from conftest import save_tiny
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from conftest import save_tiny_gpt2_lm
 
-    torch.manual_seed(0)
-    config = GPT2Config(vocab_size=30522, n_embd=32, n_layer=2, n_head=2, n_positions=64, bos_token_id=101,
-                        eos_token_id=102)
-    gpt2 = save_tiny(GPT2LMHeadModel(config), tmp_path_factory.mktemp("figure-gpt2"))
+    gpt2 = save_tiny_gpt2_lm(tmp_path_factory.mktemp("figure-gpt2"), n_embd=32, n_layer=2, n_head=2, n_positions=64)
     return {
         "heads": model.heads([SENTENCE, "The cat sat on the mat."], layers="0-1"),
         "rollout": model.rollout(SENTENCE),

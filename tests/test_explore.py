@@ -19,6 +19,7 @@ pytest.importorskip("textual")
 from attn_cli.api import Model, load  # noqa: E402
 from attn_cli.plumbing.errors import BadInput  # noqa: E402
 from attn_cli.explore.app import ExploreApp  # noqa: E402
+from conftest import modules_loaded_by  # noqa: E402
 
 TEXT = "The cat sat on the mat."
 ROOT = Path(__file__).resolve().parent.parent
@@ -419,11 +420,8 @@ def test_a_load_failure_ends_the_app_with_the_error():
 
 
 def test_the_command_is_listed_and_the_cli_does_not_import_textual():
-    code = ("import sys, attn_cli.cli; "
-            "print(sorted(m for m in ('torch', 'transformers', 'textual') if m in sys.modules))")
+    assert modules_loaded_by("import attn_cli.cli", ("torch", "transformers", "textual")) == []
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.strip() == "[]"
     help_text = subprocess.run([sys.executable, "-m", "attn_cli", "--help"], capture_output=True, text=True,
                                env={**env, "COLUMNS": "120"}, check=True).stdout
     assert "explore" in help_text

@@ -3,27 +3,20 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from attn_cli.api import load
+from conftest import modules_loaded_by
 from attn_cli.explore import layout
 from attn_cli.explore.session import KEEP_TEXTS, Session
 
-ROOT = Path(__file__).resolve().parent.parent
 TEXT = "The cat sat on the mat."
 
 
 def test_the_state_and_the_layout_do_not_import_textual():
-    code = ("import sys, attn_cli.explore.session, attn_cli.explore.layout, attn_cli.explore.drawn; "
-            "print('textual' in sys.modules)")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.strip() == "False"
+    statement = "import attn_cli.explore.session, attn_cli.explore.layout, attn_cli.explore.drawn"
+    assert modules_loaded_by(statement, ("textual",)) == []
 
 
 @pytest.fixture(scope="module")

@@ -43,14 +43,10 @@ def model(minilm_backend):
 @pytest.fixture(scope="module")
 def reports(model, tmp_path_factory):
     import attn_cli
-    import torch
-    from conftest import save_tiny
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from conftest import save_tiny_gpt2_lm
 
-    torch.manual_seed(0)
-    config = GPT2Config(vocab_size=30522, n_embd=32, n_layer=1, n_head=4, n_positions=64, bos_token_id=101,
-                        eos_token_id=102)
-    gpt2_lm = save_tiny(GPT2LMHeadModel(config), tmp_path_factory.mktemp("render-gpt2-lm"))
+    gpt2_lm = save_tiny_gpt2_lm(tmp_path_factory.mktemp("render-gpt2-lm"), n_embd=32, n_layer=1, n_head=4,
+                                n_positions=64)
 
     toy = attn_cli.load("toy", device="cpu")
     return {
