@@ -97,6 +97,6 @@ def test_the_bar_is_cleared_before_the_documents_last_chunk_and_never_reads_a_qu
 
     monkeypatch.setattr(sys, "stdout", Stdout())
     common.run_and_emit(lambda progress, lazy: LazyReport(progress), label="running minilm …", json_wanted=True,
-                        output=None, save=None, render=None, title="attn inspect")
+                        output=None, save=None, render=None, figure=None)
     assert events[-2:] == ["clear", "]}\n"], events
     assert "/?" not in screen.getvalue()
