@@ -259,18 +259,6 @@ def test_read_only_directory_fails_fast(tmp_path, monkeypatch):
         locked.chmod(stat.S_IRWXU)
 
 
-def test_full_disk_is_one_line():
-    if not Path("/dev/full").exists():
-        pytest.skip("no /dev/full")
-    one_line_error(attn("inspect", "hello", "--model", "toy", "-o", "/dev/full"), 1, "No space left on device")
-
-
-def test_device_targets_are_written_in_place(tmp_path):
-    result = attn("inspect", "hello", "--model", "toy", "-o", os.devnull)
-    assert result.exit_code == 0, result.stderr
-    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)  # /dev/null was written, not replaced
-
-
 def test_o_replaces_the_file_whole_and_leaves_no_temporary(tmp_path):
     target = tmp_path / "old.json"
     target.write_text("precious")

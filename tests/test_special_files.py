@@ -33,6 +33,22 @@ def char_device(path: Path, minor: int) -> Path:
     return path
 
 
+@ROOT_ONLY
+def test_a_full_disk_is_one_line(tmp_path):
+    """A /dev/full twin as -o: the write fails with ENOSPC, one line, exit 1 (never the real /dev/full)."""
+    one_line_error(attn("inspect", "hello", "--model", "toy", "-o", char_device(tmp_path / "full", 7)), 1,
+                   "No space left on device")
+
+
+@ROOT_ONLY
+def test_a_device_output_is_written_in_place(tmp_path):
+    """A /dev/null twin as -o is written through and is still the device afterwards."""
+    device = char_device(tmp_path / "null", 3)
+    result = attn("inspect", "hello", "--model", "toy", "-o", device)
+    assert result.exit_code == 0, result.stderr
+    assert stat.S_ISCHR(os.stat(device).st_mode)
+
+
 @contextlib.contextmanager
 def fifo_reader(path: Path):
     """A FIFO at path with its reading end already open (so a writer never waits); yields read() -> bytes,
