@@ -18,7 +18,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from attn_cli.render.grid import HeadsGrid
+from attn_cli.render.grid import HeadsGrid, picture_lines
 from attn_cli.render.heatmap import literal, row_label
 from attn_cli.render.layout import SideBySide
 from attn_cli.render.terminal import (head_summary, head_title, overview_grid, scores_heatmap, weights_formula,
@@ -79,7 +79,7 @@ class CachedGrid(HeadsGrid):
         first = next((head.weights for _, heads in self.layers for head in heads if head.weights is not None), None)
         self.geometry = None
         if thumb >= 2 and first is not None:  # half blocks: two rows a line; else 2 × 2 cells a character
-            lines = math.ceil(first.shape[0] / 2) if half else lines_per_layer(first.shape, thumb)
+            lines = picture_lines(first.shape, thumb, half)
             self.geometry = (thumb, lines)
             title = len(Text(self.title).wrap(console, options.max_width)) if self.title else 0
             self.top = title + 1
@@ -123,14 +123,6 @@ def mark_strips(strips: list, grid: CachedGrid, mark: tuple[int, int]) -> list:
     return strips
 
 
-def lines_per_layer(shape: tuple[int, int], thumb: int) -> int:
-    """Lines one thumbnail takes (HeadsGrid.thumbnail: 2 × 2 cells a character, pooled to 2·thumb bins)."""
-    rows, cols = shape
-    bins = min(cols, 2 * thumb)
-    row_bins = max(1, min(rows, round(rows * bins / cols)))
-    return math.ceil(row_bins / 2)
-
-
 def grid_thumb(report: InspectReport, height: int, width: int) -> int:
     """The widest thumbnail (2..16 characters) whose grid fits `height` lines and `width` columns."""
     first = next((head.weights for _, head in report.heads() if head.weights is not None), None)
@@ -141,7 +133,7 @@ def grid_thumb(report: InspectReport, height: int, width: int) -> int:
     label = max(len(f"L{layer.layer}") for layer in report.layers) + 1
     best = 2
     for thumb in range(2, min(16, math.ceil(first.shape[1] / 2)) + 1):
-        fits_height = GRID_TITLE_LINES + GRID_FOOT_LINES + layers * lines_per_layer(first.shape, thumb) <= height
+        fits_height = GRID_TITLE_LINES + GRID_FOOT_LINES + layers * picture_lines(first.shape, thumb, False) <= height
         if fits_height and label + across * (thumb + 1) <= width:
             best = thumb
     return best
