@@ -121,6 +121,14 @@ class InspectReport(Document):
         """The schema_version 1 document (README "JSON output"). Floats keep float32 precision."""
         return {**self.json_header(), "layers": [layer_json(layer) for layer in self.layers]}
 
+    def to_arrow(self):
+        """One row per (layer, head, query, key) of the kept window: text, layer, head, query, query_token,
+        key, key_token, weight, score (pre-softmax; null where masked), and norm with norms=True."""
+        if self.matrices_left_out:
+            raise BadInput(f"the matrices of this {len(self.tokens)}-token text were not kept (past the cell limit)",
+                           "pass full=True, or rows= and cols= for a window")
+        return cell_table(self.text, self.tokens, self.layers)
+
 
 @dataclass
 class InspectBatch(Document):
@@ -141,6 +149,22 @@ class InspectBatch(Document):
 
     def to_json_dict(self) -> dict:
         return {**self.json_header(), "sequences": [report.to_json_dict() for report in self.reports]}
+
+    def to_arrow(self):
+        """Every text's rows (InspectReport.to_arrow), one after another; the text column tells them apart."""
+        import pyarrow as pa
+
+        return pa.concat_tables([report.to_arrow() for report in self.reports])
+
+
+def cell_table(text: str, tokens: list[Token], layers: Iterable[LayerReport], **labels):
+    """The cells of every head of `layers` (data/tables.cells): labels (run=…) first, then text, layer, head."""
+    from attn_cli.data.tables import cells
+
+    return cells([token.text for token in tokens], (
+        ({**labels, "text": text, "layer": layer.layer, "head": head.head}, head.window.rows, head.window.cols,
+         {"weight": head.weights, "score": head.scores, "norm": head.norms})
+        for layer in layers for head in layer.heads))
 
 
 def find_head(layers: Iterable[LayerReport], layer: int, head: int) -> HeadReport:
