@@ -24,6 +24,15 @@ MAX_DETAIL = 16  # heads drawn in full in one SVG; more are shown in the all-hea
 
 # -- what a report shows ------------------------------------------------------------------------------
 
+PAGE_KINDS = ("InspectReport", "InspectBatch", "CompareReport", "StepsReport", *FIGURES)  # reports with a page
+
+
+def report_kind(report) -> str | None:
+    """The report's class name, or the nearest base class that has a figure (attn heads --store's report is a
+    HeadsReport): None for a report with no figure of its own (attn models' catalog)."""
+    return next((cls.__name__ for cls in type(report).__mro__ if cls.__name__ in PAGE_KINDS), None)
+
+
 def _tokens(report) -> list[str]:
     return [token.text for token in report.tokens]
 
@@ -95,7 +104,7 @@ def svg_figure(report, panels=None, looked_by: str = "inspect") -> str:
 
 def _report_text(report) -> str:
     """What the report was run on, in a line: its text (A's and B's for diff, the prompt for generate)."""
-    kind = type(report).__name__
+    kind = report_kind(report)
     if kind == "DiffReport":
         return f"A: {report.a.text}  ·  B: {report.b.text}" if report.mode == "texts" else report.a.text
     if kind == "GenerateReport":
@@ -106,7 +115,7 @@ def _report_text(report) -> str:
 
 
 def _svg_report(svg: Svg, x: float, y: float, report, panels, looked_by: str = "inspect") -> float:
-    kind = type(report).__name__
+    kind = report_kind(report)
     if kind == "InspectBatch":
         for single in report.reports:
             y = _svg_report(svg, x, y, single, panels, looked_by) + 20
@@ -189,7 +198,7 @@ def _run_json(name: str, layers, kind: str = "weights", limit: float = 1.0) -> d
 
 def page_data(report) -> dict:
     """What the page draws: tokens, and one or more runs of layers × heads × matrices."""
-    kind = type(report).__name__
+    kind = report_kind(report)
     if kind == "InspectBatch":
         report = report.reports[0]  # one page per text; the first (the CLI says so)
         kind = "InspectReport"

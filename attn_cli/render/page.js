@@ -94,7 +94,9 @@
     const grid = el("div", { id: "grid", class: "grid" }, app);
     el("div", { class: "grid-title" }, grid, "Every head (" + first.name + "): query rows ↓, key columns →; click one");
     const across = Math.max(...first.layers.map((l) => l.heads.length));
-    const size = Math.max(36, Math.min(88, Math.floor(1000 / across) - 6));
+    // as wide as the page allows, up to 1000 px: a notebook cell's frame is narrower than a browser window
+    const width = Math.min(1000, (app.clientWidth || 1036) - 36);  // 36: the row's label
+    const size = Math.max(36, Math.min(88, Math.floor(width / across) - 6));
     const header = el("div", { class: "grid-row" }, grid);
     el("span", { class: "grid-label" }, header, "");
     for (const h of first.layers[0].heads) el("span", { class: "grid-head", style: "width:" + size + "px" }, header, "h" + h.head);
