@@ -388,7 +388,7 @@ class HeadsReport(Document):
                     "sink_token": None if sink is None else sink.token,
                     "sink_texts": None if sink is None else sink.texts}
 
-        return records([row(profile) for profile in self.heads])
+        return records([row(profile) for profile in self.heads], strings=("sink_token",))
 
 
 def _num(value: float | None) -> float | None:

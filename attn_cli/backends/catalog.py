@@ -66,7 +66,8 @@ class Catalog(Document):
         """One row per model, the columns of its JSON record (name, source, architecture, layers, …)."""
         from attn_cli.data.tables import records
 
-        return records([entry.to_json_dict() for entry in self.models])
+        return records([entry.to_json_dict() for entry in self.models],
+                       strings=("name", "source", "architecture", "path", "description"))
 
 
 def dimensions_from_config(config: dict) -> dict:

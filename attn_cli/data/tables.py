@@ -37,12 +37,19 @@ def cells(tokens: Sequence[str], heads: Iterable[tuple[dict, tuple[int, int], tu
     return pa.table({name: _array(np.concatenate(parts)) for name, parts in columns.items()})
 
 
-def records(rows: list[dict]):
-    """One row per record (a head, a model): columns in the first record's order; NaN and None are null."""
+def records(rows: list[dict], strings: Sequence[str] = ()):
+    """One row per record (a head, a model): columns in the first record's order; NaN and None are null.
+
+    A column that is null in every row is typed float64 (an undefined score), or string if named in strings."""
     import pyarrow as pa
 
     names = list(rows[0]) if rows else []
-    return pa.table({name: pa.array([_plain(row[name]) for row in rows]) for name in names})
+    columns = {}
+    for name in names:
+        values = [_plain(row[name]) for row in rows]
+        blank = all(value is None for value in values)
+        columns[name] = pa.array(values, type=(pa.string() if name in strings else pa.float64()) if blank else None)
+    return pa.table(columns)
 
 
 def _array(values: np.ndarray):
