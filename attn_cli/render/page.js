@@ -203,7 +203,8 @@
     const rowT = rowTok(view.run), colT = colTok(view.run), axes = view.run.axes || ["query", "key"];
     const table = el("table", { class: "matrix" }, view.body);
     const head = el("tr", {}, table);
-    el("th", { class: "corner" }, head, view.run.axes ? view.run.axes[0] + " ↓ " + view.run.axes[1] + " →" : "q ↓ k →");
+    const corner = el("th", { class: "corner" }, head, view.run.axes ? "" : "q ↓ k →");
+    if (view.run.axes) corner.append(axes[0] + " ↓", el("br"), axes[1] + " →");  // two lines: narrow beside "L0"
     for (let j = 0; j < s.m[0].length; j++) {
       const th = el("th", { class: "col", "data-i": s.c0 + j }, head);
       el("span", {}, th, colT[s.c0 + j]);
