@@ -120,6 +120,8 @@ def test_a_score_no_text_defines_is_a_float_column_of_nulls(minilm):
 
 
 def test_rollout_compare_and_diff_round_trip_the_json(minilm):
+    from attn_cli.math.head_scores import SCORES
+
     rollout = minilm.rollout(TEXT).to_pandas()
     document = cli_json("rollout", TEXT)
     count = len(document["tokens"])
@@ -137,11 +139,16 @@ def test_rollout_compare_and_diff_round_trip_the_json(minilm):
     document = cli_json("diff", TEXT, OTHER, "--layer", "0")
     assert [(row["layer"], row["head"]) for row in diff.to_dict("records")] == [
         (head["layer"], head["head"]) for head in document["heads"]]  # most changed first, as in the JSON
+    assert len(diff.columns) == 2 + 2 * 3 + 2 + 2 + 2 * len(SCORES)  # no name taken twice (first_token is both)
     for row, head in zip(diff.to_dict("records"), document["heads"]):
-        for name in ("entropy", "self_weight", "first_token", "previous_token"):
-            values = head[name] if name in head else head["scores"][name]
+        for column, values in [("entropy", head["entropy"]), ("self_weight", head["self_weight"]),
+                               ("first_token", head["first_token"]),
+                               *[(f"score_{name}", head["scores"][name]) for name in SCORES]]:
             for side in "ab":
-                assert abs(row[f"{name}_{side}"] - values[side]) <= 1e-6 * max(1, abs(values[side]))
+                if values[side] is None:
+                    assert row[f"{column}_{side}"] != row[f"{column}_{side}"]  # NaN: undefined for that text
+                else:
+                    assert abs(row[f"{column}_{side}"] - values[side]) <= 1e-6 * max(1, abs(values[side]))
         assert abs(row["js_divergence"] - head["js_divergence"]) <= 1e-6
         assert (row["label_a"], row["label_b"]) == (head["label"]["a"], head["label"]["b"])
 
