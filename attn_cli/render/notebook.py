@@ -5,7 +5,7 @@ all-heads grid, hover), offline, inside its own `<iframe srcdoc=…>`. The frame
 one notebook never clash: each page keeps its own ids (#app, #layer, …), its own style (page.css styles
 body and h1) and its own script globals, and its Content Security Policy still forbids any request. The
 frame fits its page's height once loaded, and again when the page grows; where the notebook does not run
-the output's script (an untrusted notebook), it keeps a fixed height and scrolls.
+the output's own script (its onload), it keeps a fixed height and scrolls.
 
 A report with no page (attn models' catalog, a report type newer than its figure) shows its JSON document
 as plain tables instead, never nothing.
