@@ -112,8 +112,9 @@ def test_a_report_without_a_page_displays_tables(tmp_path):
 # -- the notebook, executed and opened in Chromium ---------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory, browser):  # noqa: F811 (the fixture imported above)
-    """examples/attention.ipynb run headlessly in a kernel of this Python, seeing this checkout's attn_cli."""
+def executed(tmp_path_factory):
+    """examples/attention.ipynb run headlessly in a kernel of this Python, seeing this checkout's attn_cli
+    (it runs without Chromium; only the tests that open its outputs need one)."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
@@ -129,7 +130,7 @@ def executed(tmp_path_factory, browser):  # noqa: F811 (the fixture imported abo
         patch.setenv("PYTHONPATH", str(ROOT))
         patch.setenv("HF_HUB_OFFLINE", "1")
         patch.setenv("ATTN_DEVICE", "cpu")
-        nbclient.NotebookClient(notebook, timeout=600, kernel_name="attn-test",
+        nbclient.NotebookClient(notebook, timeout=600, startup_timeout=180, kernel_name="attn-test",
                                 resources={"metadata": {"path": str(folder)}}).execute()
     return notebook
 
