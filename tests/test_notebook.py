@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from attn_cli.api import Model
+
+DisplayFormatter = pytest.importorskip("IPython.core.formatters").DisplayFormatter
 from attn_cli.render.figures import html_page
 from conftest import save_tiny_gpt2_lm
 from test_browser import browser, offline_page  # noqa: F401 (fixtures: the system Chromium, offline)
@@ -63,9 +65,15 @@ def test_every_report_with_a_page_displays_that_page(minilm, tmp_path):
                gpt2.generate("the cat", max_new_tokens=2, layers=1)]
     for report in reports:
         assert frames(report._repr_html_()) == [html_page(report)], type(report).__name__
-        bundle = report._repr_mimebundle_()
+        bundle, _ = DisplayFormatter().format(report)  # what IPython stores in the notebook
         assert bundle["text/html"] == report._repr_html_()
         assert bundle["text/plain"].startswith(f"<attn {type(report).__name__}") and len(bundle["text/plain"]) < 200
+
+
+def test_a_list_of_reports_is_a_list_of_summary_lines(minilm):
+    """model.inspect([a, b]) returns a list; IPython prints it in two lines, not every matrix twice."""
+    bundle, _ = DisplayFormatter().format(minilm.inspect(["short", "a longer one"], layers=0))
+    assert bundle == {"text/plain": "[<attn InspectReport: 'short'>, <attn InspectReport: 'a longer one'>]"}
 
 
 def test_a_subclass_of_the_heads_report_displays_the_heads_page(minilm):

@@ -46,19 +46,22 @@ class Document:
         """Jupyter's and VS Code's inline display: the same interactive page --save x.html writes."""
         return None if html_display is None else html_display(self)
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """What a notebook stores for a report: the page, and one line of text where HTML is not shown (the
-        dataclass repr would print every matrix: hundreds of kB in the .ipynb for one sentence)."""
-        bundle = {"text/plain": self.summary()}
-        page = self._repr_html_()
-        if page is not None:
-            bundle["text/html"] = page
-        return bundle
-
     def summary(self) -> str:
         """One line: the report's kind and what it was run on."""
         text = getattr(self, "text", None)
         return f"<attn {type(self).__name__}" + (f": {text!r}>" if isinstance(text, str) else ">")
+
+    def __init_subclass__(cls, **kwargs):
+        """Every report prints as its summary line in IPython (a notebook's text/plain, a list of reports), not
+        as its dataclass repr, which writes out every matrix (hundreds of kB in the .ipynb for one sentence).
+        IPython reads _repr_pretty_ from a class's own __dict__ before its __repr__, so each class gets one;
+        repr() itself stays the dataclass's."""
+        super().__init_subclass__(**kwargs)
+        cls._repr_pretty_ = _pretty
+
+
+def _pretty(report: Document, printer, cycle: bool) -> None:
+    printer.text(report.summary())
 
 
 def optional(name: str, feature: str):
