@@ -25,7 +25,8 @@ MAX_DETAIL = 16  # heads drawn in full in one SVG; more are shown in the all-hea
 # -- what a report shows ------------------------------------------------------------------------------
 
 def _tokens(report) -> list[str]:
-    return [token.text for token in report.tokens]
+    """The matrices' row and column labels: an inspect report's axis (words under --words), else its tokens."""
+    return [unit.text for unit in getattr(report, "axis", report.tokens)]
 
 
 def _token_list(report) -> list[str]:
@@ -40,10 +41,7 @@ def _matrix_for(head, kind: str):
     """The head's matrix of a kind (weights, scores, norms), masked cells NaN; None where it was not kept."""
     if kind == "scores":
         return head.scores
-    matrix = head.norms if kind == "norms" else head.weights
-    if matrix is None:
-        return None
-    return matrix if head.scores is None else np.where(np.isnan(head.scores), np.nan, matrix)
+    return head.masked(head.norms if kind == "norms" else head.weights)
 
 
 def _inspect_panels(report, panels) -> tuple[list[tuple[str, np.ndarray, Scale, object]], bool]:
