@@ -195,7 +195,8 @@ class HFBackend:
         fed = [self._fed(encoding) for encoding in encodings]
         if len(encodings) > 1 and self.tokenizer.pad_token is None:  # decoders often have none
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
-        batch = self.tokenizer.pad({name: [e[name] for e in fed] for name in fed[0]}, padding=True,
+        # One text needs no padding, and asking for it fails on a tokenizer without a pad token (GPT-2's)
+        batch = self.tokenizer.pad({name: [e[name] for e in fed] for name in fed[0]}, padding=len(encodings) > 1,
                                    padding_side=padding_side, return_tensors="pt")
         batch = dict(batch)
         if "attention_mask" not in batch:
