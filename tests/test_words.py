@@ -168,7 +168,8 @@ def byte_level_gpt2(tmp_path_factory):
                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4, n_positions=64)
+    config = GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
     directory = tmp_path_factory.mktemp("tiny-gpt2-bpe")
     GPT2Model(config).eval().save_pretrained(directory)
     tokenizer.save_pretrained(directory)
@@ -187,8 +188,8 @@ def test_a_tokenizer_without_a_pad_token_runs_one_text_and_a_batch(byte_level_gp
 
 def test_byte_level_pieces_merge_under_a_causal_mask(byte_level_gpt2):
     text = "Unbelievably, tokenization works"
-    tokens = byte_level_gpt2.inspect(text, layers=0)
-    words = byte_level_gpt2.inspect(text, layers=0, words=True)
+    tokens = byte_level_gpt2.inspect(text, layers="0-1")
+    words = byte_level_gpt2.inspect(text, layers="0-1", words=True)
     pieces = [t.text for t in tokens.tokens]
     assert any(piece.startswith("Ġ") for piece in pieces) and len(pieces) > 4  # split into byte-level pieces
     assert [w.text for w in words.words] == ["Unbelievably", ",", "tokenization", "works"]
@@ -204,6 +205,8 @@ def test_byte_level_pieces_merge_under_a_causal_mask(byte_level_gpt2):
         assert np.all(merged.weights[~causal] == 0)
         assert np.isnan(merged.masked(merged.weights)[0, 1])  # drawn blank in every view
         assert all(key.index <= row for row, keys in enumerate(merged.top) for key in keys)
+        # a one-key row (the first, causal) has 0 nats, shown "0.00": never -0.0 nor a round-off below 0
+        assert not np.signbit(merged.entropy).any() and not np.signbit(head.entropy).any()
 
 
 # -- the command line ------------------------------------------------------------------------------
@@ -226,7 +229,7 @@ def test_terminal_view_draws_words_and_says_how(monkeypatch):
     assert result.exit_code == 0, result.stderr
     out = result.stdout
     assert "4 words: 0:[CLS]  1:unbelievably  2:tokenization  3:[SEP]" in out
-    assert "9 tokens merged into 4 words" in out and "pieces merged into words" in out
+    assert "9 tokens merged into 4 words" in out and "weights = softmax(q·kᵀ·0.1768) · over words" in out
     assert "1 unbelievably" in out and "2 tokenization" in out  # the heatmap's and the table's rows
     assert "##bel" not in out.split("4 words:")[1]  # past the token list, only words
 
