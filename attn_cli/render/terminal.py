@@ -91,7 +91,8 @@ def default_view(report: InspectReport, heads: list[tuple[int, HeadReport]]) -> 
         layer, head = most_focused(heads)
         parts.append(heads_grid(report, mark=(layer, head.head)))
         parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head (lowest mean entropy). "
-                          "Others: --layer L --head H; more: --show top,scores,stats,overview", style="dim"))
+                          "Others: --layer L --head H; more: --show "
+                          f"{'top,stats' if report.words is not None else 'top,scores,stats'},overview", style="dim"))
     parts.append(measure_heatmap(head, tokens, layer))
     parts += head_summary(head)
     return parts
@@ -152,7 +153,7 @@ def scores_heatmap(head: HeadReport, tokens: list[str], layer: int, scale: Scale
 
 
 def weights_formula(head: HeadReport) -> str:
-    merged = ", pieces merged into words" if head.merged else ""
+    merged = " · over words" if head.merged else ""
     return f"softmax({scores_formula(head)}){merged}"
 
 
