@@ -76,6 +76,8 @@ def _report_title(report, command: str) -> str:
     model = report.model
     variant = getattr(report, "variant", None)
     extra = f" · {variant}" if variant else ""
+    if getattr(report, "words", None) is not None:  # --words: the matrices are over words
+        extra += " · over words"
     layers = f"{model.layers} layer" + ("s" if model.layers != 1 else "")
     heads = f"{model.heads} head" + ("s" if model.heads != 1 else "")
     return f"attn {command} · {model.name} ({model.architecture}, {layers} × {heads}){extra}"
