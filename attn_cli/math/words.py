@@ -13,25 +13,27 @@ from typing import Sequence
 import torch
 
 
-def membership(groups: Sequence[Sequence[int]], tokens: int, dtype=torch.float32, device="cpu") -> torch.Tensor:
-    """M (W, T): M[w, t] = 1 where token t is a piece of word w, else 0."""
-    matrix = torch.zeros(len(groups), tokens, dtype=dtype, device=device)
+def word_of(groups: Sequence[Sequence[int]], tokens: int, device="cpu") -> torch.Tensor:
+    """(T,) long: the word each token position belongs to (the groups cover every token once)."""
+    owner = torch.empty(tokens, dtype=torch.long)
     for word, pieces in enumerate(groups):
-        matrix[word, list(pieces)] = 1
-    return matrix
+        owner[list(pieces)] = word
+    return owner.to(device)
 
 
 def merge_weights(weights: torch.Tensor, groups: Sequence[Sequence[int]]) -> torch.Tensor:
     """Token weights (..., T, T) -> word weights (..., W, W): column sums, then row means.
 
-    merged[a, b] = (1/|a|) · Σ_{i ∈ a} Σ_{j ∈ b} weights[i, j]. Computed in float64 so the rows of a
-    long text still sum to 1 within float32 round-off once cast back to the input's dtype.
+    merged[a, b] = (1/|a|) · Σ_{i ∈ a} Σ_{j ∈ b} weights[i, j]. Two scatter-adds, O(T²) (no T × T × W
+    product), in float64 so the rows of a long text still sum to 1 once cast back to the input's dtype.
     """
-    tokens = weights.shape[-1]
-    pieces = membership(groups, tokens, torch.float64, weights.device)  # (W, T)
-    mean_rows = pieces / pieces.sum(-1, keepdim=True)  # (W, T) each word's rows averaged
-    merged = mean_rows @ weights.double() @ pieces.transpose(0, 1)  # (W, T) @ (..., T, T) @ (T, W)
-    return merged.to(weights.dtype)
+    owner = word_of(groups, weights.shape[-1], weights.device)  # (T,)
+    count = len(groups)
+    to_words = weights.new_zeros(*weights.shape[:-1], count, dtype=torch.float64)
+    to_words.index_add_(-1, owner, weights.double())  # (..., T, W): each row's weight per key word
+    merged = to_words.new_zeros(*weights.shape[:-2], count, count).index_add_(-2, owner, to_words)  # (..., W, W)
+    sizes = torch.tensor([len(pieces) for pieces in groups], dtype=torch.float64, device=weights.device)  # (W,)
+    return (merged / sizes[:, None]).to(weights.dtype)
 
 
 def merge_mask(allowed: torch.Tensor, groups: Sequence[Sequence[int]]) -> torch.Tensor:
@@ -40,5 +42,7 @@ def merge_mask(allowed: torch.Tensor, groups: Sequence[Sequence[int]]) -> torch.
     Word a may attend word b when any piece of a may attend any piece of b. Under a causal mask a
     word may so attend itself and the words before it, never a later one (all its pieces come after).
     """
-    pieces = membership(groups, allowed.shape[-1], torch.float32, allowed.device)  # (W, T)
-    return (pieces @ allowed.float() @ pieces.transpose(0, 1)) > 0  # (W, W)
+    owner = word_of(groups, allowed.shape[-1], allowed.device)  # (T,)
+    count = len(groups)
+    to_words = allowed.new_zeros(allowed.shape[0], count, dtype=torch.int64).index_add_(-1, owner, allowed.long())
+    return to_words.new_zeros(count, count).index_add_(0, owner, to_words) > 0  # (W, W)
