@@ -20,6 +20,7 @@ from attn_cli.data.capture import Token
 from attn_cli.data.words import words_from_markers, words_from_tokenizer
 from attn_cli.math.words import merge_mask, merge_weights
 from conftest import isolate
+from test_browser import browser, offline_page  # noqa: F401 (fixtures: Chromium, offline)
 
 SPLIT = "unbelievably tokenization"  # MiniLM: [CLS] un ##bel ##ie ##va ##bly token ##ization [SEP]
 
@@ -255,3 +256,21 @@ def test_toy_words_are_its_tokens():
     plain, words = toy.inspect("I love you"), toy.inspect("I love you", words=True)
     assert [w.text for w in words.words] == [t.text for t in plain.tokens]
     assert np.array_equal(words.head(0, 0).weights, plain.head(0, 0).weights)
+
+
+def test_the_page_over_words_works_in_chromium(tmp_path, offline_page):
+    """The HTML page of --words in headless Chromium, offline: the head view and the matrix are over words."""
+    from test_browser import open_page
+
+    page, requests, errors = offline_page  # skipped where Chromium is missing
+    target = tmp_path / "words.html"
+    assert attn("inspect", "The unbelievably long tokenization of transformers", "--words", "--layer", "0",
+                "--save", str(target)).exit_code == 0
+    open_page(page, target)
+    assert requests == [] and errors == []
+    assert page.locator("#current").text_content() == "layer 0 · head 2"
+    assert page.locator("table.matrix td").count() == 64  # 8 × 8 words (13 tokens)
+    page.locator("svg.headview .tok-left[data-i='2']").hover()  # 'unbelievably'
+    info = page.locator("#info").text_content()
+    assert "“unbelievably” (2) attends to unbelievably 0.80, The 0.20" in info, info
+    assert errors == []
