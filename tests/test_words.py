@@ -83,6 +83,17 @@ def test_words_from_the_tokenizer_split_on_whitespace_even_under_one_word_id():
     assert words[0].special and not words[1].special
 
 
+def test_cjk_ideographs_are_words_of_their_own_without_spaces():
+    """As BERT's tokenizer makes them; a piece of two characters stays one word, and byte-level pieces of
+    one character (the same offsets) are never split."""
+    text = "我是一个男孩"
+    tokens = tokens_of("▁我", "是", "一个", "<0xE7>", "<0x94>", "孩")
+    offsets = [(0, 1), (1, 2), (2, 4), (4, 5), (4, 5), (5, 6)]
+    words = words_from_tokenizer(tokens, [0] * 6, offsets, text)
+    assert [(w.text, w.pieces) for w in words] == [("我", (0,)), ("是", (1,)), ("一个", (2,)), ("男", (3, 4)),
+                                                   ("孩", (5,))]
+
+
 def test_words_from_markers_when_the_tokenizer_gives_no_offsets():
     wordpiece = tokens_of("[CLS]", "un", "##bel", "##ievably", ",", "token", "##ization", "[SEP]", special={0, 7})
     assert [word.pieces for word in words_from_markers(wordpiece)] == [(0,), (1, 2, 3), (4,), (5, 6), (7,)]

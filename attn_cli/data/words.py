@@ -28,13 +28,15 @@ def words_from_tokenizer(tokens: Sequence["Token"], word_ids: Sequence[int | Non
                          offsets: Sequence[tuple[int, int]], text: str) -> list[Word]:
     """The tokenizer's words. A token starts a new word when the tokenizer's word id changes, or when
     whitespace lies between it and the token before (a gap in the offsets, or a piece that begins with
-    the space): a SentencePiece tokenizer that does not pre-split gives one word id to the whole text."""
+    the space): a SentencePiece tokenizer that does not pre-split gives one word id to the whole text.
+    Likewise at a CJK ideograph, which BERT's tokenizer makes a word of its own: text without spaces
+    would otherwise be one word."""
     groups: list[list[int]] = []
     for position, token in enumerate(tokens):
         before = position - 1
         joins = (position > 0 and not token.special and not tokens[before].special
                  and word_ids[position] == word_ids[before]
-                 and not _space_between(text, offsets[before][1], offsets[position][0]))
+                 and not _boundary(text, offsets[before][1], offsets[position][0]))
         if joins:
             groups[-1].append(position)
         else:
@@ -60,9 +62,21 @@ def words_from_markers(tokens: Sequence["Token"]) -> list[Word]:
             for index, pieces in enumerate(groups)]
 
 
-def _space_between(text: str, end: int, start: int) -> bool:
-    """Whitespace between a piece ending at `end` and the next starting at `start`, or at that start."""
-    return any(char.isspace() for char in text[end:start + 1])  # empty when byte pieces share a character
+def _boundary(text: str, end: int, start: int) -> bool:
+    """A word ends between a piece ending at `end` and the next starting at `start`: whitespace between
+    them or at that start, or a CJK ideograph on either side. Never inside one character (byte-level
+    pieces of one character share its offsets: start < end)."""
+    if start < end:
+        return False
+    between = text[end:start + 1]
+    return any(char.isspace() for char in between) or any(_ideograph(char) for char in text[max(end - 1, 0):start + 1])
+
+
+def _ideograph(char: str) -> bool:
+    """A CJK ideograph (the blocks BERT's tokenizer splits into characters): unified, extensions, compatibility."""
+    code = ord(char)
+    return (0x4E00 <= code <= 0x9FFF or 0x3400 <= code <= 0x4DBF or 0x20000 <= code <= 0x2FA1F
+            or 0xF900 <= code <= 0xFAFF)
 
 
 def _surface(tokens: Sequence["Token"], pieces: list[int], offsets: Sequence[tuple[int, int]], text: str) -> str:
