@@ -76,16 +76,17 @@ class HFBackend:
                 "models of transformers >= 5 with an attn_implementation setting are supported",
             )
         real = batch["attention_mask"].bool()  # (B, T) False at padding
+        tokens = [self._tokens(encoding) for encoding, _ in encodings]
         return check_finite([
             Capture(
-                tokens=self._tokens(encoding),
+                tokens=tokens[index],
                 model=self.info,
                 device=self.device,
                 dtype=self.dtype,
                 layers={layer: sequence_of(record, index, real[index]) for layer, record in recorder.records.items()},
                 truncated_from=truncated_from,
                 padding_side=(padding_side or self.tokenizer.padding_side) if len(texts) > 1 else None,
-                words=self._words(encoding, text),
+                words=self._words(tokens[index], encoding, text),
             )
             for index, (text, (encoding, truncated_from)) in enumerate(zip(texts, encodings))
         ])
@@ -182,13 +183,14 @@ class HFBackend:
         texts = self.tokenizer.convert_ids_to_tokens(ids)
         return [Token(i, texts[i], ids[i], bool(special[i])) for i in range(len(ids))]
 
-    def _words(self, encoding: dict, text: str):
+    @staticmethod
+    def _words(tokens: list[Token], encoding: dict, text: str):
         """Which tokens make which word, from the tokenizer's word ids and offsets; None where it has none."""
         from attn_cli.data.words import words_from_tokenizer
 
         if "word_ids" not in encoding or "offset_mapping" not in encoding:
             return None
-        return words_from_tokenizer(self._tokens(encoding), encoding["word_ids"], encoding["offset_mapping"], text)
+        return words_from_tokenizer(tokens, encoding["word_ids"], encoding["offset_mapping"], text)
 
     def _pad(self, encodings: list[dict], padding_side: str | None) -> dict[str, torch.Tensor]:
         """Model inputs for the batch: padded to the longest text, position ids kept per text."""
