@@ -22,6 +22,7 @@ EPILOG = (
     "  attn inspect \"我是一个男孩\" --shared-k --layer 0 --head 0\n\n"
     "  attn inspect \"I love you\" --model toy -O heads=1 -O causal=true\n\n"
     "  attn inspect \"The cat sat on the mat.\" --measure norm --layer 3\n\n"
+    "  attn inspect \"Unbelievably, tokenization works\" --words --layer 0 --head 2\n\n"
     "  echo \"from stdin\" | attn inspect - --model ./my-bert --device cuda"
 )
 
@@ -72,6 +73,7 @@ def inspect_command(
         help="weights, or norm: the value-weighted norms ‖α_ij·v_j·W_Oʰ‖ (how much each token really hands "
              "over through the head), shown instead of the weights and added to the JSON as \"norms\".")]
         = Measure.weights,
+    words: opt.Words = False,
 ) -> None:
     """Show a transformer's attention for TEXT: weights heatmaps, symmetry and top-attended tokens."""
     with user_errors():
@@ -80,6 +82,9 @@ def inspect_command(
         check_tensor_path(save_tensors, len(texts))
         texts = [read_text(text) for text in texts]
         variant = single_variant(shared_k, no_scale, scoring)
+        if words and panels and any(panel.value == "scores" for panel in panels):
+            raise BadInput("--words leaves scores out: softmax inputs of pieces do not add up to a word's score",
+                           "drop scores from --show, or drop --words")
         vectors = opt.Include.qkv in (include or []) or wants_vectors(panels) or save_tensors is not None
 
         def run(progress, lazy: bool):
@@ -91,7 +96,7 @@ def inspect_command(
                                      propagate=propagate, truncate=truncate, padding=padding and padding.value,
                                      pre_rope=pre_rope, rows=rows, cols=cols, full=full, vectors=vectors,
                                      norms=measure is Measure.norm, lazy=lazy and save_tensors is None,
-                                     progress=progress)
+                                     words=words, progress=progress)
             report = reports[0] if len(reports) == 1 else InspectBatch(reports, reports[0].padding_side)
             layers, heads = Selection(layers=layer, heads=head).resolve(loaded.info)
             warn_about_matrices(reports, full, len(layers) * len(heads))

@@ -74,6 +74,9 @@ DeviceMap = Annotated[Optional[str], typer.Option("--device-map", rich_help_pane
          "needs the \\[big] extra. Captured Q, K, V are analysed on --device.")]
 Full = Annotated[bool, typer.Option("--full", metavar=FLAG,
     help="Keep whole score and weight matrices however large (JSON grows with heads × tokens²).")]
+Words = Annotated[bool, typer.Option("--words", metavar=FLAG,
+    help="Merge subword pieces into words: attention to a word is the sum over its pieces, from a word the "
+         "mean over them (rows still sum to 1). Scores are left out: they do not add up over pieces.")]
 Rows = Annotated[Optional[str], typer.Option("--rows", help="Keep only query rows START:STOP of the matrices.")]
 Cols = Annotated[Optional[str], typer.Option("--cols", help="Keep only key columns START:STOP of the matrices.")]
 

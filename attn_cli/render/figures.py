@@ -34,7 +34,8 @@ def report_kind(report) -> str | None:
 
 
 def _tokens(report) -> list[str]:
-    return [token.text for token in report.tokens]
+    """The matrices' row and column labels: an inspect report's axis (words under --words), else its tokens."""
+    return [unit.text for unit in getattr(report, "axis", report.tokens)]
 
 
 def _token_list(report) -> list[str]:
@@ -49,10 +50,7 @@ def _matrix_for(head, kind: str):
     """The head's matrix of a kind (weights, scores, norms), masked cells NaN; None where it was not kept."""
     if kind == "scores":
         return head.scores
-    matrix = head.norms if kind == "norms" else head.weights
-    if matrix is None:
-        return None
-    return matrix if head.scores is None else np.where(np.isnan(head.scores), np.nan, matrix)
+    return head.masked(head.norms if kind == "norms" else head.weights)
 
 
 def _inspect_panels(report, panels) -> tuple[list[tuple[str, np.ndarray, Scale, object]], bool]:
@@ -87,6 +85,8 @@ def _report_title(report, command: str) -> str:
     model = report.model
     variant = getattr(report, "variant", None)
     extra = f" · {variant}" if variant else ""
+    if getattr(report, "words", None) is not None:  # --words: the matrices are over words
+        extra += " · over words"
     layers = f"{model.layers} layer" + ("s" if model.layers != 1 else "")
     heads = f"{model.heads} head" + ("s" if model.heads != 1 else "")
     return f"attn {command} · {model.name} ({model.architecture}, {layers} × {heads}){extra}"

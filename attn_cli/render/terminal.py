@@ -66,7 +66,7 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None) -> Re
     if Panel.stats in panels:
         parts.append(titled("Scores against the √d argument: var(q·k) ≈ d·var(q)·var(k); the 1/√d scale divides "
                             "it by d", score_stats_table(heads)))
-    tokens = [token.text for token in report.tokens]
+    tokens = [unit.text for unit in report.axis]
     for layer, head in heads:
         title = head_title(layer, head)
         if Panel.weights in panels:
@@ -84,14 +84,15 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None) -> Re
 
 def default_view(report: InspectReport, heads: list[tuple[int, HeadReport]]) -> list[RenderableType]:
     """All heads as a grid, then the most focused one in detail: its weights and two lines of statistics."""
-    tokens = [token.text for token in report.tokens]
+    tokens = [unit.text for unit in report.axis]
     parts: list[RenderableType] = []
     layer, head = heads[0]
     if len(heads) > 1:
         layer, head = most_focused(heads)
         parts.append(heads_grid(report, mark=(layer, head.head)))
         parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head (lowest mean entropy). "
-                          "Others: --layer L --head H; more: --show top,scores,stats,overview", style="dim"))
+                          "Others: --layer L --head H; more: --show "
+                          f"{'top,stats' if report.words is not None else 'top,scores,stats'},overview", style="dim"))
     parts.append(measure_heatmap(head, tokens, layer))
     parts += head_summary(head)
     return parts
@@ -136,15 +137,12 @@ def weights_heatmap(head: HeadReport, tokens: list[str], layer: int, title: str 
                     formula: str | None = None) -> Heatmap:
     """The weights heatmap with masked cells blank (their weight is exactly 0; their score is NaN)."""
     title = title or f"{head_title(layer, head)} · weights = {formula or weights_formula(head)}"
-    matrix = head.weights
-    if matrix is not None and head.scores is not None:
-        matrix = np.where(np.isnan(head.scores), np.nan, head.weights)
-    return Heatmap(matrix, tokens, title, Scale.weights(), head.window)
+    return Heatmap(head.masked(head.weights), tokens, title, Scale.weights(), head.window)
 
 
 def norms_heatmap(head: HeadReport, tokens: list[str], layer: int) -> Heatmap:
     """--measure norm: the value-weighted norms ‖α·v·W_Oʰ‖, 0 up to their largest, masked cells blank."""
-    values = head.norms if head.scores is None else np.where(np.isnan(head.scores), np.nan, head.norms)
+    values = head.masked(head.norms)
     return Heatmap(values, tokens, f"{head_title(layer, head)} · value-weighted norms ‖α·v·W_Oʰ‖",
                    Scale.magnitude(values), head.window, label="norm")
 
@@ -155,7 +153,8 @@ def scores_heatmap(head: HeadReport, tokens: list[str], layer: int, scale: Scale
 
 
 def weights_formula(head: HeadReport) -> str:
-    return f"softmax({scores_formula(head)})"
+    merged = " · over words" if head.merged else ""
+    return f"softmax({scores_formula(head)}){merged}"
 
 
 def scores_formula(head: HeadReport) -> str:
@@ -177,18 +176,29 @@ def header(report, command: str) -> RenderableType:
         f"head dim {model.head_dim}"
         f"{', causal' if model.causal else ''}) · {report.device} · {report.dtype}",
     )
-    tokens = Text(f"{len(report.tokens)} tokens: ")
-    for token in report.tokens[:TOP_ROWS]:
-        tokens.append(f"{token.index}:", style="dim")
-        tokens.append_text(literal(token.text, "dim italic") if token.special else token_text(token.text))
-        tokens.append("  ")
-    if len(report.tokens) > TOP_ROWS:
-        tokens.append(f"… and {len(report.tokens) - TOP_ROWS} more", style="dim")
-    tokens.rstrip()
-    parts: list[RenderableType] = [line, tokens]
+    parts: list[RenderableType] = [line, unit_list(report.tokens, "tokens")]
+    words = getattr(report, "words", None)
+    if words is not None:
+        parts += [unit_list(words, "words"),
+                  Text(f"--words: {len(report.tokens)} tokens merged into {len(words)} words; attention to a word = "
+                       "the sum over its pieces, from a word = the mean over them (rows sum to 1). Scores are not "
+                       "merged; symmetry and score statistics are of the token-level scores.", style="dim")]
     if report.truncated_from is not None:
         parts.append(Text(f"truncated from {report.truncated_from} tokens (--truncate)", style="yellow"))
     return Group(*parts)
+
+
+def unit_list(units, noun: str) -> Text:
+    """'8 tokens: 0:[CLS]  1:hello …' (or words): numbered as the matrices' rows are, special ones dim italic."""
+    text = Text(f"{len(units)} {noun}: ")
+    for unit in units[:TOP_ROWS]:
+        text.append(f"{unit.index}:", style="dim")
+        text.append_text(literal(unit.text, "dim italic") if unit.special else token_text(unit.text))
+        text.append("  ")
+    if len(units) > TOP_ROWS:
+        text.append(f"… and {len(units) - TOP_ROWS} more", style="dim")
+    text.rstrip()
+    return text
 
 
 OVERVIEW = {
@@ -200,7 +210,7 @@ OVERVIEW = {
 def overview_grid(report: InspectReport, metric: str) -> RenderableType:
     """Layers × heads, one number per head, coloured so the interesting heads stand out."""
     title, bright = OVERVIEW[metric]
-    tokens = len(report.tokens)
+    tokens = len(report.axis)
     if metric == "entropy":
         note = f"0 = one key, {math.log(tokens):.2f} = uniform over {tokens} tokens; {bright}"
         top = math.log(tokens) or 1.0
