@@ -285,3 +285,15 @@ def test_the_page_over_words_works_in_chromium(tmp_path, offline_page):
     info = page.locator("#info").text_content()
     assert "“unbelievably” (2) attends to unbelievably 0.80, The 0.20" in info, info
     assert errors == []
+
+
+def test_the_table_over_words_names_words_not_tokens(minilm):
+    """to_arrow() under --words: its query and key labels are the words its cells are over."""
+    report = minilm.inspect(SPLIT, layers=0, heads=0, words=True)
+    table = report.to_arrow().to_pylist()
+    assert len(table) == len(report.words) ** 2
+    names = [word.text for word in report.words]
+    assert [row["key_token"] for row in table[:len(names)]] == names
+    assert {row["query_token"] for row in table} == set(names)
+    head = next(head for _, head in report.heads())
+    assert [row["weight"] for row in table[:len(names)]] == pytest.approx(head.weights[0].tolist(), abs=1e-7)

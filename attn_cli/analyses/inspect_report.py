@@ -155,7 +155,7 @@ class InspectReport(Document):
         if self.matrices_left_out:
             raise BadInput(f"the matrices of this {len(self.tokens)}-token text were not kept (past the cell limit)",
                            "pass full=True, or rows= and cols= for a window")
-        return cell_table(self.text, self.tokens, self.layers)
+        return cell_table(self.text, self.axis, self.layers)  # under --words the rows and keys are words
 
 
 @dataclass
@@ -185,8 +185,9 @@ class InspectBatch(Document):
         return pa.concat_tables([report.to_arrow() for report in self.reports])
 
 
-def cell_table(text: str, tokens: list[Token], layers: Iterable[LayerReport], **labels):
-    """The cells of every head of `layers` (data/tables.cells): labels (run=…) first, then text, layer, head."""
+def cell_table(text: str, tokens: list, layers: Iterable[LayerReport], **labels):
+    """The cells of every head of `layers` (data/tables.cells): labels (run=…) first, then text, layer, head.
+    tokens: what the matrices' rows and keys are (Tokens, or Words under --words); each has a .text."""
     from attn_cli.data.tables import cells
 
     return cells([token.text for token in tokens], (
