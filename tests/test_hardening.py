@@ -347,7 +347,7 @@ def test_an_interrupt_while_writing_keeps_the_old_file(tmp_path, monkeypatch, in
 
         monkeypatch.setattr("attn_cli.render.files.write_json", interrupted)
         monkeypatch.setattr("rich.console.Console.save_svg", interrupted)
-        monkeypatch.setattr("attn_cli.render.files.write_text", interrupted)  # --save writes a figure
+        monkeypatch.setattr("attn_cli.render.files.write_figure", interrupted)  # --save writes a figure
         monkeypatch.setattr("safetensors.torch.save_file", interrupted)
         one_line_error(attn("inspect", "hello", "--model", "toy", option, target), code, word,
                        stdout=option == "--save")

@@ -51,6 +51,13 @@ def row_label(index: int, token: str, digits: int = 0) -> Text:
     return Text.assemble((f"{index:>{digits}} ", "dim"), token_text(shown, "") if shown == token else literal(shown))
 
 
+def masked_weights(head) -> np.ndarray | None:
+    """A HeadReport's weights with its masked cells NaN (their weight is exactly 0; their score is NaN)."""
+    if head.weights is None or head.scores is None:
+        return head.weights
+    return np.where(np.isnan(head.scores), np.nan, head.weights)
+
+
 def legend(scale: Scale, width: int, what: str | None = None, extra: str = "") -> Text:
     """'weight 0 ░░▒▒▓▓██ 1 · fixed scale, brighter = more' cut to whole phrases that fit `width`."""
     what = what or {"weights": "weight", "scores": "score"}.get(scale.kind, "value")
@@ -62,6 +69,8 @@ def legend(scale: Scale, width: int, what: str | None = None, extra: str = "") -
     text.append(f" {scale.high_label}")
     phrases = {"weights": ["the same scale for every head", "brighter = more"],
                "scores": ["centred on 0", "brighter = further from 0"]}.get(scale.kind, ["brighter = more"])
+    if scale.own:  # --scale head: say so first, with the range, so it is never taken for the fixed scale
+        phrases = [f"{scale.own_range} (this head's min → max)", "brighter = more"]
     if extra:
         phrases.append(extra)
     for phrase in phrases:
