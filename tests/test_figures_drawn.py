@@ -216,7 +216,7 @@ def test_scale_head_colours_each_cell_between_the_heads_own_min_and_max(tmp_path
     assert f"per-head scale {low_label} → 1" in svg  # the caption says which scale and its range
     assert f">{low_label}</text>" in svg  # the colour bar's bottom label
     legend = [line for line in result.stdout.splitlines() if line.startswith("weight ")]
-    assert legend and f"per-head scale {low_label} → 1" in legend[-1], result.stdout
+    assert legend and legend[-1].startswith(f"weight {low_label} ") and " 1 · per-head scale" in legend[-1], legend
     assert tokens[0] in result.stdout
 
 

@@ -184,12 +184,13 @@ class HeadsGrid:
 def per_head_legend(width: int) -> Text:
     """The grid's legend with --scale head: the colours run from each head's own smallest weight to its largest."""
     fixed = Scale.weights()
-    text = Text("weight ", style="dim")
+    text = Text()
+    text.append("weight ", style="dim")
     text.append("its min ")
     for value in fixed.stops(8):
         text.append(fixed.shade(value), style=Style(color=fixed.colour(value)))
     text.append(" its max")
-    for phrase in ("per-head scale: each head spans its own min → max", "colours do not compare across heads"):
+    for phrase in ("per-head scale (--scale head)", "colours do not compare across heads"):
         if text.cell_len + 3 + len(phrase) > width:
             break
         text.append(f" · {phrase}", style="dim")

@@ -69,8 +69,8 @@ def legend(scale: Scale, width: int, what: str | None = None, extra: str = "") -
     text.append(f" {scale.high_label}")
     phrases = {"weights": ["the same scale for every head", "brighter = more"],
                "scores": ["centred on 0", "brighter = further from 0"]}.get(scale.kind, ["brighter = more"])
-    if scale.own:  # --scale head: say so first, with the range, so it is never taken for the fixed scale
-        phrases = [f"{scale.own_range} (this head's min → max)", "brighter = more"]
+    if scale.own:  # --scale head: said first (its range is at the ends), never taken for the fixed scale
+        phrases = ["per-head scale: this head's min → max", "brighter = more"]
     if extra:
         phrases.append(extra)
     for phrase in phrases:
