@@ -136,11 +136,6 @@ class Scale:
             return weight_label((self.low + self.limit) / 2) if self.own else "0.5"
         return stat(self.limit / 2)
 
-    @property
-    def own_range(self) -> str:
-        """'per-head scale 0.02 → 0.61' for a head's own scale; '' for the others."""
-        return f"per-head scale {self.low_label} → {self.high_label}" if self.own else ""
-
     def stops(self, count: int) -> list[float]:
         """count values evenly across the scale, low to high (for legends and colour bars)."""
         low, high = (-self.limit, self.limit) if self.diverging else (self.low, self.limit)

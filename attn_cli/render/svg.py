@@ -118,7 +118,7 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
     out.append(colour_bar(svg, bar_x, gy, bar_h, scale, heat.noun))
     # The caption goes under the cells and under the colour bar's own label (a bar taller than a few rows
     # of cells ends lower than they do), so the two never share a line.
-    caption = heat.caption + (f" · colours: {scale.own_range}, this head's min → max" if scale.own else "")
+    caption = heat.caption + (" · per-head colour scale (min → max)" if scale.own else "")  # the bar: the range
     caption_y = gy + max(rows * cell, bar_h + BAR_LABEL) + 13
     out.append(svg.text(gx, caption_y, caption, 9, extra=' fill="#666"'))
     width = max(bar_x + 60 - x0, title_width, gx + text_width(caption, 9) - x0)
