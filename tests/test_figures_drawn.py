@@ -247,3 +247,25 @@ def test_scale_is_one_option_on_every_command_that_draws_weights():
         result = attn(command, "--help")
         assert "--scale" in result.stdout and "--dpi" in result.stdout, command
     assert "--dpi" in attn("heads", "--help").stdout
+
+
+def test_scale_head_stretches_every_heads_grid_picture_to_the_full_range(tmp_path):
+    """The terminal grid and the SVG grid: each head's largest weight drawn in the brightest colour, though no
+    weight of the (non-causal) toy reaches 1."""
+    from attn_cli.api import load
+    from attn_cli.render.grid import HeadsGrid
+
+    report = load("toy").inspect(SENTENCE)
+    layers = [(layer.layer, layer.heads) for layer in report.layers]
+    heads = [head for _, layer_heads in layers for head in layer_heads]
+    assert max(float(np.nanmax(head.weights)) for head in heads) < 0.99
+    for head in heads:
+        values = HeadsGrid(layers, per_head=True).picture_values(head)
+        assert np.nanmax(values) == pytest.approx(1.0) and np.nanmin(values) == pytest.approx(0.0)
+        assert np.array_equal(HeadsGrid(layers).picture_values(head), head.weights)  # fixed: the weights
+    brightest = 'fill="#fcfaaa"'
+    for scale, least in (("head", len(heads)), ("fixed", 0)):
+        path = tmp_path / f"{scale}.svg"
+        attn("inspect", SENTENCE, "--model", "toy", "--show", "grid", "--scale", scale, "--save", path)
+        count = path.read_text().count(brightest)
+        assert count >= least if scale == "head" else count == 0, (scale, count)
