@@ -156,11 +156,11 @@ def save_figure(report, path: Path, panels=None, dpi: int | None = None, scale=N
     warning line for characters no installed font could draw."""
     from attn_cli.render.files import save_figure as write
 
-    for warning in write(report, path, panels, dpi, per_head=per_head(scale)):
+    for warning in write(report, path, panels, dpi, per_head=per_head_of(scale)):
         note(warning)
 
 
-def per_head(scale) -> bool:
+def per_head_of(scale) -> bool:
     """--scale head: weights coloured on each head's own scale; None (a command without --scale): fixed."""
     return scale is not None and scale.value == "head"
 

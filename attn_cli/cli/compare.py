@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, per_head, read_text, run_and_emit, save_figure
+from attn_cli.cli.common import check_outputs, per_head_of, read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 
@@ -52,7 +52,7 @@ def compare_command(
                                   vectors=opt.Include.qkv in (include or []))
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=lambda report: render_compare_view(report, per_head(scale)),
+                     save=save, render=lambda report: render_compare_view(report, per_head_of(scale)),
                      figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale))
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, per_head, read_text, run_and_emit, save_figure
+from attn_cli.cli.common import check_outputs, per_head_of, read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.plumbing.errors import BadInput
@@ -52,7 +52,7 @@ def diff_command(
             return loaded.diff(texts[0], against=other, layers=layer, heads=head)
 
         run_and_emit(run, label="running both …", json_wanted=json_wanted, output=output, save=save,
-                     render=lambda report: render_diff_view(report, per_head(scale)),
+                     render=lambda report: render_diff_view(report, per_head_of(scale)),
                      figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale))
 
 

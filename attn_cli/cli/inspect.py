@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, note, parse_panels, per_head, read_text, run_and_emit
+from attn_cli.cli.common import check_outputs, note, parse_panels, per_head_of, read_text, run_and_emit
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.plumbing.errors import BadInput
@@ -104,7 +104,7 @@ def inspect_command(
             return report
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=lambda report: render_inspect(report, panels, per_head(scale)),
+                     save=save, render=lambda report: render_inspect(report, panels, per_head_of(scale)),
                      figure=lambda report, path: save_figure(report, panels, path, dpi, scale))
 
 

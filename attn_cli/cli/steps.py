@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import (check_files, check_outputs, load_model, model_options, per_head, read_text,
+from attn_cli.cli.common import (check_files, check_outputs, load_model, model_options, per_head_of, read_text,
                                   run_and_emit, save_figure)
 from attn_cli.cli.edge import user_errors
 
@@ -48,7 +48,7 @@ def steps_command(
             return loaded.steps(text, layer=layer, head=head)
 
         run_and_emit(run, label=f"running {model} …", json_wanted=json_wanted, output=output, save=save,
-                     render=lambda report: render_steps_view(report, per_head(scale)),
+                     render=lambda report: render_steps_view(report, per_head_of(scale)),
                      figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale))
 
 
