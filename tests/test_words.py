@@ -297,3 +297,17 @@ def test_the_table_over_words_names_words_not_tokens(minilm):
     assert {row["query_token"] for row in table} == set(names)
     head = next(head for _, head in report.heads())
     assert [row["weight"] for row in table[:len(names)]] == pytest.approx(head.weights[0].tolist(), abs=1e-7)
+
+
+def test_the_figure_is_as_wide_as_its_title(minilm):
+    """A long title (here with "· over words") widens the SVG: it was cut at a fixed 600 px."""
+    import re
+
+    from attn_cli.render.figures import svg_figure
+    from attn_cli.render.svg import text_width
+
+    report = minilm.inspect("Unbelievably, tokenization works", layers=0, heads=2, words=True)
+    svg = svg_figure(report)
+    title = re.search(r'font-weight="bold"[^>]*>([^<]*over words)<', svg).group(1)
+    width = float(re.search(r'<svg[^>]* width="([\d.]+)"', svg).group(1))
+    assert width >= 10 + text_width(title.replace("&amp;", "&"), 16)

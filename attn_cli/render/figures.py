@@ -17,7 +17,7 @@ import numpy as np
 
 from attn_cli.render.scale import NEGATIVE, POSITIVE, SEQUENTIAL, Scale, hex_colour
 from attn_cli.render.command_figures import FIGURES, own_span, rounded
-from attn_cli.render.svg import Svg, flow, grid_svg
+from attn_cli.render.svg import Svg, flow, grid_svg, text_width
 
 MAX_DETAIL = 16  # heads drawn in full in one SVG; more are shown in the all-heads grid
 
@@ -81,6 +81,11 @@ def _inspect_panels(report, panels, per_head: bool = False) -> tuple[list[tuple[
     return drawn, grid
 
 
+def _svg_title(svg: Svg, x: float, y: float, title: str) -> None:
+    """The figure's bold title line; the figure is at least as wide as it (a long title was cut at the edge)."""
+    svg.add(svg.text(x, y + 16, title, 16, weight="bold"), x + text_width(title, 16), y + 24)
+
+
 def _report_title(report, command: str) -> str:
     model = report.model
     variant = getattr(report, "variant", None)
@@ -124,18 +129,17 @@ def _svg_report(svg: Svg, x: float, y: float, report, panels, looked_by: str = "
         return y
     if kind in FIGURES:  # heads, generate, rollout, diff
         command, items, _ = FIGURES[kind]
-        svg.add(svg.text(x, y + 16, _report_title(report, command), 16, weight="bold"), x + 600, y + 24)
+        _svg_title(svg, x, y, _report_title(report, command))
         return flow(svg, x, y + 34, items(report, per_head), _token_list(report))
     tokens = _tokens(report)
     if kind == "CompareReport":
-        svg.add(svg.text(x, y + 16, _report_title(report, "compare"), 16, weight="bold"), x + 600, y + 24)
+        _svg_title(svg, x, y, _report_title(report, "compare"))
         items = _compare_items(report, per_head)
         return flow(svg, x, y + 34, items, tokens)
     if kind == "StepsReport":
-        svg.add(svg.text(x, y + 16, f"{_report_title(report, 'steps')} · layer {report.layer} head {report.head}",
-                         16, weight="bold"), x + 600, y + 24)
+        _svg_title(svg, x, y, f"{_report_title(report, 'steps')} · layer {report.layer} head {report.head}")
         return flow(svg, x, y + 34, _steps_items(report, per_head), tokens)
-    svg.add(svg.text(x, y + 16, _report_title(report, looked_by), 16, weight="bold"), x + 600, y + 24)
+    _svg_title(svg, x, y, _report_title(report, looked_by))
     items, grid = _inspect_panels(report, panels, per_head)
     y += 34
     if grid:
