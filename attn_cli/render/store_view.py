@@ -19,7 +19,7 @@ from attn_cli.render.scale import Scale, counted, luminance
 SPARKS = "▁▂▃▄▅▆▇█"  # a histogram bin's height, relative to the score's fullest bin
 HIST_NAMES = {"first_token": "first", "last_token": "last", "previous_token": "previous",
               "duplicate_token": "duplicate"}  # the scores' names beside their histograms
-NAME_WIDTH = 15  # " P  punctuation "
+NAME_WIDTH = 16  # " U  punctuation ": the chip and the longest name, a space after it
 MIN_CONTEXT = 24  # characters of context kept on an example's line, however narrow the terminal
 QUERY_STYLE = Style(bold=True, reverse=True)
 MARKERS = {"query": ("[", "]"), "key": ("{", "}")}  # without colour
@@ -99,8 +99,6 @@ def _head_line(dashboard: HeadDashboard) -> Text:
     if profile.sink_key is not None:
         sink = profile.sink_key
         line.append(f" · sink key {sink.token} (position {sink.position}, in {sink.texts:,} texts)", style="dim")
-    if dashboard.score != profile.label:
-        line.append(f" · examples of {_score_name(dashboard.score)}")
     return line
 
 
@@ -181,39 +179,38 @@ def _in_window(example: Example, position: int) -> bool:
 
 
 def _context(example: Example, room: int, colour: bool) -> Text:
-    """The window's tokens as words around the query and its strongest key (the query alone where both do
-    not fit), cut with '…' to `room` characters."""
-    room = max(room, MIN_CONTEXT) - 4  # the two '…' marks
+    """The window's tokens as words: the query and its strongest key, each with what context fits around it
+    (the query's first), cut with '…' to `room` characters; a gap between them is a '…' too."""
+    room = max(room, MIN_CONTEXT) - 6  # up to three '…' marks
     pieces = _pieces(example, colour)
     centre = example.query - example.window_start
-    first = last = centre  # grow [first, last] outward while it fits
     strongest = example.keys[0] - example.window_start if example.keys else centre
-    if 0 <= strongest < len(pieces):
-        span = range(min(centre, strongest), max(centre, strongest) + 1)
-        if sum(len(pieces[index][0]) for index in span) <= room:
-            first, last = span[0], span[-1]
-    used = sum(len(pieces[index][0]) for index in range(first, last + 1))
-    while True:
-        grown = False
-        for side in (1, -1):
-            index = last + 1 if side > 0 else first - 1
-            if 0 <= index < len(pieces) and used + len(pieces[index][0]) + 2 <= room:
-                used += len(pieces[index][0])
-                first, last = (first, index) if side > 0 else (index, last)
-                grown = True
-        if not grown:
-            break
+    shown = {centre} | ({strongest} if 0 <= strongest < len(pieces) else set())
+    used = sum(len(pieces[index][0]) for index in shown)
+    for index in _by_priority(centre, strongest, len(pieces)):
+        beside = index - 1 in shown or index + 1 in shown  # grown outward only: a word that does not fit ends a side
+        if index not in shown and beside and used + len(pieces[index][0]) <= room:
+            shown.add(index)
+            used += len(pieces[index][0])
     text = Text()
-    if first > 0 or example.window_start > 0:
-        text.append("…", style="dim")
-    for index in range(first, last + 1):
-        shown, style = pieces[index]
-        if shown.startswith(" "):  # the space before a word is not highlighted with it
+    for index in sorted(shown):
+        if index - 1 not in shown and (index > 0 or example.window_start > 0):
+            text.append(" …" if text else "…", style="dim")
+        word, style = pieces[index]
+        if word.startswith(" "):  # the space before a word is not highlighted with it
             text.append(" ")
-        text.append(shown.lstrip(" "), style=style)
-    if last < len(pieces) - 1 or example.window_start + len(example.tokens) < example.length:
+        text.append(word.lstrip(" "), style=style)
+    if max(shown) < len(pieces) - 1 or example.window_start + len(example.tokens) < example.length:
         text.append(" …", style="dim")
     return text
+
+
+def _by_priority(centre: int, strongest: int, count: int) -> list[int]:
+    """Window indices in the order their context is wanted: the key's neighbours, then outward from the query
+    (alternating right and left), then outward from the key."""
+    around = lambda middle: [middle + sign * step for step in range(1, count) for sign in (1, -1)]  # noqa: E731
+    wanted = [strongest - 1, strongest + 1, *around(centre), *around(strongest)]
+    return [index for index in wanted if 0 <= index < count]
 
 
 def _pieces(example: Example, colour: bool) -> list[tuple[str, Style | str]]:
