@@ -189,3 +189,15 @@ def test_save_writes_the_dashboard_page_with_every_token_escaped(tmp_path):
     assert data["start"] == [1, 4]
     assert any(HOSTILE in e["tok"] for e in data["examples"]["1.4"]["top"]["induction"])
     assert "http" not in html.replace("http://www.w3.org/2000/svg", "").replace("http-equiv", "")
+
+
+def test_show_loads_no_model_and_imports_no_torch(store):
+    """Reading a store is quick: no model, and not even torch (seconds to import) is imported."""
+    import subprocess
+    import sys
+
+    script = ("import sys; from typer.testing import CliRunner; from attn_cli.cli import app; "
+              f"result = CliRunner().invoke(app, ['heads', 'show', {str(store)!r}, '--head', '1.4']); "
+              "print(result.exit_code, 'torch' in sys.modules, 'transformers' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["0", "False", "False"], done.stderr

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attn_cli.analyses.heads import HeadProfile, HeadsReport, SinkKey, _num
+from attn_cli.analyses.heads_report import HeadProfile, HeadsReport, SinkKey, _num
 from attn_cli.data import store_schema as schema
 from attn_cli.data.capture import ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document

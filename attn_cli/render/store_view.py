@@ -59,7 +59,7 @@ class DashboardView:
 
 
 def render_dashboard(dashboard: HeadDashboard, width: int, colour: bool = True) -> RenderableType:
-    store, profile = dashboard.store, dashboard.profile
+    store = dashboard.store
     info = store.model
     examples = dashboard.examples
     name = _score_name(dashboard.score)
