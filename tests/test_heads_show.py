@@ -187,8 +187,36 @@ def test_save_writes_the_dashboard_page_with_every_token_escaped(tmp_path):
     assert "<img" not in html and "onerror=alert(1)>" not in html
     data = json.loads(re.search(r'<script id="attn-data" type="application/json">(.*?)</script>', html, re.S)[1])
     assert data["start"] == [1, 4]
-    assert any(HOSTILE in e["tok"] for e in data["examples"]["1.4"]["top"]["induction"])
+    assert any(HOSTILE in window(data, e) for e in data["examples"]["1.4"]["top"]["induction"])
     assert "http" not in html.replace("http://www.w3.org/2000/svg", "").replace("http-equiv", "")
+
+
+def window(data: dict, example: dict) -> list[str]:
+    """An example's tokens on the page: a slice of the run of its text's tokens that holds them."""
+    for start, tokens in data["texts"][str(example["t"])]:
+        if start <= example["s"] and example["s"] + example["c"] <= start + len(tokens):
+            return tokens[example["s"] - start:example["s"] - start + example["c"]]
+    raise AssertionError(f"no run of text {example['t']} holds {example['s']}…+{example['c']}")
+
+
+def test_the_page_holds_each_texts_tokens_once_and_every_window_is_exact(store):
+    from attn_cli.render.dashboard_page import dashboard_data
+
+    report = open_store(store)
+    data = dashboard_data(report, top=5)
+    found = report.all_examples(5)
+    count = 0
+    for (layer, head), examples in found.items():
+        page = data["examples"][f"{layer}.{head}"]
+        pairs = [(page["edge"], examples.edge)]
+        pairs += [(page[kind][score], getattr(examples, kind)[score]) for kind in ("top", "decile")
+                  for score in getattr(examples, kind)]
+        for shown, kept in pairs:
+            assert [window(data, e) for e in shown] == [list(e.tokens) for e in kept]
+            count += len(kept)
+    assert count == 72 * (9 * 5 + 9 * 10 + 5)  # top 5 per score, a sample per decile, 5 edges
+    stored = sum(len(tokens) for runs in data["texts"].values() for _, tokens in runs)
+    assert stored <= report.tokens  # each text's tokens at most once, not a copy per example
 
 
 def test_show_loads_no_model_and_imports_no_torch(store):

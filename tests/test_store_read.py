@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 import pytest
 
@@ -178,3 +179,18 @@ def test_a_head_missing_a_score_row(small):
 def test_profiles_are_head_profiles(report):
     assert all(isinstance(profile, HeadProfile) for profile in report.heads)
     assert report.head(1, 0).sink_key.token == "[CLS]"
+
+
+def test_per_text_scores_when_the_store_has_them(built, report, tmp_path):
+    table = report.per_text()
+    assert table.num_rows == len(built.texts) * 72
+    rows = table.filter(pa.compute.and_(pa.compute.equal(table["layer"], 1),
+                                        pa.compute.equal(table["head"], 4))).to_pylist()
+    assert [row["induction"] for row in sorted(rows, key=lambda r: r["text_id"])] == built.values[(*INDUCTION, "induction")]
+    assert report.per_text(["text_id", "self"]).column_names == ["text_id", "self"]
+    with pytest.raises(BadInput, match="no column 'nope'"):
+        report.per_text(["nope"])
+    without = open_store(build_store(tmp_path / "lean", texts=6, per_text=False).path)
+    with pytest.raises(BadInput, match="has no per-text scores") as raised:
+        without.per_text()
+    assert "--per-text" in raised.value.hint

@@ -128,6 +128,20 @@ class StoreReport(HeadsReport):
         grouped = group_examples(table.filter(kept).to_pylist())
         return {(p.layer, p.head): grouped.get((p.layer, p.head), HeadExamples()) for p in self.heads}
 
+    def per_text(self, columns: list[str] | None = None):
+        """texts.parquet as a pyarrow Table: one row per (text, layer, head) with every score (`--per-text`
+        stores only). columns: the ones to read (all by default). .to_pandas() or polars.from_arrow() it."""
+        wanted = schema.texts_schema(self.scores_named)
+        if not (Path(self.path) / schema.TEXTS).exists():
+            raise BadInput(f"{self.path} has no per-text scores ({schema.TEXTS})",
+                           "write the store with attn heads --file CORPUS --store DIR --per-text")
+        if columns is not None:
+            unknown = [name for name in columns if name not in wanted.names]
+            if unknown:
+                raise BadInput(f"no column {unknown[0]!r} in {schema.TEXTS}", f"columns: {', '.join(wanted.names)}")
+            wanted = _subset(wanted, columns)
+        return _read(Path(self.path), schema.TEXTS, wanted)
+
     def default_score(self, layer: int, head: int) -> str:
         """The score a head's examples are shown for: its label, or for a mixed head its highest mean."""
         profile = self.head(layer, head)
@@ -266,6 +280,12 @@ def _profiles(rows: list[dict], scores: tuple[str, ...], model: ModelInfo, path:
     if not profiles:
         raise AttnError(f"{path / schema.HEADS} has no heads", _damaged(path))
     return profiles, distributions
+
+
+def _subset(wanted, columns: list[str]):
+    import pyarrow as pa
+
+    return pa.schema([wanted.field(name) for name in columns])
 
 
 def _distribution(row: dict) -> Distribution:

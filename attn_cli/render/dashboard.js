@@ -169,6 +169,7 @@
     el("span", { class: "text-id" }, line, "text " + e.t);
     const context = el("span", { class: "context" }, line);
     if (e.s > 0) el("span", { class: "cut" }, context, "… ");
+    e.tok = e.tok || windowOf(e);
     const weights = new Map(e.k.map((k, i) => [k, e.w[i]]));
     const queryToken = e.tok[e.q - e.s];
     e.tok.forEach((token, i) => {
@@ -192,6 +193,12 @@
       context.appendChild(document.createTextNode(" "));
     });
     if (e.s + e.tok.length < e.n) el("span", { class: "cut" }, context, "…");
+  }
+
+  // an example's c tokens from position s of text t: the run of the text's known tokens that holds them
+  function windowOf(e) {
+    const run = data.texts[e.t].find((r) => r[0] <= e.s && e.s + e.c <= r[0] + r[1].length);
+    return run[1].slice(e.s - run[0], e.s - run[0] + e.c);
   }
 
   drawRows();

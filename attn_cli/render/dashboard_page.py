@@ -26,6 +26,7 @@ def dashboard_data(report: StoreReport, top: int = PAGE_TOP, start: tuple[int, i
     info = report.model
     scores = list(report.scores_named)
     examples = report.all_examples(top)
+    texts = TextPieces()
     title = (f"attn heads show · {info.name} ({info.architecture}, {counted(info.layers, 'layer')} × "
              f"{counted(info.heads, 'head')})")
     text = f"{report.texts:,} texts from {report.source}, {report.tokens:,} tokens · store {report.path}"
@@ -40,7 +41,8 @@ def dashboard_data(report: StoreReport, top: int = PAGE_TOP, start: tuple[int, i
         "weights": [hex_colour(rgb) for rgb in SEQUENTIAL],
         "start": list(start) if start is not None else None,
         "heads": [_head(report, profile, scores) for profile in report.heads],
-        "examples": {f"{layer}.{head}": _examples(found) for (layer, head), found in examples.items()},
+        "examples": {f"{layer}.{head}": _examples(found, texts) for (layer, head), found in examples.items()},
+        "texts": texts.to_json(),
     }
 
 
@@ -60,16 +62,47 @@ def _head(report: StoreReport, profile, scores: list[str]) -> dict:
     }
 
 
-def _examples(found: HeadExamples) -> dict:
-    return {"top": {score: [_example(e) for e in rows] for score, rows in found.top.items()},
-            "decile": {score: [_example(e) for e in rows] for score, rows in found.decile.items()},
-            "edge": [_example(e) for e in found.edge]}
+def _examples(found: HeadExamples, texts: "TextPieces") -> dict:
+    return {"top": {score: [_example(e, texts) for e in rows] for score, rows in found.top.items()},
+            "decile": {score: [_example(e, texts) for e in rows] for score, rows in found.decile.items()},
+            "edge": [_example(e, texts) for e in found.edge]}
 
 
-def _example(example: Example) -> dict:
-    return {"t": example.text_id, "v": _rounded(example.value), "d": example.decile, "s": example.window_start,
-            "n": example.length, "tok": list(example.tokens), "q": example.query, "k": list(example.keys),
-            "w": [_rounded(weight) for weight in example.weights]}
+def _example(example: Example, texts: "TextPieces") -> dict:
+    """An example without its tokens: text t's tokens s … s + c - 1 are in the page's `texts` (shared)."""
+    texts.add(example)
+    record = {"t": example.text_id, "v": _rounded(example.value), "s": example.window_start,
+              "c": len(example.tokens), "n": example.length, "q": example.query, "k": list(example.keys),
+              "w": [_rounded(weight) for weight in example.weights]}
+    if example.decile is not None:
+        record["d"] = example.decile
+    return record
+
+
+class TextPieces:
+    """The tokens of every example's window, each text's once: many heads' examples come from the same
+    texts (a corpus's most induction-like text is so for several heads), so the page holds each text's known
+    tokens as a few runs [start, [tokens]] rather than a copy per example (72 heads: ~50× smaller)."""
+
+    def __init__(self):
+        self.known: dict[int, dict[int, str]] = {}  # text id → position → token
+
+    def add(self, example: Example) -> None:
+        known = self.known.setdefault(example.text_id, {})
+        for offset, token in enumerate(example.tokens):
+            known[example.window_start + offset] = token
+
+    def to_json(self) -> dict:
+        """{text id: [[start, [tokens of start, start + 1, …]], …]}: runs of consecutive known positions."""
+        runs: dict[str, list] = {}
+        for text_id, known in self.known.items():
+            mine = runs[str(text_id)] = []
+            for position in sorted(known):
+                if mine and mine[-1][0] + len(mine[-1][1]) == position:
+                    mine[-1][1].append(known[position])
+                else:
+                    mine.append([position, [known[position]]])
+        return runs
 
 
 def _rounded(value: float | None) -> float | None:
