@@ -111,6 +111,11 @@
   const sinkLine = el("div", { id: "sink", class: "hint" }, page);
   const hists = el("div", { id: "histograms", class: "histograms" }, page);
   const tip = el("div", { id: "tip", class: "tip" }, page, "Hover a token of an example to see the query's weight on it.");
+  const legend = el("div", { class: "legend" }, page);
+  el("span", { class: "tok query" }, legend, "query");
+  el("span", {}, legend, " the highlighted query token; its strongest keys coloured by weight: 0");
+  el("span", { class: "ramp", style: "background: linear-gradient(to right, " + data.weights.join(", ") + ")" }, legend);
+  el("span", {}, legend, "1");
   const lists = el("div", { id: "examples" }, page);
 
   function openHead(h, score) {
@@ -176,7 +181,7 @@
       const position = e.s + i;
       const span = el("span", { class: "tok", "data-pos": position }, context, token);
       if (position === e.q) span.classList.add("query");
-      if (weights.has(position)) {
+      if (weights.has(position) && position !== e.q) {  // the query keeps its own colour, also as its own key
         const rgb = colour(weights.get(position));
         span.classList.add("key");
         span.style.background = css(rgb);
@@ -185,7 +190,8 @@
       }
       span.addEventListener("mouseenter", () => {
         tip.textContent = position === e.q
-          ? "query " + JSON.stringify(token) + " (position " + position + " of text " + e.t + "): its strongest keys are highlighted"
+          ? "query " + JSON.stringify(token) + " (position " + position + " of text " + e.t + ")" +
+            (weights.has(position) ? ": its weight on itself " + weightText(weights.get(position)) : "")
           : weights.has(position)
             ? "weight of query " + JSON.stringify(queryToken) + " on " + JSON.stringify(token) + " (position " + position + "): " + weightText(weights.get(position))
             : JSON.stringify(token) + " (position " + position + "): not among the query's strongest keys the store keeps";
