@@ -61,9 +61,9 @@ def build_store(path: Path, *, texts: int = 48, top: int = 5, samples: int = 2, 
             head_means = {score: _mean(values[layer, head, score]) for score in SCORES}
             means[layer, head] = head_means
             sink = (0, "[CLS]", sum(1 for v in values[layer, head, "sink"] if v is not None and v > 0.3))
+            head_label = label(list(head_means.values()))
             for score in SCORES:
-                head_rows.append(_summary(layer, head, score, values[layer, head, score], label(list(head_means.values())),
-                                          sink))
+                head_rows.append(_summary(layer, head, score, values[layer, head, score], head_label, sink))
                 example_rows += _score_examples(rng, corpus, layer, head, score, values[layer, head, score], top,
                                                 samples, context)
             example_rows += _edges(rng, corpus, layer, head, top, context)

@@ -17,7 +17,8 @@ def pages(tmp_path_factory):
     from attn_cli.render.dashboard_page import dashboard_html
 
     folder = tmp_path_factory.mktemp("dashboard")
-    built = {"plain": build_store(folder / "plain"), "hostile": build_store(folder / "hostile", texts=9, hostile=HOSTILE)}
+    built = {"plain": build_store(folder / "plain"),
+             "hostile": build_store(folder / "hostile", texts=9, hostile=HOSTILE)}
     paths = {}
     for name, store in built.items():
         paths[name] = folder / f"{name}.html"

@@ -121,6 +121,13 @@ def test_json_is_the_attn_heads_document_and_the_head_dashboard(store):
     assert len(head["scores"]["induction"]["hist"]) == schema.BINS
 
 
+def test_o_writes_the_json_to_a_file(store, tmp_path):
+    target = tmp_path / "head.json"
+    result = attn("heads", "show", store, "--head", "1.4", "-o", target)
+    assert ok(result) == "" and f"wrote {target}" in result.stderr
+    assert json.loads(target.read_text())["examples"]["score"] == "induction"
+
+
 def test_sparkline_heights():
     assert sparkline([0, 1, 2, 4, 8]) == " ▁▂▄█"
     assert sparkline([0, 0]) == "  "
@@ -150,6 +157,17 @@ def test_double_dash_scores_show_as_a_text():
     """`attn heads -- show` is the old command on the text "show" (the model runs)."""
     document = json.loads(ok(attn("heads", "--layer", "0", "--head", "2", "--json", "--", "show")))
     assert document["command"] == "heads" and document["texts"] == 1 and document["source"] == "arguments"
+
+
+def test_every_value_is_an_upper_case_word():
+    """As every other command's help (tests/test_render_help.py): --head HEAD, --top N, --save FILE."""
+    import typer
+
+    from attn_cli.cli import HEADS_SHOW
+
+    for option in HEADS_SHOW.params:
+        if isinstance(option, typer.core.TyperOption) and not option.is_flag:
+            assert re.fullmatch(r"[A-Z][A-Z_]*", option.metavar or ""), (option.opts, option.metavar)
 
 
 def test_heads_help_mentions_show():

@@ -46,7 +46,10 @@ def test_a_store_reads_as_the_heads_report_attn_heads_makes(built, report):
         for name in SCORES:
             defined = [v for v in built.values[layer, head, name] if v is not None]
             assert profile.scored[name] == len(defined)
-            assert profile.scores[name] == pytest.approx(means[name], abs=1e-9) if defined else profile.scores[name] is None
+            if defined:
+                assert profile.scores[name] == pytest.approx(means[name], abs=1e-9)
+            else:
+                assert profile.scores[name] is None
 
 
 def test_its_json_is_the_attn_heads_document(report):
@@ -186,7 +189,8 @@ def test_per_text_scores_when_the_store_has_them(built, report, tmp_path):
     assert table.num_rows == len(built.texts) * 72
     rows = table.filter(pa.compute.and_(pa.compute.equal(table["layer"], 1),
                                         pa.compute.equal(table["head"], 4))).to_pylist()
-    assert [row["induction"] for row in sorted(rows, key=lambda r: r["text_id"])] == built.values[(*INDUCTION, "induction")]
+    by_text = sorted(rows, key=lambda row: row["text_id"])
+    assert [row["induction"] for row in by_text] == built.values[(*INDUCTION, "induction")]
     assert report.per_text(["text_id", "self"]).column_names == ["text_id", "self"]
     with pytest.raises(BadInput, match="no column 'nope'"):
         report.per_text(["nope"])

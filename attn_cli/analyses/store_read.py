@@ -294,7 +294,8 @@ def _distribution(row: dict) -> Distribution:
 
 
 def _damaged(path: Path) -> str:
-    return f"the store is damaged or was not written to the end: write it again (attn heads --file CORPUS --store {path})"
+    return (f"the store is damaged or was not written to the end: write it again "
+            f"(attn heads --file CORPUS --store {path})")
 
 
 def _columns(path: Path, name: str, wanted) -> None:

@@ -34,15 +34,15 @@ SHOW_NOTE = "\n\nattn heads show DIR: read a corpus store (attn heads show --hel
 def heads_show_command(
     store: Annotated[Optional[Path], typer.Argument(metavar="DIR", show_default=False,
         help="A store written by attn heads --file CORPUS --store DIR.")] = None,
-    head: Annotated[Optional[str], typer.Option("--head", "-H", metavar="L.H",
-        help="Show this head's dashboard: layer.head, like 1.4.")] = None,
+    head: Annotated[Optional[str], typer.Option("--head", "-H", metavar="HEAD",
+        help="Show this head's dashboard: LAYER.HEAD, like 1.4.")] = None,
     score: Annotated[Optional[str], typer.Option("--score", "-s", metavar="SCORE",
         help="The score whose top texts and decile samples --head shows (default: the head's label).")] = None,
     top: Annotated[int, typer.Option("--top", "-n", help="Top texts and top edges shown.")] = 5,
     as_json: opt.AsJson = False,
     output: opt.Output = None,
-    save: Annotated[Optional[Path], typer.Option("--save", metavar="FILE.html",
-        help="Also write the dashboard page: a head finder and every head's dashboard, one offline HTML file.")] = None,
+    save: Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
+        help="Also write the dashboard page (FILE.html): a head finder and every head's dashboard, offline.")] = None,
 ) -> None:
     """A corpus store's heads (no model needed), or with --head L.H one head's dashboard."""
     with user_errors():

@@ -29,8 +29,8 @@ SPACE_MARKERS = ("Ġ", "▁")  # byte-level BPE and SentencePiece: a space befor
 
 def store_header(report: StoreReport) -> Text:
     """What the store is: its path, and whether the run that wrote it finished."""
-    line = Text.assemble(("store ", "dim"), (report.path, "bold"),
-                         (f" · {counted(report.parts, 'part')} · written by attn {report.run['attn_version']}", "dim"))
+    written = f" · {counted(report.parts, 'part')} · written by attn {report.run['attn_version']}"
+    line = Text.assemble(("store ", "dim"), (report.path, "bold"), (written, "dim"))
     if not report.complete:
         line.append(f"\nincomplete: the run stopped after {report.texts:,} texts (--resume completes it)",
                     style="bold yellow")
@@ -105,7 +105,8 @@ def _head_line(dashboard: HeadDashboard) -> Text:
 def _histogram_line(dashboard: HeadDashboard, score: str) -> Text:
     distribution = dashboard.store.distributions[dashboard.profile.layer, dashboard.profile.head][score]
     code, style, _ = KINDS[score]
-    line = Text.assemble((f" {code} ", style), f" {HIST_NAMES.get(score, score)}"[:NAME_WIDTH - 3].ljust(NAME_WIDTH - 3))
+    name = f" {HIST_NAMES.get(score, score)}"[:NAME_WIDTH - 3]
+    line = Text.assemble((f" {code} ", style), name.ljust(NAME_WIDTH - 3))
     line.append("│", style="dim")
     line.append(sparkline(distribution.hist), style="bold" if score == dashboard.score else "")
     line.append("│", style="dim")
