@@ -16,7 +16,7 @@ from attn_cli.analyses.store_read import open_store
 from attn_cli.cli import app
 from attn_cli.data import store_schema as schema
 from attn_cli.render.heads_view import render_heads
-from attn_cli.render.store_view import QUERY_STYLE, example_line, sparkline
+from attn_cli.render.store_view import NEXT, QUERY_STYLE, example_line, sparkline
 from conftest import isolate
 from store_builder import INDUCTION, build_store
 
@@ -66,7 +66,9 @@ def test_show_prints_the_grid_and_top_heads_as_attn_heads_does(store):
     as_heads = HeadsReport(model=report.model, device=report.device, dtype=report.dtype, texts=report.texts,
                            tokens=report.tokens, heads=report.heads, source=report.source)
     grid = next(n for n, line in enumerate(lines) if line.startswith("attn heads ·"))  # under the store's line
-    assert "\n".join(lines[grid:]) + "\n" == plain(render_heads(as_heads, 80), 80)
+    expected = plain(render_heads(as_heads, 80), 80).splitlines()
+    assert lines[grid:grid + len(expected)] == expected
+    assert lines[grid + len(expected):] == ["", NEXT]  # and where to go next
     assert "L1  F.72 F.73 F.80  ·   I.77" in out
     assert max(map(len, lines)) <= 80
 

@@ -21,6 +21,7 @@ HIST_NAMES = {"first_token": "first", "last_token": "last", "previous_token": "p
               "duplicate_token": "duplicate"}  # the scores' names beside their histograms
 NAME_WIDTH = 16  # " U  punctuation ": the chip and the longest name, a space after it
 MIN_CONTEXT = 24  # characters of context kept on an example's line, however narrow the terminal
+NEXT = "--head L.H: one head's dashboard · --save dashboard.html: every head on a page"
 QUERY_STYLE = Style(bold=True, reverse=True)
 MARKERS = {"query": ("[", "]"), "key": ("{", "}")}  # without colour
 SUBWORD = "##"  # WordPiece: glued to the token before
@@ -44,7 +45,8 @@ class StoreView:
         self.report = report
 
     def __rich_console__(self, console, options):
-        yield Group(store_header(self.report), render_heads(self.report, options.max_width))
+        yield Group(store_header(self.report), render_heads(self.report, options.max_width),
+                    Text(f"\n{NEXT}", style="dim"))
 
 
 class DashboardView:
