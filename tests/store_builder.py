@@ -46,7 +46,7 @@ class Built:
 
 def build_store(path: Path, *, texts: int = 48, top: int = 5, samples: int = 2, context: int = 8,
                 complete: bool = True, per_text: bool = True, seed: int = 0, hostile: str | None = None,
-                store_version: int = schema.STORE_VERSION) -> Built:
+                store_version: int = schema.STORE_VERSION, probe: dict | None = None) -> Built:
     """Write a store to `path` (created). hostile: a token planted in every text (an HTML page must show it
     as text). Returns what was written, for tests to compare against."""
     rng = random.Random(seed)
@@ -72,8 +72,8 @@ def build_store(path: Path, *, texts: int = 48, top: int = 5, samples: int = 2, 
            "revision": None, "tokenizer": "minilm", "device": "cpu", "dtype": "float32",
            "options": json.dumps({"batch_size": 32, "truncate": False, "limit": None, "top": top, "samples": samples,
                                   "context": context, "column": "text", "per_text": per_text, "part_texts": 1000,
-                                  "layers": "all", "heads": "all"}),
-           "corpus": "corpus.txt", "corpus_format": "lines", "texts": texts, "tokens": tokens, "truncated": 0,
+                                  "layers": "all", "heads": "all", "probe": probe}),
+           "corpus": "probe" if probe else "corpus.txt", "corpus_format": "probe" if probe else "lines", "texts": texts, "tokens": tokens, "truncated": 0,
            "parts": 1, "complete": complete, "scores": list(SCORES),
            "thresholds": json.dumps({"label": 0.5, "broad": 0.85, "sink_epsilon": 0.3}), "bins": schema.BINS}
     write(path / schema.RUN, [run], schema.RUN_SCHEMA)

@@ -198,3 +198,11 @@ def test_per_text_scores_when_the_store_has_them(built, report, tmp_path):
     with pytest.raises(BadInput, match="has no per-text scores") as raised:
         without.per_text()
     assert "--per-text" in raised.value.hint
+
+
+def test_a_probe_store_carries_the_probe_as_attn_heads_probe_does(tmp_path, report):
+    probe = {"kind": "induction", "seed": 0, "length": 3, "requested": 3, "text": " a b c a b c"}
+    found = open_store(build_store(tmp_path / "probe", texts=1, per_text=False, probe=probe).path)
+    assert found.probe == probe and found.source == "probe"
+    assert found.to_json_dict()["probe"] == probe
+    assert report.probe is None and "probe" not in report.to_json_dict()

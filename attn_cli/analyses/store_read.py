@@ -253,9 +253,11 @@ def open_store(directory) -> StoreReport:
     except (TypeError, ValueError) as error:
         raise AttnError(f"{path / schema.RUN} holds a value attn cannot read ({error})", _damaged(path)) from None
     profiles, distributions = _profiles(rows, tuple(run["scores"]), model, path)
+    probe = run["options"].get("probe")  # the --probe description, as `attn heads --probe --json` gives it
     return StoreReport(
         model=model, device=run["device"], dtype=run["dtype"], texts=run["texts"], tokens=run["tokens"],
         heads=profiles, source=run["corpus"], truncated=run["truncated"] or 0, thresholds=thresholds,
+        probe=probe if isinstance(probe, dict) else None,
         path=str(path), complete=bool(run["complete"]), parts=run["parts"], run=run, distributions=distributions)
 
 
