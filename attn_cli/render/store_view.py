@@ -14,6 +14,7 @@ from rich.text import Text
 
 from attn_cli.analyses.store_read import Example, HeadDashboard, StoreReport
 from attn_cli.render.heads_view import KINDS, render_heads
+from attn_cli.render.heads_view import _score as _value  # three characters, as the grid writes a score: .97 1.0
 from attn_cli.render.scale import Scale, counted, luminance
 
 SPARKS = "▁▂▃▄▅▆▇█"  # a histogram bin's height, relative to the score's fullest bin
@@ -130,13 +131,6 @@ def sparkline(hist) -> str:
         return " " * len(hist)
     return "".join(" " if count == 0 else SPARKS[min(len(SPARKS) - 1, (count * len(SPARKS) - 1) // fullest)]
                    for count in hist)
-
-
-def _value(value: float | None) -> str:
-    """Three characters, as the grid writes scores: '.97', '1.0', '  -'."""
-    if value is None:
-        return "  -"
-    return "1.0" if value >= 0.995 else f"{value:.2f}"[1:] if value >= 0 else f"{value:.2f}"
 
 
 def _one_per_decile(examples: list[Example]) -> list[Example]:
