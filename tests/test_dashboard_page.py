@@ -23,6 +23,7 @@ def pages(tmp_path_factory):
     for name, store in built.items():
         paths[name] = folder / f"{name}.html"
         paths[name].write_text(dashboard_html(open_store(store.path)), encoding="utf-8")
+    paths["store"] = built["plain"].path
     return paths
 
 
@@ -56,6 +57,10 @@ def test_the_finder_sorts_by_induction_and_a_click_opens_the_head(offline_page, 
 
 
 def test_hovering_a_token_shows_its_weight(offline_page, pages):
+    from attn_cli.analyses.store_read import open_store
+
+    best = open_store(pages["store"]).examples(*INDUCTION).top["induction"][0]
+    assert best.weight_on(best.query) is not None  # the builder's query is among its own keys
     page, _, errors = offline_page
     open_page(page, pages["plain"])
     page.locator("#heads tbody tr[data-layer='1'][data-head='4']").click()
@@ -67,6 +72,10 @@ def test_hovering_a_token_shows_its_weight(offline_page, pages):
     tip = page.locator("#tip").text_content()
     assert tip == (f'weight of query "{query}" on "{key.text_content()}" (position {key.get_attribute("data-pos")}): '
                    f"{weight:.3f}")
+    # the query is among its own keys here, and still drawn as the query, not in a key's weight colour
+    assert first.locator(".tok.query").get_attribute("style") is None
+    first.locator(".tok.query").hover()
+    assert page.locator("#tip").text_content().endswith(f"its weight on itself {best.weight_on(best.query):.3f}")
     first.locator(".tok:not(.key):not(.query)").first.hover()
     assert "not among the query's strongest keys" in page.locator("#tip").text_content()
     assert errors == []
