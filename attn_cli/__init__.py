@@ -9,8 +9,21 @@ Importing this package is light (no torch, no transformers): `load` imports them
 when it is first called.
 """
 
+from attn_cli.data import document as _document
+
 __version__ = "0.1.0"
 __all__ = ["load", "Model", "open_store", "AttnError", "BadInput", "__version__"]
+
+
+def _notebook_html(report) -> str:
+    """A report's inline display in a notebook. The package's door wires it: the reports (data, analyses)
+    come before render in the flow and cannot import it, and every import of attn_cli passes through here."""
+    from attn_cli.render.notebook import notebook_html
+
+    return notebook_html(report)
+
+
+_document.html_display = _notebook_html
 
 
 def __getattr__(name: str):

@@ -96,6 +96,24 @@ class HeadsReport(Document):
         ]
         return document
 
+    def to_arrow(self):
+        """One row per (layer, head): layer, head, kv_head, label, then per score (SCORES) its mean over the
+        texts (previous_token, …), its std (previous_token_std) and how many texts defined it
+        (previous_token_scored); then the sink key (sink_position, sink_token, sink_texts; null if none)."""
+        from attn_cli.data.tables import records
+
+        def row(profile: HeadProfile) -> dict:
+            sink = profile.sink_key
+            return {"layer": profile.layer, "head": profile.head, "kv_head": profile.kv_head, "label": profile.label,
+                    **{column: value for name in SCORES for column, value in (
+                        (name, profile.scores[name]), (f"{name}_std", profile.std[name]),
+                        (f"{name}_scored", profile.scored[name]))},
+                    "sink_position": None if sink is None else sink.position,
+                    "sink_token": None if sink is None else sink.token,
+                    "sink_texts": None if sink is None else sink.texts}
+
+        return records([row(profile) for profile in self.heads], strings=("sink_token",))
+
 
 def _num(value: float | None) -> float | None:
     """6 decimals; None (JSON null) for undefined."""
