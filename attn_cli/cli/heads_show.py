@@ -91,7 +91,7 @@ def parse_head(text: str) -> tuple[int, int]:
 def save_page(report, path: Path, top: int, start) -> None:
     from attn_cli.plumbing.atomic import atomic_path
     from attn_cli.render.dashboard_page import dashboard_html
-    from attn_cli.render.files import write_text
+    from attn_cli.render.files import write_figure
 
     with atomic_path(path, "--save") as temp:
-        write_text(temp, dashboard_html(report, top, start))
+        write_figure(temp, dashboard_html(report, top, start).encode("utf-8"))
