@@ -263,10 +263,15 @@ def script_json(data) -> str:
 
 def html_page(report, per_head: bool = False) -> str:
     """One offline page: the data inline as JSON, the script and style inline, nothing fetched."""
-    data = page_data(report, per_head)
+    return html_document(page_data(report, per_head))
+
+
+def html_document(data: dict, script: str = "page.js", style: str = "page.css") -> str:
+    """A self-contained page of render/'s `script` and `style` drawing `data` (its title, text and what the
+    script reads from <script id="attn-data">): the dashboard page shares this shell with the figures."""
     folder = resources.files("attn_cli.render")
-    script = folder.joinpath("page.js").read_text(encoding="utf-8")
-    style = folder.joinpath("page.css").read_text(encoding="utf-8")
+    script = folder.joinpath(script).read_text(encoding="utf-8")
+    style = folder.joinpath(style).read_text(encoding="utf-8")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
