@@ -164,3 +164,12 @@ FIGURES = {  # report type → (its SVG items, its page's runs)
     "RolloutReport": ("rollout", rollout_items, rollout_page),
     "DiffReport": ("diff", diff_items, diff_page),
 }
+
+
+def _register_circuits() -> None:
+    from attn_cli.render.circuits_figures import circuits_items, circuits_page
+
+    FIGURES["CircuitsReport"] = ("circuits", circuits_items, circuits_page)
+
+
+_register_circuits()
