@@ -57,7 +57,7 @@ def hf_circuit_weights(model, lm, info) -> CircuitWeights:
     parents = {id(child): parent for parent in model.modules() for child in parent.children()}
     per_layer = [_layer(module, parents.get(id(module)), info) for module in attentions]
     stacked = [torch.stack(tensors) for tensors in zip(*(weights for weights, _ in per_layer))]
-    biases = sorted({name for _, names in per_layer for name in names})
+    biases = [name for name in "qkv" if any(name in names for _, names in per_layer)]
     reading, placement = _reading_norms(model, attentions, parents)
     final = _norm(_first_attribute(model, _FINAL_NORMS))
     w_e = _cpu(model.get_input_embeddings().weight)

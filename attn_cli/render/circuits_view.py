@@ -13,7 +13,7 @@ from rich.text import Text
 
 from attn_cli.analyses.circuits import MODE_NAMES, CircuitsReport
 from attn_cli.render.heatmap import legend
-from attn_cli.render.scale import Scale, counted, stat
+from attn_cli.render.scale import Scale, counted, luminance, stat
 
 HEAD_TITLE = "Per head: singular values σ of QK = W_Q·W_Kᵀ and OV = W_V·W_O, copying, position"
 SINGULAR_SHOWN = 3  # singular values per circuit in the table
@@ -136,7 +136,7 @@ def composition_grid(report: CircuitsReport, mode: str, width: int) -> Renderabl
     if cell == 0:
         return Text(f"{MODE_NAMES[mode]}: {len(col_names)} columns do not fit {width}; see --json or --save",
                     style="yellow")
-    lines = [Text(title + (" · each cell: the strongest head pair of two layers" if pooled else ""), style="bold"),
+    lines = [Text(title, style="bold"),
              _column_header(col_names, label_width, cell, 1 if pooled else heads)]
     for name, row in zip(row_names, readers):
         line = Text(name.rjust(label_width - 1) + " ", style="dim")
@@ -144,8 +144,10 @@ def composition_grid(report: CircuitsReport, mode: str, width: int) -> Renderabl
             line.append_text(_cell(value, cell, scale))
         line.rstrip()
         lines.append(line)
-    axes = "rows: the reading head (layer.head), columns: the writing head; blank: not an earlier layer"
-    lines.append(Text(axes if len(axes) <= width else "rows read, columns write", style="dim"))
+    axes = ("rows: the reading layer, columns: the writing layer; a cell: their strongest head pair" if pooled else
+            "rows: the reading head (layer.head), columns: the writing head; blank: not an earlier layer")
+    short = "rows read, columns write" + ("; a cell: the strongest head pair" if pooled else "")
+    lines.append(Text(axes if len(axes) <= width else short, style="dim"))
     lines.append(legend(scale, width, "score"))
     return Group(*lines)
 
@@ -170,8 +172,8 @@ def _cell(value: float, cell: int, scale: Scale) -> Text:
     colour = Style(color=scale.colour(value))
     if cell == 4:
         shown = "1.0" if value >= 0.995 else f"{value:.2f}"[1:] if value < 1 else f"{value:.1f}"
-        return Text(shown.rjust(4) + " ", style=Style(color="black" if scale.share(value) > 0.6 else None,
-                                                      bgcolor=scale.colour(value)))
+        ink = "black" if luminance(scale.rgb(value)) > 0.45 else "white"  # as the heatmaps write numbers
+        return Text(shown.rjust(4) + " ", style=Style(color=ink, bgcolor=scale.colour(value)))
     return Text(scale.shade(value) * cell, style=colour)
 
 
