@@ -264,3 +264,8 @@ def test_cli_json_terminal_and_figures(tl_gpt2, tmp_path, monkeypatch):
 def test_the_toy_says_it_has_no_circuits_view():
     result = runner.invoke(app, ["circuits", "--model", "toy"])
     assert result.exit_code == 1 and "circuits" in result.stderr
+
+
+def test_circuits_takes_no_arguments_and_says_so(minilm_backend):
+    with pytest.raises(attn.BadInput, match="circuits"):
+        attn.Model(minilm_backend).circuits(3)
