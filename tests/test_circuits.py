@@ -269,3 +269,24 @@ def test_the_toy_says_it_has_no_circuits_view():
 def test_circuits_takes_no_arguments_and_says_so(minilm_backend):
     with pytest.raises(attn.BadInput, match="circuits"):
         attn.Model(minilm_backend).circuits(3)
+
+
+def test_qwen3_per_head_q_and_k_norms_are_named_and_gemma_norm_scales_are_one_plus_weight(tmp_path):
+    """Qwen3 normalises q and k per head after the projections (its notes say QK leaves that out);
+    Gemma's RMSNorm multiplies by 1 + weight, so a weight of 0 folds in as 1."""
+    from transformers import Qwen3Config, Qwen3Model
+
+    from attn_cli.backends.circuit_weights import _norm
+
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=30522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=128)
+    report = attn.load(str(save_tiny(Qwen3Model(config), tmp_path)), device="cpu").circuits()
+    assert any("q_norm" in note for note in report.notes)
+
+    class GemmaRMSNorm(torch.nn.Module):  # the class name is what marks the 1 + weight convention
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(4))
+
+    assert torch.equal(_norm(GemmaRMSNorm()).scale, torch.ones(4, dtype=torch.float64))

@@ -247,6 +247,11 @@ def _notes(weights, info) -> list[str]:
     if weights.norm_placement == "post":
         notes.append("post-norm layers (BERT): each attention reads the LayerNorm that ends the sublayer before; "
                      "composition ignores the norms between a writer and its reader")
+    if weights.norm_placement == "none":
+        notes.append("no norm found before the attention: W_Q, W_K, W_V are as stored, nothing folded")
+    if weights.qk_norms:
+        notes.append("this model normalises q and k per head (q_norm, k_norm) before the scores; QK leaves "
+                     "that normalisation out")
     if weights.biases:
         notes.append(f"{BIAS_NOTE} (this model has {', '.join('b_' + name.upper() for name in weights.biases)})")
     return notes

@@ -44,7 +44,8 @@ class CircuitWeights:
     positions: str  # "learned", "rotary" or "none": how positions enter
     w_u: torch.Tensor | None
     unembedding: str  # "lm_head", "tied", or why there is none
-    biases: list[str] = field(default_factory=list)  # which of q, k, v, o have biases (left out of the circuits)
+    biases: list[str] = field(default_factory=list)  # which of q, k, v have biases (left out of the circuits)
+    qk_norms: bool = False  # q and k are normalised per head before the scores (Qwen3's q_norm, k_norm)
 
 
 def hf_circuit_weights(model, lm, info) -> CircuitWeights:
@@ -64,7 +65,8 @@ def hf_circuit_weights(model, lm, info) -> CircuitWeights:
     w_pos, positions = _positions(model, info)
     w_u, unembedding = _unembedding(model, lm, final, w_e, info)
     return CircuitWeights(*stacked, reading_norms=reading, norm_placement=placement, final_norm=final, w_e=w_e,
-                          w_pos=w_pos, positions=positions, w_u=w_u, unembedding=unembedding, biases=biases)
+                          w_pos=w_pos, positions=positions, w_u=w_u, unembedding=unembedding, biases=biases,
+                          qk_norms=any(hasattr(module, "q_norm") or hasattr(module, "k_norm") for module in attentions))
 
 
 def _cpu(tensor: torch.Tensor) -> torch.Tensor:
@@ -104,8 +106,10 @@ def _norm(module) -> Norm | None:
     weight = getattr(module, "weight", None)
     if module is None or weight is None:
         return None
-    kind = "rmsnorm" if "rms" in type(module).__name__.lower() else "layernorm"
-    return Norm(kind, _cpu(weight))
+    name = type(module).__name__.lower()
+    kind = "rmsnorm" if "rms" in name else "layernorm"
+    scale = _cpu(weight)
+    return Norm(kind, 1 + scale if "gemma" in name else scale)  # Gemma's RMSNorm multiplies by 1 + weight
 
 
 def _first_attribute(module, names):
