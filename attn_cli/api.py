@@ -265,6 +265,16 @@ class Model:
                          progress=progress)
 
     @door
+    def circuits(self):
+        """Every head's QK (W_Q·W_Kᵀ) and OV (W_V·W_O) circuits from the weights, no text run: a CircuitsReport
+        with .heads (singular values, copying score, positional split), .composition ("q", "k", "v": every
+        writer × reader pair), .score(mode, writer, reader), .top(mode) and .to_json_dict(). The weights are
+        processed as TransformerLens loads them (norms folded, writing weights and W_U centred)."""
+        from attn_cli.analyses.circuits import run_circuits
+
+        return run_circuits(self.backend)
+
+    @door
     def steps(self, text: str, *, layer: int | str = 0, head: int | str = 0):
         """One head walked through X, Q, K, V, Q·Kᵀ, the scale, the mask, softmax, ·V (and W_O on the toy)."""
         from attn_cli.analyses.steps import walk_head

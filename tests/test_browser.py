@@ -376,3 +376,24 @@ def test_command_pages_show_the_reports_numbers(offline_page, command_reports, t
     assert page.locator(".run[data-run='2'] th.row").nth(2).text_content() == "cat→dog"
     assert page.locator(".run[data-run='1'] th.row").nth(2).text_content() == "dog"
     assert requests == [] and errors == []
+
+
+def test_circuits_page_shows_the_composition_and_copying_numbers(offline_page, tmp_path):
+    """attn circuits --save x.html: the K-composition grid (rows read, columns write) and the copying scores,
+    a score between −0.05 and 0 written "0", never "-0.0"."""
+    import attn_cli
+    from attn_cli.render.files import save_figure
+    from conftest import save_tiny_gpt2_lm
+
+    page, requests, errors = offline_page
+    report = attn_cli.load(str(save_tiny_gpt2_lm(tmp_path / "gpt2", n_layer=3)), device="cpu").circuits()
+    path = tmp_path / "circuits.html"
+    save_figure(report, path)
+    open_page(page, path)
+    assert requests == [] and errors == []
+    assert page.locator(".run h2").nth(1).text_content().startswith("K-composition")
+    k = report.score("k", (0, 2), (1, 3))  # row 3 (reader 1.3), column 2 (writer 0.2)
+    assert cell(page, 1, 3, 2) == f"{k:.2f}".removeprefix("0")
+    copying = [cell(page, 3, head.layer, head.head) for head in report.heads]
+    assert "-0.0" not in copying
+    assert copying == [("0" if abs(head.copying) < 0.05 else f"{head.copying:.1f}") for head in report.heads]

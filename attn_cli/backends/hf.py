@@ -178,6 +178,12 @@ class HFBackend:
             return self.capture_batch(texts, layers, truncate=truncate)  # raises UnsupportedModel, worded once
         return run
 
+    def circuit_weights(self):
+        """Every head's W_Q, W_K, W_V, W_O, the norms, embeddings and unembedding (backends/circuit_weights.py)."""
+        from attn_cli.backends.circuit_weights import hf_circuit_weights
+
+        return hf_circuit_weights(self.model, self.lm, self.info)
+
     def _tokens(self, encoding) -> list[Token]:
         ids, special = encoding["input_ids"], encoding["special_tokens_mask"]
         texts = self.tokenizer.convert_ids_to_tokens(ids)

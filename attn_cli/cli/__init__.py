@@ -11,6 +11,8 @@ from typer.core import TyperCommand, TyperGroup
 
 from attn_cli import __version__
 from attn_cli.cli.edge import run_at_the_edge
+from attn_cli.cli.circuits import EPILOG as CIRCUITS_EPILOG
+from attn_cli.cli.circuits import circuits_command
 from attn_cli.cli.compare import EPILOG as COMPARE_EPILOG
 from attn_cli.cli.compare import compare_command
 from attn_cli.cli.diff import EPILOG as DIFF_EPILOG
@@ -103,6 +105,7 @@ app.command("steps", cls=Command, epilog=STEPS_EPILOG)(steps_command)
 app.command("rollout", cls=Command, epilog=ROLLOUT_EPILOG)(rollout_command)
 app.command("diff", cls=Command, epilog=DIFF_EPILOG)(diff_command)
 app.command("generate", cls=Command, epilog=GENERATE_EPILOG)(generate_command)
+app.command("circuits", cls=Command, epilog=CIRCUITS_EPILOG)(circuits_command)
 app.command("models", cls=Command, epilog=MODELS_EPILOG)(models_command)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from attn_cli.data.selection import Window
+from attn_cli.render.circuits_figures import circuits_items, circuits_page
 from attn_cli.render.scale import Scale
 from attn_cli.render.svg import Heat
 
@@ -181,4 +182,5 @@ FIGURES = {  # report type → (its SVG items, its page's runs)
     "GenerateReport": ("generate", generate_items, generate_page),
     "RolloutReport": ("rollout", rollout_items, rollout_page),
     "DiffReport": ("diff", diff_items, diff_page),
+    "CircuitsReport": ("circuits", circuits_items, circuits_page),
 }

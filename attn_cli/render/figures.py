@@ -115,6 +115,8 @@ def _report_text(report) -> str:
         return f"A: {report.a.text}  ·  B: {report.b.text}" if report.mode == "texts" else report.a.text
     if kind == "GenerateReport":
         return report.prompt + report.text
+    if kind == "CircuitsReport":
+        return "from the weights: no text is run"
     if kind == "HeadsReport":
         return report.probe["text"] if report.probe else f"{report.texts:,} texts, {report.tokens:,} tokens"
     return getattr(report, "text", "attn")

@@ -49,7 +49,7 @@
   }
   // a score run whose values are all under 1 in size (a weight change, B − A): two decimals, '-.13', as the terminal
   function scoreText(run, v) {
-    if (run.limit >= 0.995) return v.toFixed(1);
+    if (run.limit >= 0.995) { const one = v.toFixed(1); return +one === 0 ? "0" : one; }  // never "-0.0"
     const t = v.toFixed(2);
     return +t === 0 ? "0" : t.replace(/^(-?)0\./, "$1.");
   }
