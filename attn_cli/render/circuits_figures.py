@@ -48,12 +48,13 @@ def _grids(report) -> list[tuple[str, np.ndarray, Scale, list[str], list[str], s
     return pictures
 
 
-def circuits_items(report) -> list[Heat]:
+def circuits_items(report, per_head: bool = False) -> list[Heat]:
+    """per_head (--scale head) does not apply: these grids are scores and shares on fixed scales."""
     return [Heat(title, matrix, scale, rows=rows, cols=cols, caption=caption, noun=noun)
             for title, matrix, scale, rows, cols, caption, noun in _grids(report)]
 
 
-def circuits_page(report) -> dict:
+def circuits_page(report, per_head: bool = False) -> dict:
     from attn_cli.render.command_figures import rounded
 
     kinds = {"scores": "scores", "weights": "weights", "magnitude": "norms"}  # norms: coloured 0 → limit
