@@ -102,6 +102,8 @@ def _report_text(report) -> str:
         return report.prompt + report.text
     if kind == "HeadsReport":
         return report.probe["text"] if report.probe else f"{report.texts:,} texts, {report.tokens:,} tokens"
+    if kind == "DiagnoseReport":
+        return f"{report.texts:,} texts, {report.tokens:,} tokens"
     return getattr(report, "text", "attn")
 
 

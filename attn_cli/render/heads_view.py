@@ -23,6 +23,7 @@ KINDS = {
     "self": ("S", "black on white", "self"),
     "broad": ("B", "white on grey42", "broad"),
     "sink": ("K", "black on dark_orange", "sink"),
+    "retrieval": ("R", "black on bright_green", "retrieval"),
     MIXED: ("·", "dim", "mixed"),
 }
 ROW_LABEL = 4  # "L11 "
@@ -55,8 +56,13 @@ def _header(report: HeadsReport) -> Text:
                          f"{report.device}, {report.dtype}\n")
     if report.probe is not None:
         probe = report.probe
-        line.append(f"{probe['kind']} probe: {probe['length']} random tokens, then the same again "
-                    f"(seed {probe['seed']}), {report.tokens} tokens", style="magenta")
+        if probe["kind"] == "retrieval":
+            line.append(f"retrieval probe: a {probe['needle']}-token needle after token {probe['depth']} of a "
+                        f"{probe['length']}-token haystack, then the needle again (seed {probe['seed']}), "
+                        f"{report.tokens} tokens", style="magenta")
+        else:
+            line.append(f"{probe['kind']} probe: {probe['length']} random tokens, then the same again "
+                        f"(seed {probe['seed']}), {report.tokens} tokens", style="magenta")
     else:
         texts = "1 text" if report.texts == 1 else f"{report.texts:,} texts"
         source = "" if report.source == "arguments" else f" from {report.source}"
@@ -156,6 +162,8 @@ def _undefined(name: str) -> str:
         return "no text had a repeated token (try --probe induction)"
     if name == "punctuation":
         return "no text had punctuation"
+    if name == "retrieval":
+        return "only on a needle: --probe retrieval"
     return "no row with a choice of keys"
 
 
