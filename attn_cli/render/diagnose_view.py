@@ -31,9 +31,12 @@ class DiagnoseView:
 def render_diagnose(report: DiagnoseReport, width: int) -> RenderableType:
     parts: list[RenderableType] = [_header(report), _layers(report, width)]
     if report.largest is not None:
-        parts += [Text(""), _largest(report)]
+        title = "Largest entries of the residual stream" + (" (each layer.dim's largest over the texts)"
+                                                            if report.texts > 1 else "")
+        parts += [Text(""), Text(title, style="bold"), _largest(report)]
         if report.texts > 1 and report.recurring:
-            parts += [Text(""), _recurring(report)]
+            parts += [Text(""), Text("Recurring (layer, dim): in how many texts each held a massive entry, or the "
+                                     "layer's largest", style="bold"), _recurring(report)]
     parts.append(_footer(report))
     return Group(*parts)
 
@@ -109,10 +112,7 @@ def _entry(entry) -> Text:
 
 
 def _largest(report: DiagnoseReport) -> Table:
-    title = "Largest entries of the residual stream" + (" (each layer.dim's largest over the texts)"
-                                                        if report.texts > 1 else "")
-    table = Table(title=title, title_justify="left", title_style="bold", box=None, pad_edge=False,
-                  padding=(0, 2, 0, 0), header_style="dim")
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="dim")
     for name, justify in (("layer", "right"), ("token", "left"), ("pos", "right"), ("dim", "right"),
                           ("value", "right"), ("× median", "right"), ("massive", "left")):
         table.add_column(name, justify=justify, no_wrap=True)
@@ -124,9 +124,7 @@ def _largest(report: DiagnoseReport) -> Table:
 
 
 def _recurring(report: DiagnoseReport) -> Table:
-    table = Table(title="Recurring (layer, dim): in how many texts each held a massive entry, or the layer's largest",
-                  title_justify="left", title_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0),
-                  header_style="dim")
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="dim")
     for name in ("layer", "dim", "massive in", "largest in"):
         table.add_column(name, justify="right", no_wrap=True)
     for pair in report.recurring:

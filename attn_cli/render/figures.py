@@ -103,7 +103,7 @@ def _report_text(report) -> str:
     if kind == "HeadsReport":
         return report.probe["text"] if report.probe else f"{report.texts:,} texts, {report.tokens:,} tokens"
     if kind == "DiagnoseReport":
-        return f"{report.texts:,} texts, {report.tokens:,} tokens"
+        return f"{report.texts:,} text{'s' if report.texts != 1 else ''}, {report.tokens:,} tokens"
     return getattr(report, "text", "attn")
 
 

@@ -120,6 +120,8 @@ def _legend(width: int) -> Text:
     legend = Text()
     used = 0
     for label, (code, style, name) in KINDS.items():
+        if label == "retrieval":  # a score, never a label: no cell shows it
+            continue
         chip = f" {code} {name}  "
         if used and used + len(chip) > width:
             legend.append("\n")
