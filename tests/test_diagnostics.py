@@ -15,7 +15,7 @@ from attn_cli.cli import app
 from attn_cli.data.capture import Token
 from attn_cli.math.diagnostics import first_token_sums, layer_entries, sink_rates
 from attn_cli.math.head_scores import SCORES, head_scores, needle_targets, token_flags
-from test_heads import planted_dir  # noqa: F401  a 1-layer GPT-2 set by hand: previous-token, first-token, self heads
+from test_heads import planted_dir  # noqa: F401,F811  a 1-layer GPT-2 set by hand: previous-token, first-token, self heads
 
 runner = CliRunner()
 RETRIEVAL = SCORES.index("retrieval")
@@ -263,5 +263,5 @@ def test_cli_heads_retrieval_probe(monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     result = invoke("heads", "--probe", "retrieval", "--probe-length", "20")
     assert result.exit_code == 0, result.output
-    assert "retrieval probe: a 4-token needle" in result.stdout
+    assert "retrieval probe (seed 0, " in result.stdout and "a 4-token needle after token" in result.stdout
     assert any(line.startswith(" R  retrieval") for line in result.stdout.splitlines())

@@ -1,8 +1,8 @@
 """The engine of `attn diagnose`: texts in padded batches → per text the attention sink rate and the
 massive activations of the residual stream (formulas: math/diagnostics.py) → their means over the texts.
 
-The batches, their bounded memory and Ctrl-C are `attn heads`' (analyses/heads.over_batches,
-score_batch): each layer's weights are made a block of rows at a time inside the forward, and only
+The batches, their bounded memory and Ctrl-C are `attn heads`' (analyses/batches.over_batches,
+analyses/heads.score_batch): each layer's weights are made a block of rows at a time inside the forward, and only
 each head's first-token weight is kept. The hidden states of one batch are held at once (the
 forward's output_hidden_states), reduced to a median and a few entries per text and layer.
 Pure orchestration over a loaded backend: no loading, no printing.
@@ -17,7 +17,8 @@ from typing import Iterable
 
 import torch
 
-from attn_cli.analyses.heads import LayerScores, Progress, over_batches, score_batch
+from attn_cli.analyses.batches import Progress, over_batches
+from attn_cli.analyses.heads import LayerScores, score_batch
 from attn_cli.data.capture import ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document
 from attn_cli.math.diagnostics import MASSIVE_FLOOR, MASSIVE_RATIO, Entry, first_token_sums, layer_entries, sink_rates
@@ -165,6 +166,7 @@ class Totals:
         self.epsilon, self.ratio, self.floor = epsilon, ratio, floor
         self.alpha = torch.zeros(layers, heads, dtype=torch.float64)  # Σ over texts of α
         self.sinking = torch.zeros(layers, heads, dtype=torch.float64)  # texts with α > ε
+        self.rates = torch.zeros(layers, dtype=torch.float64)  # Σ over texts of each layer's sink rate
         self.texts = 0
         self.medians = [0.0] * layers  # Σ over texts
         self.massive = [0] * layers
@@ -191,6 +193,7 @@ class Totals:
         """alpha (B, L, H) of a batch's texts, and their entries()."""
         self.alpha += alpha.sum(0)
         self.sinking += (alpha > self.epsilon).sum(0)
+        self.rates += sink_rates(alpha, self.epsilon)[0].sum(0)
         self.texts += alpha.shape[0]
         for layer, median, massive, dims, entries in found:
             self.medians[layer] += median
@@ -206,8 +209,8 @@ class Totals:
 
     def report(self, backend, run, source: str, hidden_too: bool) -> DiagnoseReport:
         alpha = self.alpha / self.texts  # (L, H)
-        sinking = self.sinking / self.texts  # share of texts: its mean over heads is the mean of the texts' rates
-        per_layer = sinking.mean(-1)
+        sinking = self.sinking / self.texts  # share of texts where the head sinks
+        per_layer = self.rates / self.texts  # = sinking.mean(-1)
         layers = [LayerDiagnosis(
             layer=layer, sink_rate=float(per_layer[layer]), first_token=alpha[layer].tolist(),
             sinking=sinking[layer].tolist(),

@@ -9,31 +9,26 @@ Pure orchestration over a loaded backend: no loading, no printing.
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 import string
-import sys
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Iterable
 
-from attn_cli.analyses.inspect import check_texts
+from attn_cli.analyses.batches import Progress, over_batches
 from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Capture, ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document
 from attn_cli.data.selection import Selection
 from attn_cli.math.head_scores import (BROAD_THRESHOLD, LABEL_THRESHOLD, SCORES, SINK_EPSILON, CorpusTotals,
                                        TextSums, label, token_flags)
-from attn_cli.plumbing import interrupts
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
-SORT_WINDOW = 16  # batches read ahead and sorted by length (memory: this many batches of text strings)
 PROBE_LENGTH = 50  # tokens in each half of the induction probe; in the retrieval probe's haystack
 UNBOUNDED_PROBE_LENGTH = 1024  # the most for a model with no position limit (the toy): T² stays affordable
 PROBES = ("induction", "retrieval")
 NEEDLE_SHARE = 5  # the retrieval probe's needle is 1/NEEDLE_SHARE of its haystack (2 tokens at least)
-Progress = Callable[[int, int | None], None]  # progress(texts done, texts in all or None)
 
 
 def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size: int = 32, limit: int | None = None,
@@ -60,49 +55,6 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
         heads=_profiles(totals, layers, heads, backend.info), source=source, probe=probe,
         interrupted=run.interrupted, truncated=run.truncated,
     )
-
-
-@dataclass
-class BatchesRun:
-    """What over_batches went through."""
-
-    texts: int = 0
-    tokens: int = 0  # special tokens included
-    truncated: int = 0  # texts --truncate cut
-    interrupted: bool = False
-
-
-def over_batches(texts: Iterable[str], score: Callable, *, batch_size: int, limit: int | None, total: int | None,
-                 progress: Progress | None) -> BatchesRun:
-    """score(batch) -> (tokens per text, texts cut) on every batch of the texts (at most `limit`), in the
-    order batches() gives, calling progress(texts done, total) after each. Whatever score adds up must be
-    added only when a batch is done, so a batch interrupted half way counts not at all.
-
-    Ctrl-C (KeyboardInterrupt) stops at the batch being run: the run covers the batches done and says
-    interrupted; with none done it propagates. SIGTERM and SIGHUP (Terminated) always propagate: a
-    process being stopped writes no report and leaves an existing -o file as it was.
-    """
-    whole(batch_size, "--batch-size", minimum=1)
-    if limit is not None:
-        whole(limit, "--limit", minimum=1)
-        total = limit if total is None else min(total, limit)
-        texts = itertools.islice(texts, limit)
-    run = BatchesRun()
-    try:
-        for batch in batches(texts, batch_size):
-            texts_tokens, cut = score(batch)
-            run.texts += len(batch)
-            run.tokens += sum(len(text) for text in texts_tokens)
-            run.truncated += cut
-            if progress is not None:
-                progress(run.texts, total)
-    except KeyboardInterrupt as interrupt:
-        if run.texts == 0 or isinstance(interrupt, interrupts.Terminated):  # SIGTERM, SIGHUP: stop, write nothing
-            raise
-        run.interrupted = True
-    if run.texts == 0:
-        raise BadInput("no text to score", "pass a sentence, --file FILE with a text per line, or --probe induction")
-    return run
 
 
 def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], truncate: bool, *,
@@ -248,18 +200,6 @@ def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, devi
             end = min(stop, length)
             allowed[b, :end - start, :length] = record.mask.rows(start, end, 0, length)
     return allowed
-
-
-def batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
-    """Batches of `size` texts. Texts are read SORT_WINDOW batches ahead and sorted by length within
-    that window, so each batch pads little (the scores are means: their order does not matter)."""
-    iterator = iter(texts)
-    ahead = min(size * SORT_WINDOW, sys.maxsize)  # islice takes at most sys.maxsize (a --batch-size that large)
-    while window := list(itertools.islice(iterator, ahead)):
-        check_texts(window)
-        window.sort(key=len)
-        for start in range(0, len(window), size):
-            yield window[start:start + size]
 
 
 def _profiles(totals: CorpusTotals, layers: list[int], heads: list[int], info) -> list[HeadProfile]:

@@ -57,9 +57,9 @@ def _header(report: HeadsReport) -> Text:
     if report.probe is not None:
         probe = report.probe
         if probe["kind"] == "retrieval":
-            line.append(f"retrieval probe: a {probe['needle']}-token needle after token {probe['depth']} of a "
-                        f"{probe['length']}-token haystack, then the needle again (seed {probe['seed']}), "
-                        f"{report.tokens} tokens", style="magenta")
+            line.append(f"retrieval probe (seed {probe['seed']}, {report.tokens} tokens): a {probe['needle']}-token "
+                        f"needle after token {probe['depth']}\nof a {probe['length']}-token haystack, then the needle "
+                        "again", style="magenta")
         else:
             line.append(f"{probe['kind']} probe: {probe['length']} random tokens, then the same again "
                         f"(seed {probe['seed']}), {report.tokens} tokens", style="magenta")
