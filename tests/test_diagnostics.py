@@ -253,10 +253,14 @@ def test_cli_diagnose_on_the_toy_says_it_has_no_residual_stream():
     (("diagnose", "hello", "--file", "x.txt"), "separate sources"),
     (("diagnose", "hello", "--ratio", "-1"), "ratio"),
     (("heads", "--probe", "needle"), "needle"),
+    (("diagnose", "--file", "EMPTY"), "no text to score"),
 ])
-def test_cli_diagnose_bad_usage_exits_2(args, fragment):
-    result = invoke(*args)
+def test_cli_diagnose_bad_usage_exits_2(args, fragment, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    result = invoke(*[str(empty) if arg == "EMPTY" else arg for arg in args])
     assert result.exit_code == 2 and fragment in result.stderr, result.output
+    assert "--probe" not in result.stderr or args[0] == "heads"  # diagnose has no probe to offer
 
 
 def test_cli_heads_retrieval_probe(monkeypatch):

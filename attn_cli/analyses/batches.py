@@ -28,7 +28,8 @@ class BatchesRun:
 
 
 def over_batches(texts: Iterable[str], score: Callable, *, batch_size: int, limit: int | None, total: int | None,
-                 progress: Progress | None) -> BatchesRun:
+                 progress: Progress | None, sources: str = "--file FILE with a text per line, or --probe induction"
+                 ) -> BatchesRun:
     """score(batch) -> (tokens per text, texts cut) on every batch of the texts (at most `limit`), in the
     order batches() gives, calling progress(texts done, total) after each. Whatever score adds up must be
     added only when a batch is done, so a batch interrupted half way counts not at all.
@@ -56,7 +57,7 @@ def over_batches(texts: Iterable[str], score: Callable, *, batch_size: int, limi
             raise
         run.interrupted = True
     if run.texts == 0:
-        raise BadInput("no text to score", "pass a sentence, --file FILE with a text per line, or --probe induction")
+        raise BadInput("no text to score", f"pass a sentence, {sources}")  # sources: the command's others
     return run
 
 

@@ -155,7 +155,8 @@ def run_diagnose(backend, texts: Iterable[str], *, epsilon: float = SINK_EPSILON
         totals.add(alpha, found)  # only once the batch is whole: an interrupted one counts not at all
         return tokens, cut
 
-    run = over_batches(texts, score, batch_size=batch_size, limit=limit, total=total, progress=progress)
+    run = over_batches(texts, score, batch_size=batch_size, limit=limit, total=total, progress=progress,
+                       sources="or --file FILE with a text per line")
     return totals.report(backend, run, source, hidden_too)
 
 
