@@ -212,6 +212,8 @@ def test_a_retrieval_probe_too_long_for_the_model_is_cut_to_fit(tiny_gpt2_dir):
     described = report.probe
     assert described["requested"] == 500 and described["length"] + 2 * described["needle"] <= 124
     assert report.tokens <= 128
+    toy = attn_cli.load("toy")  # no position limit: cut at twice the induction probe's half, not drawn for ever
+    assert toy.heads(probe="retrieval", probe_length=10**12, layers=0).probe["length"] <= 2048
 
 
 # ---- the commands

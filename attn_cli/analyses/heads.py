@@ -248,8 +248,8 @@ def probe(backend, kind: str, seed: int = 0, length: int = PROBE_LENGTH) -> dict
     # tokens the text may hold: the model's positions, specials aside, or twice the unbounded half
     room = 2 * UNBOUNDED_PROBE_LENGTH if limit is None else limit - 4
     needle_of = (lambda n: max(2, n // NEEDLE_SHARE)) if kind == "retrieval" else (lambda n: 0)
-    fitted = min(length, room // 2) if kind == "induction" else length
-    while fitted > 2 and fitted + 2 * needle_of(fitted) > room:
+    fitted = min(length, room // 2 if kind == "induction" else room)
+    while fitted > 2 and fitted + 2 * needle_of(fitted) > room:  # at most room / 3 steps
         fitted -= 1
     generator = random.Random(seed)
     count = fitted + needle_of(fitted)
