@@ -86,8 +86,9 @@ def _report_title(report, command: str) -> str:
 # -- SVG ----------------------------------------------------------------------------------------------
 
 def svg_figure(report, panels=None, looked_by: str = "inspect") -> str:
-    """A vector figure of the report (inspect, a batch, compare, steps, heads, generate, rollout or diff). An
-    inspect report's title names the command it `looked_by` (`attn explore` exports one head of it)."""
+    """A vector figure of the report (inspect, a batch, compare, steps, heads, diagnose, generate, rollout
+    or diff). An inspect report's title names the command it `looked_by` (`attn explore` exports one head of
+    it)."""
     svg = Svg()
     _svg_report(svg, 10, 10, report, panels, looked_by)
     return svg.document(_report_text(report))
