@@ -3,13 +3,27 @@
     import attn_cli as attn
     model = attn.load("minilm")
     report = model.inspect("Hello, how are you?")
+    store = attn.open_store("heads-store")   # a corpus store (attn heads --file … --store DIR), no model
 
 Importing this package is light (no torch, no transformers): `load` imports them
 when it is first called.
 """
 
+from attn_cli.data import document as _document
+
 __version__ = "0.1.0"
-__all__ = ["load", "Model", "AttnError", "BadInput", "__version__"]
+__all__ = ["load", "Model", "open_store", "AttnError", "BadInput", "__version__"]
+
+
+def _notebook_html(report) -> str:
+    """A report's inline display in a notebook. The package's door wires it: the reports (data, analyses)
+    come before render in the flow and cannot import it, and every import of attn_cli passes through here."""
+    from attn_cli.render.notebook import notebook_html
+
+    return notebook_html(report)
+
+
+_document.html_display = _notebook_html
 
 
 def __getattr__(name: str):
@@ -17,6 +31,10 @@ def __getattr__(name: str):
         from attn_cli import api
 
         return getattr(api, name)
+    if name == "open_store":
+        from attn_cli.analyses.store_read import open_store
+
+        return open_store
     if name in ("AttnError", "BadInput"):
         from attn_cli.plumbing import errors
 

@@ -40,8 +40,8 @@ KINDS: dict[str, Callable] = {
     **dict.fromkeys(("top_k", "cell_limit", "max_new_tokens", "seed", "probe_length", "batch_size", "limit"),
                     arguments.index),
     **dict.fromkeys(("tolerance", "temperature", "epsilon", "ratio", "floor"), arguments.number),
-    **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "pre_rope", "inputs", "sample"),
-                    arguments.flag),
+    **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "pre_rope", "inputs", "sample",
+                     "words"), arguments.flag),
     **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype"), arguments.word),
     "variants": arguments.words,
     "file": arguments.path,
@@ -127,7 +127,8 @@ class Model:
                 variant: str = "baseline", propagate: bool = False, truncate: bool = False,
                 padding: str | None = None, pre_rope: bool = False, rows: Span = None, cols: Span = None,
                 full: bool = False, vectors: bool = False, norms: bool = False, tolerance: float | None = None,
-                cell_limit: int | None = None, lazy: bool = False, progress: Progress | None = None):
+                cell_limit: int | None = None, lazy: bool = False, words: bool = False,
+                progress: Progress | None = None):
         """Every selected head's scores, weights, symmetry, entropy, self-weight and top keys.
 
         text: one text (one report) or a list of texts (run as one padded batch, one report each).
@@ -143,6 +144,10 @@ class Model:
         norms: also each head's value-weighted norms ‖α_ij · v_j·W_Oʰ‖ (head.norms), where a token's
         weight is scaled by how much its transformed value can carry (Kobayashi et al. 2020).
         lazy: analyse each layer when report.layers is iterated (once), for streaming writers.
+        words: merge subword pieces into words (Clark et al. 2019): weights to a word summed over its
+        pieces, from a word averaged over them, so rows still sum to 1; report.words says which pieces
+        made which word, and the matrices and per-row statistics are over report.words (report.axis).
+        Scores are left out (head.scores is None); symmetry and score_stats stay token-level.
         progress(done, total): called per analysed layer.
         """
         texts = [text] if isinstance(text, str) else list(text)
@@ -151,7 +156,7 @@ class Model:
             Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit,
                               norms=norms),
             variant=variant, propagate=propagate, truncate=truncate, padding_side=padding, pre_rope=pre_rope,
-            lazy=lazy, progress=progress)
+            lazy=lazy, words=words, progress=progress)
         return reports[0] if isinstance(text, str) else reports
 
     @door

@@ -180,6 +180,34 @@ def test_the_html_names_nothing_to_fetch(pages):
     assert json.loads(data)["tokens"][1] == "hello"
 
 
+def test_the_legend_says_which_colour_scale_and_scale_head_spans_the_heads_own_range(offline_page, model, tmp_path):
+    from attn_cli.render.files import save_figure
+
+    page, _, errors = offline_page
+    report = model.inspect(SENTENCE, layers=3, heads="10-11")  # head 11 is broad: its largest weight is small
+    weights = report.head(3, 11).weights
+    low, high = float(np.nanmin(weights)), float(np.nanmax(weights))
+    row, col = np.unravel_index(np.nanargmax(weights), weights.shape)
+    paths = {name: tmp_path / f"{name}.html" for name in ("fixed", "head")}
+    save_figure(report, paths["fixed"])
+    save_figure(report, paths["head"], per_head=True)
+    brightest = "rgb(252, 250, 170)"  # render/scale.py's SEQUENTIAL top
+    for name, path in paths.items():
+        open_page(page, path)
+        page.locator("canvas.thumb[data-layer='3'][data-head='11']").click()
+        legend = page.locator(".legend").text_content()
+        cell = page.locator(f"table.matrix td[data-q='{row}'][data-k='{col}']")
+        background = cell.evaluate("td => getComputedStyle(td).backgroundColor")
+        if name == "fixed":
+            assert "weight 0 → 1.00: fixed scale, the same for every head" in legend
+            assert background != brightest  # 0.3-odd on the 0 → 1 scale: far from the top
+        else:
+            assert f"weight {low:.2f} → {high:.2f}: per-head scale, this head's min → max" in legend, legend
+            assert background == brightest  # the head's largest weight: the top of its own scale
+            assert "each on its own colour scale" in page.locator(".grid-title").text_content()
+    assert errors == []
+
+
 def test_svg_is_a_vector_figure_with_full_labels(model, tmp_path):
     from attn_cli.render.files import save_figure
     from attn_cli.render.terminal import Panel

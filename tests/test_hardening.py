@@ -6,6 +6,7 @@ is (closed stdout, PYTHONIOENCODING, a closed pipe, the entry point)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -335,7 +336,8 @@ def test_an_interrupt_while_writing_keeps_the_old_file(tmp_path, monkeypatch, in
     from attn_cli.plumbing import interrupts
 
     interrupt = getattr(interrupts, interrupt) if isinstance(interrupt, str) else interrupt
-    for option, name in (("-o", "x.json"), ("--save", "x.svg"), ("--save-tensors", "x.safetensors")):
+    drawn = (("--save", "x.png"),) if importlib.util.find_spec("cairosvg") else ()  # the [figures] extra
+    for option, name in (("-o", "x.json"), ("--save", "x.svg"), *drawn, ("--save-tensors", "x.safetensors")):
         target = tmp_path / name
         target.write_text("precious")
 
@@ -347,7 +349,7 @@ def test_an_interrupt_while_writing_keeps_the_old_file(tmp_path, monkeypatch, in
 
         monkeypatch.setattr("attn_cli.render.files.write_json", interrupted)
         monkeypatch.setattr("rich.console.Console.save_svg", interrupted)
-        monkeypatch.setattr("attn_cli.render.files.write_text", interrupted)  # --save writes a figure
+        monkeypatch.setattr("attn_cli.render.files.write_figure", interrupted)  # --save writes a figure
         monkeypatch.setattr("safetensors.torch.save_file", interrupted)
         one_line_error(attn("inspect", "hello", "--model", "toy", option, target), code, word,
                        stdout=option == "--save")

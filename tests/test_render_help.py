@@ -67,6 +67,6 @@ def test_the_toy_bilinear_heatmap_is_not_titled_with_a_scale():
 
 
 def test_save_names_the_formats_it_writes(tmp_path):
-    result = runner.invoke(app, ["inspect", "Hello", "--save", str(tmp_path / "figure.png")])
+    result = runner.invoke(app, ["inspect", "Hello", "--save", str(tmp_path / "figure.jpg")])
     assert result.exit_code == 2
-    assert "use FILE.svg" in result.stderr
+    assert "use FILE.png" in result.stderr

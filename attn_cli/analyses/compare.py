@@ -8,7 +8,7 @@ from typing import Sequence
 
 from attn_cli.analyses.inspect import analyse_capture, check_texts
 from attn_cli.plumbing.errors import BadInput
-from attn_cli.analyses.inspect_report import (HeadReport, LayerReport, rounded, run_header, find_head,
+from attn_cli.analyses.inspect_report import (HeadReport, LayerReport, cell_table, rounded, run_header, find_head,
                                              layer_json)
 from attn_cli.data.capture import ModelInfo, Token
 from attn_cli.data.document import Document
@@ -82,6 +82,13 @@ class CompareReport(Document):
                 for name, layers in self.diffs.items()
             },
         }
+
+    def to_arrow(self):
+        """Every run's cells, run by run: run (baseline, then each variant), then InspectReport.to_arrow's columns."""
+        import pyarrow as pa
+
+        return pa.concat_tables([cell_table(self.text, self.tokens, layers, run=name)
+                                 for name, layers in self.runs.items()])
 
 
 def compare_text(backend, text: str, selection: Selection, analysis: Analysis, *,

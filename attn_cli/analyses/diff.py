@@ -77,6 +77,25 @@ class DiffReport(Document):
                       for c in self.heads],
         }
 
+    def to_arrow(self):
+        """One row per head, most changed first: layer, head, then each statistic in A and B (entropy_a,
+        entropy_b, …), js_divergence and top1_agreement (null when the token counts differ), label_a, label_b,
+        and attn heads' scores as score_previous_token_a, … (prefixed as the JSON nests them under "scores":
+        the first_token score counts other rows than the first_token statistic)."""
+        from attn_cli.data.tables import records
+
+        def pair(name: str, value) -> dict:
+            a, b = (value.baseline, value.variant) if isinstance(value, Change) else value
+            return {f"{name}_a": a, f"{name}_b": b}
+
+        return records([{"layer": c.layer, "head": c.head, **pair("entropy", c.entropy),
+                         **pair("self_weight", c.self_weight), **pair("first_token", c.first_token),
+                         "js_divergence": c.js_divergence, "top1_agreement": c.top1_agreement,
+                         **pair("label", c.label),
+                         **{key: value for name, change in c.scores.items()
+                            for key, value in pair(f"score_{name}", change).items()}}
+                        for c in self.heads])
+
 
 def diff_runs(backend_a, backend_b, text_a: str, text_b: str, selection: Selection, analysis: Analysis,
               mode: str) -> DiffReport:

@@ -71,6 +71,16 @@ class GenerateReport(Document):
                 for head in layer.heads]} for layer in self.layers],
         }
 
+    def to_arrow(self):
+        """One row per (layer, head, generated token, key): layer, head, generated (its position in tokens),
+        generated_token, key, key_token, weight (null where that step could not look at the key)."""
+        from attn_cli.data.tables import cells
+
+        rows, keys = (self.prompt_tokens, len(self.tokens)), (0, len(self.tokens))
+        return cells([token.text for token in self.tokens], (
+            ({"layer": layer.layer, "head": head.head}, rows, keys, {"weight": head.weights})
+            for layer in self.layers for head in layer.heads), row="generated")
+
 
 def generate_from(backend, prompt: str, selection: Selection, *, max_new_tokens: int = 20, sample: bool = False,
                   temperature: float = 1.0, seed: int | None = None, top_k: int = 3, on_token=None) -> GenerateReport:

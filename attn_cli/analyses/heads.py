@@ -9,19 +9,16 @@ Pure orchestration over a loaded backend: no loading, no printing.
 
 from __future__ import annotations
 
-import math
 import random
 import string
-from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
 from attn_cli.analyses.batches import Progress, over_batches
+from attn_cli.analyses.heads_report import HeadProfile, HeadsReport, SinkKey  # the report, torch-free
 from attn_cli.data.arguments import whole
-from attn_cli.data.capture import Capture, ModelInfo
-from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.capture import Capture
 from attn_cli.data.selection import Selection
-from attn_cli.math.head_scores import (BROAD_THRESHOLD, LABEL_THRESHOLD, SCORES, SINK_EPSILON, CorpusTotals,
-                                       TextSums, label, token_flags)
+from attn_cli.math.head_scores import SCORES, CorpusTotals, TextSums, label, token_flags
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
@@ -290,98 +287,3 @@ def _random_words(generator: random.Random, length: int) -> list[str]:
     while len(chosen) < length:
         chosen["".join(generator.choice(string.ascii_lowercase) for _ in range(generator.randint(3, 7)))] = None
     return list(chosen)
-
-
-# ---- the report: every selected head's scores over the texts, and its JSON document
-
-
-@dataclass(frozen=True)
-class SinkKey:
-    position: int  # within the text (0 = [CLS]/BOS)
-    token: str  # as the tokenizer spells it
-    texts: int  # in how many texts this key was the head's sink key
-
-
-@dataclass
-class HeadProfile:
-    """One head: each score's mean and standard deviation over the texts where it is defined."""
-
-    layer: int
-    head: int
-    kv_head: int
-    scores: dict[str, float | None]  # SCORES → mean over texts; None where no text defined it
-    std: dict[str, float | None]  # population standard deviation over the same texts
-    scored: dict[str, int]  # SCORES → how many texts defined it
-    label: str  # a SCORES name or "mixed" (heads.label)
-    sink_key: SinkKey | None  # the key most rows put more than ε on, most often
-
-
-@dataclass
-class HeadsReport(Document):
-    model: ModelInfo
-    device: str
-    dtype: str
-    texts: int  # texts scored
-    tokens: int  # tokens in them, special tokens included
-    heads: list[HeadProfile]
-    source: str  # "arguments", a file path, or "probe"
-    probe: dict | None = None  # {"kind": "induction", "seed", "length", "text"} for --probe
-    interrupted: bool = False  # stopped by Ctrl-C: the scores cover the texts done
-    truncated: int = 0  # texts cut to the model's positions by --truncate
-    thresholds: dict = field(default_factory=lambda: {
-        "label": LABEL_THRESHOLD, "broad": BROAD_THRESHOLD, "sink_epsilon": SINK_EPSILON})
-
-    def head(self, layer: int, head: int) -> HeadProfile:
-        """report.head(0, 2).scores["previous_token"]"""
-        for profile in self.heads:
-            if profile.layer == layer and profile.head == head:
-                return profile
-        raise BadInput(f"head {layer}.{head} is not in this report")
-
-    def top(self, score: str, count: int = 5) -> list[HeadProfile]:
-        """The heads with the highest mean of `score` (defined ones only), highest first."""
-        if score not in SCORES:
-            raise BadInput(f"no score named {score!r}", f"scores: {', '.join(SCORES)}")
-        ranked = [profile for profile in self.heads if profile.scores[score] is not None]
-        ranked.sort(key=lambda profile: (-profile.scores[score], profile.layer, profile.head))
-        return ranked[:count]
-
-    def to_json_dict(self) -> dict:
-        document = {
-            "schema_version": SCHEMA_VERSION,
-            "command": "heads",
-            "model": asdict(self.model),
-            "device": self.device,
-            "dtype": self.dtype,
-            "source": self.source,
-            "texts": self.texts,
-            "tokens": self.tokens,
-            "interrupted": self.interrupted,
-            "thresholds": dict(self.thresholds),
-        }
-        if self.truncated:
-            document["truncated"] = self.truncated
-        if self.probe is not None:
-            document["probe"] = dict(self.probe)
-        document["heads"] = [
-            {
-                "layer": profile.layer,
-                "head": profile.head,
-                "kv_head": profile.kv_head,
-                "label": profile.label,
-                "scores": {name: _num(value) for name, value in profile.scores.items()},
-                "std": {name: _num(value) for name, value in profile.std.items()},
-                "texts": self.texts,
-                "scored": dict(profile.scored),
-                "sink_key": None if profile.sink_key is None else asdict(profile.sink_key),
-            }
-            for profile in self.heads
-        ]
-        return document
-
-
-def _num(value: float | None) -> float | None:
-    """6 decimals; None (JSON null) for undefined."""
-    if value is None or not math.isfinite(value):
-        return None
-    return round(float(value), 6)

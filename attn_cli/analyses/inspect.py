@@ -45,15 +45,18 @@ def check_texts(texts: Sequence[str]) -> None:
 def inspect_texts(backend, texts: Sequence[str], selection: Selection, analysis: Analysis, *,
                   variant: str = "baseline", propagate: bool = False, truncate: bool = False,
                   padding_side: str | None = None, pre_rope: bool = False, lazy: bool = False,
-                  progress: Progress | None = None) -> list[InspectReport]:
+                  words: bool = False, progress: Progress | None = None) -> list[InspectReport]:
     """Run the model once on all the texts (padded together); one report per text.
 
     lazy=True leaves each report's layers as an iterator, analysed as it is consumed (the
-    streaming JSON writer).
+    streaming JSON writer). words=True merges subword pieces into words (analyses/words.py).
     """
+    from attn_cli.analyses import words as merging
     from attn_cli.analyses.variants import VARIANTS, check_injectable, variant_named
 
     check_texts(texts)
+    if words:
+        merging.check_words(selection, analysis)
     if padding_side not in (None, "left", "right"):
         raise BadInput(f"padding {padding_side!r}", "use left or right")
     chosen = variant_named(variant)
@@ -69,6 +72,11 @@ def inspect_texts(backend, texts: Sequence[str], selection: Selection, analysis:
     for text, capture in zip(texts, captures):
         window = selection.window(len(capture.tokens), len(layers) * len(heads), analysis.cell_limit)
         analysed = analyse_capture(capture, layers, heads, view, analysis, window, progress)
+        merged = None
+        if words:
+            merging.check_window(window)
+            merged = merging.words_of(capture)
+            analysed, window = merging.merge_layers(analysed, merged, analysis.top_k), Window.whole(len(merged))
         reports.append(InspectReport(
             text=text,
             model=backend.info,
@@ -82,6 +90,7 @@ def inspect_texts(backend, texts: Sequence[str], selection: Selection, analysis:
             propagate=propagate,
             padding_side=capture.padding_side,
             pre_rope=pre_rope,
+            words=merged,
         ))
     return reports
 

@@ -22,6 +22,7 @@ import numpy as np
 from attn_cli.math.measures import Symmetry
 from attn_cli.data.capture import ModelInfo, Token
 from attn_cli.data.document import SCHEMA_VERSION, Document, dumps
+from attn_cli.data.words import Word
 from attn_cli.plumbing.errors import BadInput
 from attn_cli.data.selection import Window
 
@@ -69,6 +70,23 @@ class HeadReport:
     score_stats: ScoreStats | None = None
     norms: np.ndarray | None = None  # (rows, cols) ‖α_ij · v_j·W_Oʰ‖ with --measure norm
     formula: str | None = None  # the scores as titles write them ("k·kᵀ·0.1768" under shared-k); None: q·kᵀ·scale
+    # (W, W) bool under --words (analyses/words.py): which word may attend which. Set only there, where the
+    # scores, which carry the mask otherwise (NaN), are left out; the matrices are then over words.
+    allowed: np.ndarray | None = None
+
+    @property
+    def merged(self) -> bool:
+        """The matrices and per-row statistics are over words (--words), not tokens."""
+        return self.allowed is not None
+
+    def masked(self, matrix: np.ndarray | None) -> np.ndarray | None:
+        """A (rows, cols) matrix of this head with NaN where the query may not attend the key, as every view
+        draws it (blank): the mask from the scores' NaN, or under --words from `allowed`."""
+        if matrix is None:
+            return None
+        if self.allowed is not None:
+            return np.where(self.allowed, matrix, np.nan)
+        return matrix if self.scores is None else np.where(np.isnan(self.scores), np.nan, matrix)
 
 
 @dataclass
@@ -91,6 +109,13 @@ class InspectReport(Document):
     propagate: bool = False  # the variant was injected into the model rather than recomputed per layer
     padding_side: str | None = None  # set when this text ran in a padded batch with others
     pre_rope: bool = False  # q and k (and so scores) are from before rotary position embeddings
+    words: list[Word] | None = None  # --words: the matrices are over these words (each names its pieces)
+
+    @property
+    def axis(self) -> list:
+        """What the matrices' rows and columns are: the tokens, or under --words the words (each with
+        index, text and special, as a token has)."""
+        return self.tokens if self.words is None else self.words
 
     @property
     def matrices_left_out(self) -> bool:
@@ -111,6 +136,9 @@ class InspectReport(Document):
                     "pre_rope": self.pre_rope, "matrices_left_out": self.matrices_left_out}
         if self.padding_side is not None:
             document["padding"] = self.padding_side
+        if self.words is not None:
+            document["word_merge"] = WORD_MERGE
+            document["words"] = words_json(self.words, self.tokens)
         return document
 
     def json_chunks(self) -> Iterator[str]:
@@ -120,6 +148,14 @@ class InspectReport(Document):
     def to_json_dict(self) -> dict:
         """The schema_version 1 document (README "JSON output"). Floats keep float32 precision."""
         return {**self.json_header(), "layers": [layer_json(layer) for layer in self.layers]}
+
+    def to_arrow(self):
+        """One row per (layer, head, query, key) of the kept window: text, layer, head, query, query_token,
+        key, key_token, weight, score (pre-softmax; null where masked), and norm with norms=True."""
+        if self.matrices_left_out:
+            raise BadInput(f"the matrices of this {len(self.tokens)}-token text were not kept (past the cell limit)",
+                           "pass full=True, or rows= and cols= for a window")
+        return cell_table(self.text, self.axis, self.layers)  # under --words the rows and keys are words
 
 
 @dataclass
@@ -141,6 +177,23 @@ class InspectBatch(Document):
 
     def to_json_dict(self) -> dict:
         return {**self.json_header(), "sequences": [report.to_json_dict() for report in self.reports]}
+
+    def to_arrow(self):
+        """Every text's rows (InspectReport.to_arrow), one after another; the text column tells them apart."""
+        import pyarrow as pa
+
+        return pa.concat_tables([report.to_arrow() for report in self.reports])
+
+
+def cell_table(text: str, tokens: list, layers: Iterable[LayerReport], **labels):
+    """The cells of every head of `layers` (data/tables.cells): labels (run=…) first, then text, layer, head.
+    tokens: what the matrices' rows and keys are (Tokens, or Words under --words); each has a .text."""
+    from attn_cli.data.tables import cells
+
+    return cells([token.text for token in tokens], (
+        ({**labels, "text": text, "layer": layer.layer, "head": head.head}, head.window.rows, head.window.cols,
+         {"weight": head.weights, "score": head.scores, "norm": head.norms})
+        for layer in layers for head in layer.heads))
 
 
 def find_head(layers: Iterable[LayerReport], layer: int, head: int) -> HeadReport:
@@ -167,6 +220,22 @@ def run_header(report, command: str) -> dict:
     if report.truncated_from is not None:
         document["truncated_from"] = report.truncated_from
     return document
+
+
+# --words, said in the document: how the token matrices became word matrices (analyses/words.py)
+WORD_MERGE = {
+    "to_word": "sum over the word's pieces (key columns)",
+    "from_word": "mean over the word's pieces (query rows): rows still sum to 1",
+    "mask": "a word may attend a word when any of its pieces may attend any of the other's (\"allowed\")",
+    "scores": "left out: softmax inputs of pieces do not add up to a word's score",
+    "token_level": ["symmetry", "score_stats"],
+}
+
+
+def words_json(words: list[Word], tokens: list[Token]) -> list[dict]:
+    """Which pieces made which word: its token positions and their texts."""
+    return [{"index": word.index, "text": word.text, "special": word.special, "pieces": list(word.pieces),
+             "piece_texts": [tokens[piece].text for piece in word.pieces]} for word in words]
 
 
 def rounded(record: dict) -> dict:
@@ -199,6 +268,8 @@ def head_json(head: HeadReport, matrices: bool = True) -> dict:
     record["top"] = [
         [{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row] for row in head.top
     ]
+    if head.allowed is not None:
+        record["allowed"] = np.asarray(head.allowed, dtype=bool).tolist()
     if matrices:
         record.update((name, matrix_json(rows)) for name, rows in head_matrices(head))
     return record

@@ -49,6 +49,14 @@ class RolloutReport(Document):
             document["truncated_from"] = self.truncated_from
         return document
 
+    def to_arrow(self):
+        """One row per (query, key): text, query, query_token, key, key_token, rollout (each row sums to 1)."""
+        from attn_cli.data.tables import cells
+
+        whole = (0, len(self.tokens))
+        return cells([token.text for token in self.tokens], [({"text": self.text}, whole, whole,
+                                                              {"rollout": self.matrix})])
+
 
 def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k: int = 3,
              truncate: bool = False) -> RolloutReport:

@@ -62,6 +62,13 @@ class Catalog(Document):
         return {"schema_version": SCHEMA_VERSION, "command": "models",
                 "models": [entry.to_json_dict() for entry in self.models]}
 
+    def to_arrow(self):
+        """One row per model, the columns of its JSON record (name, source, architecture, layers, …)."""
+        from attn_cli.data.tables import records
+
+        return records([entry.to_json_dict() for entry in self.models],
+                       strings=("name", "source", "architecture", "path", "description"))
+
 
 def dimensions_from_config(config: dict) -> dict:
     """architecture, layers, heads, kv_heads and head_dim from a config.json dict; None where it does not say.

@@ -77,17 +77,19 @@ class HFBackend:
                 "models of transformers >= 5 with an attn_implementation setting are supported",
             )
         real = batch["attention_mask"].bool()  # (B, T) False at padding
+        tokens = [self._tokens(encoding) for encoding, _ in encodings]
         return check_finite([
             Capture(
-                tokens=self._tokens(encoding),
+                tokens=tokens[index],
                 model=self.info,
                 device=self.device,
                 dtype=self.dtype,
                 layers={layer: sequence_of(record, index, real[index]) for layer, record in recorder.records.items()},
                 truncated_from=truncated_from,
                 padding_side=(padding_side or self.tokenizer.padding_side) if len(texts) > 1 else None,
+                words=self._words(tokens[index], encoding, text),
             )
-            for index, (encoding, truncated_from) in enumerate(encodings)
+            for index, (text, (encoding, truncated_from)) in enumerate(zip(texts, encodings))
         ])
 
     def capture_generation(self, prompt: str, layers: Sequence[int], sink, *, max_new_tokens: int,
@@ -189,12 +191,22 @@ class HFBackend:
         texts = self.tokenizer.convert_ids_to_tokens(ids)
         return [Token(i, texts[i], ids[i], bool(special[i])) for i in range(len(ids))]
 
+    @staticmethod
+    def _words(tokens: list[Token], encoding: dict, text: str):
+        """Which tokens make which word, from the tokenizer's word ids and offsets; None where it has none."""
+        from attn_cli.data.words import words_from_tokenizer
+
+        if "word_ids" not in encoding or "offset_mapping" not in encoding:
+            return None
+        return words_from_tokenizer(tokens, encoding["word_ids"], encoding["offset_mapping"], text)
+
     def _pad(self, encodings: list[dict], padding_side: str | None) -> dict[str, torch.Tensor]:
         """Model inputs for the batch: padded to the longest text, position ids kept per text."""
         fed = [self._fed(encoding) for encoding in encodings]
         if len(encodings) > 1 and self.tokenizer.pad_token is None:  # decoders often have none
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
-        batch = self.tokenizer.pad({name: [e[name] for e in fed] for name in fed[0]}, padding=True,
+        # One text needs no padding, and asking for it fails on a tokenizer without a pad token (GPT-2's)
+        batch = self.tokenizer.pad({name: [e[name] for e in fed] for name in fed[0]}, padding=len(encodings) > 1,
                                    padding_side=padding_side, return_tensors="pt")
         batch = dict(batch)
         if "attention_mask" not in batch:
@@ -222,7 +234,7 @@ class HFBackend:
     def _encode(self, text: str, truncate: bool) -> tuple[dict, int | None]:
         """Tokenize one text, checking its length against the model's positions (not the tokenizer's limit)."""
         limit = self.info.max_positions
-        encoding = dict(self.tokenizer(text, return_special_tokens_mask=True))
+        encoding = self._tokenize(text)
         count = len(encoding["input_ids"])
         vocab = getattr(self.model.config, "vocab_size", None)
         if vocab is not None and count and max(encoding["input_ids"]) >= vocab:
@@ -238,7 +250,17 @@ class HFBackend:
                 f"the text {_opening(text)} is {count} tokens but {self.info.name} has {limit} positions",
                 f"shorten it, or pass --truncate to keep the first {limit} tokens",
             )
-        return dict(self.tokenizer(text, return_special_tokens_mask=True, truncation=True, max_length=limit)), count
+        return self._tokenize(text, truncation=True, max_length=limit), count
+
+    def _tokenize(self, text: str, **cut) -> dict:
+        """The tokenizer's encoding as a dict; a fast tokenizer's also with each token's word id ("word_ids")
+        and character offsets ("offset_mapping"), for --words. _fed never hands those to the model."""
+        fast = getattr(self.tokenizer, "is_fast", False)
+        encoding = self.tokenizer(text, return_special_tokens_mask=True, return_offsets_mapping=fast, **cut)
+        fields = dict(encoding)
+        if fast:
+            fields["word_ids"] = encoding.word_ids()
+        return fields
 
 
 @contextlib.contextmanager

@@ -23,6 +23,8 @@ from attn_cli.cli.generate import EPILOG as GENERATE_EPILOG
 from attn_cli.cli.generate import generate_command
 from attn_cli.cli.heads import EPILOG as HEADS_EPILOG
 from attn_cli.cli.heads import heads_command
+from attn_cli.cli.heads_show import EPILOG as HEADS_SHOW_EPILOG
+from attn_cli.cli.heads_show import SHOW_NOTE, heads_show_command
 from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
 from attn_cli.cli.models import EPILOG as MODELS_EPILOG
@@ -78,7 +80,13 @@ def value_word(option) -> str:
 
 
 class Group(_FlagsWithoutType, TyperGroup):
-    pass
+    def resolve_command(self, ctx, args):
+        """`attn heads show DIR`: `show` as the first word after `heads` is its sub-command (heads takes texts,
+        so it is no sub-command group; `attn heads -- show` scores the word)."""
+        name, command, rest = super().resolve_command(ctx, args)
+        if name == "heads" and rest[:1] == ["show"]:
+            return "heads show", HEADS_SHOW, rest[1:]
+        return name, command, rest
 
 
 app = typer.Typer(
@@ -91,7 +99,7 @@ app = typer.Typer(
 )
 app.command("inspect", cls=Command, epilog=INSPECT_EPILOG)(inspect_command)
 app.command("explore", cls=Command, epilog=EXPLORE_EPILOG)(explore_command)
-app.command("heads", cls=Command, epilog=HEADS_EPILOG)(heads_command)
+app.command("heads", cls=Command, epilog=HEADS_EPILOG + SHOW_NOTE)(heads_command)
 app.command("diagnose", cls=Command, epilog=DIAGNOSE_EPILOG)(diagnose_command)
 app.command("compare", cls=Command, epilog=COMPARE_EPILOG)(compare_command)
 app.command("steps", cls=Command, epilog=STEPS_EPILOG)(steps_command)
@@ -99,6 +107,11 @@ app.command("rollout", cls=Command, epilog=ROLLOUT_EPILOG)(rollout_command)
 app.command("diff", cls=Command, epilog=DIFF_EPILOG)(diff_command)
 app.command("generate", cls=Command, epilog=GENERATE_EPILOG)(generate_command)
 app.command("models", cls=Command, epilog=MODELS_EPILOG)(models_command)
+
+
+HEADS_SHOW = typer.main.get_command_from_info(
+    typer.models.CommandInfo(name="heads show", cls=Command, epilog=HEADS_SHOW_EPILOG, callback=heads_show_command),
+    pretty_exceptions_short=True, rich_markup_mode=app.rich_markup_mode)
 
 
 def _version(value: bool) -> None:

@@ -129,31 +129,40 @@ def note(message: str, style: str = "yellow") -> None:
     stderr_console().print(Text(message, style=style), soft_wrap=True)
 
 
-def check_outputs(save: Path | None, as_json: bool, output: Path | None = None, **more: Path | None) -> bool:
+def check_outputs(save: Path | None, as_json: bool, output: Path | None = None, dpi: int | None = None,
+                  **more: Path | None) -> bool:
     """Whether the command writes JSON (--json, or -o FILE); first, failing in milliseconds before the
-    model loads, when an output file cannot be written.
+    model loads, when an output file cannot be written (or drawn: --save FILE.png without cairosvg).
 
-    save: --save (the terminal view); output: -o (the JSON); more: other options' files by flag name.
+    save: --save (the terminal view's figure); output: -o (the JSON); dpi: --dpi (a PNG's);
+    more: other options' files by flag name.
     """
     from attn_cli.plumbing.atomic import check_all_writable
+    from attn_cli.render.files import check_dpi, check_snapshot_path
 
     json_wanted = as_json or output is not None
     check_all_writable({"-o": output, **{"--" + name.replace("_", "-"): path for name, path in more.items()}})
     if save is None:
+        check_dpi(dpi, save)
         return json_wanted
-    from attn_cli.render.files import check_snapshot_path
-
     if json_wanted:
         raise BadInput("--save writes a figure beside the terminal view, not with --json", "use -o FILE to write the JSON document")
-    check_snapshot_path(save)
+    check_snapshot_path(save, dpi)
     return json_wanted
 
 
-def save_figure(report, path: Path) -> None:
-    """--save FILE.svg/.html: the report's figure (render/figures.py)."""
+def save_figure(report, path: Path, panels=None, dpi: int | None = None, scale=None) -> None:
+    """--save FILE.svg/.png/.pdf/.html: the report's figure (render/figures.py) at --dpi and --scale; a
+    warning line for characters no installed font could draw."""
     from attn_cli.render.files import save_figure as write
 
-    write(report, path)
+    for warning in write(report, path, panels, dpi, per_head=per_head_of(scale)):
+        note(warning)
+
+
+def per_head_of(scale) -> bool:
+    """--scale head: weights coloured on each head's own scale; None (a command without --scale): fixed."""
+    return scale is not None and scale.value == "head"
 
 
 def check_options(params: dict) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, read_text, run_and_emit
+from attn_cli.cli.common import check_outputs, per_head_of, read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 
@@ -35,12 +35,14 @@ def compare_command(
     include: opt.IncludeOpt = None,
     output: opt.Output = None,
     save: opt.Save = None,
+    dpi: opt.Dpi = None,
+    scale: opt.ScaleOpt = opt.ColourScale.fixed,
     truncate: opt.Truncate = False,
     full: opt.Full = False,
 ) -> None:
     """Set the real model beside counterfactuals: shared-K, no √d scale, raw softmax(XXᵀ)X, other scorings."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output)
+        json_wanted = check_outputs(save, as_json, output, dpi)
         text = read_text(text)
 
         def run(progress, lazy: bool):
@@ -50,16 +52,11 @@ def compare_command(
                                   vectors=opt.Include.qkv in (include or []))
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=render_compare_view, figure=save_figure)
+                     save=save, render=lambda report: render_compare_view(report, per_head_of(scale)),
+                     figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale))
 
 
-def render_compare_view(report):
+def render_compare_view(report, per_head: bool = False):
     from attn_cli.render.compare_view import render_compare
 
-    return render_compare(report)
-
-
-def save_figure(report, path):
-    from attn_cli.render.files import save_figure as write
-
-    write(report, path)
+    return render_compare(report, per_head)

@@ -47,11 +47,12 @@ def diagnose_command(
     as_json: opt.AsJson = False,
     output: opt.Output = None,
     save: SaveDiagnose = None,
+    dpi: opt.Dpi = None,
     truncate: opt.Truncate = False,
 ) -> None:
     """The model's attention sinks (sink rate per layer) and massive activations of its residual stream."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output)
+        json_wanted = check_outputs(save, as_json, output, dpi)
         if bool(texts) == (file is not None):
             raise BadInput("TEXT and --file are separate sources" if texts else "no text given",
                            "pass TEXT... or --file FILE")
@@ -78,7 +79,7 @@ def diagnose_command(
             from attn_cli.render.diagnose_view import DiagnoseView
 
             emit_terminal(lambda: DiagnoseView(report), save, defaults()["render"]["fallback_width"],
-                          figure=lambda path: save_figure(report, path))
+                          figure=lambda path: save_figure(report, path, dpi=dpi))
         if report.interrupted:
             from attn_cli.plumbing import interrupts
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, read_text, run_and_emit, save_figure
+from attn_cli.cli.common import check_outputs, per_head_of, read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.plumbing.errors import BadInput
@@ -32,10 +32,12 @@ def diff_command(
     as_json: opt.AsJson = False,
     output: opt.Output = None,
     save: opt.SaveDiff = None,
+    dpi: opt.Dpi = None,
+    scale: opt.ScaleOpt = opt.ColourScale.fixed,
 ) -> None:
     """Compare every head between two texts, or between two checkpoints on one text; most changed first."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output)
+        json_wanted = check_outputs(save, as_json, output, dpi)
         expected = 1 if against_model else 2
         if len(texts) != expected:
             raise BadInput(f"diff takes {'one text with --against-model' if against_model else 'two texts'}, "
@@ -50,10 +52,11 @@ def diff_command(
             return loaded.diff(texts[0], against=other, layers=layer, heads=head)
 
         run_and_emit(run, label="running both …", json_wanted=json_wanted, output=output, save=save,
-                     render=render_diff_view, figure=save_figure)
+                     render=lambda report: render_diff_view(report, per_head_of(scale)),
+                     figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale))
 
 
-def render_diff_view(report):
+def render_diff_view(report, per_head: bool = False):
     from attn_cli.render.diff_view import render_diff
 
-    return render_diff(report)
+    return render_diff(report, per_head)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, read_text, run_and_emit, save_figure
+from attn_cli.cli.common import check_outputs, per_head_of, read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 
@@ -36,10 +36,12 @@ def generate_command(
     as_json: opt.AsJson = False,
     output: opt.Output = None,
     save: opt.SaveGenerate = None,
+    dpi: opt.Dpi = None,
+    scale: opt.ScaleOpt = opt.ColourScale.fixed,
 ) -> None:
     """Generate from PROMPT with a causal model and show what each generated token attended to."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output)
+        json_wanted = check_outputs(save, as_json, output, dpi)
         prompt = read_text(prompt)
 
         def run(progress, lazy: bool):
@@ -55,7 +57,8 @@ def generate_command(
                                    seed=seed, layers=layer, heads=head, top_k=top_k, on_token=show)
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=render_generate_view, figure=save_figure)
+                     save=save, render=lambda report: render_generate_view(report, per_head_of(scale)),
+                     figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale))
 
 
 def generating_line(text: str, cells: int = 24) -> str:
@@ -76,7 +79,7 @@ def generating_line(text: str, cells: int = 24) -> str:
     return "generating " + escape(shown)
 
 
-def render_generate_view(report):
+def render_generate_view(report, per_head: bool = False):
     from attn_cli.render.generate_view import render_generate
 
-    return render_generate(report)
+    return render_generate(report, per_head)

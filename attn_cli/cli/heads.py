@@ -60,11 +60,12 @@ def heads_command(
     as_json: opt.AsJson = False,
     output: opt.Output = None,
     save: opt.SaveHeads = None,
+    dpi: opt.Dpi = None,
     truncate: opt.Truncate = False,
 ) -> None:
     """What every head does: previous-token, duplicate, induction, [CLS]/[SEP], punctuation, self, broad, sink."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output)
+        json_wanted = check_outputs(save, as_json, output, dpi)
         sources = [name for name, given in (("TEXT", texts), ("--file", file), ("--probe", probe)) if given]
         if len(sources) != 1:
             raise BadInput(f"{' and '.join(sources)} are separate sources" if sources else "no text given",
@@ -99,7 +100,7 @@ def heads_command(
 
             emit_terminal(lambda: heads_view(report), save,
                           defaults()["render"]["fallback_width"],
-                          figure=lambda path: save_figure(report, path))
+                          figure=lambda path: save_figure(report, path, dpi=dpi))
         if report.interrupted:
             from attn_cli.plumbing import interrupts
 

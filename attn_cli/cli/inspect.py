@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, note, parse_panels, read_text, run_and_emit
+from attn_cli.cli.common import check_outputs, note, parse_panels, per_head_of, read_text, run_and_emit
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.plumbing.errors import BadInput
@@ -22,6 +22,7 @@ EPILOG = (
     "  attn inspect \"我是一个男孩\" --shared-k --layer 0 --head 0\n\n"
     "  attn inspect \"I love you\" --model toy -O heads=1 -O causal=true\n\n"
     "  attn inspect \"The cat sat on the mat.\" --measure norm --layer 3\n\n"
+    "  attn inspect \"Unbelievably, tokenization works\" --words --layer 0 --head 2\n\n"
     "  echo \"from stdin\" | attn inspect - --model ./my-bert --device cuda"
 )
 
@@ -51,6 +52,8 @@ def inspect_command(
     include: opt.IncludeOpt = None,
     output: opt.Output = None,
     save: opt.Save = None,
+    dpi: opt.Dpi = None,
+    scale: opt.ScaleOpt = opt.ColourScale.fixed,
     truncate: opt.Truncate = False,
     shared_k: Annotated[bool, typer.Option("--shared-k", metavar=opt.FLAG,
         help="Compute each query with the key's projection (Q := K): every score matrix becomes symmetric.")] = False,
@@ -72,14 +75,18 @@ def inspect_command(
         help="weights, or norm: the value-weighted norms ‖α_ij·v_j·W_Oʰ‖ (how much each token really hands "
              "over through the head), shown instead of the weights and added to the JSON as \"norms\".")]
         = Measure.weights,
+    words: opt.Words = False,
 ) -> None:
     """Show a transformer's attention for TEXT: weights heatmaps, symmetry and top-attended tokens."""
     with user_errors():
         panels = parse_panels(show)
-        json_wanted = check_outputs(save, as_json, output, save_tensors=save_tensors)
+        json_wanted = check_outputs(save, as_json, output, dpi, save_tensors=save_tensors)
         check_tensor_path(save_tensors, len(texts))
         texts = [read_text(text) for text in texts]
         variant = single_variant(shared_k, no_scale, scoring)
+        if words and panels and any(panel.value == "scores" for panel in panels):
+            raise BadInput("--words leaves scores out: softmax inputs of pieces do not add up to a word's score",
+                           "drop scores from --show, or drop --words")
         vectors = opt.Include.qkv in (include or []) or wants_vectors(panels) or save_tensors is not None
 
         def run(progress, lazy: bool):
@@ -91,7 +98,7 @@ def inspect_command(
                                      propagate=propagate, truncate=truncate, padding=padding and padding.value,
                                      pre_rope=pre_rope, rows=rows, cols=cols, full=full, vectors=vectors,
                                      norms=measure is Measure.norm, lazy=lazy and save_tensors is None,
-                                     progress=progress)
+                                     words=words, progress=progress)
             report = reports[0] if len(reports) == 1 else InspectBatch(reports, reports[0].padding_side)
             layers, heads = Selection(layers=layer, heads=head).resolve(loaded.info)
             warn_about_matrices(reports, full, len(layers) * len(heads))
@@ -102,8 +109,8 @@ def inspect_command(
             return report
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=lambda report: render_inspect(report, panels),
-                     figure=lambda report, path: save_figure(report, panels, path))
+                     save=save, render=lambda report: render_inspect(report, panels, per_head_of(scale)),
+                     figure=lambda report, path: save_figure(report, panels, path, dpi, scale))
 
 
 def warn_about_matrices(reports, full: bool, heads_selected: int) -> None:
@@ -130,26 +137,27 @@ def check_tensor_path(path: Path | None, texts: int) -> None:
         raise BadInput("--save-tensors takes one text", "run each text on its own")
 
 
-def save_figure(report, panels, path):
-    from attn_cli.render.files import save_figure as write
+def save_figure(report, panels, path, dpi, scale):
+    from attn_cli.cli.common import save_figure as write
 
-    if hasattr(report, "reports") and path.suffix.lower() != ".svg":
-        note(f"note: {path.name} shows the first of the {len(report.reports)} texts; the SVG figure shows them all")
-    write(report, path, panels)
+    if hasattr(report, "reports") and path.suffix.lower() in (".html", ".htm"):
+        note(f"note: {path.name} shows the first of the {len(report.reports)} texts; the SVG, PDF and PNG figures "
+             "show them all")
+    write(report, path, panels, dpi, scale)
 
 
-def render_inspect(report, panels):
+def render_inspect(report, panels, per_head: bool = False):
     from rich.console import Group
     from rich.rule import Rule
 
     from attn_cli.render.terminal import render_report
 
     if not hasattr(report, "reports"):
-        return render_report(report, panels)
+        return render_report(report, panels, per_head)
     parts = []
     for index, single in enumerate(report.reports):
         parts += [Rule(f"text {index + 1} of {len(report.reports)} ({report.padding_side} padding removed)"),
-                  render_report(single, panels)]
+                  render_report(single, panels, per_head)]
     return Group(*parts)
 
 

@@ -39,15 +39,30 @@ IncludeOpt = Annotated[Optional[list[Include]], typer.Option("--include",
 Output = Annotated[Optional[Path], typer.Option("--output", "-o",
     help="Write the JSON document to this file (implies --json).")]
 Save = Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
-    help="Also save a figure: FILE.svg (vector heatmaps with full labels, for papers) or FILE.html "
+    help="Also save a figure: FILE.svg (vector heatmaps with full labels, for papers), FILE.pdf or FILE.png "
+         "(the same figure drawn; needs the \\[figures] extra) or FILE.html "
          "(one offline page: every head, hover a token to see its attention).")]
 
 
 def save_figure_option(what: str):
     """--save for a command whose figure shows `what` (the SVG and the page draw the same matrices)."""
     return Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
-        help=f"Also save a figure of {what}: FILE.svg (vector heatmaps, full labels) or FILE.html (one offline "
-             "page: hover a cell or a label for its numbers).")]
+        help=f"Also save a figure of {what}: FILE.svg (vector heatmaps, full labels), FILE.pdf or FILE.png (the "
+             "same figure drawn; needs the \\[figures] extra) or FILE.html (one offline page: hover a cell or a "
+             "label for its numbers).")]
+
+
+class ColourScale(str, Enum):
+    fixed = "fixed"
+    head = "head"
+
+
+ScaleOpt = Annotated[ColourScale, typer.Option("--scale", metavar="SCALE",
+    help="How weights become colours: fixed (0 → 1, the same for every head, so heads compare) or head (each "
+         "head from its own smallest to its largest weight, so a broad head is not one flat colour). The "
+         "legend says which.")]
+Dpi = Annotated[Optional[int], typer.Option("--dpi", metavar="N",
+    help="Pixels per inch of --save FILE.png. Default: 150. SVG and PDF are vector.")]
 
 
 SaveHeads = save_figure_option("each score as a layers × heads grid")
@@ -74,6 +89,9 @@ DeviceMap = Annotated[Optional[str], typer.Option("--device-map", rich_help_pane
          "needs the \\[big] extra. Captured Q, K, V are analysed on --device.")]
 Full = Annotated[bool, typer.Option("--full", metavar=FLAG,
     help="Keep whole score and weight matrices however large (JSON grows with heads × tokens²).")]
+Words = Annotated[bool, typer.Option("--words", metavar=FLAG,
+    help="Merge subword pieces into words: attention to a word is the sum over its pieces, from a word the "
+         "mean over them (rows still sum to 1). Scores are left out: they do not add up over pieces.")]
 Rows = Annotated[Optional[str], typer.Option("--rows", help="Keep only query rows START:STOP of the matrices.")]
 Cols = Annotated[Optional[str], typer.Option("--cols", help="Keep only key columns START:STOP of the matrices.")]
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, read_text, run_and_emit, save_figure
+from attn_cli.cli.common import check_outputs, per_head_of, read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 
@@ -40,11 +40,13 @@ def rollout_command(
     as_json: opt.AsJson = False,
     output: opt.Output = None,
     save: opt.SaveRollout = None,
+    dpi: opt.Dpi = None,
+    scale: opt.ScaleOpt = opt.ColourScale.fixed,
     truncate: opt.Truncate = False,
 ) -> None:
     """Roll attention out across layers: which input tokens each output token comes from."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output)
+        json_wanted = check_outputs(save, as_json, output, dpi)
         text = read_text(text)
 
         def run(progress, lazy: bool):
@@ -52,10 +54,11 @@ def rollout_command(
             return loaded.rollout(text, layers=layers, head_fusion=head_fusion.value, top_k=top_k, truncate=truncate)
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=render_rollout_view, figure=save_figure)
+                     save=save, render=lambda report: render_rollout_view(report, per_head_of(scale)),
+                     figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale))
 
 
-def render_rollout_view(report):
+def render_rollout_view(report, per_head: bool = False):
     from attn_cli.render.rollout_view import render_rollout
 
-    return render_rollout(report)
+    return render_rollout(report, per_head)

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_files, check_outputs, load_model, model_options, read_text, run_and_emit
+from attn_cli.cli.common import (check_files, check_outputs, load_model, model_options, per_head_of, read_text,
+                                  run_and_emit, save_figure)
 from attn_cli.cli.edge import user_errors
 
 EPILOG = (
@@ -29,12 +30,14 @@ def steps_command(
     as_json: opt.AsJson = False,
     output: opt.Output = None,
     save: opt.Save = None,
+    dpi: opt.Dpi = None,
+    scale: opt.ScaleOpt = opt.ColourScale.fixed,
     device: opt.Device = "auto",
     dtype: opt.DTypeOpt = opt.DType.auto,
 ) -> None:
     """Walk one head through X, Q, K, V, Q·Kᵀ, ÷√d, mask, softmax, ·V, concat and W_O on your sentence."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output)
+        json_wanted = check_outputs(save, as_json, output, dpi)
         check_files({"output": output, "save": save, "model": model, "option": option})
         text = read_text(text)
         options = model_options(option)
@@ -45,16 +48,11 @@ def steps_command(
             return loaded.steps(text, layer=layer, head=head)
 
         run_and_emit(run, label=f"running {model} …", json_wanted=json_wanted, output=output, save=save,
-                     render=render_steps_view, figure=save_figure)
+                     render=lambda report: render_steps_view(report, per_head_of(scale)),
+                     figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale))
 
 
-def render_steps_view(report):
+def render_steps_view(report, per_head: bool = False):
     from attn_cli.render.steps_view import render_steps
 
-    return render_steps(report)
-
-
-def save_figure(report, path):
-    from attn_cli.render.files import save_figure as write
-
-    write(report, path)
+    return render_steps(report, per_head)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 if TYPE_CHECKING:
     import torch
 
+    from attn_cli.data.words import Word
     from attn_cli.math.masks import AttentionMask
 
 
@@ -107,3 +108,6 @@ class Capture:
     layers: dict[int, LayerCapture] = field(default_factory=dict)  # only the requested layers
     truncated_from: int | None = None  # token count before --truncate cut it
     padding_side: str | None = None  # "left"/"right" when run in a padded batch of several texts
+    # The tokenizer's words (data/words.py), where it says which tokens make which word (a fast
+    # tokenizer's word ids and offsets); None: --words guesses them from the pieces' markers.
+    words: "list[Word] | None" = None

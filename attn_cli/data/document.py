@@ -1,11 +1,20 @@
-"""What every JSON document attn writes has in common (no torch: `attn models` uses it too)."""
+"""What every document attn writes has in common (no torch: `attn models` uses it too): its JSON text, its
+table (to_arrow, and pandas and polars on top), and its inline display in a notebook."""
 
 from __future__ import annotations
 
+import importlib
 import json
-from typing import Iterator
+from typing import Callable, Iterator
+
+from attn_cli.plumbing.errors import BadInput, MissingPackage
 
 SCHEMA_VERSION = 1  # bumped on any breaking change of a document's shape
+
+# A report's notebook display (render/notebook.py: the --save html page in an <iframe>). Data cannot import
+# render (the stages flow one way), so the package's door (attn_cli/__init__.py), which every import of attn_cli
+# passes through, fills this slot; it stays None only if that door never ran.
+html_display: Callable[["Document"], str] | None = None
 
 
 class Document:
@@ -19,6 +28,49 @@ class Document:
 
     def json_chunks(self) -> Iterator[str]:
         yield dumps(self.to_json_dict())
+
+    def to_arrow(self):
+        """The report as one pyarrow Table in long format (README "Notebooks and DataFrames")."""
+        raise BadInput(f"a {type(self).__name__} has no table form", "read report.to_json_dict() instead")
+
+    def to_pandas(self):
+        """to_arrow() as a pandas DataFrame (pandas is optional: pip install pandas)."""
+        optional("pandas", "to_pandas()")
+        return self.to_arrow().to_pandas()
+
+    def to_polars(self):
+        """to_arrow() as a polars DataFrame (polars is optional: pip install polars)."""
+        return optional("polars", "to_polars()").from_arrow(self.to_arrow())
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter's and VS Code's inline display: the same interactive page --save x.html writes."""
+        return None if html_display is None else html_display(self)
+
+    def summary(self) -> str:
+        """One line: the report's kind and what it was run on."""
+        text = getattr(self, "text", None)
+        return f"<attn {type(self).__name__}" + (f": {text!r}>" if isinstance(text, str) else ">")
+
+    def __init_subclass__(cls, **kwargs):
+        """Every report prints as its summary line in IPython (a notebook's text/plain, a list of reports), not
+        as its dataclass repr, which writes out every matrix (hundreds of kB in the .ipynb for one sentence).
+        IPython reads _repr_pretty_ from a class's own __dict__ before its __repr__, so each class gets one;
+        repr() itself stays the dataclass's."""
+        super().__init_subclass__(**kwargs)
+        cls._repr_pretty_ = _pretty
+
+
+def _pretty(report: Document, printer, cycle: bool) -> None:
+    printer.text(report.summary())
+
+
+def optional(name: str, feature: str):
+    """Import an optional package, or say in one line which one `feature` needs and how to install it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise MissingPackage(f"{feature} needs {name}, which is not installed",
+                             f"pip install {name} (or pip install 'attn-cli[notebook]')") from None
 
 
 def dumps(value) -> str:

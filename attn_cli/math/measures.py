@@ -114,8 +114,13 @@ class ScoreMoments:
 
 
 def row_entropy(weights: torch.Tensor) -> torch.Tensor:
-    """Entropy of each weight row in nats, with 0·log 0 = 0. (..., Tq, Tk) -> (..., Tq)"""
-    return -torch.special.xlogy(weights, weights).sum(dim=-1)
+    """Entropy of each weight row in nats, with 0·log 0 = 0. (..., Tq, Tk) -> (..., Tq)
+
+    Never below 0: a one-key row would give -0.0 (shown "-0.00"), and a merged row (--words) summing to
+    1 + round-off a hair below 0; both are 0 nats.
+    """
+    entropy = -torch.special.xlogy(weights, weights).sum(dim=-1)
+    return entropy.clamp_min(0.0) + 0.0  # NaN stays NaN; -0.0 + 0.0 is +0.0
 
 
 def self_weight(weights: torch.Tensor, offset: int = 0) -> torch.Tensor:

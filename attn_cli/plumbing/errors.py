@@ -48,3 +48,7 @@ class InputTooLong(AttnError):
 
 class UnsupportedModel(AttnError):
     """The model does not route attention through transformers' attention interface."""
+
+
+class MissingPackage(AttnError):
+    """An optional package a feature needs (pandas for to_pandas(), …) is not installed."""

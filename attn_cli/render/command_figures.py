@@ -28,10 +28,23 @@ def rounded(matrix) -> list | None:
     return [[None if not np.isfinite(v) else round(v, 4) for v in row] for row in np.asarray(matrix, float).tolist()]
 
 
-def _one(name: str, matrix, kind: str = "weights", **extra) -> dict:
+def own_span(matrix, kind: str = "weights", per_head: bool = False) -> dict:
+    """A head's own colour range on the page, where it has one: norms always (0 → its largest, as in the
+    terminal), weights with per_head (--scale head: its smallest → largest); else {} (the run's range)."""
+    if matrix is None:
+        return {}
+    if kind == "norms":
+        return {"limit": Scale.magnitude(matrix).limit}
+    if kind == "weights" and per_head:
+        scale = Scale.weights(matrix, per_head=True)
+        return {"low": round(scale.low, 6), "limit": round(scale.limit, 6)}
+    return {}
+
+
+def _one(name: str, matrix, kind: str = "weights", per_head: bool = False, **extra) -> dict:
     """A page run of one matrix (no layer or head to pick): layer 0, head 0."""
-    return {"name": name, "kind": kind, "limit": 1.0, **extra,
-            "layers": [{"layer": 0, "heads": [{"head": 0, "m": rounded(matrix)}]}]}
+    return {"name": name, "kind": kind, "limit": 1.0, **extra, **({"perHead": True} if per_head else {}),
+            "layers": [{"layer": 0, "heads": [{"head": 0, "m": rounded(matrix), **own_span(matrix, kind, per_head)}]}]}
 
 
 # -- heads ----------------------------------------------------------------------------------------------
@@ -59,13 +72,14 @@ def _score_title(name: str) -> str:
     return f"{KINDS[name][2]} score"
 
 
-def heads_items(report) -> list[Heat]:
+def heads_items(report, per_head: bool = False) -> list[Heat]:
+    """Each score's layers × heads grid on the fixed 0 → 1 scale (scores, not weights: per_head is not theirs)."""
     rows, cols, grids = heads_grids(report)
     return [Heat(_score_title(name), grid, Scale.weights(), rows=rows, cols=cols, caption=HEADS_CAPTION, noun="score")
             for name, grid in grids.items()]
 
 
-def heads_page(report) -> dict:
+def heads_page(report, per_head: bool = False) -> dict:
     rows, cols, grids = heads_grids(report)
     runs = [_one(_score_title(name), grid, rowTokens=rows, colTokens=cols, noun="score ", lines=False,
                  axes=["layer", "head"])
@@ -80,25 +94,28 @@ def _generated_window(report) -> Window:
     return Window((report.prompt_tokens, total), (0, total), total)  # rows: the generated tokens
 
 
-def generate_items(report) -> list[Heat]:
+def generate_items(report, per_head: bool = False) -> list[Heat]:
     from attn_cli.render.generate_view import most_focused
 
     pairs = [(layer.layer, head) for layer in report.layers for head in layer.heads]
     if len(pairs) > MAX_DETAIL:
         pairs = [most_focused(pairs)]
     window = _generated_window(report)
-    return [Heat(f"layer {layer} · head {head.head} (kv head {head.kv_head})", head.weights, Scale.weights(), window,
+    return [Heat(f"layer {layer} · head {head.head} (kv head {head.kv_head})", head.weights,
+                 Scale.weights(head.weights, per_head), window,
                  caption="rows: generated tokens · columns: every token they saw")
             for layer, head in pairs]
 
 
-def generate_page(report) -> dict:
+def generate_page(report, per_head: bool = False) -> dict:
     from attn_cli.render.generate_view import most_focused
 
     window = _generated_window(report)
     run = {"name": "generated tokens (rows) over every token they saw", "kind": "weights", "limit": 1.0,
+           **({"perHead": True} if per_head else {}),
            "layers": [{"layer": layer.layer, "heads": [
-               {"head": head.head, "m": rounded(head.weights), "rows": list(window.rows), "cols": list(window.cols)}
+               {"head": head.head, "m": rounded(head.weights), "rows": list(window.rows), "cols": list(window.cols),
+                **own_span(head.weights, per_head=per_head)}
                for head in layer.heads]} for layer in report.layers]}
     layer, head = most_focused([(layer.layer, head) for layer in report.layers for head in layer.heads])
     return {"runs": [run], "start": [layer, head.head]}
@@ -111,19 +128,19 @@ def rollout_title(report) -> str:
     return f"rollout over {span}, heads fused by {report.head_fusion} (rows sum to 1)"
 
 
-def rollout_items(report) -> list[Heat]:
-    return [Heat(rollout_title(report), report.matrix, Scale.weights(),
+def rollout_items(report, per_head: bool = False) -> list[Heat]:
+    return [Heat(rollout_title(report), report.matrix, Scale.weights(report.matrix, per_head),
                  caption="rows: output tokens · columns: the input tokens they trace back to", noun="share")]
 
 
-def rollout_page(report) -> dict:
-    return {"runs": [_one("rollout", report.matrix, noun="share ")], "start": [0, 0],
+def rollout_page(report, per_head: bool = False) -> dict:
+    return {"runs": [_one("rollout", report.matrix, per_head=per_head, noun="share ")], "start": [0, 0],
             "caption": rollout_title(report)}
 
 
 # -- diff -----------------------------------------------------------------------------------------------
 
-def diff_items(report) -> list[Heat]:
+def diff_items(report, per_head: bool = False) -> list[Heat]:
     """A, B and (when the rows match) B − A of the most changed head, as the terminal shows them."""
     from attn_cli.render.diff_view import paired_tokens
     from attn_cli.render.figures import _matrix_for
@@ -131,8 +148,9 @@ def diff_items(report) -> list[Heat]:
     top = report.heads[0]
     head_a, head_b = report.a.head(top.layer, top.head), report.b.head(top.layer, top.head)
     title = f"layer {top.layer} · head {top.head}"
-    items = [Heat(f"A · {title}", _matrix_for(head_a, "weights"), Scale.weights(), rows=_tokens(report.a)),
-             Heat(f"B · {title}", _matrix_for(head_b, "weights"), Scale.weights(), rows=_tokens(report.b))]
+    weights_a, weights_b = _matrix_for(head_a, "weights"), _matrix_for(head_b, "weights")
+    items = [Heat(f"A · {title}", weights_a, Scale.weights(weights_a, per_head), rows=_tokens(report.a)),
+             Heat(f"B · {title}", weights_b, Scale.weights(weights_b, per_head), rows=_tokens(report.b))]
     if report.comparable:
         change = head_b.weights - head_a.weights
         items.append(Heat(f"B − A · {title}", change, Scale.scores(change), rows=paired_tokens(report),
@@ -140,13 +158,13 @@ def diff_items(report) -> list[Heat]:
     return items
 
 
-def diff_page(report) -> dict:
+def diff_page(report, per_head: bool = False) -> dict:
     """Runs A, B and B − A over every selected head (one diverging scale for all of B − A)."""
     from attn_cli.render.diff_view import paired_tokens
     from attn_cli.render.figures import _run_json
 
-    runs = [{**_run_json("A", report.a.layers), "rowTokens": _tokens(report.a)},
-            {**_run_json("B", report.b.layers), "rowTokens": _tokens(report.b)}]
+    runs = [{**_run_json("A", report.a.layers, per_head=per_head), "rowTokens": _tokens(report.a)},
+            {**_run_json("B", report.b.layers, per_head=per_head), "rowTokens": _tokens(report.b)}]
     if report.comparable:
         changes = [[b.weights - a.weights for a, b in zip(la.heads, lb.heads)]
                    for la, lb in zip(report.a.layers, report.b.layers)]
@@ -173,7 +191,8 @@ def diagnose_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]
     return rows, [f"h{head}" for head in range(report.model.heads)], grids
 
 
-def diagnose_items(report) -> list[Heat]:
+def diagnose_items(report, per_head: bool = False) -> list[Heat]:
+    """α on the fixed 0 → 1 scale (a mean weight, compared across heads: per_head is not its)."""
     rows, cols, grids = diagnose_grids(report)
     caption = f"rows: layers and their sink rate (share of heads with α > {report.thresholds['sink_epsilon']:g}) · " \
               f"columns: heads · model sink rate {report.sink_rate:.2f}"
@@ -181,7 +200,7 @@ def diagnose_items(report) -> list[Heat]:
             for title, grid in grids.items()]
 
 
-def diagnose_page(report) -> dict:
+def diagnose_page(report, per_head: bool = False) -> dict:
     rows, cols, grids = diagnose_grids(report)
     runs = [_one(title, grid, rowTokens=rows, colTokens=cols, noun="", lines=False, axes=["layer", "head"])
             for title, grid in grids.items()]

@@ -15,7 +15,7 @@ from attn_cli.render.terminal import head_title, header, titled, weights_heatmap
 PER_HEAD_ROWS = 12  # more compared heads than this: one row per layer (means)
 
 
-def render_compare(report: CompareReport) -> RenderableType:
+def render_compare(report: CompareReport, per_head: bool = False) -> RenderableType:
     mode = "injected into every layer (--propagate)" if report.propagate else "recomputed per layer from the real inputs"
     parts: list[RenderableType] = [header(report, "attn compare"), Text(f"variants {mode}", style="dim")]
     for name, summary in report.summaries.items():
@@ -23,7 +23,7 @@ def render_compare(report: CompareReport) -> RenderableType:
         parts.append(Text("  " + summary_sentence(summary)))
     for name, layers in report.diffs.items():
         parts.append(diff_table(name, layers))
-    parts.extend(side_by_side(report))
+    parts.extend(side_by_side(report, per_head))
     return Group(*parts)
 
 
@@ -85,7 +85,7 @@ def shown_pairs(report: CompareReport) -> list[tuple[int, int]]:
     return [max(pairs, key=lambda pos: report.diffs[first][pos[0]][1][pos[1]].js_divergence)]
 
 
-def side_by_side(report: CompareReport) -> list[RenderableType]:
+def side_by_side(report: CompareReport, per_head: bool = False) -> list[RenderableType]:
     """Weights heatmaps of baseline and each variant for the selected head, or the most changed one."""
     baseline = report.runs["baseline"]
     pairs = shown_pairs(report)
@@ -101,6 +101,7 @@ def side_by_side(report: CompareReport) -> list[RenderableType]:
         for name, run in report.runs.items():
             entry = run[layer_pos]
             head = entry.heads[head_pos]
-            maps.append(weights_heatmap(head, tokens, entry.layer, title=f"{name} · {head_title(entry.layer, head)}"))
+            maps.append(weights_heatmap(head, tokens, entry.layer, title=f"{name} · {head_title(entry.layer, head)}",
+                                        per_head=per_head))
         parts.append(SideBySide(maps))
     return parts

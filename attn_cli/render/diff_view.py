@@ -15,7 +15,7 @@ from attn_cli.render.terminal import header, literal, titled, weights_heatmap
 SHOWN_HEADS = 12  # rows of the ranking table
 
 
-def render_diff(report) -> RenderableType:
+def render_diff(report, per_head: bool = False) -> RenderableType:
     a, b = report.a, report.b
     if report.mode == "models":
         intro = Text.assemble("A ", literal(a.model.name, "cyan"), " against B ", literal(b.model.name, "cyan"))
@@ -29,8 +29,8 @@ def render_diff(report) -> RenderableType:
     top = report.heads[0]
     head_a, head_b = a.head(top.layer, top.head), b.head(top.layer, top.head)
     title = f"layer {top.layer} · head {top.head}"
-    maps = [weights_heatmap(head_a, [t.text for t in a.tokens], top.layer, title=f"A · {title}"),
-            weights_heatmap(head_b, [t.text for t in b.tokens], top.layer, title=f"B · {title}")]
+    maps = [weights_heatmap(head_a, [t.text for t in a.tokens], top.layer, title=f"A · {title}", per_head=per_head),
+            weights_heatmap(head_b, [t.text for t in b.tokens], top.layer, title=f"B · {title}", per_head=per_head)]
     if report.comparable:
         change = head_b.weights - head_a.weights  # a signed change: the diverging scale, centred on 0
         maps.append(Heatmap(change, paired_tokens(report), f"B − A · {title}", Scale.scores(change),

@@ -16,16 +16,26 @@ from importlib import resources
 import numpy as np
 
 from attn_cli.render.scale import NEGATIVE, POSITIVE, SEQUENTIAL, Scale, hex_colour
-from attn_cli.render.command_figures import FIGURES, rounded
-from attn_cli.render.svg import Svg, flow, grid_svg
+from attn_cli.render.command_figures import FIGURES, own_span, rounded
+from attn_cli.render.svg import Svg, flow, grid_svg, text_width
 
 MAX_DETAIL = 16  # heads drawn in full in one SVG; more are shown in the all-heads grid
 
 
 # -- what a report shows ------------------------------------------------------------------------------
 
+PAGE_KINDS = ("InspectReport", "InspectBatch", "CompareReport", "StepsReport", *FIGURES)  # reports with a page
+
+
+def report_kind(report) -> str | None:
+    """The report's class name, or the nearest base class that has a figure (attn heads --store's report is a
+    HeadsReport): None for a report with no figure of its own (attn models' catalog)."""
+    return next((cls.__name__ for cls in type(report).__mro__ if cls.__name__ in PAGE_KINDS), None)
+
+
 def _tokens(report) -> list[str]:
-    return [token.text for token in report.tokens]
+    """The matrices' row and column labels: an inspect report's axis (words under --words), else its tokens."""
+    return [unit.text for unit in getattr(report, "axis", report.tokens)]
 
 
 def _token_list(report) -> list[str]:
@@ -40,13 +50,10 @@ def _matrix_for(head, kind: str):
     """The head's matrix of a kind (weights, scores, norms), masked cells NaN; None where it was not kept."""
     if kind == "scores":
         return head.scores
-    matrix = head.norms if kind == "norms" else head.weights
-    if matrix is None:
-        return None
-    return matrix if head.scores is None else np.where(np.isnan(head.scores), np.nan, matrix)
+    return head.masked(head.norms if kind == "norms" else head.weights)
 
 
-def _inspect_panels(report, panels) -> tuple[list[tuple[str, np.ndarray, Scale, object]], bool]:
+def _inspect_panels(report, panels, per_head: bool = False) -> tuple[list[tuple[str, np.ndarray, Scale, object]], bool]:
     """[(title, matrix, scale, window)] to draw in full, and whether to add the all-heads grid."""
     from attn_cli.render.terminal import Panel, head_title, most_focused, scores_formula, weights_formula
 
@@ -69,15 +76,22 @@ def _inspect_panels(report, panels) -> tuple[list[tuple[str, np.ndarray, Scale, 
                 continue
             matrix = _matrix_for(head, kind)
             formula = weights_formula(head) if kind == "weights" else scores_formula(head)
-            scale = Scale.weights() if kind == "weights" else Scale.scores(matrix)
+            scale = Scale.weights(matrix, per_head) if kind == "weights" else Scale.scores(matrix)
             drawn.append((f"{head_title(layer, head)} · {kind} = {formula}", matrix, scale, head.window))
     return drawn, grid
+
+
+def _svg_title(svg: Svg, x: float, y: float, title: str) -> None:
+    """The figure's bold title line; the figure is at least as wide as it (a long title was cut at the edge)."""
+    svg.add(svg.text(x, y + 16, title, 16, weight="bold"), x + text_width(title, 16), y + 24)
 
 
 def _report_title(report, command: str) -> str:
     model = report.model
     variant = getattr(report, "variant", None)
     extra = f" · {variant}" if variant else ""
+    if getattr(report, "words", None) is not None:  # --words: the matrices are over words
+        extra += " · over words"
     layers = f"{model.layers} layer" + ("s" if model.layers != 1 else "")
     heads = f"{model.heads} head" + ("s" if model.heads != 1 else "")
     return f"attn {command} · {model.name} ({model.architecture}, {layers} × {heads}){extra}"
@@ -85,18 +99,18 @@ def _report_title(report, command: str) -> str:
 
 # -- SVG ----------------------------------------------------------------------------------------------
 
-def svg_figure(report, panels=None, looked_by: str = "inspect") -> str:
+def svg_figure(report, panels=None, looked_by: str = "inspect", per_head: bool = False) -> str:
     """A vector figure of the report (inspect, a batch, compare, steps, heads, diagnose, generate, rollout
     or diff). An inspect report's title names the command it `looked_by` (`attn explore` exports one head of
-    it)."""
+    it). per_head: weights coloured on each head's own scale (--scale head)."""
     svg = Svg()
-    _svg_report(svg, 10, 10, report, panels, looked_by)
+    _svg_report(svg, 10, 10, report, panels, looked_by, per_head)
     return svg.document(_report_text(report))
 
 
 def _report_text(report) -> str:
     """What the report was run on, in a line: its text (A's and B's for diff, the prompt for generate)."""
-    kind = type(report).__name__
+    kind = report_kind(report)
     if kind == "DiffReport":
         return f"A: {report.a.text}  ·  B: {report.b.text}" if report.mode == "texts" else report.a.text
     if kind == "GenerateReport":
@@ -108,27 +122,27 @@ def _report_text(report) -> str:
     return getattr(report, "text", "attn")
 
 
-def _svg_report(svg: Svg, x: float, y: float, report, panels, looked_by: str = "inspect") -> float:
-    kind = type(report).__name__
+def _svg_report(svg: Svg, x: float, y: float, report, panels, looked_by: str = "inspect",
+                per_head: bool = False) -> float:
+    kind = report_kind(report)
     if kind == "InspectBatch":
         for single in report.reports:
-            y = _svg_report(svg, x, y, single, panels, looked_by) + 20
+            y = _svg_report(svg, x, y, single, panels, looked_by, per_head) + 20
         return y
     if kind in FIGURES:  # heads, generate, rollout, diff
         command, items, _ = FIGURES[kind]
-        svg.add(svg.text(x, y + 16, _report_title(report, command), 16, weight="bold"), x + 600, y + 24)
-        return flow(svg, x, y + 34, items(report), _token_list(report))
+        _svg_title(svg, x, y, _report_title(report, command))
+        return flow(svg, x, y + 34, items(report, per_head), _token_list(report))
     tokens = _tokens(report)
     if kind == "CompareReport":
-        svg.add(svg.text(x, y + 16, _report_title(report, "compare"), 16, weight="bold"), x + 600, y + 24)
-        items = _compare_items(report)
+        _svg_title(svg, x, y, _report_title(report, "compare"))
+        items = _compare_items(report, per_head)
         return flow(svg, x, y + 34, items, tokens)
     if kind == "StepsReport":
-        svg.add(svg.text(x, y + 16, f"{_report_title(report, 'steps')} · layer {report.layer} head {report.head}",
-                         16, weight="bold"), x + 600, y + 24)
-        return flow(svg, x, y + 34, _steps_items(report), tokens)
-    svg.add(svg.text(x, y + 16, _report_title(report, looked_by), 16, weight="bold"), x + 600, y + 24)
-    items, grid = _inspect_panels(report, panels)
+        _svg_title(svg, x, y, f"{_report_title(report, 'steps')} · layer {report.layer} head {report.head}")
+        return flow(svg, x, y + 34, _steps_items(report, per_head), tokens)
+    _svg_title(svg, x, y, _report_title(report, looked_by))
+    items, grid = _inspect_panels(report, panels, per_head)
     y += 34
     if grid:
         from attn_cli.render.terminal import most_focused
@@ -139,12 +153,12 @@ def _svg_report(svg: Svg, x: float, y: float, report, panels, looked_by: str = "
             layer, head = most_focused(report.heads())
             mark = (layer, head.head)
         if any(head.weights is not None for _, heads in layers for head in heads):
-            _, height = grid_svg(svg, x, y, layers, Scale.weights(), mark)
+            _, height = grid_svg(svg, x, y, layers, Scale.weights(), mark, per_head)
             y += height + 10
     return flow(svg, x, y, items, tokens)
 
 
-def _compare_items(report):
+def _compare_items(report, per_head: bool = False):
     from attn_cli.render.compare_view import shown_pairs
     from attn_cli.render.terminal import head_title
 
@@ -153,12 +167,13 @@ def _compare_items(report):
         for name, run in report.runs.items():
             entry = run[layer_pos]
             head = entry.heads[head_pos]
-            items.append((f"{name} · {head_title(entry.layer, head)}", _matrix_for(head, "weights"), Scale.weights(),
+            matrix = _matrix_for(head, "weights")
+            items.append((f"{name} · {head_title(entry.layer, head)}", matrix, Scale.weights(matrix, per_head),
                           head.window))
     return items
 
 
-def _steps_items(report):
+def _steps_items(report, per_head: bool = False):
     items, masked = [], None
     for number, stage in enumerate(report.stages, start=1):
         if stage.name == "mask":
@@ -166,33 +181,34 @@ def _steps_items(report):
         if stage.kind != "tokens×tokens":
             continue
         shown = stage.values if masked is None else np.where(masked, np.nan, stage.values)
-        scale = Scale.weights() if stage.name == "softmax" else Scale.scores(shown)
+        scale = Scale.weights(shown, per_head) if stage.name == "softmax" else Scale.scores(shown)
         items.append((f"{number}. {stage.name}", shown, scale, None))
     return items
 
 
 # -- HTML ---------------------------------------------------------------------------------------------
 
-def _head_json(head, kind: str = "weights") -> dict:
+def _head_json(head, kind: str = "weights", per_head: bool = False) -> dict:
     window = head.window
     matrix = _matrix_for(head, kind)
-    record = {"head": head.head, "m": rounded(matrix)}
-    if kind == "norms" and matrix is not None:  # each head's norms coloured 0 → its own largest, as in the terminal
-        record["limit"] = Scale.magnitude(matrix).limit
+    record = {"head": head.head, "m": rounded(matrix), **own_span(matrix, kind, per_head)}
     if window.is_partial:
         record["rows"], record["cols"] = list(window.rows), list(window.cols)
     return record
 
 
-def _run_json(name: str, layers, kind: str = "weights", limit: float = 1.0) -> dict:
-    return {"name": name, "kind": kind, "limit": limit,
-            "layers": [{"layer": layer.layer, "heads": [_head_json(head, kind) for head in layer.heads]}
+def _run_json(name: str, layers, kind: str = "weights", limit: float = 1.0, per_head: bool = False) -> dict:
+    """A page run; per_head: its weights coloured on each head's own scale (the head records say its range)."""
+    own = {"perHead": True} if per_head and kind == "weights" else {}
+    return {"name": name, "kind": kind, "limit": limit, **own,
+            "layers": [{"layer": layer.layer, "heads": [_head_json(head, kind, per_head) for head in layer.heads]}
                        for layer in layers]}
 
 
-def page_data(report) -> dict:
-    """What the page draws: tokens, and one or more runs of layers × heads × matrices."""
-    kind = type(report).__name__
+def page_data(report, per_head: bool = False) -> dict:
+    """What the page draws: tokens, and one or more runs of layers × heads × matrices; per_head: weights
+    on each head's own colour scale (--scale head)."""
+    kind = report_kind(report)
     if kind == "InspectBatch":
         report = report.reports[0]  # one page per text; the first (the CLI says so)
         kind = "InspectReport"
@@ -202,26 +218,28 @@ def page_data(report) -> dict:
     if kind in FIGURES:  # heads, generate, rollout, diff
         command, _, page = FIGURES[kind]
         data["title"] = _report_title(report, command)
-        data.update(page(report))
+        data.update(page(report, per_head))
     elif kind == "CompareReport":
         data["title"] = _report_title(report, "compare")
-        data["runs"] = [_run_json(name, layers) for name, layers in report.runs.items()]
+        data["runs"] = [_run_json(name, layers, per_head=per_head) for name, layers in report.runs.items()]
         first = next(iter(shown_pairs_safe(report)), (0, 0))
         baseline = report.runs["baseline"]
         data["start"] = [baseline[first[0]].layer, baseline[first[0]].heads[first[1]].head]
     elif kind == "StepsReport":
         data["title"] = f"{_report_title(report, 'steps')} · layer {report.layer} head {report.head}"
         runs = []
-        for title, matrix, scale, _ in _steps_items(report):
-            runs.append({"name": title, "kind": "weights" if not scale.diverging else "scores", "limit": scale.limit,
-                         "layers": [{"layer": report.layer, "heads": [{"head": report.head, "m": rounded(matrix)}]}]})
+        for title, matrix, scale, _ in _steps_items(report, per_head):
+            kind = "weights" if not scale.diverging else "scores"
+            runs.append({"name": title, "kind": kind, "limit": scale.limit, **({"perHead": True} if scale.own else {}),
+                         "layers": [{"layer": report.layer, "heads": [
+                             {"head": report.head, "m": rounded(matrix), **own_span(matrix, kind, scale.own)}]}]})
         data["runs"] = runs
         data["start"] = [report.layer, report.head]
     else:
         from attn_cli.render.terminal import most_focused
 
         data["title"] = _report_title(report, "inspect")
-        data["runs"] = [_run_json(getattr(report, "variant", "baseline"), report.layers)]
+        data["runs"] = [_run_json(getattr(report, "variant", "baseline"), report.layers, per_head=per_head)]
         if any(head.norms is not None for _, head in report.heads()):  # --measure norm: beside the weights
             variant = getattr(report, "variant", "baseline")
             data["runs"][0]["name"] = "weights" if variant == "baseline" else f"weights · {variant}"
@@ -245,12 +263,17 @@ def script_json(data) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def html_page(report) -> str:
+def html_page(report, per_head: bool = False) -> str:
     """One offline page: the data inline as JSON, the script and style inline, nothing fetched."""
-    data = page_data(report)
+    return html_document(page_data(report, per_head))
+
+
+def html_document(data: dict, script: str = "page.js", style: str = "page.css") -> str:
+    """A self-contained page of render/'s `script` and `style` drawing `data` (its title, text and what the
+    script reads from <script id="attn-data">): the dashboard page shares this shell with the figures."""
     folder = resources.files("attn_cli.render")
-    script = folder.joinpath("page.js").read_text(encoding="utf-8")
-    style = folder.joinpath("page.css").read_text(encoding="utf-8")
+    script = folder.joinpath(script).read_text(encoding="utf-8")
+    style = folder.joinpath(style).read_text(encoding="utf-8")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "

@@ -1,4 +1,4 @@
-"""Write reports to streams and files: JSON documents, SVG and HTML figures, tensors."""
+"""Write reports to streams and files: JSON documents, SVG, PNG, PDF and HTML figures, tensors."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from attn_cli.plumbing.errors import AttnError, BadInput
+from attn_cli.render.raster import DRAWN_FORMATS, check_drawable, draw, missing_glyphs_note
 
 SNAPSHOT_FORMATS = (".svg", ".html", ".htm")
+DEFAULT_DPI = 150  # a PNG figure's pixels per inch: sharp on slides and screens, small enough to mail
+DPI_RANGE = (10, 1200)
 
 
 def write_json(document, stream: TextIO, before_last: Callable[[], None] | None = None) -> None:
@@ -29,31 +32,61 @@ def write_json(document, stream: TextIO, before_last: Callable[[], None] | None 
     stream.write((last or "") + "\n")
 
 
-def check_snapshot_path(path: Path) -> None:
-    """Fail before the model runs, not after, when --save names a format we cannot write."""
-    if path.suffix.lower() in (".png", ".pdf", ".jpg", ".jpeg"):
-        raise BadInput(f"--save {path}: attn writes vector .svg figures, not {path.suffix}",
-                       "use FILE.svg (any browser prints it to PDF or PNG) or FILE.html")
-    if path.suffix.lower() not in SNAPSHOT_FORMATS:
-        raise BadInput(f"--save {path}: unknown format {path.suffix or '(none)'!r}", "use a .svg or .html file")
+def check_snapshot_path(path: Path, dpi: float | None = None) -> None:
+    """Fail before the model runs, not after, when --save names a format we cannot write (or cannot draw:
+    PNG and PDF need the [figures] extra), or --dpi is given for a figure that has no pixels."""
+    suffix = path.suffix.lower()
+    if suffix in (".jpg", ".jpeg"):
+        raise BadInput(f"--save {path}: attn writes .svg, .png, .pdf and .html figures, not {path.suffix}",
+                       "use FILE.png for pixels")
+    if suffix not in SNAPSHOT_FORMATS + DRAWN_FORMATS:
+        raise BadInput(f"--save {path}: unknown format {path.suffix or '(none)'!r}",
+                       "use a .svg, .png, .pdf or .html file")
+    check_dpi(dpi, path)
+    if suffix in DRAWN_FORMATS:
+        check_drawable(f"--save {path}")
     from attn_cli.plumbing.atomic import check_writable
 
     check_writable(path, "--save")
 
 
-def save_figure(report, path: Path, panels=None) -> None:
-    """--save for a report: a vector SVG figure, or a self-contained interactive HTML page (render/figures.py)."""
+def check_dpi(dpi: float | None, path: Path | None) -> None:
+    """--dpi: a PNG's pixels per inch, within DPI_RANGE; only with --save FILE.png (the others are vector)."""
+    if dpi is None:
+        return
+    if path is None or path.suffix.lower() != ".png":
+        given = f"--save {path} is vector" if path is not None else "no --save was given"
+        raise BadInput(f"--dpi sets the pixels of a --save FILE.png figure, and {given}",
+                       "use --save FILE.png, or drop --dpi (SVG and PDF have no pixels)")
+    low, high = DPI_RANGE
+    if not low <= dpi <= high:
+        raise BadInput(f"--dpi {dpi:g} is out of range", f"use {low} to {high} (default {DEFAULT_DPI})")
+
+
+def save_figure(report, path: Path, panels=None, dpi: float | None = None, per_head: bool = False) -> list[str]:
+    """--save for a report: a vector SVG figure, that SVG drawn as PNG or PDF, or a self-contained
+    interactive HTML page (render/figures.py); per_head: weights on each head's own colour scale.
+    Returns warnings for the user (characters no font has)."""
     from attn_cli.render.figures import html_page, svg_figure
 
     from attn_cli.plumbing.atomic import atomic_path
 
-    text = svg_figure(report, panels) if path.suffix.lower() == ".svg" else html_page(report)
+    suffix = path.suffix.lower()
+    notes: list[str] = []
+    if suffix in DRAWN_FORMATS:
+        content, missing = draw(svg_figure(report, panels, per_head=per_head), suffix, dpi or DEFAULT_DPI)
+        if missing:
+            notes.append(missing_glyphs_note(path, missing))
+    else:
+        content = (svg_figure(report, panels, per_head=per_head) if suffix == ".svg"
+                   else html_page(report, per_head)).encode("utf-8")
     with atomic_path(path, "--save") as temp:  # an OSError becomes one AttnError there
-        write_text(temp, text)
+        write_figure(temp, content)
+    return notes
 
 
-def write_text(path: Path, text: str) -> None:
-    Path(path).write_text(text, encoding="utf-8")
+def write_figure(path: Path, content: bytes) -> None:
+    Path(path).write_bytes(content)
 
 
 def save_tensors(report, path: Path) -> None:

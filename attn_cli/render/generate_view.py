@@ -14,7 +14,7 @@ from attn_cli.render.terminal import header, keys_text, literal, row_label, titl
 from attn_cli.data.selection import Window
 
 
-def render_generate(report) -> RenderableType:
+def render_generate(report, per_head: bool = False) -> RenderableType:
     tokens = [token.text for token in report.tokens]
     count, total = report.prompt_tokens, len(report.tokens)
     story = Text.assemble(literal(report.prompt), " ")
@@ -32,7 +32,7 @@ def render_generate(report) -> RenderableType:
                           "Pick others with --layer and --head.", style="dim"))
     window = Window((count, total), (0, total), total)  # rows: the generated tokens
     title = f"layer {layer} · head {head.head} (kv head {head.kv_head}) · keys 0-{count - 1}: the prompt"
-    parts.append(Heatmap(head.weights, tokens, title, Scale.weights(), window, hint="widen"))
+    parts.append(Heatmap(head.weights, tokens, title, Scale.weights(head.weights, per_head), window, hint="widen"))
     parts.append(titled("what each generated token was produced from", sources_table(head, tokens, count)))
     return Group(*parts)
 

@@ -22,15 +22,17 @@ THUMB_MAX = 16  # characters across one thumbnail (32 tokens) at most
 class HeadsGrid:
     """Every selected head's weights as a small picture: layers down, heads across.
 
-    heads: [(layer, [HeadReport, ...]), ...]; mark: the (layer, head) shown in detail below, if any.
+    heads: [(layer, [HeadReport, ...]), ...]; mark: the (layer, head) shown in detail below, if any;
+    per_head: each head's picture spans the colours from its own smallest to its largest weight.
     """
 
     def __init__(self, layers: list[tuple[int, list]], title: str = "", mark: tuple[int, int] | None = None,
-                 scale: Scale | None = None):
+                 scale: Scale | None = None, per_head: bool = False):
         self.layers = layers
         self.title = title
         self.mark = mark
         self.scale = scale or Scale.weights()
+        self.per_head = per_head
         self.across = max((len(heads) for _, heads in layers), default=0)
         self.label_width = max((len(f"L{layer}") for layer, _ in layers), default=2) + 1
         self.max_lines: int | None = None  # lines the whole grid may take (FitScreen sets it); None: any
@@ -140,7 +142,8 @@ class HeadsGrid:
         for phrase in phrases[1:]:
             if len(note) + 2 + len(phrase) <= width:
                 note += "; " + phrase
-        return out + text(Text(note, style="dim")) + text(legend(self.scale, width))
+        key = per_head_legend(width) if self.per_head else legend(self.scale, width)
+        return out + text(Text(note, style="dim")) + text(key)
 
     def pictures(self, thumb: int, half: bool, ink_floor: float) -> list[list[list[int]]]:
         """Every head's picture (layer by layer, head by head) as lines of cell codes: half blocks, or
@@ -152,7 +155,7 @@ class HeadsGrid:
                 shapes.setdefault(np.shape(head.weights), []).append(index)
         out: list[list[list[int]]] = [[] for _ in heads]
         for (rows, cols), indices in shapes.items():
-            stack = np.stack([np.asarray(heads[index].weights, dtype=np.float64) for index in indices])
+            stack = np.stack([self.picture_values(heads[index]) for index in indices])
             if half:
                 codes = half_block_codes(stack, self.scale)
             else:
@@ -162,12 +165,36 @@ class HeadsGrid:
                 out[index] = picture
         return out
 
+    def picture_values(self, head) -> np.ndarray:
+        """The (rows, cols) values a head's picture draws on the grid's 0 → 1 colours: its weights, or with
+        per_head their place between its own smallest and largest weight (masked cells left out)."""
+        weights = np.asarray(head.weights, dtype=np.float64)
+        if not self.per_head:
+            return weights
+        return Scale.weights(head.masked(head.weights), per_head=True).shares(weights)
+
     def thumbnail(self, weights: np.ndarray | None, thumb: int, ink_floor: float) -> list[list[tuple[str, Style]]]:
         """One head's thumbnail as lines of (glyph, Style): the grid's picture of it."""
         if weights is None:
             return []
         row_bins, bins = pooled_bins(weights.shape, thumb)
         return quadrant_cells(pool(weights, row_bins, bins), self.scale, ink_floor)
+
+
+def per_head_legend(width: int) -> Text:
+    """The grid's legend with --scale head: the colours run from each head's own smallest weight to its largest."""
+    fixed = Scale.weights()
+    text = Text()
+    text.append("weight ", style="dim")
+    text.append("its min ")
+    for value in fixed.stops(8):
+        text.append(fixed.shade(value), style=Style(color=fixed.colour(value)))
+    text.append(" its max")
+    for phrase in ("per-head scale (--scale head)", "colours do not compare across heads"):
+        if text.cell_len + 3 + len(phrase) > width:
+            break
+        text.append(f" · {phrase}", style="dim")
+    return text
 
 
 def pooled_bins(shape: tuple[int, int], thumb: int) -> tuple[int, int]:

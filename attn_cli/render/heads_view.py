@@ -8,8 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attn_cli.math.head_scores import MIXED, SCORES
-from attn_cli.analyses.heads import HeadProfile, HeadsReport
+from attn_cli.math.score_names import MIXED, SCORES
+from attn_cli.analyses.heads_report import HeadProfile, HeadsReport
 from attn_cli.render.scale import counted
 
 # label → (one-letter code, cell style, name in the legend and the top table)

@@ -62,6 +62,8 @@ def legend(scale: Scale, width: int, what: str | None = None, extra: str = "") -
     text.append(f" {scale.high_label}")
     phrases = {"weights": ["the same scale for every head", "brighter = more"],
                "scores": ["centred on 0", "brighter = further from 0"]}.get(scale.kind, ["brighter = more"])
+    if scale.own:  # --scale head: said first (its range is at the ends), never taken for the fixed scale
+        phrases = ["per-head scale: this head's min → max", "brighter = more"]
     if extra:
         phrases.append(extra)
     for phrase in phrases:

@@ -18,11 +18,26 @@
     const p = t * (stops.length - 1), i = Math.min(Math.floor(p), stops.length - 2), f = p - i;
     return stops[i].map((a, k) => Math.round(a + (stops[i + 1][k] - a) * f));
   }
-  // limit: a norms head's own largest value (each is coloured 0 → its largest, as in the terminal)
-  function rgbOf(run, v, limit) {
-    if (run.kind === "weights") return interpolate(SEQ, v);
-    if (run.kind === "norms") return interpolate(SEQ, v / (limit || run.limit || 1));
-    return interpolate(v >= 0 ? POS : NEG, Math.abs(v) / (run.limit || 1));
+  // span: a head's own range where it has one ({low, limit}): a norms head 0 → its largest, a weights head
+  // with --scale head its smallest → largest; else the run's (weights 0 → 1)
+  function rgbOf(run, v, span) {
+    if (run.kind === "scores") return interpolate(v >= 0 ? POS : NEG, Math.abs(v) / (run.limit || 1));
+    const low = (span && span.low) || 0, high = (span && span.limit) || run.limit || 1;
+    return interpolate(SEQ, (v - low) / ((high - low) || 1));
+  }
+  // the legend under a run's heading: which colour scale, and its range (the terminal's legend, in words)
+  function num(v) { return Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2); }
+  function legendText(run, s) {
+    if (run.kind === "scores") return "−" + num(run.limit || 1) + " → 0 → " + num(run.limit || 1) + ": centred on 0, brighter = further from 0";
+    if (run.perHead) return num(s.low || 0) + " → " + num(s.limit || 1) + ": per-head scale, this head's min → max (--scale head)";
+    if (run.kind === "norms") return "0 → " + num(s.limit || 1) + ": this head's own largest";
+    return "0 → " + num(run.limit || 1) + ": fixed scale, the same for every head";
+  }
+  function legend(view, s) {
+    const box = el("div", { class: "legend" }, view.body);
+    const stops = view.run.kind === "scores" ? NEG.slice().reverse().concat(POS.slice(1)) : SEQ;
+    el("span", { class: "legend-bar", style: "background:linear-gradient(to right," + stops.map(css).join(",") + ")" }, box);
+    el("span", {}, box, " " + noun(view.run) + legendText(view.run, s));
   }
   const NOUN = { weights: "weight ", scores: "score ", norms: "norm " };
   function css(rgb) { return "rgb(" + rgb.join(",") + ")"; }
@@ -65,7 +80,7 @@
   function spans(h) {
     const m = h.m || [];
     const rows = h.rows || [0, m.length], cols = h.cols || [0, m.length ? m[0].length : 0];
-    return { r0: rows[0], c0: cols[0], m: m, limit: h.limit };
+    return { r0: rows[0], c0: cols[0], m: m, limit: h.limit, low: h.low };
   }
 
   // -- controls ----------------------------------------------------------------------------------
@@ -92,9 +107,12 @@
   const thumbs = [];
   if (headCount > 1) {
     const grid = el("div", { id: "grid", class: "grid" }, app);
-    el("div", { class: "grid-title" }, grid, "Every head (" + first.name + "): query rows ↓, key columns →; click one");
+    el("div", { class: "grid-title" }, grid, "Every head (" + first.name + "): query rows ↓, key columns →; " +
+      (first.perHead ? "each on its own colour scale, min → max; " : "") + "click one");
     const across = Math.max(...first.layers.map((l) => l.heads.length));
-    const size = Math.max(36, Math.min(88, Math.floor(1000 / across) - 6));
+    // as wide as the page allows, up to 1000 px: a notebook cell's frame is narrower than a browser window
+    const width = Math.min(1000, (app.clientWidth || 1036) - 36);  // 36: the row's label
+    const size = Math.max(36, Math.min(88, Math.floor(width / across) - 6));
     const header = el("div", { class: "grid-row" }, grid);
     el("span", { class: "grid-label" }, header, "");
     for (const h of first.layers[0].heads) el("span", { class: "grid-head", style: "width:" + size + "px" }, header, "h" + h.head);
@@ -104,20 +122,20 @@
       for (const h of l.heads) {
         const canvas = el("canvas", { class: "thumb", width: size, height: size, "data-layer": l.layer,
           "data-head": h.head, title: "layer " + l.layer + " head " + h.head }, row);
-        drawThumb(canvas, first, h.m, size);
+        drawThumb(canvas, first, h, size);
         canvas.addEventListener("click", () => select(l.layer, h.head));
         thumbs.push(canvas);
       }
     }
   }
-  function drawThumb(canvas, run, m, size) {
-    const ctx = canvas.getContext("2d");
+  function drawThumb(canvas, run, h, size) {
+    const ctx = canvas.getContext("2d"), m = h.m;
     if (!m || !m.length) return;
     const rows = m.length, cols = m[0].length, cw = size / cols, ch = size / cols;
     canvas.height = Math.max(8, Math.round(ch * rows));
     for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) {
       const v = m[i][j];
-      ctx.fillStyle = css(rgbOf(run, v === null ? 0 : v));
+      ctx.fillStyle = css(rgbOf(run, v === null ? h.low || 0 : v, h));
       ctx.fillRect(Math.floor(j * cw), Math.floor(i * ch), Math.ceil(cw), Math.ceil(ch));
     }
   }
@@ -158,6 +176,7 @@
     const s = spans(h);
     view.spans = s;
     if (view.run.kind !== "scores" && view.run.lines !== false) view.lines = headView(view, s);
+    legend(view, s);
     view.cells = matrix(view, s);
   }
 
@@ -201,7 +220,8 @@
     const rowT = rowTok(view.run), colT = colTok(view.run), axes = view.run.axes || ["query", "key"];
     const table = el("table", { class: "matrix" }, view.body);
     const head = el("tr", {}, table);
-    el("th", { class: "corner" }, head, view.run.axes ? view.run.axes[0] + " ↓ " + view.run.axes[1] + " →" : "q ↓ k →");
+    const corner = el("th", { class: "corner" }, head, view.run.axes ? "" : "q ↓ k →");
+    if (view.run.axes) corner.append(axes[0] + " ↓", el("br"), axes[1] + " →");  // two lines: narrow beside "L0"
     for (let j = 0; j < s.m[0].length; j++) {
       const th = el("th", { class: "col", "data-i": s.c0 + j }, head);
       el("span", {}, th, colT[s.c0 + j]);
@@ -215,7 +235,7 @@
       cells.push(row.map((v, j) => {
         const td = el("td", { "data-q": s.r0 + i, "data-k": s.c0 + j }, tr);
         if (v === null) { td.className = "masked"; return td; }
-        const rgb = rgbOf(view.run, v, s.limit);
+        const rgb = rgbOf(view.run, v, s);
         td.style.background = css(rgb);
         td.style.color = inkOn(rgb);
         if (s.m[0].length <= 24) td.textContent = view.run.kind === "scores" ? scoreText(view.run, v) : cellText(v, s.limit);

@@ -10,7 +10,8 @@ from attn_cli.render.scale import Scale
 from attn_cli.render.terminal import header, keys_text, row_label, titled
 
 
-def render_rollout(report) -> RenderableType:
+def render_rollout(report, per_head: bool = False) -> RenderableType:
+    """per_head: the matrix coloured from its own smallest to its largest share (--scale head)."""
     tokens = [token.text for token in report.tokens]
     span = f"layers {report.layers[0]}-{report.layers[-1]}" if len(report.layers) > 1 else f"layer {report.layers[0]}"
     title = f"rollout over {span}, heads fused by {report.head_fusion} (rows sum to 1)"
@@ -20,5 +21,6 @@ def render_rollout(report) -> RenderableType:
     for index, row in enumerate(report.top):
         sources.add_row(row_label(index, tokens[index]), keys_text(row))
     # rows sum to 1, like weights: the same fixed scale
-    return Group(header(report, "attn rollout"), Heatmap(report.matrix, tokens, title, Scale.weights(), hint="widen"),
+    scale = Scale.weights(report.matrix, per_head)
+    return Group(header(report, "attn rollout"), Heatmap(report.matrix, tokens, title, scale, hint="widen"),
                  titled("where each output token comes from", sources))

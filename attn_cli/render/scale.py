@@ -1,7 +1,8 @@
 """Colour scales, shade glyphs and number formats shared by every view (terminal, SVG, HTML).
 
 One rule everywhere: brighter means more. Weights use one fixed sequential scale, 0 → 1, the same
-for every head and every view, so colours compare across heads. Scores (any real number) use a
+for every head and every view, so colours compare across heads; or, with --scale head, each head's own
+scale from its smallest to its largest weight, so a broad head is not one flat dark square. Scores (any real number) use a
 diverging scale centred on 0: the further from 0, the brighter; blue below 0, orange above.
 """
 
@@ -42,14 +43,29 @@ def luminance(rgb: tuple[int, int, int]) -> float:
 
 @dataclass(frozen=True)
 class Scale:
-    """How values become colours and glyphs. kind: "weights" (fixed 0 → 1) or "scores" (±limit around 0)."""
+    """How values become colours and glyphs. kind: "weights" (fixed 0 → 1, or one head's own low → limit),
+    "scores" (±limit around 0) or "magnitude" (0 → limit)."""
 
     kind: str
-    limit: float = 1.0  # scores: the largest |value| shown at full brightness
+    limit: float = 1.0  # scores: the largest |value| shown at full brightness; others: the brightest value
+    low: float = 0.0  # weights on a head's own scale: its smallest weight, shown darkest
+    own: bool = False  # weights on one head's own scale (--scale head), not the fixed 0 → 1
 
     @classmethod
-    def weights(cls) -> "Scale":
-        return cls("weights", 1.0)
+    def weights(cls, matrix=None, per_head: bool = False) -> "Scale":
+        """The fixed 0 → 1 scale; per_head: the matrix's own smallest → largest finite weight (NaN: masked,
+        left out). A matrix of one value (a single allowed key) keeps 0 → that value."""
+        if not per_head or matrix is None:
+            return cls("weights", 1.0)
+        finite = np.asarray(matrix, dtype=np.float64)
+        finite = finite[np.isfinite(finite)]
+        if not finite.size:
+            return cls("weights", 1.0)
+        low, high = float(finite.min()), float(finite.max())
+        if high - low < SPAN_FLOOR:
+            low = 0.0 if high > 0 else low
+            high = high if high > 0 else 1.0
+        return cls("weights", high, low, own=True)
 
     @classmethod
     def scores(cls, *matrices) -> "Scale":
@@ -74,10 +90,18 @@ class Scale:
         return self.kind == "scores"
 
     def share(self, value: float) -> float:
-        """Brightness in [0, 1]: the weight itself, or |score| / limit, or a magnitude / limit."""
+        """Brightness in [0, 1]: the weight itself (or its place between the head's low and limit), or
+        |score| / limit, or a magnitude / limit."""
         if self.diverging:
             return min(1.0, abs(value) / self.limit)
-        return min(1.0, max(0.0, value / self.limit))
+        return min(1.0, max(0.0, (value - self.low) / (self.limit - self.low)))
+
+    def shares(self, matrix) -> np.ndarray:
+        """share() of every cell of a matrix (NaN stays NaN): the picture the fixed 0 → 1 colours draw."""
+        values = np.asarray(matrix, dtype=np.float64)
+        if self.diverging:
+            return np.minimum(1.0, np.abs(values) / self.limit)
+        return np.clip((values - self.low) / (self.limit - self.low), 0.0, 1.0)
 
     def rgb(self, value: float) -> tuple[int, int, int]:
         if self.diverging:
@@ -96,23 +120,35 @@ class Scale:
 
     @property
     def low_label(self) -> str:
-        return "0" if not self.diverging else stat(-self.limit)
+        return stat(-self.limit) if self.diverging else weight_label(self.low) if self.own else "0"
 
     @property
     def high_label(self) -> str:
-        return stat(self.limit) if self.kind != "weights" else "1"
+        if self.kind == "weights":
+            return weight_label(self.limit) if self.own else "1"
+        return stat(self.limit)
 
     @property
     def middle_label(self) -> str:
-        return "0" if self.diverging else "0.5" if self.kind == "weights" else stat(self.limit / 2)
+        if self.diverging:
+            return "0"
+        if self.kind == "weights":
+            return weight_label((self.low + self.limit) / 2) if self.own else "0.5"
+        return stat(self.limit / 2)
 
     def stops(self, count: int) -> list[float]:
         """count values evenly across the scale, low to high (for legends and colour bars)."""
-        low, high = (-self.limit, self.limit) if self.diverging else (0.0, self.limit)
+        low, high = (-self.limit, self.limit) if self.diverging else (self.low, self.limit)
         return [low + (high - low) * index / (count - 1) for index in range(count)]
 
 
 SHADE_FLOOR = 0.02  # a weight under 2% draws no ink
+SPAN_FLOOR = 1e-6  # a head whose weights span less than this has no range of its own to stretch
+
+
+def weight_label(value: float) -> str:
+    """A weight at a scale's end, 3 decimals at most: 0.007, 0.44, 1 (never '7.0e-3' beside '0.44')."""
+    return f"{value:.3f}".rstrip("0").rstrip(".") or "0"
 
 
 def counted(number: int, noun: str) -> str:

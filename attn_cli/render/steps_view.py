@@ -14,7 +14,8 @@ from attn_cli.render.terminal import header
 WIDEN = "widen"  # steps has no --rows/--cols: a heatmap too wide asks for a wider terminal
 
 
-def render_steps(report) -> RenderableType:
+def render_steps(report, per_head: bool = False) -> RenderableType:
+    """per_head: the softmax stage coloured from its own smallest to its largest weight (--scale head)."""
     tokens = [token.text for token in report.tokens]
     parts: list[RenderableType] = [
         header(report, "attn steps"),
@@ -28,7 +29,7 @@ def render_steps(report) -> RenderableType:
             masked = np.isnan(stage.values)
         if stage.kind == "tokens×tokens":
             shown = stage.values if masked is None else np.where(masked, np.nan, stage.values)
-            scale = Scale.weights() if stage.name == "softmax" else Scale.scores(shown)
+            scale = Scale.weights(shown, per_head) if stage.name == "softmax" else Scale.scores(shown)
             parts.append(Heatmap(shown, tokens, title, scale, hint=WIDEN))
         else:
             parts.append(VectorTable(stage.values, tokens, title, (0, rows)))

@@ -117,7 +117,7 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
     out.append(colour_bar(svg, bar_x, gy, bar_h, scale, heat.noun))
     # The caption goes under the cells and under the colour bar's own label (a bar taller than a few rows
     # of cells ends lower than they do), so the two never share a line.
-    caption = heat.caption
+    caption = heat.caption + (" · per-head colour scale (min → max)" if scale.own else "")  # the bar: the range
     caption_y = gy + max(rows * cell, bar_h + BAR_LABEL) + 13
     out.append(svg.text(gx, caption_y, caption, 9, extra=' fill="#666"'))
     width = max(bar_x + 60 - x0, title_width, gx + text_width(caption, 9) - x0)
@@ -129,7 +129,9 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
 bar_ids = iter(range(1, 1 << 30))
 
 
-def colour_bar(svg: Svg, x: float, y: float, height: float, scale: Scale, noun: str | None = None) -> str:
+def colour_bar(svg: Svg, x: float, y: float, height: float, scale: Scale, noun: str | None = None,
+               labels: tuple[str, str, str] | None = None) -> str:
+    """A vertical colour bar, brightest at the top; labels: (top, middle, bottom), else the scale's."""
     gradient = f"bar{next(bar_ids)}"
     stops = scale.stops(11)
     stop_tags = "".join(f'<stop offset="{index / 10:.2f}" stop-color="{scale.colour(value)}"/>'
@@ -137,8 +139,8 @@ def colour_bar(svg: Svg, x: float, y: float, height: float, scale: Scale, noun: 
     out = [f'<defs><linearGradient id="{gradient}" x1="0" y1="0" x2="0" y2="1">{stop_tags}</linearGradient></defs>',
            f'<rect x="{x:.1f}" y="{y:.1f}" width="12" height="{height:.1f}" fill="url(#{gradient})" '
            'stroke="#888" stroke-width="0.5"/>']
-    ticks = [(stops[-1], scale.high_label), (stops[len(stops) // 2], scale.middle_label), (stops[0], scale.low_label)]
-    for index, (_, label) in enumerate(ticks):
+    ticks = labels or (scale.high_label, scale.middle_label, scale.low_label)
+    for index, label in enumerate(ticks):
         ty = y + height * index / 2
         out.append(f'<line x1="{x + 12:.1f}" y1="{ty:.1f}" x2="{x + 16:.1f}" y2="{ty:.1f}" stroke="#444"/>')
         out.append(svg.text(x + 18, ty + 4, label, 10))
@@ -148,15 +150,18 @@ def colour_bar(svg: Svg, x: float, y: float, height: float, scale: Scale, noun: 
     return "\n".join(out)
 
 
-def grid_svg(svg: Svg, x0: float, y0: float, layers, scale: Scale, mark=None) -> tuple[float, float]:
-    """Every head as a thumbnail: layers down, heads across, labelled."""
+def grid_svg(svg: Svg, x0: float, y0: float, layers, scale: Scale, mark=None,
+             per_head: bool = False) -> tuple[float, float]:
+    """Every head as a thumbnail: layers down, heads across, labelled; per_head: each head's colours span its
+    own smallest → largest weight (the colour bar then says so instead of giving one range)."""
     across = max(len(heads) for _, heads in layers)
     first = next(head.weights for _, heads in layers for head in heads if head.weights is not None)
     rows, cols = first.shape
     thumb = max(24.0, min(96.0, GRID_TARGET / across - 8))
     cell_w, cell_h = thumb / cols, thumb / cols
     height = cell_h * rows
-    out = [svg.text(x0, y0 + 15, "Every head's weights (query rows ↓, key columns →); same colour scale", 14,
+    which = "each head on its own scale, min → max" if per_head else "same colour scale"
+    out = [svg.text(x0, y0 + 15, f"Every head's weights (query rows ↓, key columns →); {which}", 14,
                     weight="bold")]
     gx, gy = x0 + 30, y0 + 40
     for index in range(across):
@@ -170,21 +175,23 @@ def grid_svg(svg: Svg, x0: float, y0: float, layers, scale: Scale, mark=None) ->
             matrix = head.weights
             if matrix is None:
                 continue
+            own = Scale.weights(head.masked(head.weights), per_head=True) if per_head else scale
             out.append(f'<g><title>layer {layer} head {head.head}</title>'
                        f'<rect x="{tx:.1f}" y="{ty:.1f}" width="{thumb:.1f}" height="{height:.1f}" '
                        f'fill="{scale.colour(0)}"/>')
             for i in range(matrix.shape[0]):
                 for j in range(matrix.shape[1]):
                     value = float(matrix[i, j])
-                    if math.isfinite(value) and scale.share(value) >= 0.02:
+                    if math.isfinite(value) and own.share(value) >= 0.02:
                         out.append(f'<rect x="{tx + j * cell_w:.2f}" y="{ty + i * cell_h:.2f}" '
                                    f'width="{cell_w + 0.05:.2f}" height="{cell_h + 0.05:.2f}" '
-                                   f'fill="{scale.colour(value)}"/>')
+                                   f'fill="{own.colour(value)}"/>')
             stroke = ' stroke="#1a73e8" stroke-width="2"' if mark == (layer, head.head) else ' stroke="#bbb" stroke-width="0.5"'
             out.append(f'<rect x="{tx:.1f}" y="{ty:.1f}" width="{thumb:.1f}" height="{height:.1f}" fill="none"{stroke}/></g>')
     bottom = gy + len(layers) * (height + 8)
     right = gx + across * (thumb + 8)
-    out.append(colour_bar(svg, right + 10, gy, min(bottom - gy - 8, 200), scale))
+    labels = ("its max", "", "its min") if per_head else None
+    out.append(colour_bar(svg, right + 10, gy, min(bottom - gy - 8, 200), scale, labels=labels))
     svg.add("\n".join(out), right + 70, bottom + 16)
     return right + 70 - x0, bottom + 16 - y0
 

@@ -43,8 +43,9 @@ class Panel(str, Enum):
     top = "top"
 
 
-def render_report(report: InspectReport, panels: set[Panel] | None = None) -> RenderableType:
-    """The whole terminal view. panels=None is the default view: every head at a glance, one in detail."""
+def render_report(report: InspectReport, panels: set[Panel] | None = None, per_head: bool = False) -> RenderableType:
+    """The whole terminal view. panels=None is the default view: every head at a glance, one in detail.
+    per_head: weights coloured on each head's own scale (--scale head)."""
     heads = report.heads()
     parts: list[RenderableType] = [header(report, "attn inspect")]
     if report.variant != "baseline":
@@ -54,11 +55,11 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None) -> Re
         parts.append(Text("q and k before rotary position embeddings (--pre-rope): not the scores the model uses",
                           style="magenta"))
     if panels is None:
-        shown = parts + default_view(report, heads)
+        shown = parts + default_view(report, heads, per_head)
         grid = next((part for part in shown if isinstance(part, HeadsGrid)), None)
         return Group(*shown) if grid is None else FitScreen(shown, grid)  # the grid sized to the screen
     if Panel.grid in panels:
-        parts.append(heads_grid(report))
+        parts.append(heads_grid(report, per_head=per_head))
     if Panel.overview in panels:
         parts += [overview_grid(report, "entropy"), overview_grid(report, "asymmetry")]
     if Panel.symmetry in panels:
@@ -66,11 +67,11 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None) -> Re
     if Panel.stats in panels:
         parts.append(titled("Scores against the √d argument: var(q·k) ≈ d·var(q)·var(k); the 1/√d scale divides "
                             "it by d", score_stats_table(heads)))
-    tokens = [token.text for token in report.tokens]
+    tokens = [unit.text for unit in report.axis]
     for layer, head in heads:
         title = head_title(layer, head)
         if Panel.weights in panels:
-            parts.append(measure_heatmap(head, tokens, layer))
+            parts.append(measure_heatmap(head, tokens, layer, per_head))
         if Panel.scores in panels:
             parts.append(scores_heatmap(head, tokens, layer))
         for name in ("q", "k", "v"):
@@ -82,34 +83,36 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None) -> Re
     return Group(*parts)
 
 
-def default_view(report: InspectReport, heads: list[tuple[int, HeadReport]]) -> list[RenderableType]:
+def default_view(report: InspectReport, heads: list[tuple[int, HeadReport]], per_head: bool = False
+                 ) -> list[RenderableType]:
     """All heads as a grid, then the most focused one in detail: its weights and two lines of statistics."""
-    tokens = [token.text for token in report.tokens]
+    tokens = [unit.text for unit in report.axis]
     parts: list[RenderableType] = []
     layer, head = heads[0]
     if len(heads) > 1:
         layer, head = most_focused(heads)
-        parts.append(heads_grid(report, mark=(layer, head.head)))
+        parts.append(heads_grid(report, mark=(layer, head.head), per_head=per_head))
         parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head (lowest mean entropy). "
-                          "Others: --layer L --head H; more: --show top,scores,stats,overview", style="dim"))
-    parts.append(measure_heatmap(head, tokens, layer))
+                          "Others: --layer L --head H; more: --show "
+                          f"{'top,stats' if report.words is not None else 'top,scores,stats'},overview", style="dim"))
+    parts.append(measure_heatmap(head, tokens, layer, per_head))
     parts += head_summary(head)
     return parts
 
 
-def measure_heatmap(head: HeadReport, tokens: list[str], layer: int) -> Heatmap:
+def measure_heatmap(head: HeadReport, tokens: list[str], layer: int, per_head: bool = False) -> Heatmap:
     """The head's weights, or with --measure norm its value-weighted norms instead."""
     if head.norms is not None:
         return norms_heatmap(head, tokens, layer)
-    return weights_heatmap(head, tokens, layer)
+    return weights_heatmap(head, tokens, layer, per_head=per_head)
 
 
-def heads_grid(report: InspectReport, mark: tuple[int, int] | None = None) -> HeadsGrid:
+def heads_grid(report: InspectReport, mark: tuple[int, int] | None = None, per_head: bool = False) -> HeadsGrid:
     layers = [(layer.layer, layer.heads) for layer in report.layers]
     count = sum(len(heads) for _, heads in layers)
     title = (f"Every head's weights: {len(layers)} layer{'s' if len(layers) != 1 else ''} × "
              f"{max(len(heads) for _, heads in layers)} heads" if count > 1 else "The head's weights")
-    return HeadsGrid(layers, title, mark=mark)
+    return HeadsGrid(layers, title, mark=mark, per_head=per_head)
 
 
 def head_summary(head: HeadReport) -> list[Text]:
@@ -133,18 +136,17 @@ def head_title(layer: int, head: HeadReport) -> str:
 
 
 def weights_heatmap(head: HeadReport, tokens: list[str], layer: int, title: str | None = None,
-                    formula: str | None = None) -> Heatmap:
-    """The weights heatmap with masked cells blank (their weight is exactly 0; their score is NaN)."""
+                    formula: str | None = None, per_head: bool = False) -> Heatmap:
+    """The weights heatmap with masked cells blank (their weight is exactly 0; their score is NaN);
+    per_head: coloured from its own smallest to its largest weight."""
     title = title or f"{head_title(layer, head)} · weights = {formula or weights_formula(head)}"
-    matrix = head.weights
-    if matrix is not None and head.scores is not None:
-        matrix = np.where(np.isnan(head.scores), np.nan, head.weights)
-    return Heatmap(matrix, tokens, title, Scale.weights(), head.window)
+    matrix = head.masked(head.weights)
+    return Heatmap(matrix, tokens, title, Scale.weights(matrix, per_head), head.window)
 
 
 def norms_heatmap(head: HeadReport, tokens: list[str], layer: int) -> Heatmap:
     """--measure norm: the value-weighted norms ‖α·v·W_Oʰ‖, 0 up to their largest, masked cells blank."""
-    values = head.norms if head.scores is None else np.where(np.isnan(head.scores), np.nan, head.norms)
+    values = head.masked(head.norms)
     return Heatmap(values, tokens, f"{head_title(layer, head)} · value-weighted norms ‖α·v·W_Oʰ‖",
                    Scale.magnitude(values), head.window, label="norm")
 
@@ -155,7 +157,8 @@ def scores_heatmap(head: HeadReport, tokens: list[str], layer: int, scale: Scale
 
 
 def weights_formula(head: HeadReport) -> str:
-    return f"softmax({scores_formula(head)})"
+    merged = " · over words" if head.merged else ""
+    return f"softmax({scores_formula(head)}){merged}"
 
 
 def scores_formula(head: HeadReport) -> str:
@@ -177,18 +180,29 @@ def header(report, command: str) -> RenderableType:
         f"head dim {model.head_dim}"
         f"{', causal' if model.causal else ''}) · {report.device} · {report.dtype}",
     )
-    tokens = Text(f"{len(report.tokens)} tokens: ")
-    for token in report.tokens[:TOP_ROWS]:
-        tokens.append(f"{token.index}:", style="dim")
-        tokens.append_text(literal(token.text, "dim italic") if token.special else token_text(token.text))
-        tokens.append("  ")
-    if len(report.tokens) > TOP_ROWS:
-        tokens.append(f"… and {len(report.tokens) - TOP_ROWS} more", style="dim")
-    tokens.rstrip()
-    parts: list[RenderableType] = [line, tokens]
+    parts: list[RenderableType] = [line, unit_list(report.tokens, "tokens")]
+    words = getattr(report, "words", None)
+    if words is not None:
+        parts += [unit_list(words, "words"),
+                  Text(f"--words: {len(report.tokens)} tokens merged into {len(words)} words; attention to a word = "
+                       "the sum over its pieces, from a word = the mean over them (rows sum to 1). Scores are not "
+                       "merged; symmetry and score statistics are of the token-level scores.", style="dim")]
     if report.truncated_from is not None:
         parts.append(Text(f"truncated from {report.truncated_from} tokens (--truncate)", style="yellow"))
     return Group(*parts)
+
+
+def unit_list(units, noun: str) -> Text:
+    """'8 tokens: 0:[CLS]  1:hello …' (or words): numbered as the matrices' rows are, special ones dim italic."""
+    text = Text(f"{len(units)} {noun}: ")
+    for unit in units[:TOP_ROWS]:
+        text.append(f"{unit.index}:", style="dim")
+        text.append_text(literal(unit.text, "dim italic") if unit.special else token_text(unit.text))
+        text.append("  ")
+    if len(units) > TOP_ROWS:
+        text.append(f"… and {len(units) - TOP_ROWS} more", style="dim")
+    text.rstrip()
+    return text
 
 
 OVERVIEW = {
@@ -200,7 +214,7 @@ OVERVIEW = {
 def overview_grid(report: InspectReport, metric: str) -> RenderableType:
     """Layers × heads, one number per head, coloured so the interesting heads stand out."""
     title, bright = OVERVIEW[metric]
-    tokens = len(report.tokens)
+    tokens = len(report.axis)
     if metric == "entropy":
         note = f"0 = one key, {math.log(tokens):.2f} = uniform over {tokens} tokens; {bright}"
         top = math.log(tokens) or 1.0

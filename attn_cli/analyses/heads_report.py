@@ -1,0 +1,122 @@
+"""The report of `attn heads`: every selected head's scores over the texts, and its JSON document. No torch:
+`attn heads show` reads one from a corpus store (analyses/store_read.py) without loading a model."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from attn_cli.data.capture import ModelInfo
+from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.math.score_names import BROAD_THRESHOLD, LABEL_THRESHOLD, SCORES, SINK_EPSILON
+from attn_cli.plumbing.errors import BadInput
+
+
+@dataclass(frozen=True)
+class SinkKey:
+    position: int  # within the text (0 = [CLS]/BOS)
+    token: str  # as the tokenizer spells it
+    texts: int  # in how many texts this key was the head's sink key
+
+
+@dataclass
+class HeadProfile:
+    """One head: each score's mean and standard deviation over the texts where it is defined."""
+
+    layer: int
+    head: int
+    kv_head: int
+    scores: dict[str, float | None]  # SCORES → mean over texts; None where no text defined it
+    std: dict[str, float | None]  # population standard deviation over the same texts
+    scored: dict[str, int]  # SCORES → how many texts defined it
+    label: str  # a SCORES name or "mixed" (heads.label)
+    sink_key: SinkKey | None  # the key most rows put more than ε on, most often
+
+
+@dataclass
+class HeadsReport(Document):
+    model: ModelInfo
+    device: str
+    dtype: str
+    texts: int  # texts scored
+    tokens: int  # tokens in them, special tokens included
+    heads: list[HeadProfile]
+    source: str  # "arguments", a file path, or "probe"
+    probe: dict | None = None  # {"kind": "induction", "seed", "length", "text"} for --probe
+    interrupted: bool = False  # stopped by Ctrl-C: the scores cover the texts done
+    truncated: int = 0  # texts cut to the model's positions by --truncate
+    thresholds: dict = field(default_factory=lambda: {
+        "label": LABEL_THRESHOLD, "broad": BROAD_THRESHOLD, "sink_epsilon": SINK_EPSILON})
+
+    def head(self, layer: int, head: int) -> HeadProfile:
+        """report.head(0, 2).scores["previous_token"]"""
+        for profile in self.heads:
+            if profile.layer == layer and profile.head == head:
+                return profile
+        raise BadInput(f"head {layer}.{head} is not in this report")
+
+    def top(self, score: str, count: int = 5) -> list[HeadProfile]:
+        """The heads with the highest mean of `score` (defined ones only), highest first."""
+        if score not in SCORES:
+            raise BadInput(f"no score named {score!r}", f"scores: {', '.join(SCORES)}")
+        ranked = [profile for profile in self.heads if profile.scores[score] is not None]
+        ranked.sort(key=lambda profile: (-profile.scores[score], profile.layer, profile.head))
+        return ranked[:count]
+
+    def to_json_dict(self) -> dict:
+        document = {
+            "schema_version": SCHEMA_VERSION,
+            "command": "heads",
+            "model": asdict(self.model),
+            "device": self.device,
+            "dtype": self.dtype,
+            "source": self.source,
+            "texts": self.texts,
+            "tokens": self.tokens,
+            "interrupted": self.interrupted,
+            "thresholds": dict(self.thresholds),
+        }
+        if self.truncated:
+            document["truncated"] = self.truncated
+        if self.probe is not None:
+            document["probe"] = dict(self.probe)
+        document["heads"] = [
+            {
+                "layer": profile.layer,
+                "head": profile.head,
+                "kv_head": profile.kv_head,
+                "label": profile.label,
+                "scores": {name: _num(value) for name, value in profile.scores.items()},
+                "std": {name: _num(value) for name, value in profile.std.items()},
+                "texts": self.texts,
+                "scored": dict(profile.scored),
+                "sink_key": None if profile.sink_key is None else asdict(profile.sink_key),
+            }
+            for profile in self.heads
+        ]
+        return document
+
+    def to_arrow(self):
+        """One row per (layer, head): layer, head, kv_head, label, then per score (SCORES) its mean over the
+        texts (previous_token, …), its std (previous_token_std) and how many texts defined it
+        (previous_token_scored); then the sink key (sink_position, sink_token, sink_texts; null if none)."""
+        from attn_cli.data.tables import records
+
+        def row(profile: HeadProfile) -> dict:
+            sink = profile.sink_key
+            return {"layer": profile.layer, "head": profile.head, "kv_head": profile.kv_head, "label": profile.label,
+                    **{column: value for name in SCORES for column, value in (
+                        (name, profile.scores[name]), (f"{name}_std", profile.std[name]),
+                        (f"{name}_scored", profile.scored[name]))},
+                    "sink_position": None if sink is None else sink.position,
+                    "sink_token": None if sink is None else sink.token,
+                    "sink_texts": None if sink is None else sink.texts}
+
+        return records([row(profile) for profile in self.heads], strings=("sink_token",))
+
+
+def _num(value: float | None) -> float | None:
+    """6 decimals; None (JSON null) for undefined."""
+    if value is None or not math.isfinite(value):
+        return None
+    return round(float(value), 6)

@@ -1,0 +1,97 @@
+"""`attn heads show DIR [--head L.H]`: a corpus store's heads, or one head's dashboard, with no model loaded.
+
+`attn heads` takes texts, so `show` is a sub-command only as the first word after `heads` (the Group in
+cli/__init__.py routes it here); `attn heads -- show` scores the word "show" as a text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from attn_cli.cli import options as opt
+from attn_cli.cli.common import check_outputs, emit_json, emit_terminal, note
+from attn_cli.cli.edge import user_errors
+from attn_cli.plumbing.errors import BadInput
+
+EPILOG = (
+    "A store is the directory `attn heads --file CORPUS --store DIR` writes. Without --head: the heads grid "
+    "and the top heads per score, as `attn heads` prints them. With --head L.H: that head's dashboard: a "
+    "histogram per score over the texts, its top texts and a sample from each tenth of one score (--score, "
+    "default the head's label), and its top edges, each a line of context with the query token and the keys it "
+    "attends highlighted (marked \\[query] {key} without colour), weights after →.\n\n"
+    "Examples:\n\n"
+    "  attn heads show heads-store\n\n"
+    "  attn heads show heads-store --head 1.4 --score induction --top 3\n\n"
+    "  attn heads show heads-store --save dashboard.html\n\n"
+    "  attn heads -- show      (scores the word \"show\" as a text)"
+)
+SHOW_NOTE = "\n\nattn heads show DIR: read a corpus store (attn heads show --help)."
+
+
+def heads_show_command(
+    store: Annotated[Optional[Path], typer.Argument(metavar="DIR", show_default=False,
+        help="A store written by attn heads --file CORPUS --store DIR.")] = None,
+    head: Annotated[Optional[str], typer.Option("--head", "-H", metavar="HEAD",
+        help="Show this head's dashboard: LAYER.HEAD, like 1.4.")] = None,
+    score: Annotated[Optional[str], typer.Option("--score", "-s", metavar="SCORE",
+        help="The score whose top texts and decile samples --head shows (default: the head's label).")] = None,
+    top: Annotated[int, typer.Option("--top", "-n", help="Top texts and top edges shown.")] = 5,
+    as_json: opt.AsJson = False,
+    output: opt.Output = None,
+    save: Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
+        help="Also write the dashboard page (FILE.html): a head finder and every head's dashboard, offline.")] = None,
+) -> None:
+    """A corpus store's heads (no model needed), or with --head L.H one head's dashboard."""
+    with user_errors():
+        if store is None:
+            raise BadInput("attn heads show needs a store directory: attn heads show DIR",
+                           "to score the word \"show\" as a text, write attn heads -- show")
+        if save is not None and save.suffix.lower() not in (".html", ".htm"):
+            raise BadInput(f"--save {save}: attn heads show writes the dashboard page, an .html file",
+                           "use --save dashboard.html")
+        if top < 1:
+            raise BadInput(f"--top {top}: show at least 1", "use --top 5")
+        json_wanted = check_outputs(save, as_json, output)
+        place = parse_head(head) if head is not None else None
+        from attn_cli.analyses.store_read import open_store
+
+        try:
+            report = open_store(store)
+        except BadInput as error:
+            if not store.exists():  # perhaps `attn heads show me` meant the text "show me"
+                error.hint = f"{error.hint}; to score \"show {store}\" as text, write attn heads -- show {store}"
+            raise
+        if report.incomplete_note():
+            note(report.incomplete_note())
+        dashboard = report.dashboard(*place, score=score, top=top) if place is not None else None
+        if score is not None and dashboard is None:
+            report.check_score(score)
+            note("note: --score chooses the examples of a --head dashboard; without --head it changes nothing")
+        if json_wanted:
+            emit_json(dashboard or report, output)
+            return
+        from attn_cli.plumbing.config import defaults
+        from attn_cli.render.store_view import DashboardView, StoreView
+
+        emit_terminal(lambda: DashboardView(dashboard) if dashboard is not None else StoreView(report), save,
+                      defaults()["render"]["fallback_width"], figure=lambda path: save_page(report, path, top, place))
+
+
+def parse_head(text: str) -> tuple[int, int]:
+    """'1.4' → (1, 4)."""
+    layer, dot, head = text.strip().partition(".")
+    if not dot or not layer.isdigit() or not head.isdigit():
+        raise BadInput(f"--head {text!r} is not LAYER.HEAD", "write it like --head 1.4 (layer 1, head 4)")
+    return int(layer), int(head)
+
+
+def save_page(report, path: Path, top: int, start) -> None:
+    from attn_cli.plumbing.atomic import atomic_path
+    from attn_cli.render.dashboard_page import dashboard_html
+    from attn_cli.render.files import write_figure
+
+    with atomic_path(path, "--save") as temp:
+        write_figure(temp, dashboard_html(report, top, start).encode("utf-8"))
