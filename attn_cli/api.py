@@ -39,7 +39,7 @@ KINDS: dict[str, Callable] = {
     **dict.fromkeys(("rows", "cols"), arguments.span),
     **dict.fromkeys(("top_k", "cell_limit", "max_new_tokens", "seed", "probe_length", "batch_size", "limit"),
                     arguments.index),
-    **dict.fromkeys(("tolerance", "temperature"), arguments.number),
+    **dict.fromkeys(("tolerance", "temperature", "epsilon", "ratio", "floor"), arguments.number),
     **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "pre_rope", "inputs", "sample",
                      "words"), arguments.flag),
     **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype"), arguments.word),
@@ -233,33 +233,24 @@ class Model:
         last-token, punctuation, self, broad and sink scores, and a label, averaged over the texts.
 
         texts: one text, a list, or any iterable (read as it goes); or file: a text per line, or
-        JSONL {"text": …}; or probe="induction": a seeded random token sequence repeated twice.
+        JSONL {"text": …}; or probe="induction": a seeded random token sequence repeated twice, or
+        probe="retrieval": a needle inside a random haystack, then the needle again (the retrieval score).
         Texts run in padded batches of batch_size; limit caps how many. progress(done, total).
         Ctrl-C stops at the current batch: the report covers the texts done (report.interrupted).
         Formulas: attn_cli.math.head_scores. report.head(0, 2).scores["previous_token"]; report.to_json_dict().
         """
-        from attn_cli.analyses.heads import PROBE_LENGTH, PROBES, probe_text, run_heads
-        from attn_cli.plumbing.textio import count_texts, read_corpus
+        from attn_cli.analyses.heads import PROBE_LENGTH, probe as make_probe, run_heads
 
         given = [name for name, value in (("texts", texts), ("file", file), ("probe", probe)) if value is not None]
         if len(given) != 1:
             raise BadInput("give one of texts, file or probe" if not given else f"{' and '.join(given)} "
                            "are separate sources", "pass text, --file FILE or --probe induction")
-        total, source, described = None, "arguments", None
+        described = None
         if probe is not None:
-            if probe not in PROBES:
-                raise BadInput(f"unknown probe {probe!r}", f"probes: {', '.join(PROBES)}")
-            length = PROBE_LENGTH if probe_length is None else probe_length
-            text = probe_text(self.backend, seed, length)
-            texts, total, source = [text], 1, "probe"
-            described = {"kind": probe, "seed": seed, "length": len(text.split()) // 2, "requested": length,
-                         "text": text}
-        elif file is not None:
-            texts, total, source = read_corpus(file), count_texts(file), "stdin" if str(file) == "-" else str(file)
-        elif isinstance(texts, str):
-            texts, total = [texts], 1
-        elif hasattr(texts, "__len__"):
-            total = len(texts)
+            described = make_probe(self.backend, probe, seed, PROBE_LENGTH if probe_length is None else probe_length)
+            texts, total, source = [described["text"]], 1, "probe"
+        else:
+            texts, total, source = _corpus(texts, file)
         return run_heads(self.backend, texts, Selection(layers=layers, heads=heads), batch_size=batch_size,
                          limit=limit, total=total, truncate=truncate, source=source, probe=described,
                          progress=progress)
@@ -274,12 +265,44 @@ class Model:
 
         return run_circuits(self.backend)
 
+    def diagnose(self, texts: str | Iterable[str] | None = None, *, file: str | Path | None = None,
+                 epsilon: float | None = None, ratio: float | None = None, floor: float | None = None,
+                 batch_size: int = 32, limit: int | None = None, truncate: bool = False, progress=None):
+        """The model's attention sinks and massive activations over one text, a list, any iterable or a
+        file (as heads() reads them): a DiagnoseReport with the sink rate (Gu et al. 2024: the share of
+        heads whose mean weight on the first token exceeds epsilon, default 0.3) per layer and over the
+        model, each head's first-token weight, and the residual stream's largest entries, massive when
+        over ratio × the layer's median magnitude and over floor (Sun et al. 2024; defaults 100, 100).
+        Formulas: attn_cli.math.diagnostics. report.layers[1].sink_rate; report.to_json_dict()."""
+        from attn_cli.analyses.diagnose import run_diagnose
+        from attn_cli.math.diagnostics import MASSIVE_FLOOR, MASSIVE_RATIO
+        from attn_cli.math.head_scores import SINK_EPSILON
+
+        if (texts is None) == (file is None):
+            raise BadInput("give one of texts or file", "pass text or --file FILE")
+        texts, total, source = _corpus(texts, file)
+        return run_diagnose(self.backend, texts, epsilon=SINK_EPSILON if epsilon is None else epsilon,
+                            ratio=MASSIVE_RATIO if ratio is None else ratio,
+                            floor=MASSIVE_FLOOR if floor is None else floor, batch_size=batch_size, limit=limit,
+                            total=total, truncate=truncate, source=source, progress=progress)
+
     @door
     def steps(self, text: str, *, layer: int | str = 0, head: int | str = 0):
         """One head walked through X, Q, K, V, Q·Kᵀ, the scale, the mask, softmax, ·V (and W_O on the toy)."""
         from attn_cli.analyses.steps import walk_head
 
         return walk_head(self.backend, text, layer, head)
+
+
+def _corpus(texts, file) -> tuple[Iterable[str], int | None, str]:
+    """(texts, how many if known, source) of texts given as one, a list, an iterable, or file (read as it goes)."""
+    from attn_cli.plumbing.textio import count_texts, read_corpus
+
+    if file is not None:
+        return read_corpus(file), count_texts(file), "stdin" if str(file) == "-" else str(file)
+    if isinstance(texts, str):
+        return [texts], 1, "arguments"
+    return texts, len(texts) if hasattr(texts, "__len__") else None, "arguments"
 
 
 def _selection(layers: Spec, heads: Spec, rows: Span, cols: Span, full: bool) -> Selection:

@@ -125,6 +125,8 @@ def _centre(layer: int, head: int, score: str) -> float:
 
 
 def _values(rng: random.Random, corpus, layer: int, head: int, score: str) -> list[float | None]:
+    if score == "retrieval":  # defined only on --probe retrieval's needle: never in a corpus (and no draw)
+        return [None] * len(corpus)
     centre = _centre(layer, head, score)
     spread = 40.0 if centre > 0.9 else 12.0
     out = []

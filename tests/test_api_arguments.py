@@ -25,7 +25,7 @@ EXAMPLES = int(os.environ.get("ATTN_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 FEW = settings(FUZZ, max_examples=max(EXAMPLES // 5, 1))  # a real tokenizer: slower calls
 
-METHODS = ("inspect", "compare", "capture", "diff", "generate", "rollout", "heads", "steps")
+METHODS = ("inspect", "compare", "capture", "diff", "generate", "rollout", "heads", "diagnose", "steps")
 
 
 @pytest.fixture(autouse=True)
@@ -150,6 +150,7 @@ GOOD = {
     "cols": st.sampled_from(["0:2", (0, 3), "2:"]),
     "top_k": st.integers(1, 8) | st.just(2**70), "cell_limit": st.integers(10**5, 10**9),
     "tolerance": st.floats(0, 1), "temperature": st.floats(0.1, 3),
+    "epsilon": st.floats(0, 1), "ratio": st.floats(0, 1e4), "floor": st.floats(0, 1e4),
     "max_new_tokens": st.integers(1, 3), "seed": st.integers(-2**63, 2**64 - 1),
     "probe_length": st.integers(2, 40), "batch_size": st.integers(1, 64), "limit": st.integers(1, 5),
     **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "inputs", "sample"), st.booleans()),
@@ -182,13 +183,15 @@ def good_call(method: str, corpus: Path):
     optional = {name: GOOD[name] for name in names if name in GOOD and name not in ("text", "prompt", "other")}
     if method == "inspect":
         text = TEXTS | st.lists(TEXTS, min_size=1, max_size=3)
-    elif method == "heads":  # one source of texts
+    elif method in ("heads", "diagnose"):  # one source of texts
         optional = {name: strategy for name, strategy in optional.items() if name not in ("seed", "probe_length")}
+        probes = [st.fixed_dictionaries({"probe": st.sampled_from(["induction", "retrieval"])},
+                                        optional={"seed": st.integers(-2**70, 2**70),
+                                                  "probe_length": GOOD["probe_length"]})] if method == "heads" else []
         return st.one_of(
             st.fixed_dictionaries({"texts": TEXTS | st.lists(TEXTS, min_size=1, max_size=4)}),
             st.fixed_dictionaries({"file": st.sampled_from([corpus, str(corpus)])}),
-            st.fixed_dictionaries({"probe": st.just("induction")},
-                                  optional={"seed": st.integers(-2**70, 2**70), "probe_length": GOOD["probe_length"]}),
+            *probes,
         ).flatmap(lambda source: st.fixed_dictionaries({**{k: st.just(v) for k, v in source.items()}},
                                                        optional=optional))
     elif method == "diff":  # two texts, or one against another model

@@ -453,7 +453,8 @@ LOADING_FLAGS = {"--model", "--option", "--device", "--dtype", "--allow-pickle",
                  "--device-map"}
 
 
-@pytest.mark.parametrize("command", ["inspect", "explore", "heads", "compare", "rollout", "diff", "generate"])
+@pytest.mark.parametrize("command", ["inspect", "explore", "heads", "diagnose", "compare", "rollout", "diff",
+                                     "generate"])
 def test_every_command_that_loads_a_model_takes_the_same_loading_options(command):
     import typer.main
 

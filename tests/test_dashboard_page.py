@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from attn_cli.math.score_names import SCORES
+
 from store_builder import INDUCTION, build_store
 from test_browser import browser, offline_page, open_page  # noqa: F401  (fixtures)
 
@@ -35,7 +37,7 @@ def test_the_finder_sorts_by_induction_and_a_click_opens_the_head(offline_page, 
     page, requests, errors = offline_page
     open_page(page, pages["plain"])
     assert page.locator("#heads tbody tr").count() == 72
-    assert page.locator("#heads thead th.score").count() == 9
+    assert page.locator("#heads thead th.score").count() == len(SCORES)
     page.locator("th[data-score='induction']").click()
     assert rows(page)[0] == "1.4"  # the planted induction head first
     values = [float(v.replace("-", "nan") or "nan") for v in
@@ -46,7 +48,7 @@ def test_the_finder_sorts_by_induction_and_a_click_opens_the_head(offline_page, 
     page.locator("th[data-score='induction']").click()
     page.locator("#heads tbody tr").first.click()
     assert page.locator("#head-title").text_content() == "layer 1 · head 4 · induction"
-    assert page.locator("#histograms .hist").count() == 9
+    assert page.locator("#histograms .hist").count() == len(SCORES)
     assert page.locator("#histograms .hist.chosen").get_attribute("data-score") == "induction"
     assert page.locator("#examples-top .example").count() == 5
     assert page.locator("#examples-decile .example").count() == 10

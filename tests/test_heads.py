@@ -151,12 +151,13 @@ def test_the_fast_path_equals_the_pattern_definition():
 def test_corpus_totals_mean_std_and_count_skip_undefined_texts():
     totals = CorpusTotals(1, 1)
     nan = float("nan")
-    texts = torch.tensor([[[0.2] * 8 + [0.5]], [[0.4] + [nan] * 7 + [0.5]]], dtype=torch.float64)  # (B=2, h=1, 9)
+    texts = torch.tensor([[[0.2] * 8 + [0.5, nan]], [[0.4] + [nan] * 7 + [0.5, nan]]],
+                         dtype=torch.float64)  # (B=2, h=1, 10)
     totals.add(0, slice(0, 1), texts, [[(0, "[CLS]")], [(3, "cat")]])
     mean, std = totals.mean_std()
     assert mean[0, 0, 0] == pytest.approx(0.3) and std[0, 0, 0] == pytest.approx(0.1)  # population std
     assert mean[0, 0, 1] == pytest.approx(0.2) and std[0, 0, 1] == 0.0
-    assert totals.count[0, 0].tolist() == [2, 1, 1, 1, 1, 1, 1, 1, 2]
+    assert totals.count[0, 0].tolist() == [2, 1, 1, 1, 1, 1, 1, 1, 2, 0]
     assert totals.sink_key(0, 0) == (0, "[CLS]", 1)  # a tie in texts: the earlier position
 
 
@@ -431,11 +432,11 @@ def test_cli_ctrl_c_reports_the_texts_done(monkeypatch):
 
     real, calls = engine.score_batch, []
 
-    def interrupted_on_the_second_batch(*args):
+    def interrupted_on_the_second_batch(*args, **kwargs):
         calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(engine, "score_batch", interrupted_on_the_second_batch)
     result = invoke("one.", "two.", "three.", "--batch-size", "2", "--layer", "0", "--json")
@@ -456,11 +457,11 @@ def test_ctrl_c_at_the_edge_is_said_once(monkeypatch, capsys):
 
     real, calls = engine.score_batch, []
 
-    def interrupted_on_the_second_batch(*args):
+    def interrupted_on_the_second_batch(*args, **kwargs):
         calls.append(1)
         if len(calls) == 2:
             raise interrupts._interrupt(signal.SIGINT)  # what the handler raises on SIGINT
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(engine, "score_batch", interrupted_on_the_second_batch)
     monkeypatch.setattr("sys.argv", ["attn", "heads", "one.", "two.", "three.", "--batch-size", "2", "--layer", "0",

@@ -32,7 +32,7 @@ def test_bracketed_words_survive_rich_markup_and_flags_have_no_bool_type(command
         assert "needs the [big] extra" in text
 
 
-COMMANDS = ["inspect", "explore", "heads", "compare", "steps", "rollout", "diff", "generate", "models"]
+COMMANDS = ["inspect", "explore", "heads", "diagnose", "compare", "steps", "rollout", "diff", "generate", "models"]
 
 
 @pytest.mark.parametrize("command, usage", [("inspect", "TEXT..."), ("heads", "[TEXT]..."), ("explore", "[TEXT]"),

@@ -122,7 +122,7 @@ def diff_runs(backend_a, backend_b, text_a: str, text_b: str, selection: Selecti
 
 
 def head_type_scores(report: InspectReport) -> dict[tuple[int, int], list[float]]:
-    """attn heads' nine scores of every head of the report, from its whole weight matrices."""
+    """attn heads' scores of every head of the report, from its whole weight matrices."""
     import torch
 
     from attn_cli.math.head_scores import head_scores, token_flags
@@ -132,7 +132,7 @@ def head_type_scores(report: InspectReport) -> dict[tuple[int, int], list[float]
     for layer in report.layers:
         weights = torch.from_numpy(np.stack([head.weights for head in layer.heads]))[None]  # (1, h, T, T)
         allowed = torch.from_numpy(~np.isnan(layer.heads[0].scores))[None]  # (1, T, T): the mask of every head
-        values, _ = head_scores(weights, allowed, flags)  # (1, h, 9)
+        values, _ = head_scores(weights, allowed, flags)  # (1, h, len(SCORES))
         for head, row in zip(layer.heads, values[0].tolist()):
             scores[layer.layer, head.head] = row
     return scores

@@ -9,27 +9,23 @@ Pure orchestration over a loaded backend: no loading, no printing.
 
 from __future__ import annotations
 
-import itertools
 import random
 import string
-import sys
-from typing import Callable, Iterable, Iterator
+from typing import Iterable
 
-from attn_cli.analyses.inspect import check_texts
-from attn_cli.data.arguments import whole
+from attn_cli.analyses.batches import Progress, over_batches
 from attn_cli.analyses.heads_report import HeadProfile, HeadsReport, SinkKey  # the report, torch-free
+from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Capture
 from attn_cli.data.selection import Selection
 from attn_cli.math.head_scores import SCORES, CorpusTotals, TextSums, label, token_flags
-from attn_cli.plumbing import interrupts
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
-SORT_WINDOW = 16  # batches read ahead and sorted by length (memory: this many batches of text strings)
-PROBE_LENGTH = 50  # tokens in each half of the induction probe
+PROBE_LENGTH = 50  # tokens in each half of the induction probe; in the retrieval probe's haystack
 UNBOUNDED_PROBE_LENGTH = 1024  # the most for a model with no position limit (the toy): T² stays affordable
-PROBES = ("induction",)
-Progress = Callable[[int, int | None], None]  # progress(texts done, texts in all or None)
+PROBES = ("induction", "retrieval")
+NEEDLE_SHARE = 5  # the retrieval probe's needle is 1/NEEDLE_SHARE of its haystack (2 tokens at least)
 
 
 def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size: int = 32, limit: int | None = None,
@@ -38,55 +34,44 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
     """Score every selected head on every text, batch by batch, and average over the texts.
 
     texts: any iterable (a file is read as it goes). total: how many there are, for progress.
-    Ctrl-C (KeyboardInterrupt) stops at the batch being run: the report covers the batches
-    done and says interrupted; with none done it propagates. SIGTERM and SIGHUP (Terminated) always
-    propagate: a process being stopped writes no report and leaves an existing -o file as it was.
+    Ctrl-C stops at the batch being run (over_batches).
     """
-    whole(batch_size, "--batch-size", minimum=1)
-    if limit is not None:
-        whole(limit, "--limit", minimum=1)
     layers, heads = selection.resolve(backend.info)
     totals = CorpusTotals(len(layers), len(heads))
-    if limit is not None:
-        total = limit if total is None else min(total, limit)
-        texts = itertools.islice(texts, limit)
-    done = tokens = truncated = 0
-    interrupted = False
-    try:
-        for batch in _batches(texts, batch_size):
-            results, texts_tokens, cut = score_batch(backend, batch, layers, heads, truncate)
-            for layer_index, chunk, scores, keys in results:
-                totals.add(layer_index, chunk, scores, keys)
-            done += len(batch)
-            tokens += sum(len(text) for text in texts_tokens)
-            truncated += cut
-            if progress is not None:
-                progress(done, total)
-    except KeyboardInterrupt as interrupt:
-        if done == 0 or isinstance(interrupt, interrupts.Terminated):  # SIGTERM, SIGHUP: stop, write nothing
-            raise
-        interrupted = True
-    if done == 0:
-        raise BadInput("no text to score", "pass a sentence, --file FILE with a text per line, or --probe induction")
+    needle = probe is not None and probe["kind"] == "retrieval"  # the retrieval score needs the needle marked
+
+    def score(batch: list[str]):
+        results, texts_tokens, cut = score_batch(backend, batch, layers, heads, truncate, needle=needle)
+        for layer_index, chunk, scores, keys in results:
+            totals.add(layer_index, chunk, scores, keys)
+        return texts_tokens, cut
+
+    run = over_batches(texts, score, batch_size=batch_size, limit=limit, total=total, progress=progress)
     return HeadsReport(
-        model=backend.info, device=backend.device, dtype=backend.dtype, texts=done, tokens=tokens,
+        model=backend.info, device=backend.device, dtype=backend.dtype, texts=run.texts, tokens=run.tokens,
         heads=_profiles(totals, layers, heads, backend.info), source=source, probe=probe,
-        interrupted=interrupted, truncated=truncated,
+        interrupted=run.interrupted, truncated=run.truncated,
     )
 
 
-def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], truncate: bool):
+def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], truncate: bool, *,
+                needle: bool = False, scorer: type | None = None, hidden=None):
     """Run one batch and score it: (results, tokens per text, texts truncated), results as LayerScores'.
+
+    needle: the texts are retrieval probes (token_flags). scorer: a LayerScores subclass that does
+    something else with each block of weights (analyses/diagnose.py). hidden(run, states): handed the
+    residual stream after every layer, where the backend can give it (capture_padded).
 
     A backend with capture_padded (Hugging Face) hands each layer over as its forward makes it, so
     one layer's q and k are held at a time and the batch stays as the model ran it (no per-text
     copies); other backends (the toy) give one Capture per text, re-padded here.
     """
+    make = scorer or LayerScores
     padded = getattr(backend, "capture_padded", None)
     if padded is None:
         captures = backend.capture_batch(batch, layers, truncate=truncate)
         tokens = [capture.tokens for capture in captures]
-        scores = LayerScores(tokens, layers, heads, backend.info, captures[0].layers[layers[0]].q.device)
+        scores = make(tokens, layers, heads, backend.info, captures[0].layers[layers[0]].q.device, needle)
         for layer in layers:
             scores.add_captures(captures, layer)
         return scores.results, tokens, sum(capture.truncated_from is not None for capture in captures)
@@ -95,10 +80,10 @@ def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], 
     def sink(run, record):
         nonlocal scores
         if scores is None:  # the tokens are known once the batch is encoded, before the first layer
-            scores = LayerScores(run.tokens, layers, heads, backend.info, run.real.device)
+            scores = make(run.tokens, layers, heads, backend.info, run.real.device, needle)
         scores.add_padded(run, record)
 
-    run = padded(batch, layers, sink, truncate=truncate)
+    run = padded(batch, layers, sink, truncate=truncate, **({} if hidden is None else {"hidden": hidden}))
     if scores is None:  # the forward ran but never called attention for a selected layer
         raise UnsupportedModel(f"{backend.info.name}: no attention call reached attn for layers {layers}",
                                "its attention layers do not number themselves as the config says")
@@ -107,14 +92,14 @@ def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], 
 
 class LayerScores:
     """The scores of one batch of texts, a layer at a time: `results` holds per layer and block of heads
-    (layer index, head slice, scores (B, h, 9), sink keys [b][h] as (position, token) or None).
+    (layer index, head slice, scores (B, h, len(SCORES)), sink keys [b][h] as (position, token) or None).
 
     Nothing is added to the corpus totals here, so a batch interrupted half way counts not at all.
     """
 
-    def __init__(self, tokens: list[list], layers: list[int], heads: list[int], info, device):
+    def __init__(self, tokens: list[list], layers: list[int], heads: list[int], info, device, needle: bool = False):
         self.tokens, self.layers, self.heads, self.info = tokens, layers, heads, info
-        self.flags = token_flags(tokens, device)
+        self.flags = token_flags(tokens, device, needle)
         count, keys = self.flags.ids.shape
         self.per_chunk, self.rows = _block_sizes(count, len(heads), keys)
         self.results = []
@@ -149,22 +134,30 @@ class LayerScores:
             chunk = self.heads[first:first + self.per_chunk]
             q_heads = q[:, chunk]  # (B, h, T, D)
             k_heads = k[:, [self.info.kv_head_of(head) for head in chunk]]  # (B, h, T, D): each head's kv head
-            sums = TextSums(count, len(chunk), keys, q.device)
-            for start in range(0, keys, self.rows):
-                stop = min(start + self.rows, keys)
-                allowed = allowed_rows(start, stop)  # (B, c, T)
-                if scorer is None:
-                    scores = scoring.scores(q_heads[:, :, start:stop], k_heads, scale)  # (B, h, c, T)
-                else:  # a learned scoring (the toy's): one head of one text at a time
-                    scores = torch.stack([torch.stack([
-                        scoring.scores(q_heads[b, h, start:stop], k_heads[b, h], scale, scorer, head)
-                        for h, head in enumerate(chunk)]) for b in range(count)])
-                weights = attention.masked_softmax(scores, allowed[:, None])  # (B, h, c, T); masked cells 0
-                sums.add(weights, allowed, self.flags, start)
-            values, sink = sums.result()  # (B, h, 9), (B, h)
-            named = [[None if key < 0 else (key, self.tokens[b][key].text) for key in row]
-                     for b, row in enumerate(sink.tolist())]
-            self.results.append((self.layers.index(layer), slice(first, first + len(chunk)), values, named))
+
+            def blocks():  # (start, weights (B, h, c, T) with masked cells 0, allowed (B, c, T)) per block of rows
+                for start in range(0, keys, self.rows):
+                    stop = min(start + self.rows, keys)
+                    allowed = allowed_rows(start, stop)  # (B, c, T)
+                    if scorer is None:
+                        scores = scoring.scores(q_heads[:, :, start:stop], k_heads, scale)  # (B, h, c, T)
+                    else:  # a learned scoring (the toy's): one head of one text at a time
+                        scores = torch.stack([torch.stack([
+                            scoring.scores(q_heads[b, h, start:stop], k_heads[b, h], scale, scorer, head)
+                            for h, head in enumerate(chunk)]) for b in range(count)])
+                    yield start, attention.masked_softmax(scores, allowed[:, None]), allowed
+
+            self.consume(self.layers.index(layer), slice(first, first + len(chunk)), blocks())
+
+    def consume(self, layer_index: int, heads: slice, blocks) -> None:
+        """The weights of one layer's heads `heads`, a block of rows at a time: scored into `results`."""
+        sums = TextSums(len(self.tokens), heads.stop - heads.start, self.flags.ids.shape[1], self.flags.ids.device)
+        for start, weights, allowed in blocks:
+            sums.add(weights, allowed, self.flags, start)
+        values, sink = sums.result()  # (B, h, len(SCORES)), (B, h)
+        named = [[None if key < 0 else (key, self.tokens[b][key].text) for key in row]
+                 for b, row in enumerate(sink.tolist())]
+        self.results.append((layer_index, heads, values, named))
 
 
 def _batch_allowed(mask, real, start: int, stop: int):
@@ -206,18 +199,6 @@ def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, devi
     return allowed
 
 
-def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
-    """Batches of `size` texts. Texts are read SORT_WINDOW batches ahead and sorted by length within
-    that window, so each batch pads little (the scores are means: their order does not matter)."""
-    iterator = iter(texts)
-    ahead = min(size * SORT_WINDOW, sys.maxsize)  # islice takes at most sys.maxsize (a --batch-size that large)
-    while window := list(itertools.islice(iterator, ahead)):
-        check_texts(window)
-        window.sort(key=len)
-        for start in range(0, len(window), size):
-            yield window[start:start + size]
-
-
 def _profiles(totals: CorpusTotals, layers: list[int], heads: list[int], info) -> list[HeadProfile]:
     mean, std = totals.mean_std()
     profiles = []
@@ -243,22 +224,48 @@ def _value(value: float) -> float | None:
 # ---- the induction probe
 
 
-def probe_text(backend, seed: int = 0, length: int = PROBE_LENGTH) -> str:
-    """The induction probe (Olsson et al. 2022): `length` random tokens, then the same tokens again.
+def probe(backend, kind: str, seed: int = 0, length: int = PROBE_LENGTH) -> dict:
+    """A probe text and what it is made of: {"kind", "seed", "length", "requested", "text"}, and for the
+    retrieval probe "needle" (its tokens) and "depth" (haystack tokens before it).
+
+    induction (Olsson et al. 2022): `length` random tokens, then the same tokens again.
+    retrieval (Wu et al. 2024): a haystack of `length` random tokens with a needle of
+    length / NEEDLE_SHARE other random tokens inside it at a seeded depth, then the needle again.
+    No token repeats but the needle's, so the copy's rows know what they copy (head_scores.needle_targets).
+    The question Wu et al. ask before the copy is left out, and the copy is teacher-forced (given, not generated).
 
     Words are drawn (seeded) from the tokenizer's vocabulary, keeping only whole words that
-    come back as the same single token, so the text is exactly the token sequence twice;
+    come back as the same single token, so the text is exactly that token sequence;
     a model without a tokenizer (the toy) gets random lowercase words.
     """
+    if kind not in PROBES:
+        raise BadInput(f"unknown probe {kind!r}", f"probes: {', '.join(PROBES)}")
     whole(length, "the probe length", minimum=2)
     limit = backend.info.max_positions
-    length = min(length, UNBOUNDED_PROBE_LENGTH if limit is None else (limit - 4) // 2)
+    # tokens the text may hold: the model's positions, specials aside, or twice the unbounded half
+    room = 2 * UNBOUNDED_PROBE_LENGTH if limit is None else limit - 4
+    needle_of = (lambda n: max(2, n // NEEDLE_SHARE)) if kind == "retrieval" else (lambda n: 0)
+    fitted = min(length, room // 2 if kind == "induction" else room)
+    while fitted > 2 and fitted + 2 * needle_of(fitted) > room:  # at most room / 3 steps
+        fitted -= 1
     generator = random.Random(seed)
+    count = fitted + needle_of(fitted)
     tokenizer = getattr(backend, "tokenizer", None)
-    words = _vocabulary_words(tokenizer, generator, length) if tokenizer is not None else None
+    words = _vocabulary_words(tokenizer, generator, count) if tokenizer is not None else None
     if words is None:
-        words = _random_words(generator, length)
-    return " " + " ".join(words + words)
+        words = _random_words(generator, count)
+    described = {"kind": kind, "seed": seed, "length": fitted, "requested": length}
+    if kind == "induction":
+        return {**described, "text": " " + " ".join(words + words)}
+    haystack, needle = words[:fitted], words[fitted:]
+    depth = generator.randint(0, fitted)
+    text = " " + " ".join(haystack[:depth] + needle + haystack[depth:] + needle)
+    return {**described, "needle": len(needle), "depth": depth, "text": text}
+
+
+def probe_text(backend, seed: int = 0, length: int = PROBE_LENGTH) -> str:
+    """The induction probe's text (probe)."""
+    return probe(backend, "induction", seed, length)["text"]
 
 
 def _vocabulary_words(tokenizer, generator: random.Random, length: int) -> list[str] | None:

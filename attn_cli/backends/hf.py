@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
 import tempfile
@@ -153,12 +154,16 @@ class HFBackend:
         return self._tokens(encoding), generated, stop_reason(generated, self.lm.generation_config.eos_token_id)
 
     def capture_padded(self, texts: Sequence[str], layers: Sequence[int], sink: Callable, *,
-                       truncate: bool = False) -> "PaddedRun":
+                       truncate: bool = False, hidden: Callable | None = None) -> "PaddedRun":
         """The texts as one batch padded on the right, as the model ran it (not cut per text), for scoring
         many texts without copying each one out: sink(run, record) is handed each selected layer's
         LayerCapture of the whole batch — q (B, H, T, D), k and v (B, H_kv, T, D), the mask — as the
         forward makes it, and nothing is kept, so one layer's q, k and v are alive at a time.
         Rows and keys at padding are False in run.real (B, T); only real tokens are checked finite.
+
+        hidden(run, states): also hand over the residual stream after every layer, states[l] (B, T, d_model)
+        the output of layer l, as the layer wrote it: transformers' hidden states without the
+        embeddings, and with the last one not replaced by the final norm's output (last_hidden_state).
         """
         encodings = [self._encode(text, truncate) for text in texts]
         batch = self._pad([encoding for encoding, _ in encodings], "right")
@@ -172,10 +177,13 @@ class HFBackend:
 
         recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, analysis_device=self.device,
                                  sink=handed)
-        with capturing(self.model, recorder), torch.inference_mode():
-            self.model(**{name: tensor.to(self.model.device) for name, tensor in batch.items()})
+        fed = {name: tensor.to(self.model.device) for name, tensor in batch.items()}
+        with capturing(self.model, recorder), torch.inference_mode(), _untied_last_state(self.model.config):
+            outputs = self.model(**fed, **({"output_hidden_states": True} if hidden is not None else {}))
         if recorder.calls == 0:
             return self.capture_batch(texts, layers, truncate=truncate)  # raises UnsupportedModel, worded once
+        if hidden is not None:
+            hidden(run, [state.to(self.device) for state in outputs.hidden_states[1:]])
         return run
 
     def circuit_weights(self):
@@ -259,6 +267,24 @@ class HFBackend:
         if fast:
             fields["word_ids"] = encoding.word_ids()
         return fields
+
+
+@contextlib.contextmanager
+def _untied_last_state(config):
+    """transformers replaces the last hidden state by last_hidden_state (after the final norm) unless the
+    config says tie_last_hidden_states = False: say so for the block, so every state is a layer's output."""
+    before = config.__dict__.get("tie_last_hidden_states", _UNSET)
+    config.tie_last_hidden_states = False
+    try:
+        yield
+    finally:
+        if before is _UNSET:
+            del config.tie_last_hidden_states
+        else:
+            config.tie_last_hidden_states = before
+
+
+_UNSET = object()
 
 
 def stop_reason(generated: list[int], eos: int | list[int] | None) -> str:

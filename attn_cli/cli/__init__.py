@@ -15,6 +15,8 @@ from attn_cli.cli.circuits import EPILOG as CIRCUITS_EPILOG
 from attn_cli.cli.circuits import circuits_command
 from attn_cli.cli.compare import EPILOG as COMPARE_EPILOG
 from attn_cli.cli.compare import compare_command
+from attn_cli.cli.diagnose import EPILOG as DIAGNOSE_EPILOG
+from attn_cli.cli.diagnose import diagnose_command
 from attn_cli.cli.diff import EPILOG as DIFF_EPILOG
 from attn_cli.cli.diff import diff_command
 from attn_cli.cli.explore import EPILOG as EXPLORE_EPILOG
@@ -100,6 +102,7 @@ app = typer.Typer(
 app.command("inspect", cls=Command, epilog=INSPECT_EPILOG)(inspect_command)
 app.command("explore", cls=Command, epilog=EXPLORE_EPILOG)(explore_command)
 app.command("heads", cls=Command, epilog=HEADS_EPILOG + SHOW_NOTE)(heads_command)
+app.command("diagnose", cls=Command, epilog=DIAGNOSE_EPILOG)(diagnose_command)
 app.command("compare", cls=Command, epilog=COMPARE_EPILOG)(compare_command)
 app.command("steps", cls=Command, epilog=STEPS_EPILOG)(steps_command)
 app.command("rollout", cls=Command, epilog=ROLLOUT_EPILOG)(rollout_command)

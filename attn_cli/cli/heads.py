@@ -1,4 +1,4 @@
-"""`attn heads TEXT... | --file FILE | --probe induction`: what every head does, on your text or a corpus."""
+"""`attn heads TEXT... | --file FILE | --probe induction|retrieval`: what every head does, on your text or a corpus."""
 
 from __future__ import annotations
 
@@ -24,17 +24,21 @@ EPILOG = (  # \\[ keeps Rich from reading [i,j] as markup
     "j-1<i; first_token P\\[i,0]; last_token \\[SEP]/EOS j≠i (else the last token); punctuation; "
     "self P\\[i,i].\n\n"
     "broad: mean entropy(row) / log(allowed keys). sink: share of rows putting > 0.3 on one key (named).\n\n"
+    "retrieval (--probe retrieval only): share of the needle's tokens the head copies, i.e. the row before each "
+    "token of the copy has its largest weight on that token in the needle (Wu et al. 2024, teacher-forced).\n\n"
     "label: the largest weight share when > 0.5, else broad when >= 0.85, else sink when > 0.5, else mixed.\n\n"
     "Examples:\n\n"
     "  attn heads \"Hello, how are you?\"\n\n"
     "  attn heads --file corpus.txt --limit 1000 --batch-size 32\n\n"
     "  attn heads --file corpus.jsonl --json -o heads.json\n\n"
-    "  attn heads --probe induction --model ./my-gpt2 --seed 1"
+    "  attn heads --probe induction --model ./my-gpt2 --seed 1\n\n"
+    "  attn heads --probe retrieval --model ./my-gpt2 --probe-length 200"
 )
 
 
 class Probe(str, Enum):
     induction = "induction"
+    retrieval = "retrieval"
 
 
 @loads_model
@@ -44,9 +48,10 @@ def heads_command(
     file: Annotated[Optional[Path], typer.Option("--file", "-f",
         help="A corpus: a text per line, or JSONL with a \"text\" field per line; - reads stdin.")] = None,
     probe: Annotated[Optional[Probe], typer.Option("--probe",
-        help="induction: a seeded random token sequence repeated twice (Olsson et al. 2022); needs no text.")] = None,
+        help="induction: a seeded random token sequence repeated twice (Olsson et al. 2022); retrieval: a needle "
+             "of random tokens inside a random haystack, then the needle again (Wu et al. 2024). Needs no text.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the --probe sequence.")] = 0,
-    probe_length: Annotated[int, typer.Option("--probe-length", help="Tokens in each half of the probe.")] = 50,
+    probe_length: Annotated[int, typer.Option("--probe-length", help="Tokens in each half of the induction probe; in the retrieval probe's haystack.")] = 50,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="Score at most N texts.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Texts per padded batch.")] = 32,
     loading: Loading = Loading(),
@@ -64,7 +69,7 @@ def heads_command(
         sources = [name for name, given in (("TEXT", texts), ("--file", file), ("--probe", probe)) if given]
         if len(sources) != 1:
             raise BadInput(f"{' and '.join(sources)} are separate sources" if sources else "no text given",
-                           "pass TEXT..., --file FILE or --probe induction")
+                           "pass TEXT..., --file FILE or --probe induction|retrieval")
         if texts:
             texts = [read_text(text) for text in texts]
         if file is not None:
@@ -86,7 +91,8 @@ def heads_command(
             positions = report.model.max_positions
             why = (f"{report.model.name} has {positions} positions" if positions is not None
                    else f"{report.model.name} has no position limit, and {UNBOUNDED_PROBE_LENGTH} is the most then")
-            note(f"note: the probe is {report.probe['length']} tokens twice, not {report.probe['requested']}: {why}")
+            shape = "tokens twice" if report.probe["kind"] == "induction" else "haystack tokens"
+            note(f"note: the probe is {report.probe['length']} {shape}, not {report.probe['requested']}: {why}")
         if json_wanted:
             emit_json(report, output)
         else:
@@ -105,15 +111,15 @@ def heads_command(
             raise typer.Exit(130)
 
 
-def progress_bar():
-    """The progress bar of common.progress_on_stderr, with texts/s and the time left."""
+def progress_bar(doing: str = "scoring heads"):
+    """The progress bar of common.progress_on_stderr, with texts/s and the time left (attn heads, diagnose)."""
     from rich.progress import ProgressColumn, TimeRemainingColumn
 
     class Speed(ProgressColumn):
         def render(self, task):
             return Text("" if task.speed is None else f"{task.speed:,.1f} texts/s", style="cyan")
 
-    return progress_on_stderr("loading the model …", "scoring heads", Speed(), TimeRemainingColumn())
+    return progress_on_stderr("loading the model …", doing, Speed(), TimeRemainingColumn())
 
 
 def heads_view(report):

@@ -26,12 +26,17 @@ it is left out of that score's mean over texts.
     self             P[i, i] = 1
 
 Special tokens are ordinary tokens for previous, duplicate and induction (a text holds
-one [CLS] and one [SEP], so they never repeat). Two more scores are not weight shares:
+one [CLS] and one [SEP], so they never repeat). Three more scores are not weight shares:
 
-    broad   mean over counted rows of H(A[i]) / log(allowed keys of row i)  (1 = uniform)
-    sink    the share of counted rows that put more than ε = 0.3 of their weight on one
-            key (Gu et al. 2024), for the key that most rows do that to (ties: the
-            earliest key); that key is the head's sink key.
+    broad      mean over counted rows of H(A[i]) / log(allowed keys of row i)  (1 = uniform)
+    sink       the share of counted rows that put more than ε = 0.3 of their weight on one
+               key (Gu et al. 2024), for the key that most rows do that to (ties: the
+               earliest key); that key is the head's sink key.
+    retrieval  only where a text marks a needle (the retrieval probe, TokenFlags.target):
+               |g ∩ k| / |k| (Wu et al. 2024), k the needle's tokens, g those the head
+               copies: row i, whose next token id_{i+1} is a needle token being copied,
+               copies it when argmax_j A[i, j] is a needle position holding id_{i+1}
+               (ties: the earliest key). Teacher-forced: rows read the copy as given.
 
 Padding is never a key or a row: `allowed` is False there.
 """
@@ -48,8 +53,8 @@ import torch
 
 from attn_cli.math import measures
 
-from attn_cli.math.score_names import (BROAD, BROAD_THRESHOLD, LABEL_THRESHOLD, MIXED, SCORES,  # noqa: F401
-                                      SHARES, SINK, SINK_EPSILON)
+from attn_cli.math.score_names import (BROAD, BROAD_THRESHOLD, LABEL_THRESHOLD, MIXED, RETRIEVAL,  # noqa: F401
+                                      SCORES, SHARES, SINK, SINK_EPSILON)
 _MARKERS = ("##", "Ġ", "▁", "Ċ")  # subword markers of WordPiece, byte-level BPE and SentencePiece
 
 
@@ -61,6 +66,10 @@ class TokenFlags:
     real: torch.Tensor  # bool: not padding
     separator: torch.Tensor  # bool: [SEP]/EOS, or the last token of a text without one
     punctuation: torch.Tensor  # bool
+    # retrieval: the id a row is to copy next, id_{i+1} where token i + 1 is a needle token's copy, else -1;
+    # and the needle's own positions. None: no text marks a needle (the score is undefined).
+    target: torch.Tensor | None = None  # long
+    needle: torch.Tensor | None = None  # bool
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a corpus repeats its tokens: asked per token of every text
@@ -71,8 +80,12 @@ def is_punctuation(text: str) -> bool:
     return bool(text) and all(unicodedata.category(char).startswith("P") for char in text)
 
 
-def token_flags(tokens: list[list], device="cpu") -> TokenFlags:
-    """TokenFlags of texts given as lists of capture.Token (text, id, special), padded on the right."""
+def token_flags(tokens: list[list], device="cpu", needle: bool = False) -> TokenFlags:
+    """TokenFlags of texts given as lists of capture.Token (text, id, special), padded on the right.
+
+    needle: each text is a retrieval probe, whose only repeated tokens are the needle and its copy
+    (analyses/heads.retrieval_probe): a token whose id comes again later is the needle's, and its later
+    occurrence is the copy, which the row before it is to produce."""
     count, longest = len(tokens), max(len(text) for text in tokens)
     ids = torch.zeros(count, longest, dtype=torch.long)
     real = torch.zeros(count, longest, dtype=torch.bool)
@@ -87,7 +100,24 @@ def token_flags(tokens: list[list], device="cpu") -> TokenFlags:
             marks[-1] = True
         separator[b, :n] = torch.tensor(marks)
         punctuation[b, :n] = torch.tensor([not token.special and is_punctuation(token.text) for token in text])
-    return TokenFlags(ids.to(device), real.to(device), separator.to(device), punctuation.to(device))
+    flags = TokenFlags(ids.to(device), real.to(device), separator.to(device), punctuation.to(device))
+    if needle:
+        flags.target, flags.needle = (tensor.to(device) for tensor in needle_targets(ids, real))
+    return flags
+
+
+def needle_targets(ids: torch.Tensor, real: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(target, needle) of texts whose repeated tokens are a needle and its copy: ids, real (B, T).
+
+    needle[b, j]: token j occurs again later. target[b, i] = id_{i+1} when token i + 1 repeats an
+    earlier one (it is the copy), else -1."""
+    same = (ids[:, :, None] == ids[:, None, :]) & real[:, :, None] & real[:, None, :]  # (B, T, T)
+    later = torch.ones_like(same[0]).triu(1)  # (T, T): key after query
+    needle = (same & later).any(-1)  # (B, T): the same id again after j
+    copy = (same & later.T).any(-1)  # (B, T): the same id before i
+    target = torch.full_like(ids, -1)
+    target[:, :-1] = torch.where(copy[:, 1:], ids[:, 1:], -1)
+    return target, needle
 
 
 def share_patterns(flags: TokenFlags, start: int, stop: int) -> torch.Tensor:
@@ -152,8 +182,9 @@ class TextSums:
 
     def __init__(self, texts: int, heads: int, keys: int, device="cpu", dtype=torch.float32):
         # float32 by default: MPS has no float64; sums run over one text's rows only.
-        self.numerator = torch.zeros(len(SCORES) - 1, texts, heads, dtype=dtype, device=device)
-        self.denominator = torch.zeros_like(self.numerator)  # broad: counted rows
+        # one row per score; the sink's stays 0 (it is taken from sink_rows)
+        self.numerator = torch.zeros(len(SCORES), texts, heads, dtype=dtype, device=device)
+        self.denominator = torch.zeros_like(self.numerator)  # broad: counted rows; retrieval: needle rows
         self.sink_rows = torch.zeros(texts, heads, keys, dtype=dtype, device=device)  # rows > ε per key
         self.rows = torch.zeros(texts, 1, dtype=dtype, device=device)  # counted rows per text
 
@@ -206,15 +237,29 @@ class TextSums:
         heavy = (weights > SINK_EPSILON).to(weights.dtype)  # (B, h, c, T)
         self.sink_rows += (counted_rows[:, :, None, :] @ heavy).squeeze(-2)  # (B, 1, 1, c) @ … -> (B, h, T)
         self.rows += counted.sum(-1, keepdim=True)
+        if flags.target is not None:
+            self._add_retrieval(weights, flags, start)
+
+    def _add_retrieval(self, weights: torch.Tensor, flags: TokenFlags, start: int) -> None:
+        """Rows whose next token is the needle's copy: a hit where the row's argmax key is the needle
+        position holding that token (argmax takes the earliest of equal weights)."""
+        rows = weights.shape[-2]
+        target = flags.target[:, start:start + rows]  # (B, c)
+        key = weights.argmax(-1)  # (B, h, c)
+        on_needle = flags.needle.gather(1, key.flatten(1)).view_as(key)  # (B, h, c)
+        copied = flags.ids.gather(1, key.flatten(1)).view_as(key) == target[:, None, :]
+        wanted = (target >= 0)[:, None, :].to(weights.dtype)  # (B, 1, c)
+        self.numerator[RETRIEVAL] += ((on_needle & copied).to(weights.dtype) * wanted).sum(-1)
+        self.denominator[RETRIEVAL] += wanted.sum(-1)
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per text and head: scores (B, h, 9), NaN where a score is undefined, and the sink key
+        """Per text and head: scores (B, h, 10), NaN where a score is undefined, and the sink key
         (B, h) long, -1 where no row puts more than ε on any key."""
-        shares = self.numerator / self.denominator  # (8, B, h); 0/0 = NaN: no row counted
+        values = self.numerator / self.denominator  # (10, B, h); 0/0 = NaN: no row counted
         heaviest, key = self.sink_rows.max(-1)  # (B, h): the first key among equals
-        sink = heaviest / self.rows  # (B, h); NaN when no row counted
+        values[SINK] = heaviest / self.rows  # (B, h); NaN when no row counted
         key = torch.where(heaviest > 0, key, torch.full_like(key, -1))
-        return torch.cat([shares, sink[None]]).permute(1, 2, 0), key
+        return values.permute(1, 2, 0), key
 
 
 def head_scores(weights: torch.Tensor, allowed: torch.Tensor, flags: TokenFlags):
@@ -228,7 +273,7 @@ def label(scores) -> str:
     """The head's type: its largest weight share when above LABEL_THRESHOLD (ties: the earlier in SCORES),
     else "broad" when broad >= BROAD_THRESHOLD, else "sink" when above LABEL_THRESHOLD, else "mixed".
 
-    scores: the nine values in SCORES order (None or NaN where undefined).
+    scores: the values in SCORES order (None or NaN where undefined).
     """
     values = [(-1.0 if value is None or math.isnan(value) else float(value)) for value in scores]
     best = max(range(len(SHARES)), key=lambda index: (values[index], -index))
@@ -259,7 +304,7 @@ class CorpusTotals:
         self.texts = 0
 
     def add(self, layer: int, heads: slice, scores: torch.Tensor, keys: list[list[tuple[int, str] | None]]) -> None:
-        """scores (B, h, 9) of texts for heads `heads` of layer index `layer`; keys[b][h]: (position, token)."""
+        """scores (B, h, len(SCORES)) of texts for heads `heads` of layer index `layer`; keys[b][h]: (position, token)."""
         scores = scores.detach().to("cpu", torch.float64)
         defined = ~scores.isnan()
         values = scores.nan_to_num(0.0)
@@ -276,7 +321,7 @@ class CorpusTotals:
                             del tally[rare]
 
     def mean_std(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(layers, heads, 9) each; NaN where no text had the score. Population std (0 for one text)."""
+        """(layers, heads, len(SCORES)) each; NaN where no text had the score. Population std (0 for one text)."""
         mean = self.total / self.count
         variance = (self.squares / self.count - mean.square()).clamp_min(0.0)
         return mean, variance.sqrt()

@@ -62,6 +62,8 @@ def heads_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
             value = profile.scores[name]
             if value is not None:
                 grids[name][layers.index(profile.layer), heads.index(profile.head)] = value
+    if np.isnan(grids["retrieval"]).all():  # defined only on --probe retrieval: no empty grid otherwise
+        del grids["retrieval"]
     return [f"L{layer}" for layer in layers], [f"h{head}" for head in heads], grids
 
 
@@ -177,10 +179,41 @@ def diff_page(report, per_head: bool = False) -> dict:
     return {"runs": runs, "start": [top.layer, top.head]}
 
 
+# -- diagnose -----------------------------------------------------------------------------------------
+
+def diagnose_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
+    """Row labels, column labels, and the (layers, heads) grids: each head's first-token weight α, and
+    (over several texts) the share of texts where α > ε."""
+    epsilon = report.thresholds["sink_epsilon"]
+    grids = {"first-token weight α (mean over rows)": np.array([layer.first_token for layer in report.layers])}
+    if report.texts > 1:
+        grids[f"share of texts with α > {epsilon:g}"] = np.array([layer.sinking for layer in report.layers])
+    rows = [f"L{layer.layer} {layer.sink_rate:.2f}" for layer in report.layers]  # the layer's sink rate beside it
+    return rows, [f"h{head}" for head in range(report.model.heads)], grids
+
+
+def diagnose_items(report, per_head: bool = False) -> list[Heat]:
+    """α on the fixed 0 → 1 scale (a mean weight, compared across heads: per_head is not its)."""
+    rows, cols, grids = diagnose_grids(report)
+    caption = f"rows: layers and their sink rate (share of heads with α > {report.thresholds['sink_epsilon']:g}) · " \
+              f"columns: heads · model sink rate {report.sink_rate:.2f}"
+    return [Heat(title, grid, Scale.weights(), rows=rows, cols=cols, caption=caption, noun="weight")
+            for title, grid in grids.items()]
+
+
+def diagnose_page(report, per_head: bool = False) -> dict:
+    rows, cols, grids = diagnose_grids(report)
+    runs = [_one(title, grid, rowTokens=rows, colTokens=cols, noun="", lines=False, axes=["layer", "head"])
+            for title, grid in grids.items()]
+    return {"runs": runs, "start": [0, 0],
+            "caption": f"{len(rows)} layers × {len(cols)} heads · model sink rate {report.sink_rate:.2f}"}
+
+
 FIGURES = {  # report type → (its SVG items, its page's runs)
     "HeadsReport": ("heads", heads_items, heads_page),
     "GenerateReport": ("generate", generate_items, generate_page),
     "RolloutReport": ("rollout", rollout_items, rollout_page),
     "DiffReport": ("diff", diff_items, diff_page),
     "CircuitsReport": ("circuits", circuits_items, circuits_page),
+    "DiagnoseReport": ("diagnose", diagnose_items, diagnose_page),
 }

@@ -100,9 +100,9 @@ def _report_title(report, command: str) -> str:
 # -- SVG ----------------------------------------------------------------------------------------------
 
 def svg_figure(report, panels=None, looked_by: str = "inspect", per_head: bool = False) -> str:
-    """A vector figure of the report (inspect, a batch, compare, steps, heads, generate, rollout or diff). An
-    inspect report's title names the command it `looked_by` (`attn explore` exports one head of it).
-    per_head: weights coloured on each head's own scale (--scale head)."""
+    """A vector figure of the report (inspect, a batch, compare, steps, heads, diagnose, generate, rollout
+    or diff). An inspect report's title names the command it `looked_by` (`attn explore` exports one head of
+    it). per_head: weights coloured on each head's own scale (--scale head)."""
     svg = Svg()
     _svg_report(svg, 10, 10, report, panels, looked_by, per_head)
     return svg.document(_report_text(report))
@@ -119,6 +119,8 @@ def _report_text(report) -> str:
         return "from the weights: no text is run"
     if kind == "HeadsReport":
         return report.probe["text"] if report.probe else f"{report.texts:,} texts, {report.tokens:,} tokens"
+    if kind == "DiagnoseReport":
+        return f"{report.texts:,} text{'s' if report.texts != 1 else ''}, {report.tokens:,} tokens"
     return getattr(report, "text", "attn")
 
 

@@ -23,6 +23,7 @@ KINDS = {
     "self": ("S", "black on white", "self"),
     "broad": ("B", "white on grey42", "broad"),
     "sink": ("K", "black on dark_orange", "sink"),
+    "retrieval": ("R", "black on bright_green", "retrieval"),
     MIXED: ("·", "dim", "mixed"),
 }
 ROW_LABEL = 4  # "L11 "
@@ -55,8 +56,13 @@ def _header(report: HeadsReport) -> Text:
                          f"{report.device}, {report.dtype}\n")
     if report.probe is not None:
         probe = report.probe
-        line.append(f"{probe['kind']} probe: {probe['length']} random tokens, then the same again "
-                    f"(seed {probe['seed']}), {report.tokens} tokens", style="magenta")
+        if probe["kind"] == "retrieval":
+            line.append(f"retrieval probe (seed {probe['seed']}, {report.tokens} tokens): a {probe['needle']}-token "
+                        f"needle after token {probe['depth']}\nof a {probe['length']}-token haystack, then the needle "
+                        "again", style="magenta")
+        else:
+            line.append(f"{probe['kind']} probe: {probe['length']} random tokens, then the same again "
+                        f"(seed {probe['seed']}), {report.tokens} tokens", style="magenta")
     else:
         texts = "1 text" if report.texts == 1 else f"{report.texts:,} texts"
         source = "" if report.source == "arguments" else f" from {report.source}"
@@ -114,6 +120,8 @@ def _legend(width: int) -> Text:
     legend = Text()
     used = 0
     for label, (code, style, name) in KINDS.items():
+        if label == "retrieval":  # a score, never a label: no cell shows it
+            continue
         chip = f" {code} {name}  "
         if used and used + len(chip) > width:
             legend.append("\n")
@@ -156,6 +164,8 @@ def _undefined(name: str) -> str:
         return "no text had a repeated token (try --probe induction)"
     if name == "punctuation":
         return "no text had punctuation"
+    if name == "retrieval":
+        return "only on a needle: --probe retrieval"
     return "no row with a choice of keys"
 
 
