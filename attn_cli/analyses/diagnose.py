@@ -19,8 +19,9 @@ import torch
 
 from attn_cli.analyses.batches import Progress, over_batches
 from attn_cli.analyses.heads import LayerScores, score_batch
+from attn_cli.analyses.heads_report import corpus_document
 from attn_cli.data.capture import ModelInfo
-from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.document import Document
 from attn_cli.math.diagnostics import MASSIVE_FLOOR, MASSIVE_RATIO, Entry, first_token_sums, layer_entries, sink_rates
 from attn_cli.math.head_scores import SINK_EPSILON
 from attn_cli.plumbing.errors import BadInput
@@ -101,20 +102,7 @@ class DiagnoseReport(Document):
         return None if None in counts else sum(counts)
 
     def to_json_dict(self) -> dict:
-        document = {
-            "schema_version": SCHEMA_VERSION,
-            "command": "diagnose",
-            "model": asdict(self.model),
-            "device": self.device,
-            "dtype": self.dtype,
-            "source": self.source,
-            "texts": self.texts,
-            "tokens": self.tokens,
-            "interrupted": self.interrupted,
-            "thresholds": dict(self.thresholds),
-        }
-        if self.truncated:
-            document["truncated"] = self.truncated
+        document = corpus_document(self, "diagnose")
         document["sink_rate"] = _num(self.sink_rate)
         document["massive"] = self.massive
         document["layers"] = [

@@ -64,20 +64,7 @@ class HeadsReport(Document):
         return ranked[:count]
 
     def to_json_dict(self) -> dict:
-        document = {
-            "schema_version": SCHEMA_VERSION,
-            "command": "heads",
-            "model": asdict(self.model),
-            "device": self.device,
-            "dtype": self.dtype,
-            "source": self.source,
-            "texts": self.texts,
-            "tokens": self.tokens,
-            "interrupted": self.interrupted,
-            "thresholds": dict(self.thresholds),
-        }
-        if self.truncated:
-            document["truncated"] = self.truncated
+        document = corpus_document(self, "heads")
         if self.probe is not None:
             document["probe"] = dict(self.probe)
         document["heads"] = [
@@ -120,3 +107,22 @@ def _num(value: float | None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return round(float(value), 6)
+
+
+def corpus_document(report, command: str) -> dict:
+    """The head of a corpus run's JSON document (heads, diagnose): what ran, on what, how much of it."""
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "command": command,
+        "model": asdict(report.model),
+        "device": report.device,
+        "dtype": report.dtype,
+        "source": report.source,
+        "texts": report.texts,
+        "tokens": report.tokens,
+        "interrupted": report.interrupted,
+        "thresholds": dict(report.thresholds),
+    }
+    if report.truncated:
+        document["truncated"] = report.truncated
+    return document
