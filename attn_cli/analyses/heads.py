@@ -13,22 +13,20 @@ import itertools
 import math
 import random
 import string
-import sys
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, NamedTuple
 
-from attn_cli.analyses.inspect import check_texts
+from attn_cli.analyses.fold import PART_TEXTS, SAMPLES, TOP, fold
 from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Capture, ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document
 from attn_cli.data.selection import Selection
-from attn_cli.math.head_scores import (BROAD_THRESHOLD, LABEL_THRESHOLD, SCORES, SINK_EPSILON, CorpusTotals,
+from attn_cli.math.head_scores import (BROAD_THRESHOLD, LABEL_THRESHOLD, SCORES, SINK_EPSILON,
                                        TextSums, label, token_flags)
-from attn_cli.plumbing import interrupts
+from attn_cli.math import edges, partials
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
-SORT_WINDOW = 16  # batches read ahead and sorted by length (memory: this many batches of text strings)
 PROBE_LENGTH = 50  # tokens in each half of the induction probe
 UNBOUNDED_PROBE_LENGTH = 1024  # the most for a model with no position limit (the toy): T² stays affordable
 PROBES = ("induction",)
@@ -37,45 +35,60 @@ Progress = Callable[[int, int | None], None]  # progress(texts done, texts in al
 
 def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size: int = 32, limit: int | None = None,
               total: int | None = None, truncate: bool = False, source: str = "arguments", probe: dict | None = None,
-              progress: Progress | None = None) -> HeadsReport:
-    """Score every selected head on every text, batch by batch, and average over the texts.
+              progress: Progress | None = None, part_texts: int = PART_TEXTS, top: int = TOP, samples: int = SAMPLES,
+              per_text: bool = False, keeper_of: Callable | None = None) -> HeadsReport:
+    """Score every selected head on every text, part by part (analyses/fold.py), and average over the texts.
 
     texts: any iterable (a file is read as it goes). total: how many there are, for progress.
+    keeper_of(layers, heads): the store writer that receives each complete part (None: nothing is written).
     Ctrl-C (KeyboardInterrupt) stops at the batch being run: the report covers the batches
     done and says interrupted; with none done it propagates. SIGTERM and SIGHUP (Terminated) always
     propagate: a process being stopped writes no report and leaves an existing -o file as it was.
     """
     whole(batch_size, "--batch-size", minimum=1)
+    whole(part_texts, "--part-texts", minimum=1)
+    whole(top, "--top", minimum=1)
+    whole(samples, "--samples", minimum=1)
     if limit is not None:
         whole(limit, "--limit", minimum=1)
-    layers, heads = selection.resolve(backend.info)
-    totals = CorpusTotals(len(layers), len(heads))
-    if limit is not None:
         total = limit if total is None else min(total, limit)
         texts = itertools.islice(texts, limit)
-    done = tokens = truncated = 0
-    interrupted = False
-    try:
-        for batch in _batches(texts, batch_size):
-            results, texts_tokens, cut = score_batch(backend, batch, layers, heads, truncate)
-            for layer_index, chunk, scores, keys in results:
-                totals.add(layer_index, chunk, scores, keys)
-            done += len(batch)
-            tokens += sum(len(text) for text in texts_tokens)
-            truncated += cut
-            if progress is not None:
-                progress(done, total)
-    except KeyboardInterrupt as interrupt:
-        if done == 0 or isinstance(interrupt, interrupts.Terminated):  # SIGTERM, SIGHUP: stop, write nothing
-            raise
-        interrupted = True
-    if done == 0:
+    layers, heads = selection.resolve(backend.info)
+    keeper = keeper_of(layers, heads) if keeper_of is not None else None
+    folded = fold(lambda batch: score_texts(backend, batch, layers, heads, truncate), texts,
+                  (len(layers), len(heads)), batch_size=batch_size, part_texts=part_texts, top=top, samples=samples,
+                  progress=progress, total=total, keeper=keeper, per_text=per_text)
+    merged = folded.merged
+    if merged.texts == 0:
         raise BadInput("no text to score", "pass a sentence, --file FILE with a text per line, or --probe induction")
+    if keeper is not None and not folded.interrupted:
+        keeper.finish(merged, folded.parts)
     return HeadsReport(
-        model=backend.info, device=backend.device, dtype=backend.dtype, texts=done, tokens=tokens,
-        heads=_profiles(totals, layers, heads, backend.info), source=source, probe=probe,
-        interrupted=interrupted, truncated=truncated,
+        model=backend.info, device=backend.device, dtype=backend.dtype, texts=merged.texts, tokens=merged.tokens,
+        heads=_profiles(merged, layers, heads, backend.info), source=source, probe=probe,
+        interrupted=folded.interrupted, truncated=merged.truncated,
     )
+
+
+def score_texts(backend, texts: list[str], layers: list[int], heads: list[int], truncate: bool) -> partials.Batch:
+    """One batch scored and gathered into arrays (partials.Batch; its text_ids are set by the fold)."""
+    import numpy as np
+    import torch
+
+    results, tokens, cut = score_batch(backend, texts, layers, heads, truncate)
+    count, shape = len(texts), (len(texts), len(layers), len(heads))
+    arrays = {"values": np.full((*shape, len(SCORES)), np.nan), "sink": np.full(shape, -1, dtype=np.int64),
+              "query": np.full(shape, -1, dtype=np.int64), "edge_key": np.full(shape, -1, dtype=np.int64),
+              "edge_weight": np.full(shape, np.nan), "keys": np.full((*shape, partials.KEYS), -1, dtype=np.int64),
+              "weights": np.zeros((*shape, partials.KEYS), dtype=np.float32)}
+    for chunk in results:
+        place = (slice(None), chunk.layer, chunk.heads)
+        arrays["values"][place] = chunk.values.detach().to("cpu", torch.float64).numpy()
+        arrays["sink"][place] = chunk.sink.cpu().numpy()
+        for name, tensor in chunk.view._asdict().items():
+            arrays[name][place] = tensor.detach().cpu().numpy()
+    return partials.Batch(text_ids=np.arange(count), tokens=[[token.text for token in text] for text in tokens],
+                          truncated=cut, **arrays)
 
 
 def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], truncate: bool):
@@ -153,6 +166,7 @@ class LayerScores:
             q_heads = q[:, chunk]  # (B, h, T, D)
             k_heads = k[:, [self.info.kv_head_of(head) for head in chunk]]  # (B, h, T, D): each head's kv head
             sums = TextSums(count, len(chunk), keys, q.device)
+            maxima = edges.ColumnMaxima()
             for start in range(0, keys, self.rows):
                 stop = min(start + self.rows, keys)
                 allowed = allowed_rows(start, stop)  # (B, c, T)
@@ -164,10 +178,52 @@ class LayerScores:
                         for h, head in enumerate(chunk)]) for b in range(count)])
                 weights = attention.masked_softmax(scores, allowed[:, None])  # (B, h, c, T); masked cells 0
                 sums.add(weights, allowed, self.flags, start)
+                maxima.add(weights, allowed, start)
             values, sink = sums.result()  # (B, h, 9), (B, h)
-            named = [[None if key < 0 else (key, self.tokens[b][key].text) for key in row]
-                     for b, row in enumerate(sink.tolist())]
-            self.results.append((self.layers.index(layer), slice(first, first + len(chunk)), values, named))
+            row, key, weight = maxima.edge(sink)  # (B, h) each
+            top_weights, top_keys = edges.strongest(
+                _row_weights(q_heads, k_heads, row, allowed_rows, scale, scorer, chunk), partials.KEYS)
+            self.results.append(ChunkScores(self.layers.index(layer), slice(first, first + len(chunk)), values,
+                                            sink, View(row, key, weight, top_keys, top_weights)))
+
+
+class View(NamedTuple):
+    """What a chunk's examples show, per text and head (B, h): the row of its strongest edge off its sink key,
+    the edge's key and weight (-1, -1, NaN for none), and that row's strongest keys and weights (B, h, KEYS)."""
+
+    query: object
+    edge_key: object
+    edge_weight: object
+    keys: object
+    weights: object
+
+
+class ChunkScores(NamedTuple):
+    layer: int  # index into the selected layers
+    heads: slice  # into the selected heads
+    values: object  # (B, h, 9) scores, NaN where undefined
+    sink: object  # (B, h) each text's sink key, -1 for none
+    view: View
+
+
+def _row_weights(q_heads, k_heads, rows, allowed_rows, scale: float, scorer, chunk: list[int]):
+    """The weights of one query row per text and head, rows (B, h) (-1: any row, unused) -> (B, h, T)."""
+    import torch
+
+    from attn_cli.math import attention, scoring
+
+    rows = rows.clamp_min(0)
+    count, heads, keys, width = k_heads.shape
+    q_rows = q_heads.gather(2, rows[:, :, None, None].expand(-1, -1, 1, q_heads.shape[-1]))  # (B, h, 1, D)
+    if scorer is None:
+        scores = scoring.scores(q_rows, k_heads, scale)[:, :, 0]  # (B, h, T)
+    else:
+        scores = torch.stack([torch.stack([scoring.scores(q_rows[b, h], k_heads[b, h], scale, scorer, head)[0]
+                                           for h, head in enumerate(chunk)]) for b in range(count)])
+    allowed = torch.zeros(count, heads, keys, dtype=torch.bool, device=rows.device)
+    for row in rows.unique().tolist():  # a few distinct rows: each one's mask row, where it was chosen
+        allowed |= (rows == row)[..., None] & allowed_rows(row, row + 1)[:, 0][:, None, :]
+    return attention.masked_softmax(scores, allowed)
 
 
 def _batch_allowed(mask, real, start: int, stop: int):
@@ -209,30 +265,18 @@ def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, devi
     return allowed
 
 
-def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
-    """Batches of `size` texts. Texts are read SORT_WINDOW batches ahead and sorted by length within
-    that window, so each batch pads little (the scores are means: their order does not matter)."""
-    iterator = iter(texts)
-    ahead = min(size * SORT_WINDOW, sys.maxsize)  # islice takes at most sys.maxsize (a --batch-size that large)
-    while window := list(itertools.islice(iterator, ahead)):
-        check_texts(window)
-        window.sort(key=len)
-        for start in range(0, len(window), size):
-            yield window[start:start + size]
-
-
-def _profiles(totals: CorpusTotals, layers: list[int], heads: list[int], info) -> list[HeadProfile]:
-    mean, std = totals.mean_std()
+def _profiles(merged: partials.Partial, layers: list[int], heads: list[int], info) -> list[HeadProfile]:
+    mean, std = partials.mean_std(merged)
     profiles = []
     for li, layer in enumerate(layers):
         for hi, head in enumerate(heads):
             means = [_value(value) for value in mean[li, hi].tolist()]
-            sink = totals.sink_key(li, hi)
+            sink = partials.sink_key(merged, li, hi)
             profiles.append(HeadProfile(
                 layer=layer, head=head, kv_head=info.kv_head_of(head),
                 scores=dict(zip(SCORES, means)),
                 std={name: _value(value) for name, value in zip(SCORES, std[li, hi].tolist())},
-                scored={name: int(value) for name, value in zip(SCORES, totals.count[li, hi].tolist())},
+                scored={name: int(value) for name, value in zip(SCORES, merged.count[li, hi].tolist())},
                 label=label(means),
                 sink_key=None if sink is None else SinkKey(*sink),
             ))

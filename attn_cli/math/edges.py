@@ -1,0 +1,61 @@
+"""A text's strongest single edge per head, off its sink key, found a block of query rows at a time (pure torch).
+
+Shapes: B texts, h heads, a block of c query rows start:start + c, T keys.
+
+The edge of a text and head is the largest weight A[i, j] over the rows that count (two allowed keys or
+more, as in head_scores) and the keys j other than the text's own sink key for that head (head_scores'
+sink key of that text: known once its last row block is scored, so the search keeps each key's column
+maximum and its row, and leaves the sink's column out at the end). Ties: the earliest row, then the
+earliest key. A text whose only weights are on its sink key (or that has no counted row) has no edge.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class ColumnMaxima:
+    """Per (text, head, key): the largest weight any counted row puts on the key, and the first such row."""
+
+    def __init__(self):
+        self.best: torch.Tensor | None = None  # (B, h, T)
+        self.row: torch.Tensor | None = None  # (B, h, T) long
+
+    def add(self, weights: torch.Tensor, allowed: torch.Tensor, start: int) -> None:
+        """weights (B, h, c, T) of rows start:start + c, allowed (B, c, T)."""
+        single = allowed.sum(-1) == 1  # (B, c): a row with one key (causal row 0) has no choice
+        if bool(single.any()):
+            weights = weights.masked_fill(single[:, None, :, None], 0.0)
+        best, row = weights.max(-2)  # (B, h, T): the first row among equals
+        row = row + start
+        if self.best is None:
+            self.best, self.row = best, row
+            return
+        better = best > self.best  # strictly: an earlier row keeps a tie
+        self.best = torch.where(better, best, self.best)
+        self.row = torch.where(better, row, self.row)
+
+    def edge(self, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """sink (B, h) each text's sink key, -1 for none -> (row, key, weight), each (B, h); where there is no
+        edge: row and key -1, weight NaN."""
+        has_sink = (sink >= 0)[..., None]  # (B, h, 1)
+        excluded = torch.zeros_like(self.best, dtype=torch.bool)
+        excluded.scatter_(-1, sink.clamp_min(0)[..., None], has_sink)
+        weight, key = self.best.masked_fill(excluded, -1.0).max(-1)  # (B, h): the first key among equals
+        row = self.row.gather(-1, key[..., None])[..., 0]
+        none = weight <= 0
+        return (row.masked_fill(none, -1), key.masked_fill(none, -1),
+                weight.masked_fill(none, float("nan")))
+
+
+def strongest(weights: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `count` largest weights of each row and their keys, strongest first: (..., T) -> (..., count) twice;
+    key -1 and weight 0 past the row's allowed keys (or past T)."""
+    kept = min(count, weights.shape[-1])
+    values, keys = weights.topk(kept, dim=-1)
+    keys = keys.masked_fill(values <= 0, -1)
+    values = values.masked_fill(values <= 0, 0.0)
+    if kept < count:
+        pad = (0, count - kept)
+        values, keys = torch.nn.functional.pad(values, pad), torch.nn.functional.pad(keys, pad, value=-1)
+    return values, keys
