@@ -5,8 +5,8 @@ Shapes: B texts, h heads, a block of c query rows start:start + c, T keys.
 The edge of a text and head is the largest weight A[i, j] over the rows that count (two allowed keys or
 more, as in head_scores) and the keys j other than the text's own sink key for that head (head_scores'
 sink key of that text: known once its last row block is scored, so the search keeps each key's column
-maximum and its row, and leaves the sink's column out at the end). Ties: the earliest row, then the
-earliest key. A text whose only weights are on its sink key (or that has no counted row) has no edge.
+maximum and its row, and leaves the sink's column out at the end). Ties: the earliest key, then the
+earliest row. A text whose only weights are on its sink key (or that has no counted row) has no edge.
 """
 
 from __future__ import annotations
