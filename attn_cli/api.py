@@ -37,14 +37,14 @@ KINDS: dict[str, Callable] = {
     "texts": arguments.corpus,
     **dict.fromkeys(("layers", "heads", "layer", "head"), arguments.selection),
     **dict.fromkeys(("rows", "cols"), arguments.span),
-    **dict.fromkeys(("top_k", "cell_limit", "max_new_tokens", "seed", "probe_length", "batch_size", "limit"),
-                    arguments.index),
+    **dict.fromkeys(("top_k", "cell_limit", "max_new_tokens", "seed", "probe_length", "batch_size", "limit", "top",
+                     "samples", "part_texts"), arguments.index),
     **dict.fromkeys(("tolerance", "temperature"), arguments.number),
-    **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "pre_rope", "inputs", "sample"),
-                    arguments.flag),
-    **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype"), arguments.word),
+    **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "pre_rope", "inputs", "sample",
+                     "resume", "per_text"), arguments.flag),
+    **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype", "column"), arguments.word),
     "variants": arguments.words,
-    "file": arguments.path,
+    **dict.fromkeys(("file", "store"), arguments.path),
     **dict.fromkeys(("progress", "on_token"), arguments.callback),
     "model": lambda value, name: arguments.path(value, name, "a model name or a directory"),
     "against": lambda value, name: value if isinstance(value, Model) else arguments.path(
@@ -223,41 +223,64 @@ class Model:
     def heads(self, texts: str | Iterable[str] | None = None, *, file: str | Path | None = None,
               probe: str | None = None, seed: int = 0, probe_length: int | None = None, layers: Spec = "all",
               heads: Spec = "all", batch_size: int = 32, limit: int | None = None, truncate: bool = False,
-              progress=None):
+              progress=None, store: str | Path | None = None, resume: bool = False, per_text: bool = False,
+              top: int = 10, samples: int = 5, column: str = "text", part_texts: int = 2048):
         """What every selected head does: previous-token, duplicate-token, induction, first-token,
         last-token, punctuation, self, broad and sink scores, and a label, averaged over the texts.
 
-        texts: one text, a list, or any iterable (read as it goes); or file: a text per line, or
-        JSONL {"text": …}; or probe="induction": a seeded random token sequence repeated twice.
-        Texts run in padded batches of batch_size; limit caps how many. progress(done, total).
+        texts: one text, a list, or any iterable (read as it goes); or file: a text per line, JSONL
+        {"text": …}, a Parquet or Arrow file or a directory of them, or a saved `datasets` directory (the
+        texts in `column`); or probe="induction": a seeded random token sequence repeated twice.
+        Texts run in parts of part_texts, shortest first within a part, in padded batches of batch_size;
+        limit caps how many. progress(done, total).
+        store: a directory to write the corpus store to (Parquet tables: per-head summaries, each head's
+        `top` texts per score, `samples` texts per decile and `top` edges; per-text scores with per_text);
+        resume continues one an interrupted run left. The report is the same either way.
         Ctrl-C stops at the current batch: the report covers the texts done (report.interrupted).
         Formulas: attn_cli.math.head_scores. report.head(0, 2).scores["previous_token"]; report.to_json_dict().
         """
         from attn_cli.analyses.heads import PROBE_LENGTH, PROBES, probe_text, run_heads
-        from attn_cli.plumbing.textio import count_texts, read_corpus
 
         given = [name for name, value in (("texts", texts), ("file", file), ("probe", probe)) if value is not None]
         if len(given) != 1:
             raise BadInput("give one of texts, file or probe" if not given else f"{' and '.join(given)} "
                            "are separate sources", "pass text, --file FILE or --probe induction")
-        total, source, described = None, "arguments", None
+        total, source, described, corpus_format = None, "arguments", None, "arguments"
         if probe is not None:
             if probe not in PROBES:
                 raise BadInput(f"unknown probe {probe!r}", f"probes: {', '.join(PROBES)}")
             length = PROBE_LENGTH if probe_length is None else probe_length
             text = probe_text(self.backend, seed, length)
-            texts, total, source = [text], 1, "probe"
+            texts, total, source, corpus_format = [text], 1, "probe", "probe"
             described = {"kind": probe, "seed": seed, "length": len(text.split()) // 2, "requested": length,
                          "text": text}
         elif file is not None:
-            texts, total, source = read_corpus(file), count_texts(file), "stdin" if str(file) == "-" else str(file)
+            from attn_cli.plumbing.corpus import open_corpus
+
+            corpus = open_corpus(file, column)
+            texts, total, corpus_format = corpus.texts(), corpus.count, corpus.format
+            source = "stdin" if str(file) == "-" else str(file)
         elif isinstance(texts, str):
             texts, total = [texts], 1
         elif hasattr(texts, "__len__"):
             total = len(texts)
+        keeper_of = None
+        if per_text and store is None:
+            raise BadInput("per_text writes the store's texts table", "give store=DIR (--store DIR) with it")
+        if store is not None:
+            from attn_cli.analyses.store_writer import check_store, keeper_for
+
+            check_store(Path(store), resume)
+            keeper_of = keeper_for(self.backend, Path(store), resume=resume, corpus=source,
+                                   corpus_format=corpus_format, options={
+                                       "batch_size": batch_size, "truncate": truncate, "limit": limit, "top": top,
+                                       "samples": samples, "column": column, "per_text": per_text,
+                                       "part_texts": part_texts, "layers": str(layers), "heads": str(heads),
+                                       "probe": described})
         return run_heads(self.backend, texts, Selection(layers=layers, heads=heads), batch_size=batch_size,
                          limit=limit, total=total, truncate=truncate, source=source, probe=described,
-                         progress=progress)
+                         progress=progress, part_texts=part_texts, top=top, samples=samples,
+                         per_text=per_text, keeper_of=keeper_of)
 
     @door
     def steps(self, text: str, *, layer: int | str = 0, head: int | str = 0):

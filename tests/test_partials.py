@@ -52,7 +52,7 @@ def equal(x: np.ndarray, y: np.ndarray) -> bool:
 
 def assert_same(a: partials.Partial, b: partials.Partial) -> None:
     assert (a.texts, a.tokens, a.truncated) == (b.texts, b.tokens, b.truncated)
-    for name in ("count", "total", "squares", "low", "high", "fine"):
+    for name in ("count", "total", "squares", "low", "high", "hist", "fine"):
         assert equal(getattr(a, name), getattr(b, name)), name
     assert a.sinks == b.sinks
     for table in ("top", "samples", "edges", "views"):
@@ -116,7 +116,7 @@ def test_constant_values_have_zero_spread_and_equal_texts_sample_by_hash():
     merged = partials.merge_all([partials.reduce(b, SHAPE, 3, 2) for b in one], SHAPE, 3, 2)
     mean, std = partials.mean_std(merged)
     assert np.all(std == 0.0) and np.allclose(mean, 0.3, atol=1e-9)
-    chosen = merged.samples["group"] == 30  # (0, 0, 0) at fine bin 30
+    chosen = merged.samples["group"] == partials.fine_bin(np.array([0.3]))[0]  # (0, 0, 0) at 0.3's fine bin
     hashes = partials.text_hash(np.array(text_ids))
     assert merged.samples["text_id"][chosen].tolist() == [text_ids[i] for i in np.argsort(hashes)[:2]]
 
@@ -126,8 +126,25 @@ def test_deciles_cut_from_the_fine_histogram():
     fine[[10, 20, 90]] = [50, 30, 20]  # 100 texts: deciles 0-4 in bin 10, 5-7 in bin 20, 8-9 in bin 90
     assert [partials.decile_bins(fine, d).tolist() for d in range(10)] == \
         [[10]] * 5 + [[20]] * 3 + [[90]] * 2
-    assert partials.quantile(fine, 0.5) == pytest.approx(0.11)  # the end of bin 10
-    assert partials.quantile(np.zeros(partials.FINE, dtype=np.int64), 0.5) is None
+    assert partials.quantile(np.zeros(partials.FINE, dtype=np.int64), 0.5, 0.0, 1.0) is None
+
+
+def test_fine_bins_tell_scores_near_one_apart_and_quantiles_land_near_the_truth():
+    values = np.array([0.0, 0.5, 0.999, 0.9999, 1.0])
+    bins = partials.fine_bin(values)
+    assert bins[0] == 0 and bins[-1] == partials.FINE - 1 and len(set(bins.tolist())) == 5
+    assert partials.hist_bin(np.array([0.0, 0.05, 1.0])).tolist() == [0, 1, partials.BINS - 1]
+    sample = np.random.default_rng(1).beta(2, 5, size=5000)
+    fine = np.bincount(partials.fine_bin(sample), minlength=partials.FINE)
+    for q in (0.05, 0.5, 0.95):
+        assert partials.quantile(fine, q, sample.min(), sample.max()) == pytest.approx(np.quantile(sample, q),
+                                                                                       abs=0.01)
+
+
+def test_the_histogram_bins_are_the_stores():
+    from attn_cli.data import store_schema
+
+    assert partials.BINS == store_schema.BINS
 
 
 def test_the_strongest_edge_skips_the_sink_key_and_rows_without_a_choice():

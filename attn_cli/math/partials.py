@@ -6,7 +6,8 @@ A Partial covers a set of texts and the selected (layer, head) pairs, L × H of 
     count, total           (L, H, S) int64   texts where the score is defined; Σ x in fixed point
     squares                (L, H, S) object  Σ x² of the fixed-point values, Python ints (they pass 2^63)
     low, high              (L, H, S) float64 min and max (±inf where count is 0)
-    fine                   (L, H, S, FINE)   int64 counts of texts per fine bin of width 1/FINE over [0, 1]
+    hist                   (L, H, S, BINS)   int64 counts of texts per bin of width 1/BINS over [0, 1]
+    fine                   (L, H, S, FINE)   int64 counts of texts per fine bin, FINE equal widths of logit(x)
     sinks                  Counter: (l, h, position, token) -> texts whose sink key that is
     top                    per (l, h, s): the `top` texts with the highest score
     samples                per (l, h, s, fine bin): the `samples` texts with the smallest hash of their text_id
@@ -27,6 +28,10 @@ of the texts into parts:
   sink keys are few, [CLS]/BOS and a handful of separators in practice).
 Memory: heads × scores × (FINE × samples + top) list entries at most, never a function of the corpus.
 
+Fine bins are equal in logit(x) = log(x / (1 − x)) over [−LOGIT, LOGIT] (the end bins take the rest), not
+in x: a head's scores often crowd near 0 or 1 (a previous-token head scores 0.999…), and logit bins still
+tell 0.9990 from 0.9999 apart, so its deciles differ.
+
 Decile samples need no deciles in advance: each fine bin keeps the `samples` texts of smallest hash, and the
 deciles are cut at the end (`decile_bins`) from the fine histogram; a decile's samples are the smallest hashes
 among its bins' kept texts, which are the smallest hashes among all its texts. A bin that straddles a decile
@@ -42,7 +47,9 @@ import numpy as np
 
 from attn_cli.math.head_scores import SCORES
 
-FINE = 100  # fine bins over [0, 1] for the decile samples and the quantiles (a multiple of the store's BINS)
+FINE = 200  # fine bins for the decile samples and the quantiles: equal widths of logit(x) over [-LOGIT, LOGIT]
+LOGIT = 10.0  # logit(x) = ±10 at x = 0.99995 and 0.00005
+BINS = 20  # the histogram's bins: equal widths of x over [0, 1], the last one closed (store_schema.BINS)
 KEYS = 5  # keys kept for a highlighted row, strongest first
 SCALE = float(1 << 32)  # fixed point of the exact sums
 _MASK = (1 << 64) - 1
@@ -82,6 +89,7 @@ class Partial:
     squares: np.ndarray = None
     low: np.ndarray = None
     high: np.ndarray = None
+    hist: np.ndarray = None
     fine: np.ndarray = None
     sinks: Counter = field(default_factory=Counter)
     top: dict = None  # {"group", "value", "text_id"} arrays; group = (l·H + h)·S + s
@@ -99,6 +107,8 @@ class Partial:
                 setattr(self, name, np.full(stats, fill, dtype=dtype))
         if self.fine is None:
             self.fine = np.zeros((*stats, FINE), dtype=np.int64)
+        if self.hist is None:
+            self.hist = np.zeros((*stats, BINS), dtype=np.int64)
         self.top = self.top or _empty(TOP_FIELDS)
         self.samples = self.samples or _empty(SAMPLE_FIELDS)
         self.edges = self.edges or _empty(TOP_FIELDS)
@@ -126,8 +136,15 @@ def text_hash(text_ids: np.ndarray) -> np.ndarray:
 
 
 def fine_bin(values: np.ndarray) -> np.ndarray:
-    """The fine bin of each value in [0, 1] (the last bin closed; float round-off past the ends clipped)."""
-    return np.clip(np.floor(values * FINE), 0, FINE - 1).astype(np.int64)
+    """The fine bin of each value in [0, 1]: equal widths of logit(x) over [-LOGIT, LOGIT], the ends open."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logit = np.log(values) - np.log1p(-values)  # ±inf at 0 and 1
+    return np.clip(np.floor((logit + LOGIT) / (2 * LOGIT) * FINE), 0, FINE - 1).astype(np.int64)
+
+
+def hist_bin(values: np.ndarray) -> np.ndarray:
+    """The histogram bin of each value in [0, 1]: equal widths, the last bin closed (1.0 is in it)."""
+    return np.clip(np.floor(values * BINS), 0, BINS - 1).astype(np.int64)
 
 
 def fixed(values: np.ndarray) -> np.ndarray:
@@ -156,6 +173,7 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int) -> 
     group = (layer * heads + head) * scores + score
     bins = fine_bin(value)
     np.add.at(part.fine.reshape(-1, FINE), (group, bins), 1)
+    np.add.at(part.hist.reshape(-1, BINS), (group, hist_bin(value)), 1)
     part.top = _keep({"group": group, "value": value, "text_id": text_id}, top_n, descending=True)
     part.samples = _keep({"group": group * FINE + bins, "hash": text_hash(text_id), "text_id": text_id,
                           "value": value}, samples_n, descending=False)
@@ -184,6 +202,7 @@ def merge(first: Partial, second: Partial) -> Partial:
                    count=first.count + second.count, total=first.total + second.total,
                    squares=first.squares + second.squares, low=np.minimum(first.low, second.low),
                    high=np.maximum(first.high, second.high), fine=first.fine + second.fine,
+                   hist=first.hist + second.hist,
                    sinks=first.sinks + second.sinks)
     part.top = _keep(_concat(first.top, second.top), first.top_n, descending=True)
     part.samples = _keep(_concat(first.samples, second.samples), first.samples_n, descending=False)
@@ -252,17 +271,18 @@ def mean_std(part: Partial) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(variance)
 
 
-def quantile(fine: np.ndarray, q: float) -> float | None:
-    """The q-quantile of a fine histogram (FINE,), linear within the bin where it falls; None when empty."""
+def quantile(fine: np.ndarray, q: float, low: float, high: float) -> float | None:
+    """The q-quantile of a fine histogram (FINE,), linear in logit(x) within the bin where it falls and kept
+    within the values' [low, high]; None when empty."""
     total = int(fine.sum())
     if total == 0:
         return None
-    target = q * total
-    before = np.concatenate([[0], np.cumsum(fine)[:-1]])
-    index = int(np.searchsorted(np.cumsum(fine), target, side="left"))
-    index = min(index, FINE - 1)
-    inside = (target - before[index]) / fine[index] if fine[index] else 0.0
-    return float((index + min(max(inside, 0.0), 1.0)) / FINE)
+    after = np.cumsum(fine)
+    index = min(int(np.searchsorted(after, q * total, side="left")), FINE - 1)
+    inside = (q * total - (after[index] - fine[index])) / fine[index] if fine[index] else 0.0
+    width = 2 * LOGIT / FINE
+    logit = -LOGIT + (index + min(max(inside, 0.0), 1.0)) * width
+    return float(min(max(1.0 / (1.0 + np.exp(-logit)), low), high))
 
 
 def decile_bins(fine: np.ndarray, decile: int, deciles: int = 10) -> np.ndarray:
@@ -284,3 +304,35 @@ def sink_key(part: Partial, layer: int, head: int) -> tuple[int, str, int] | Non
         return None
     (position, token), texts = min(tally, key=lambda item: (-item[1], item[0]))
     return position, token, texts
+
+
+# ---- a Partial as plain arrays and JSON (a part's files in a store; what a worker sends back)
+
+
+def to_state(part: Partial) -> tuple[dict[str, np.ndarray], dict]:
+    """(arrays for numpy.savez, without pickles; a JSON-able dict): from_state gives the same Partial back."""
+    arrays = {name: getattr(part, name) for name in ("count", "total", "low", "high", "hist", "fine")}
+    arrays["squares"] = np.array([str(value) for value in part.squares.ravel()])  # Python ints past int64
+    for table in ("top", "samples", "edges", "views"):
+        arrays.update({f"{table}.{column}": values for column, values in getattr(part, table).items()})
+    meta = {"shape": list(part.shape), "top_n": part.top_n, "samples_n": part.samples_n, "texts": part.texts,
+            "tokens": part.tokens, "truncated": part.truncated,
+            "sinks": [[*key, texts] for key, texts in sorted(part.sinks.items())],
+            "token_lists": [[text_id, tokens] for text_id, tokens in part.token_lists.items()]}
+    return arrays, meta
+
+
+def from_state(arrays, meta: dict) -> Partial:
+    shape = tuple(meta["shape"])
+    part = Partial(shape, meta["top_n"], meta["samples_n"], texts=meta["texts"], tokens=meta["tokens"],
+                   truncated=meta["truncated"])
+    for name in ("count", "total", "low", "high", "hist", "fine"):
+        setattr(part, name, np.array(arrays[name]))
+    part.squares = np.array([int(value) for value in arrays["squares"]], dtype=object).reshape(part.count.shape)
+    for table, fields in (("top", TOP_FIELDS), ("samples", SAMPLE_FIELDS), ("edges", TOP_FIELDS),
+                          ("views", VIEW_FIELDS)):
+        setattr(part, table, {column: np.array(arrays[f"{table}.{column}"]) for column in fields})
+    part.sinks = Counter({(layer, head, position, token): texts
+                          for layer, head, position, token, texts in meta["sinks"]})
+    part.token_lists = {text_id: tokens for text_id, tokens in meta["token_lists"]}
+    return part
