@@ -258,7 +258,7 @@ class Model:
             from attn_cli.plumbing.corpus import open_corpus
 
             corpus = open_corpus(file, column)
-            texts, total, corpus_format = corpus.texts(), corpus.count, corpus.format
+            texts, total, corpus_format = corpus.texts(), corpus.count(), corpus.format
             source = "stdin" if str(file) == "-" else str(file)
         elif isinstance(texts, str):
             texts, total = [texts], 1

@@ -25,16 +25,20 @@ ROWS_A_BATCH = 1024
 @dataclass
 class Corpus:
     format: str  # "lines", "jsonl", "parquet", "arrow", "datasets"
-    count: int | None  # texts, when known without consuming the input (None: stdin, a FIFO)
     read: Callable[[], Iterator[str]]
+    counter: Callable[[], int | None]  # reads the input once more, so asked only when wanted
 
     def texts(self) -> Iterator[str]:
         return self.read()
 
+    def count(self) -> int | None:
+        """Texts in the corpus, when known without consuming it (None: stdin, a FIFO)."""
+        return self.counter()
+
 
 def open_corpus(path: Path | str, column: str = "text") -> Corpus:
     if str(path) == "-":
-        return Corpus("lines", None, lambda: read_corpus(path))
+        return Corpus("lines", lambda: read_corpus(path), lambda: None)
     path = Path(path)
     if path.is_dir():
         if any((path / mark).is_file() for mark in DATASETS_MARKS):
@@ -50,7 +54,7 @@ def open_corpus(path: Path | str, column: str = "text") -> Corpus:
         return _columnar([path], column, "parquet" if suffix in PARQUET else "arrow")
     check_corpus(path)
     kind = "jsonl" if suffix in (".jsonl", ".ndjson") else "lines"
-    return Corpus(kind, count_texts(path), lambda: read_corpus(path))
+    return Corpus(kind, lambda: read_corpus(path), lambda: count_texts(path))
 
 
 def _columnar(files: list[Path], column: str, kind: str) -> Corpus:
@@ -58,9 +62,9 @@ def _columnar(files: list[Path], column: str, kind: str) -> Corpus:
     blank strings are not texts)."""
     for file in files:
         _check_column(_schema(file), column, file)
-    count = sum(_count(batch) for file in files for batch in _batches(file, column))
-    return Corpus(kind, count, lambda: (text for file in files for batch in _batches(file, column)
-                                        for text in batch.to_pylist() if text is not None and text.strip()))
+    return Corpus(kind, lambda: (text for file in files for batch in _batches(file, column)
+                                 for text in batch.to_pylist() if text is not None and text.strip()),
+                  lambda: sum(_count(batch) for file in files for batch in _batches(file, column)))
 
 
 def _schema(file: Path):
@@ -140,9 +144,9 @@ def _datasets(path: Path, column: str) -> Corpus:
         for start in range(0, len(table), ROWS_A_BATCH):
             yield table[start:start + ROWS_A_BATCH][column]
 
-    count = sum(_count(chunk) for chunk in values())
-    return Corpus("datasets", count, lambda: (text for chunk in values() for text in chunk.to_pylist()
-                                              if text is not None and text.strip()))
+    return Corpus("datasets", lambda: (text for chunk in values() for text in chunk.to_pylist()
+                                       if text is not None and text.strip()),
+                  lambda: sum(_count(chunk) for chunk in values()))
 
 
 def _first_line(error: BaseException) -> str:
