@@ -40,7 +40,11 @@ def open_corpus(path: Path | str, column: str = "text") -> Corpus:
     if str(path) == "-":
         return Corpus("lines", lambda: read_corpus(path), lambda: None)
     path = Path(path)
-    if path.is_dir():
+    try:
+        directory = path.is_dir()
+    except OSError as error:  # a name too long for the file system
+        raise BadInput(f"--file {path}: {error.strerror}") from None
+    if directory:
         if any((path / mark).is_file() for mark in DATASETS_MARKS):
             return _datasets(path, column)
         files = sorted(entry for entry in path.iterdir() if entry.suffix.lower() in PARQUET + ARROW)
