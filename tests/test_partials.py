@@ -121,11 +121,25 @@ def test_constant_values_have_zero_spread_and_equal_texts_sample_by_hash():
     assert merged.samples["text_id"][chosen].tolist() == [text_ids[i] for i in np.argsort(hashes)[:2]]
 
 
-def test_deciles_cut_from_the_fine_histogram():
-    fine = np.zeros(partials.FINE, dtype=np.int64)
-    fine[[10, 20, 90]] = [50, 30, 20]  # 100 texts: deciles 0-4 in bin 10, 5-7 in bin 20, 8-9 in bin 90
-    assert [partials.decile_bins(fine, d).tolist() for d in range(10)] == \
-        [[10]] * 5 + [[20]] * 3 + [[90]] * 2
+def deciles_of(values: list[float], samples: int) -> list[list[float]]:
+    """The decile samples of one head's one score over texts 0..n-1 with these values: their values."""
+    count = len(values)
+    batch_ = partials.Batch(
+        text_ids=np.arange(count), tokens=[["a", "b"]] * count,
+        values=np.array(values)[:, None, None, None] * np.ones((1, 1, 1, len(SCORES))),
+        sink=np.full((count, 1, 1), -1), query=np.full((count, 1, 1), -1), edge_key=np.full((count, 1, 1), -1),
+        edge_weight=np.full((count, 1, 1), np.nan), keys=np.full((count, 1, 1, partials.KEYS), -1),
+        weights=np.zeros((count, 1, 1, partials.KEYS), dtype=np.float32))
+    part = partials.reduce(batch_, (1, 1), 3, samples)
+    return [part.samples["value"][rows].tolist() for rows in partials.decile_samples(part, 0)]
+
+
+def test_deciles_are_cut_from_the_fine_histogram_and_never_share_a_text():
+    spread = deciles_of([i / 100 for i in range(100)], 2)  # one text a bin or so: each decile its own tenth
+    for decile, values in enumerate(spread):
+        assert len(values) == 2 and all(decile / 10 <= value < (decile + 1) / 10 for value in values), values
+    crowded = deciles_of([0.9995] * 100, 5)  # one bin: its 5 kept texts stand at ranks 10, 30, … 90
+    assert [len(values) for values in crowded] == [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]
     assert partials.quantile(np.zeros(partials.FINE, dtype=np.int64), 0.5, 0.0, 1.0) is None
 
 

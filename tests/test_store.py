@@ -98,15 +98,32 @@ def test_each_heads_summaries_and_examples_equal_brute_force_over_the_per_text_s
         expected = sorted(values, key=lambda item: (-item[0], item[1]))[:3]  # value desc, then text_id
         assert [(e["value"], e["text_id"]) for e in top] == expected
         assert [e["rank"] for e in top] == list(range(len(top)))
-        fine = np.bincount(partials.fine_bin(np.array([v for v, _ in values])), minlength=partials.FINE)
-        for decile in range(10):
-            members = [(v, t) for v, t in values if partials.fine_bin(np.array([v]))[0]
-                       in partials.decile_bins(fine, decile)]
-            members.sort(key=lambda item: (int(partials.text_hash(np.array([item[1]]))[0]), item[1]))
+        for decile, members in enumerate(brute_deciles(values, 2)):
             got = [(e["value"], e["text_id"]) for e in examples if (e["layer"], e["head"], e["kind"], e["score"],
                                                                     e["decile"]) == (layer, head, "decile", score,
                                                                                      decile)]
-            assert got == members[:2], (layer, head, score, decile)
+            assert got == members, (layer, head, score, decile)
+
+
+def brute_deciles(values: list[tuple[float, int]], samples: int) -> list[list[tuple[float, int]]]:
+    """math/partials.py's rule over all the texts at once: each fine bin's `samples` smallest hashes, placed in
+    value order at evenly spread ranks of the bin, each in the decile of its rank; per decile the smallest
+    hashes."""
+    def hashed(text_id: int) -> int:
+        return int(partials.text_hash(np.array([text_id]))[0])
+
+    bins = {}
+    for value, text_id in values:
+        bins.setdefault(int(partials.fine_bin(np.array([value]))[0]), []).append((value, text_id))
+    deciles, before = [[] for _ in range(10)], 0
+    for fine in sorted(bins):
+        members = bins[fine]
+        kept = sorted(sorted(members, key=lambda item: (hashed(item[1]), item[1]))[:samples])
+        for index, item in enumerate(kept):
+            rank = before + (index + 0.5) * len(members) / len(kept)
+            deciles[min(int(rank * 10 // len(values)), 9)].append(item)
+        before += len(members)
+    return [sorted(chosen, key=lambda item: (hashed(item[1]), item[1]))[:samples] for chosen in deciles]
 
 
 def test_examples_carry_their_tokens_and_edges_skip_the_texts_sink_key(store):

@@ -183,7 +183,7 @@ class LayerScores:
             values, sink = sums.result()  # (B, h, 9), (B, h)
             row, key, weight = maxima.edge(sink)  # (B, h) each
             top_weights, top_keys = edges.strongest(
-                _row_weights(q_heads, k_heads, row, allowed_rows, scale, scorer, chunk), partials.KEYS)
+                edges.row_weights(q_heads, k_heads, row, allowed_rows, scale, scorer, chunk), partials.KEYS)
             self.results.append(ChunkScores(self.layers.index(layer), slice(first, first + len(chunk)), values,
                                             sink, View(row, key, weight, top_keys, top_weights)))
 
@@ -205,26 +205,6 @@ class ChunkScores(NamedTuple):
     values: object  # (B, h, 9) scores, NaN where undefined
     sink: object  # (B, h) each text's sink key, -1 for none
     view: View
-
-
-def _row_weights(q_heads, k_heads, rows, allowed_rows, scale: float, scorer, chunk: list[int]):
-    """The weights of one query row per text and head, rows (B, h) (-1: any row, unused) -> (B, h, T)."""
-    import torch
-
-    from attn_cli.math import attention, scoring
-
-    rows = rows.clamp_min(0)
-    count, heads, keys, width = k_heads.shape
-    q_rows = q_heads.gather(2, rows[:, :, None, None].expand(-1, -1, 1, q_heads.shape[-1]))  # (B, h, 1, D)
-    if scorer is None:
-        scores = scoring.scores(q_rows, k_heads, scale)[:, :, 0]  # (B, h, T)
-    else:
-        scores = torch.stack([torch.stack([scoring.scores(q_rows[b, h], k_heads[b, h], scale, scorer, head)[0]
-                                           for h, head in enumerate(chunk)]) for b in range(count)])
-    allowed = torch.zeros(count, heads, keys, dtype=torch.bool, device=rows.device)
-    for row in rows.unique().tolist():  # a few distinct rows: each one's mask row, where it was chosen
-        allowed |= (rows == row)[..., None] & allowed_rows(row, row + 1)[:, 0][:, None, :]
-    return attention.masked_softmax(scores, allowed)
 
 
 def _batch_allowed(mask, real, start: int, stop: int):

@@ -232,12 +232,8 @@ def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], 
                     text_id = int(merged.top["text_id"][row])
                     rows.append(_example(merged, index[text_id, pair], layer, head, "top", score, None, rank,
                                          float(merged.top["value"][row]), context))
-                fine = merged.fine[li, hi, si]
-                for decile in range(schema.DECILES):
-                    bins = partials.decile_bins(fine, decile)
-                    chosen = np.flatnonzero(np.isin(merged.samples["group"], group * partials.FINE + bins))
-                    order = np.lexsort((merged.samples["text_id"][chosen], merged.samples["hash"][chosen]))
-                    for rank, row in enumerate(chosen[order][:merged.samples_n]):
+                for decile, chosen in enumerate(partials.decile_samples(merged, group, schema.DECILES)):
+                    for rank, row in enumerate(chosen):
                         text_id = int(merged.samples["text_id"][row])
                         rows.append(_example(merged, index[text_id, pair], layer, head, "decile", score, decile,
                                              rank, float(merged.samples["value"][row]), context))

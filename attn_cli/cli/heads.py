@@ -116,14 +116,15 @@ def heads_command(
             emit_terminal(lambda: heads_view(report), save,
                           defaults()["render"]["fallback_width"],
                           figure=lambda path: save_figure(report, path))
-        if store is not None:
-            state = "interrupted: --resume continues it" if report.interrupted else "complete"
-            note(f"store: {store}/ ({state}; duckdb -c \"select * from '{store}/heads.parquet'\")")
+        if store is not None:  # after the view on stdout; on stderr beside a JSON document
+            state = "incomplete: --resume continues it" if report.interrupted else "complete"
+            line = f"store: {store} ({state}); read it with DuckDB, pandas or polars: {store}/heads.parquet …"
+            note(line, style="") if json_wanted or report.interrupted else typer.echo(line)
         if report.interrupted:
             from attn_cli.plumbing import interrupts
 
             order = "" if report.source in ("arguments", "probe") else \
-                " (texts run shortest first within each window read ahead, so not exactly the first lines)"
+                " (texts run shortest first within each part of --part-texts, so not exactly the first lines)"
             note(f"interrupted: scored {report.texts:,} texts before Ctrl-C; the report covers those{order}")
             interrupts.reported()  # said here, with the report: the edge adds no "error: interrupted"
             raise typer.Exit(130)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from attn_cli.math import attention, scoring
+
 
 class ColumnMaxima:
     """Per (text, head, key): the largest weight any counted row puts on the key, and the first such row."""
@@ -59,3 +61,22 @@ def strongest(weights: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Te
         pad = (0, count - kept)
         values, keys = torch.nn.functional.pad(values, pad), torch.nn.functional.pad(keys, pad, value=-1)
     return values, keys
+
+
+def row_weights(q_heads, k_heads, rows, allowed_rows, scale: float, scorer, chunk: list[int]):
+    """The weights of one query row per text and head: q_heads (B, h, T, D), k_heads (B, h, T, D), rows (B, h)
+    (-1: none, any row is computed and unused), allowed_rows(start, stop) -> (B, c, T) -> (B, h, T).
+
+    scorer: a learned scoring (the toy's), one head of one text at a time, as in scoring.scores."""
+    rows = rows.clamp_min(0)
+    count, heads, keys, width = k_heads.shape
+    q_rows = q_heads.gather(2, rows[:, :, None, None].expand(-1, -1, 1, q_heads.shape[-1]))  # (B, h, 1, D)
+    if scorer is None:
+        scores = scoring.scores(q_rows, k_heads, scale)[:, :, 0]  # (B, h, T)
+    else:
+        scores = torch.stack([torch.stack([scoring.scores(q_rows[b, h], k_heads[b, h], scale, scorer, head)[0]
+                                           for h, head in enumerate(chunk)]) for b in range(count)])
+    allowed = torch.zeros(count, heads, keys, dtype=torch.bool, device=rows.device)
+    for row in rows.unique().tolist():  # a few distinct rows: each one's mask row, where it was chosen
+        allowed |= (rows == row)[..., None] & allowed_rows(row, row + 1)[:, 0][:, None, :]
+    return attention.masked_softmax(scores, allowed)

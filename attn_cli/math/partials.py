@@ -32,10 +32,12 @@ Fine bins are equal in logit(x) = log(x / (1 − x)) over [−LOGIT, LOGIT] (the
 in x: a head's scores often crowd near 0 or 1 (a previous-token head scores 0.999…), and logit bins still
 tell 0.9990 from 0.9999 apart, so its deciles differ.
 
-Decile samples need no deciles in advance: each fine bin keeps the `samples` texts of smallest hash, and the
-deciles are cut at the end (`decile_bins`) from the fine histogram; a decile's samples are the smallest hashes
-among its bins' kept texts, which are the smallest hashes among all its texts. A bin that straddles a decile
-boundary serves both deciles (a value shared by many texts, 1.0 say, can fill several deciles).
+Decile samples need no deciles in advance: each fine bin keeps the `samples` texts of smallest hash (a
+uniform sample of the bin), and the deciles are cut at the end from the fine histogram (`decile_samples`).
+A bin's texts hold the ranks [before, before + n) of the score's distribution; its m kept texts, in value
+order, stand at the ranks before + (i + ½)·n/m, and each goes to the decile of its rank, so a bin that
+straddles a decile boundary splits between the two and no text is in two deciles. A decile's samples are
+the smallest hashes among the texts it got.
 """
 
 from __future__ import annotations
@@ -285,14 +287,27 @@ def quantile(fine: np.ndarray, q: float, low: float, high: float) -> float | Non
     return float(min(max(1.0 / (1.0 + np.exp(-logit)), low), high))
 
 
-def decile_bins(fine: np.ndarray, decile: int, deciles: int = 10) -> np.ndarray:
-    """The fine bins (indices) holding texts of `decile` (0 = lowest) of a fine histogram (FINE,): a bin
-    whose texts' ranks [before, before + n) meet the decile's [d·N/10, (d+1)·N/10)."""
+def decile_samples(part: Partial, group: int, deciles: int = 10) -> list[np.ndarray]:
+    """Per decile (0 = the lowest tenth) of (l·H + h)·S + s = `group`: indices into part.samples of its
+    samples, smallest hash first (at most part.samples_n)."""
+    fine = part.fine.reshape(-1, FINE)[group]
     total = int(fine.sum())
-    after = np.cumsum(fine)
-    before = after - fine
-    meets = (fine > 0) & (before * deciles < (decile + 1) * total) & (after * deciles > decile * total)
-    return np.flatnonzero(meets)
+    before = np.cumsum(fine) - fine  # (FINE,) the rank of each bin's first text
+    samples = part.samples
+    rows = np.flatnonzero(samples["group"] // FINE == group)
+    bins = samples["group"][rows] % FINE
+    rows = rows[np.lexsort((samples["text_id"][rows], samples["value"][rows], bins))]  # by bin, then value
+    bins = samples["group"][rows] % FINE
+    starts = np.searchsorted(bins, bins, side="left")
+    kept = np.bincount(bins, minlength=FINE)[bins]  # m of each row's bin
+    rank = before[bins] + (np.arange(len(rows)) - starts + 0.5) * fine[bins] / np.maximum(kept, 1)
+    decile = np.minimum((rank * deciles // max(total, 1)).astype(np.int64), deciles - 1)
+    chosen = []
+    for d in range(deciles):
+        mine = rows[decile == d]
+        order = np.lexsort((samples["text_id"][mine], samples["hash"][mine]))
+        chosen.append(mine[order][:part.samples_n])
+    return chosen
 
 
 def sink_key(part: Partial, layer: int, head: int) -> tuple[int, str, int] | None:
