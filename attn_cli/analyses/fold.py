@@ -25,6 +25,7 @@ from attn_cli.plumbing import interrupts
 PART_TEXTS = 2048  # texts a part: the unit of --resume and of the length sort
 TOP = 10  # top texts per (head, score) and top edges per head
 SAMPLES = 5  # texts sampled per decile
+MERGE_EVERY = 8  # batch Partials merged in one sort (a merge per batch would sort the kept lists each time)
 
 
 class Keeper(Protocol):
@@ -35,6 +36,8 @@ class Keeper(Protocol):
     def write(self, index: int, part: partials.Partial, rows: list[dict], digest: str) -> None: ...
 
     def progress(self, merged: partials.Partial, parts: int) -> None: ...
+
+    def finish(self, merged: partials.Partial, parts: int) -> None: ...
 
 
 class Folded:
@@ -57,20 +60,23 @@ def fold(score: Callable, texts: Iterable[str], shape: tuple[int, int], *, batch
             digest = part_digest(part)
             kept = keeper.load(index, digest) if keeper is not None else None
             if kept is None:
-                current, rows = partials.Partial(shape, top, samples), []
+                pending, rows = [partials.Partial(shape, top, samples)], []  # merged MERGE_EVERY batches at a time
                 try:
                     for batch in _part_batches(part, batch_size):
                         scored = score([text for _, text in batch])
                         scored.text_ids = np.array([text_id for text_id, _ in batch], dtype=np.int64)
-                        current = partials.merge(current, partials.reduce(scored, shape, top, samples))
+                        pending.append(partials.reduce(scored, shape, top, samples))
+                        if len(pending) > MERGE_EVERY:
+                            pending = [partials.merge_all(pending, shape, top, samples)]
                         if per_text:
                             rows.append(per_text_rows(scored))
                         done += len(batch)
                         if progress is not None:
                             progress(done, total)
                 except KeyboardInterrupt:
-                    merged = partials.merge(merged, current)  # the report covers the texts done
+                    merged = partials.merge_all([merged, *pending], shape, top, samples)  # the report: texts done
                     raise
+                current = partials.merge_all(pending, shape, top, samples)
                 if keeper is not None:
                     keeper.write(index, current, rows, digest)
                 kept = current

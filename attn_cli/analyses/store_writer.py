@@ -6,8 +6,8 @@ temporary folder beside it (NNNNNN.tmp-XXXXXXXX) and renamed when complete, so a
 absent whatever stops the process. DIR/parts/run.json says which run the parts belong to (model,
 corpus, options): `--resume` refuses a store of another run, skips the complete parts and scores the
 rest, and gives the same tables as an uninterrupted run (written deterministically: no timestamps, rows
-in a fixed order). The four tables are rewritten (atomically) after every part, run.complete False
-until the last.
+in a fixed order). The tables are rewritten (atomically) as parts complete, run.complete False until the
+last: run and heads after every part, examples at most once a minute and at the end.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from attn_cli.plumbing.errors import AttnError, BadInput
 RUN_FILE = "run.json"  # in parts/: the run's identity
 CONTEXT = 8  # tokens of context either side of an example's query and keys
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+EXAMPLES_EVERY = 60.0  # seconds between rewrites of examples.parquet during a run (the tables' slow one)
 
 
 def check_store(path: Path, resume: bool) -> None:
@@ -59,6 +61,7 @@ class StoreWriter:
         self.path, self.parts = Path(path), Path(path) / schema.PARTS
         self.identity, self.run, self.layers, self.heads, self.info = identity, run, layers, heads, info
         self.per_text = identity["options"]["per_text"]
+        self.examples_written = -float("inf")
         self.context = identity["options"]["context"]
         try:
             self.parts.mkdir(parents=True, exist_ok=True)
@@ -119,23 +122,27 @@ class StoreWriter:
                 shutil.rmtree(temp, ignore_errors=True)
 
     def progress(self, merged: partials.Partial, parts: int) -> None:
-        self._tables(merged, parts, complete=False)
+        """After each part: run and heads; examples (the slow table) at most every EXAMPLES_EVERY seconds."""
+        due = time.monotonic() - self.examples_written >= EXAMPLES_EVERY
+        self._tables(merged, parts, complete=False, examples=due)
 
     def finish(self, merged: partials.Partial, parts: int) -> None:
         if self.per_text:
             self._texts_table(parts)
-        self._tables(merged, parts, complete=True)
+        self._tables(merged, parts, complete=True, examples=True)
 
-    def _tables(self, merged: partials.Partial, parts: int, complete: bool) -> None:
+    def _tables(self, merged: partials.Partial, parts: int, complete: bool, examples: bool) -> None:
         import pyarrow as pa
 
-        run = {**self.run, "texts": merged.texts, "tokens": merged.tokens, "truncated": merged.truncated,
-               "parts": parts, "complete": complete}
-        _write(pa.Table.from_pylist([run], schema=schema.RUN_SCHEMA), self.path / schema.RUN)
+        if examples:
+            _write(pa.Table.from_pylist(example_rows(merged, self.layers, self.heads, self.context),
+                                        schema=schema.EXAMPLES_SCHEMA), self.path / schema.EXAMPLES)
+            self.examples_written = time.monotonic()
         _write(pa.Table.from_pylist(heads_rows(merged, self.layers, self.heads, self.info),
                                     schema=schema.HEADS_SCHEMA), self.path / schema.HEADS)
-        _write(pa.Table.from_pylist(example_rows(merged, self.layers, self.heads, self.context),
-                                    schema=schema.EXAMPLES_SCHEMA), self.path / schema.EXAMPLES)
+        run = {**self.run, "texts": merged.texts, "tokens": merged.tokens, "truncated": merged.truncated,
+               "parts": parts, "complete": complete}
+        _write(pa.Table.from_pylist([run], schema=schema.RUN_SCHEMA), self.path / schema.RUN)  # last: says done
 
     def _text_rows(self, rows: list[dict]):
         import pyarrow as pa

@@ -197,33 +197,33 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int) -> 
 
 def merge(first: Partial, second: Partial) -> Partial:
     """The Partial of both parts' texts (disjoint sets of texts), the same whatever the order."""
-    if (first.shape, first.top_n, first.samples_n) != (second.shape, second.top_n, second.samples_n):
+    return merge_all([first, second], first.shape, first.top_n, first.samples_n)
+
+
+def merge_all(parts: list[Partial], shape: tuple[int, int], top_n: int, samples_n: int) -> Partial:
+    """The merge of any number of Partials at once (one sort of their lists); an empty Partial for none."""
+    if any((part.shape, part.top_n, part.samples_n) != (shape, top_n, samples_n) for part in parts):
         raise ValueError("partials of different heads or list sizes do not merge")
-    part = Partial(first.shape, first.top_n, first.samples_n, texts=first.texts + second.texts,
-                   tokens=first.tokens + second.tokens, truncated=first.truncated + second.truncated,
-                   count=first.count + second.count, total=first.total + second.total,
-                   squares=first.squares + second.squares, low=np.minimum(first.low, second.low),
-                   high=np.maximum(first.high, second.high), fine=first.fine + second.fine,
-                   hist=first.hist + second.hist,
-                   sinks=first.sinks + second.sinks)
-    part.top = _keep(_concat(first.top, second.top), first.top_n, descending=True)
-    part.samples = _keep(_concat(first.samples, second.samples), first.samples_n, descending=False)
-    part.edges = _keep(_concat(first.edges, second.edges), first.top_n, descending=True)
-    part.views = _concat(first.views, second.views)
-    part.token_lists = {**first.token_lists, **second.token_lists}
-    return _prune(part)
-
-
-def merge_all(partials, shape: tuple[int, int], top_n: int, samples_n: int) -> Partial:
-    """The merge of any number of partials (an empty Partial for none)."""
     merged = Partial(shape, top_n, samples_n)
-    for partial in partials:
-        merged = merge(merged, partial)
-    return merged
+    if not parts:
+        return merged
+    for name in ("texts", "tokens", "truncated"):
+        setattr(merged, name, sum(getattr(part, name) for part in parts))
+    for name in ("count", "total", "squares", "fine", "hist"):
+        setattr(merged, name, sum(getattr(part, name) for part in parts))
+    merged.low = np.minimum.reduce([part.low for part in parts])
+    merged.high = np.maximum.reduce([part.high for part in parts])
+    merged.sinks = sum((part.sinks for part in parts), Counter())
+    merged.top = _keep(_concat([part.top for part in parts]), top_n, descending=True)
+    merged.samples = _keep(_concat([part.samples for part in parts]), samples_n, descending=False)
+    merged.edges = _keep(_concat([part.edges for part in parts]), top_n, descending=True)
+    merged.views = _concat([part.views for part in parts])
+    merged.token_lists = {text_id: tokens for part in parts for text_id, tokens in part.token_lists.items()}
+    return _prune(merged)
 
 
-def _concat(first: dict, second: dict) -> dict:
-    return {name: np.concatenate([first[name], second[name]]) for name in first}
+def _concat(tables: list[dict]) -> dict:
+    return {name: np.concatenate([table[name] for table in tables]) for name in tables[0]}
 
 
 def _keep(rows: dict, size: int, descending: bool) -> dict:
