@@ -61,7 +61,7 @@ class StoreWriter:
         self.path, self.parts = Path(path), Path(path) / schema.PARTS
         self.identity, self.run, self.layers, self.heads, self.info = identity, run, layers, heads, info
         self.per_text = identity["options"]["per_text"]
-        self.examples_written = -float("inf")
+        self.examples_written = time.monotonic()  # a run shorter than EXAMPLES_EVERY writes them once, at the end
         self.context = identity["options"]["context"]
         try:
             self.parts.mkdir(parents=True, exist_ok=True)
@@ -135,8 +135,7 @@ class StoreWriter:
         import pyarrow as pa
 
         if examples:
-            _write(pa.Table.from_pylist(example_rows(merged, self.layers, self.heads, self.context),
-                                        schema=schema.EXAMPLES_SCHEMA), self.path / schema.EXAMPLES)
+            _write(example_rows(merged, self.layers, self.heads, self.context), self.path / schema.EXAMPLES)
             self.examples_written = time.monotonic()
         _write(pa.Table.from_pylist(heads_rows(merged, self.layers, self.heads, self.info),
                                     schema=schema.HEADS_SCHEMA), self.path / schema.HEADS)
@@ -224,51 +223,64 @@ def heads_rows(merged: partials.Partial, layers: list[int], heads: list[int], in
     return rows
 
 
-def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], context: int) -> list[dict]:
-    """Per head: each score's top texts and decile samples, then its top edges (store_schema.EXAMPLES_SCHEMA)."""
+def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], context: int):
+    """The examples table (store_schema.EXAMPLES_SCHEMA), per head: each score's top texts then its decile
+    samples, score by score, then the head's top edges. Built column by column (tens of thousands of rows)."""
+    import pyarrow as pa
+
+    scores, pairs = len(SCORES), len(layers) * len(heads)
+    top, edges, samples = merged.top, merged.edges, merged.samples
+    # each example: (pair, score index, kind 0 top / 1 decile / 2 edge, decile, rank), value, text_id
+    parts = [_listed(top["group"] // scores, top["group"] % scores, 0, -1, top), _listed(
+        edges["group"], np.full(len(edges["group"]), scores), 2, -1, edges)]
+    sample_group = samples["group"] // partials.FINE  # sorted: the kept lists are in group order
+    for group in np.unique(sample_group):
+        rows = np.arange(*np.searchsorted(sample_group, [group, group + 1]))
+        for decile, chosen in enumerate(partials.decile_samples(merged, int(group), schema.DECILES, rows)):
+            count = len(chosen)
+            parts.append((np.full(count, group // scores), np.full(count, group % scores), np.full(count, 1),
+                          np.full(count, decile), np.arange(count), samples["value"][chosen],
+                          samples["text_id"][chosen]))
+    pair, score, kind, decile, rank, value, text_id = (np.concatenate(column) for column in zip(*parts))
+    order = np.lexsort((rank, decile, kind, score, pair))
+    pair, score, kind, decile, rank, value, text_id = (column[order] for column in
+                                                       (pair, score, kind, decile, rank, value, text_id))
     views = merged.views
-    index = {(int(t), int(g)): i for i, (t, g) in enumerate(zip(views["text_id"], views["group"]))}
-    scores, rows = len(SCORES), []
-    for li, layer in enumerate(layers):
-        for hi, head in enumerate(heads):
-            pair = li * len(heads) + hi
-            for si, score in enumerate(SCORES):
-                group = pair * scores + si
-                chosen = np.flatnonzero(merged.top["group"] == group)
-                for rank, row in enumerate(chosen):
-                    text_id = int(merged.top["text_id"][row])
-                    rows.append(_example(merged, index[text_id, pair], layer, head, "top", score, None, rank,
-                                         float(merged.top["value"][row]), context))
-                for decile, chosen in enumerate(partials.decile_samples(merged, group, schema.DECILES)):
-                    for rank, row in enumerate(chosen):
-                        text_id = int(merged.samples["text_id"][row])
-                        rows.append(_example(merged, index[text_id, pair], layer, head, "decile", score, decile,
-                                             rank, float(merged.samples["value"][row]), context))
-            for rank, row in enumerate(np.flatnonzero(merged.edges["group"] == pair)):
-                text_id = int(merged.edges["text_id"][row])
-                rows.append(_example(merged, index[text_id, pair], layer, head, "edge", None, None, rank,
-                                     float(merged.edges["value"][row]), context))
-    return rows
+    view = np.searchsorted(views["text_id"] * pairs + views["group"], text_id * pairs + pair)  # views: sorted
+    query, keys, weights = views["query"][view], views["keys"][view].tolist(), views["weights"][view].tolist()
+    for row in np.flatnonzero(kind == 2):  # an edge: its key first, then the row's other strongest keys
+        edge_key = int(views["edge_key"][view[row]])
+        others = [(k, w) for k, w in zip(keys[row], weights[row]) if k != edge_key]
+        chosen = [(edge_key, float(views["edge_weight"][view[row]])), *others][:partials.KEYS]
+        keys[row], weights[row] = [k for k, _ in chosen], [w for _, w in chosen]
+    keys = [[k for k in row if k >= 0] for row in keys]
+    weights = [row[:len(kept)] for row, kept in zip(weights, keys)]
+    tokens = [merged.token_lists[int(t)] for t in text_id]
+    starts, windows = [], []
+    for q, kept, text in zip(query.tolist(), keys, tokens):
+        marked = [q, *kept] if q >= 0 else [0]
+        first = max(0, min(marked) - context)
+        starts.append(first)
+        windows.append(text[first:max(marked) + context + 1])
+    names = np.array(SCORES + (None,), dtype=object)
+    return pa.table({
+        "layer": np.array(layers, dtype=np.int32)[pair // len(heads)],
+        "head": np.array(heads, dtype=np.int32)[pair % len(heads)],
+        "kind": np.array(["top", "decile", "edge"], dtype=object)[kind], "score": names[score],
+        "decile": pa.array(decile, mask=decile < 0, type=pa.int32()), "rank": rank.astype(np.int32),
+        "text_id": text_id, "value": value, "length": np.array([len(t) for t in tokens], dtype=np.int32),
+        "window_start": np.array(starts, dtype=np.int32), "tokens": windows,
+        "query": pa.array(query, mask=query < 0, type=pa.int32()), "keys": keys, "weights": weights,
+    }, schema=schema.EXAMPLES_SCHEMA)
 
 
-def _example(merged: partials.Partial, view: int, layer: int, head: int, kind: str, score, decile, rank: int,
-             value: float, context: int) -> dict:
-    views = merged.views
-    text_id = int(views["text_id"][view])
-    tokens = merged.token_lists[text_id]
-    query = int(views["query"][view])
-    pairs = [(int(k), float(w)) for k, w in zip(views["keys"][view], views["weights"][view]) if k >= 0]
-    if kind == "edge":  # the edge's key first, then the row's other strongest keys
-        edge_key = int(views["edge_key"][view])
-        pairs = [(edge_key, float(views["edge_weight"][view]))] + [p for p in pairs if p[0] != edge_key]
-        pairs = pairs[:partials.KEYS]
-    marked = [query, *(key for key, _ in pairs)] if query >= 0 else [0]
-    start = max(0, min(marked) - context)
-    stop = min(len(tokens), max(marked) + context + 1)
-    return {"layer": layer, "head": head, "kind": kind, "score": score, "decile": decile, "rank": rank,
-            "text_id": text_id, "value": value, "length": len(tokens), "window_start": start,
-            "tokens": tokens[start:stop], "query": query if query >= 0 else None,
-            "keys": [key for key, _ in pairs], "weights": [weight for _, weight in pairs]}
+def _listed(pair, score, kind: int, decile: int, table: dict):
+    """One kept list's rows as example columns: rank = the position within its group (the lists are sorted)."""
+    group = table["group"]
+    starts = np.searchsorted(group, group, side="left")
+    count = len(group)
+    return (pair, score, np.full(count, kind), np.full(count, decile), np.arange(count) - starts, table["value"],
+            table["text_id"])
 
 
 def keeper_for(backend, path: Path, *, resume: bool, corpus: str, corpus_format: str, options: dict):

@@ -287,14 +287,14 @@ def quantile(fine: np.ndarray, q: float, low: float, high: float) -> float | Non
     return float(min(max(1.0 / (1.0 + np.exp(-logit)), low), high))
 
 
-def decile_samples(part: Partial, group: int, deciles: int = 10) -> list[np.ndarray]:
+def decile_samples(part: Partial, group: int, deciles: int = 10, rows: np.ndarray | None = None) -> list[np.ndarray]:
     """Per decile (0 = the lowest tenth) of (l·H + h)·S + s = `group`: indices into part.samples of its
-    samples, smallest hash first (at most part.samples_n)."""
+    samples, smallest hash first (at most part.samples_n). rows: the group's samples, when known."""
     fine = part.fine.reshape(-1, FINE)[group]
     total = int(fine.sum())
     before = np.cumsum(fine) - fine  # (FINE,) the rank of each bin's first text
     samples = part.samples
-    rows = np.flatnonzero(samples["group"] // FINE == group)
+    rows = np.flatnonzero(samples["group"] // FINE == group) if rows is None else rows
     bins = samples["group"][rows] % FINE
     rows = rows[np.lexsort((samples["text_id"][rows], samples["value"][rows], bins))]  # by bin, then value
     bins = samples["group"][rows] % FINE
