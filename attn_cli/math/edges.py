@@ -16,6 +16,9 @@ import torch
 from attn_cli.math import attention, scoring
 
 
+WHOLE_MASK_CELLS = 1 << 21  # a (B, T, T) bool mask this small is built whole to pick rows from
+
+
 class ColumnMaxima:
     """Per (text, head, key): the largest weight any counted row puts on the key, and the first such row."""
 
@@ -76,7 +79,10 @@ def row_weights(q_heads, k_heads, rows, allowed_rows, scale: float, scorer, chun
     else:
         scores = torch.stack([torch.stack([scoring.scores(q_rows[b, h], k_heads[b, h], scale, scorer, head)[0]
                                            for h, head in enumerate(chunk)]) for b in range(count)])
-    allowed = torch.zeros(count, heads, keys, dtype=torch.bool, device=rows.device)
-    for row in rows.unique().tolist():  # a few distinct rows: each one's mask row, where it was chosen
-        allowed |= (rows == row)[..., None] & allowed_rows(row, row + 1)[:, 0][:, None, :]
+    if count * keys * keys <= WHOLE_MASK_CELLS:  # short texts: the whole (B, T, T) mask once, rows gathered
+        allowed = allowed_rows(0, keys).gather(1, rows.reshape(count, heads, 1).expand(-1, -1, keys))
+    else:  # long texts: each distinct row's mask row, where it was chosen
+        allowed = torch.zeros(count, heads, keys, dtype=torch.bool, device=rows.device)
+        for row in rows.unique().tolist():
+            allowed |= (rows == row)[..., None] & allowed_rows(row, row + 1)[:, 0][:, None, :]
     return attention.masked_softmax(scores, allowed)

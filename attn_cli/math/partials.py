@@ -174,8 +174,9 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int) -> 
     text_id = batch.text_ids[text_index]
     group = (layer * heads + head) * scores + score
     bins = fine_bin(value)
-    np.add.at(part.fine.reshape(-1, FINE), (group, bins), 1)
-    np.add.at(part.hist.reshape(-1, BINS), (group, hist_bin(value)), 1)
+    groups = layers * heads * scores
+    part.fine = np.bincount(group * FINE + bins, minlength=groups * FINE).reshape(part.fine.shape)
+    part.hist = np.bincount(group * BINS + hist_bin(value), minlength=groups * BINS).reshape(part.hist.shape)
     part.top = _keep({"group": group, "value": value, "text_id": text_id}, top_n, descending=True)
     part.samples = _keep({"group": group * FINE + bins, "hash": text_hash(text_id), "text_id": text_id,
                           "value": value}, samples_n, descending=False)
@@ -183,9 +184,9 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int) -> 
     t, l, h = np.nonzero(has_edge)
     part.edges = _keep({"group": l * heads + h, "value": batch.edge_weight[t, l, h].astype(np.float64),
                         "text_id": batch.text_ids[t]}, top_n, descending=True)
-    for t, l, h in zip(*np.nonzero(batch.sink >= 0)):
-        position = int(batch.sink[t, l, h])
-        part.sinks[(int(l), int(h), position, batch.tokens[t][position])] += 1
+    t, l, h = np.nonzero(batch.sink >= 0)
+    part.sinks = Counter(zip(l.tolist(), h.tolist(), (positions := batch.sink[t, l, h].tolist()),
+                             [batch.tokens[text][position] for text, position in zip(t.tolist(), positions)]))
     t, l, h = (axis.ravel() for axis in np.indices(batch.query.shape))
     part.views = {"text_id": batch.text_ids[t], "group": l * heads + h, "query": batch.query[t, l, h].astype(np.int64),
                   "edge_key": batch.edge_key[t, l, h].astype(np.int64),
