@@ -93,16 +93,8 @@ def main() -> int:
     me = [sys.executable, str(Path(__file__).resolve())]
     contenders = {name: [*me, "--contender", name, "--corpus", str(corpus)] for name in ("floor", "heads")}
     contenders["store"] = [*me, "--contender", "store", "--corpus", str(corpus), "--store", str(work / "s")]
-    runs = _interleave_fresh(contenders, args.repeat, args.warmup, work)
-    medians = {name: statistics.median(seconds(s) for s in samples) for name, samples in runs.items()}
-    cpu = {name: statistics.median(seconds(s, "cpu_s") for s in samples) for name, samples in runs.items()}
-    print(f"{'contender':<8}  runs  scoring s  x floor   CPU s  x floor")
-    for name, value in medians.items():
-        print(f"{name:<8}  {len(runs[name]):>4}  {value:>9.2f}  {value / medians['floor']:>6.2f}x  "
-              f"{cpu[name]:>6.2f}  {cpu[name] / cpu['floor']:>6.2f}x")
-    ratio = medians["store"] / medians["floor"]
-    print(f"\nstore / floor {ratio:.2f}x (target <= 1.5x: {'PASS' if ratio <= 1.5 else 'FAIL'}); "
-          f"heads / floor {medians['heads'] / medians['floor']:.2f}x")
+    if args.repeat > 0:  # --repeat 0: only the memory runs
+        timings(_interleave_fresh(contenders, args.repeat, args.warmup, work))
     if len(args.rss_lines) >= 2:
         peaks = {}
         for lines in args.rss_lines:
@@ -115,6 +107,19 @@ def main() -> int:
         growth = large / small - 1
         print(f"growth {growth:+.1%} (target within 10 %: {'PASS' if abs(growth) <= 0.10 else 'FAIL'})")
     return 0
+
+
+def timings(runs: dict) -> None:
+    medians = {name: statistics.median(seconds(s) for s in samples) for name, samples in runs.items()}
+    cpu = {name: statistics.median(seconds(s, "cpu_s") for s in samples) for name, samples in runs.items()}
+    print(f"{'contender':<8}  runs  scoring s  x floor   CPU s  x floor")
+    for name, value in medians.items():
+        print(f"{name:<8}  {len(runs[name]):>4}  {value:>9.2f}  {value / medians['floor']:>6.2f}x  "
+              f"{cpu[name]:>6.2f}  {cpu[name] / cpu['floor']:>6.2f}x")
+    for what, seconds_ in (("wall", medians), ("CPU", cpu)):
+        ratio = seconds_["store"] / seconds_["floor"]
+        print(f"{what}: store / floor {ratio:.2f}x (target <= 1.5x: {'PASS' if ratio <= 1.5 else 'FAIL'}); "
+              f"heads / floor {seconds_['heads'] / seconds_['floor']:.2f}x")
 
 
 def _interleave_fresh(contenders: dict, repeat: int, warmup: int, work: Path) -> dict:
