@@ -198,29 +198,29 @@ def run_row(*, info, device: str, dtype: str, revision, tokenizer, options: dict
 
 def heads_rows(merged: partials.Partial, layers: list[int], heads: list[int], info) -> list[dict]:
     mean, std = partials.mean_std(merged)
+    defined = merged.count > 0  # (L, H, S)
+    quantiles = {f"q{round(q * 100):02d}": partials.quantile(merged.fine, q, merged.low, merged.high)
+                 for q in QUANTILES}
+    columns = {"mean": mean, "std": std, "min": merged.low, "max": merged.high, **quantiles}
+    columns = {name: np.where(defined, values, np.nan).tolist() for name, values in columns.items()}
+    count, hist = merged.count.tolist(), merged.hist.tolist()
     rows = []
     for li, layer in enumerate(layers):
         for hi, head in enumerate(heads):
-            means = [None if np.isnan(value) else float(value) for value in mean[li, hi]]
             sink = partials.sink_key(merged, li, hi)
+            shared = {"layer": layer, "head": head, "kv_head": info.kv_head_of(head),
+                      "label": label(columns["mean"][li][hi]),
+                      "sink_position": None if sink is None else sink[0],
+                      "sink_token": None if sink is None else sink[1],
+                      "sink_texts": 0 if sink is None else sink[2]}
             for si, score in enumerate(SCORES):
-                count = int(merged.count[li, hi, si])
-                fine = merged.fine[li, hi, si]
-                defined = count > 0
-                rows.append({
-                    "layer": layer, "head": head, "kv_head": info.kv_head_of(head), "score": score, "count": count,
-                    "mean": means[si], "std": float(std[li, hi, si]) if defined else None,
-                    "min": float(merged.low[li, hi, si]) if defined else None,
-                    "max": float(merged.high[li, hi, si]) if defined else None,
-                    **{f"q{round(q * 100):02d}": partials.quantile(fine, q, merged.low[li, hi, si],
-                                                                   merged.high[li, hi, si]) for q in QUANTILES},
-                    "hist": merged.hist[li, hi, si].tolist(),
-                    "label": label(means),
-                    "sink_position": None if sink is None else sink[0],
-                    "sink_token": None if sink is None else sink[1],
-                    "sink_texts": 0 if sink is None else sink[2],
-                })
+                rows.append({**shared, "score": score, "count": count[li][hi][si], "hist": hist[li][hi][si],
+                             **{name: _null(values[li][hi][si]) for name, values in columns.items()}})
     return rows
+
+
+def _null(value: float) -> float | None:
+    return None if value != value else value  # NaN: no text defined the score
 
 
 def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], context: int):

@@ -274,18 +274,20 @@ def mean_std(part: Partial) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(variance)
 
 
-def quantile(fine: np.ndarray, q: float, low: float, high: float) -> float | None:
-    """The q-quantile of a fine histogram (FINE,), linear in logit(x) within the bin where it falls and kept
-    within the values' [low, high]; None when empty."""
-    total = int(fine.sum())
-    if total == 0:
-        return None
-    after = np.cumsum(fine)
-    index = min(int(np.searchsorted(after, q * total, side="left")), FINE - 1)
-    inside = (q * total - (after[index] - fine[index])) / fine[index] if fine[index] else 0.0
-    width = 2 * LOGIT / FINE
-    logit = -LOGIT + (index + min(max(inside, 0.0), 1.0)) * width
-    return float(min(max(1.0 / (1.0 + np.exp(-logit)), low), high))
+def quantile(fine: np.ndarray, q: float, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """The q-quantile of fine histograms (..., FINE) -> (...), linear in logit(x) within the bin where it falls
+    and kept within the values' [low, high]; NaN where a histogram is empty."""
+    total = fine.sum(-1)
+    after = np.cumsum(fine, -1)
+    target = q * total
+    index = np.minimum((after < target[..., None]).sum(-1), FINE - 1)  # the first bin reaching the target
+    count = np.take_along_axis(fine, index[..., None], -1)[..., 0]
+    before = np.take_along_axis(after, index[..., None], -1)[..., 0] - count
+    inside = np.clip((target - before) / np.maximum(count, 1), 0.0, 1.0)
+    logit = -LOGIT + (index + inside) * (2 * LOGIT / FINE)
+    with np.errstate(invalid="ignore"):
+        value = np.minimum(np.maximum(1.0 / (1.0 + np.exp(-logit)), low), high)
+    return np.where(total > 0, value, np.nan)
 
 
 def decile_samples(part: Partial, group: int, deciles: int = 10, rows: np.ndarray | None = None) -> list[np.ndarray]:
