@@ -37,14 +37,14 @@ KINDS: dict[str, Callable] = {
     "texts": arguments.corpus,
     **dict.fromkeys(("layers", "heads", "layer", "head"), arguments.selection),
     **dict.fromkeys(("rows", "cols"), arguments.span),
-    **dict.fromkeys(("top_k", "cell_limit", "max_new_tokens", "seed", "probe_length", "batch_size", "limit"),
-                    arguments.index),
+    **dict.fromkeys(("top_k", "cell_limit", "max_new_tokens", "seed", "probe_length", "batch_size", "limit", "top",
+                     "samples", "part_texts"), arguments.index),
     **dict.fromkeys(("tolerance", "temperature", "epsilon", "ratio", "floor"), arguments.number),
     **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "pre_rope", "inputs", "sample",
-                     "words"), arguments.flag),
-    **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype"), arguments.word),
+                     "words", "resume", "per_text"), arguments.flag),
+    **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype", "column"), arguments.word),
     "variants": arguments.words,
-    "file": arguments.path,
+    **dict.fromkeys(("file", "store"), arguments.path),
     **dict.fromkeys(("progress", "on_token"), arguments.callback),
     "model": lambda value, name: arguments.path(value, name, "a model name or a directory"),
     "against": lambda value, name: value if isinstance(value, Model) else arguments.path(
@@ -228,14 +228,20 @@ class Model:
     def heads(self, texts: str | Iterable[str] | None = None, *, file: str | Path | None = None,
               probe: str | None = None, seed: int = 0, probe_length: int | None = None, layers: Spec = "all",
               heads: Spec = "all", batch_size: int = 32, limit: int | None = None, truncate: bool = False,
-              progress=None):
+              progress=None, store: str | Path | None = None, resume: bool = False, per_text: bool = False,
+              top: int = 10, samples: int = 5, column: str = "text", part_texts: int = 2048):
         """What every selected head does: previous-token, duplicate-token, induction, first-token,
         last-token, punctuation, self, broad and sink scores, and a label, averaged over the texts.
 
-        texts: one text, a list, or any iterable (read as it goes); or file: a text per line, or
-        JSONL {"text": …}; or probe="induction": a seeded random token sequence repeated twice, or
+        texts: one text, a list, or any iterable (read as it goes); or file: a text per line, JSONL
+        {"text": …}, a Parquet or Arrow file or a directory of them, or a saved `datasets` directory (the
+        texts in `column`); or probe="induction": a seeded random token sequence repeated twice, or
         probe="retrieval": a needle inside a random haystack, then the needle again (the retrieval score).
-        Texts run in padded batches of batch_size; limit caps how many. progress(done, total).
+        Texts run in parts of part_texts, shortest first within a part, in padded batches of batch_size;
+        limit caps how many. progress(done, total).
+        store: a directory to write the corpus store to (Parquet tables: per-head summaries, each head's
+        `top` texts per score, `samples` texts per decile and `top` edges; per-text scores with per_text);
+        resume continues one an interrupted run left. The report is the same either way.
         Ctrl-C stops at the current batch: the report covers the texts done (report.interrupted).
         Formulas: attn_cli.math.head_scores. report.head(0, 2).scores["previous_token"]; report.to_json_dict().
         """
@@ -245,15 +251,29 @@ class Model:
         if len(given) != 1:
             raise BadInput("give one of texts, file or probe" if not given else f"{' and '.join(given)} "
                            "are separate sources", "pass text, --file FILE or --probe induction")
-        described = None
+        described, corpus_format = None, "arguments"
         if probe is not None:
             described = make_probe(self.backend, probe, seed, PROBE_LENGTH if probe_length is None else probe_length)
-            texts, total, source = [described["text"]], 1, "probe"
+            texts, total, source, corpus_format = [described["text"]], 1, "probe", "probe"
         else:
-            texts, total, source = _corpus(texts, file)
+            texts, total, source, corpus_format = _corpus(texts, file, column)
+        keeper_of = None
+        if per_text and store is None:
+            raise BadInput("per_text writes the store's texts table", "give store=DIR (--store DIR) with it")
+        if store is not None:
+            from attn_cli.analyses.store_writer import check_store, keeper_for
+
+            check_store(Path(store), resume)
+            keeper_of = keeper_for(self.backend, Path(store), resume=resume, corpus=source,
+                                   corpus_format=corpus_format, options={
+                                       "batch_size": batch_size, "truncate": truncate, "limit": limit, "top": top,
+                                       "samples": samples, "column": column, "per_text": per_text,
+                                       "part_texts": part_texts, "layers": str(layers), "heads": str(heads),
+                                       "probe": described})
         return run_heads(self.backend, texts, Selection(layers=layers, heads=heads), batch_size=batch_size,
                          limit=limit, total=total, truncate=truncate, source=source, probe=described,
-                         progress=progress)
+                         progress=progress, part_texts=part_texts, top=top, samples=samples,
+                         per_text=per_text, keeper_of=keeper_of)
 
     @door
     def circuits(self):
@@ -265,6 +285,7 @@ class Model:
 
         return run_circuits(self.backend)
 
+    @door
     def diagnose(self, texts: str | Iterable[str] | None = None, *, file: str | Path | None = None,
                  epsilon: float | None = None, ratio: float | None = None, floor: float | None = None,
                  batch_size: int = 32, limit: int | None = None, truncate: bool = False, progress=None):
@@ -280,7 +301,7 @@ class Model:
 
         if (texts is None) == (file is None):
             raise BadInput("give one of texts or file", "pass text or --file FILE")
-        texts, total, source = _corpus(texts, file)
+        texts, total, source, _ = _corpus(texts, file)
         return run_diagnose(self.backend, texts, epsilon=SINK_EPSILON if epsilon is None else epsilon,
                             ratio=MASSIVE_RATIO if ratio is None else ratio,
                             floor=MASSIVE_FLOOR if floor is None else floor, batch_size=batch_size, limit=limit,
@@ -294,15 +315,17 @@ class Model:
         return walk_head(self.backend, text, layer, head)
 
 
-def _corpus(texts, file) -> tuple[Iterable[str], int | None, str]:
-    """(texts, how many if known, source) of texts given as one, a list, an iterable, or file (read as it goes)."""
-    from attn_cli.plumbing.textio import count_texts, read_corpus
-
+def _corpus(texts, file, column: str = "text") -> tuple[Iterable[str], int | None, str, str]:
+    """(texts, how many if known, source, format) of texts given as one, a list, an iterable, or file: lines,
+    JSONL, Parquet or Arrow (the texts in `column`), read as it goes (plumbing/corpus.py)."""
     if file is not None:
-        return read_corpus(file), count_texts(file), "stdin" if str(file) == "-" else str(file)
+        from attn_cli.plumbing.corpus import open_corpus
+
+        corpus = open_corpus(file, column)
+        return corpus.texts(), corpus.count(), "stdin" if str(file) == "-" else str(file), corpus.format
     if isinstance(texts, str):
-        return [texts], 1, "arguments"
-    return texts, len(texts) if hasattr(texts, "__len__") else None, "arguments"
+        return [texts], 1, "arguments", "arguments"
+    return texts, len(texts) if hasattr(texts, "__len__") else None, "arguments", "arguments"
 
 
 def _selection(layers: Spec, heads: Spec, rows: Span, cols: Span, full: bool) -> Selection:

@@ -34,7 +34,7 @@ class FirstTokenWeights(LayerScores):
     """Per layer, per text and head, α = the mean over the text's rows of the weight on token 0:
     results hold (layer index, head slice, α (B, h))."""
 
-    def consume(self, layer_index: int, heads: slice, blocks) -> None:
+    def consume(self, layer_index: int, heads: slice, blocks, row_weights=None) -> None:
         real = self.flags.real  # (B, T)
         total = 0.0
         for start, weights, _ in blocks:

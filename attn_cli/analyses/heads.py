@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import random
 import string
-from typing import Iterable
+import itertools
+from typing import Callable, Iterable, NamedTuple
 
-from attn_cli.analyses.batches import Progress, over_batches
+from attn_cli.analyses.batches import Progress
+from attn_cli.analyses.fold import PART_TEXTS, SAMPLES, TOP, fold
 from attn_cli.analyses.heads_report import HeadProfile, HeadsReport, SinkKey  # the report, torch-free
 from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Capture
 from attn_cli.data.selection import Selection
-from attn_cli.math.head_scores import SCORES, CorpusTotals, TextSums, label, token_flags
+from attn_cli.math.head_scores import SCORES, TextSums, label, token_flags
+from attn_cli.math import edges, partials
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
@@ -30,28 +33,63 @@ NEEDLE_SHARE = 5  # the retrieval probe's needle is 1/NEEDLE_SHARE of its haysta
 
 def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size: int = 32, limit: int | None = None,
               total: int | None = None, truncate: bool = False, source: str = "arguments", probe: dict | None = None,
-              progress: Progress | None = None) -> HeadsReport:
-    """Score every selected head on every text, batch by batch, and average over the texts.
+              progress: Progress | None = None, part_texts: int = PART_TEXTS, top: int = TOP, samples: int = SAMPLES,
+              per_text: bool = False, keeper_of: Callable | None = None) -> HeadsReport:
+    """Score every selected head on every text, part by part (analyses/fold.py), and average over the texts.
 
     texts: any iterable (a file is read as it goes). total: how many there are, for progress.
-    Ctrl-C stops at the batch being run (over_batches).
+    keeper_of(layers, heads): the store writer that receives each complete part (None: nothing is written).
+    Ctrl-C (KeyboardInterrupt) stops at the batch being run: the report covers the batches
+    done and says interrupted; with none done it propagates. SIGTERM and SIGHUP (Terminated) always
+    propagate: a process being stopped writes no report and leaves an existing -o file as it was.
     """
+    whole(batch_size, "--batch-size", minimum=1)
+    whole(part_texts, "--part-texts", minimum=1)
+    whole(top, "--top", minimum=1)
+    whole(samples, "--samples", minimum=1)
+    if limit is not None:
+        whole(limit, "--limit", minimum=1)
+        total = limit if total is None else min(total, limit)
+        texts = itertools.islice(texts, limit)
     layers, heads = selection.resolve(backend.info)
-    totals = CorpusTotals(len(layers), len(heads))
+    keeper = keeper_of(layers, heads) if keeper_of is not None else None
     needle = probe is not None and probe["kind"] == "retrieval"  # the retrieval score needs the needle marked
-
-    def score(batch: list[str]):
-        results, texts_tokens, cut = score_batch(backend, batch, layers, heads, truncate, needle=needle)
-        for layer_index, chunk, scores, keys in results:
-            totals.add(layer_index, chunk, scores, keys)
-        return texts_tokens, cut
-
-    run = over_batches(texts, score, batch_size=batch_size, limit=limit, total=total, progress=progress)
+    folded = fold(lambda batch: score_texts(backend, batch, layers, heads, truncate, needle), texts,
+                  (len(layers), len(heads)), batch_size=batch_size, part_texts=part_texts, top=top, samples=samples,
+                  progress=progress, total=total, keeper=keeper, per_text=per_text)
+    merged = folded.merged
+    if merged.texts == 0:
+        raise BadInput("no text to score" if source in ("arguments", "probe") else f"{source} holds no text",
+                       "pass a sentence, --file FILE with a text per line, or --probe induction")
+    if keeper is not None and not folded.interrupted:
+        keeper.finish(merged, folded.parts)
     return HeadsReport(
-        model=backend.info, device=backend.device, dtype=backend.dtype, texts=run.texts, tokens=run.tokens,
-        heads=_profiles(totals, layers, heads, backend.info), source=source, probe=probe,
-        interrupted=run.interrupted, truncated=run.truncated,
+        model=backend.info, device=backend.device, dtype=backend.dtype, texts=merged.texts, tokens=merged.tokens,
+        heads=_profiles(merged, layers, heads, backend.info), source=source, probe=probe,
+        interrupted=folded.interrupted, truncated=merged.truncated,
     )
+
+
+def score_texts(backend, texts: list[str], layers: list[int], heads: list[int], truncate: bool,
+                needle: bool = False) -> partials.Batch:
+    """One batch scored and gathered into arrays (partials.Batch; its text_ids are set by the fold)."""
+    import numpy as np
+    import torch
+
+    results, tokens, cut = score_batch(backend, texts, layers, heads, truncate, needle=needle)
+    count, shape = len(texts), (len(texts), len(layers), len(heads))
+    arrays = {"values": np.full((*shape, len(SCORES)), np.nan), "sink": np.full(shape, -1, dtype=np.int64),
+              "query": np.full(shape, -1, dtype=np.int64), "edge_key": np.full(shape, -1, dtype=np.int64),
+              "edge_weight": np.full(shape, np.nan), "keys": np.full((*shape, partials.KEYS), -1, dtype=np.int64),
+              "weights": np.zeros((*shape, partials.KEYS), dtype=np.float32)}
+    for chunk in results:
+        place = (slice(None), chunk.layer, chunk.heads)
+        arrays["values"][place] = chunk.values.detach().to("cpu", torch.float64).numpy()
+        arrays["sink"][place] = chunk.sink.cpu().numpy()
+        for name, tensor in chunk.view._asdict().items():
+            arrays[name][place] = tensor.detach().cpu().numpy()
+    return partials.Batch(text_ids=np.arange(count), tokens=[[token.text for token in text] for text in tokens],
+                          truncated=cut, **arrays)
 
 
 def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], truncate: bool, *,
@@ -147,17 +185,42 @@ class LayerScores:
                             for h, head in enumerate(chunk)]) for b in range(count)])
                     yield start, attention.masked_softmax(scores, allowed[:, None]), allowed
 
-            self.consume(self.layers.index(layer), slice(first, first + len(chunk)), blocks())
+            def row_weights(row, chunk=chunk, q_heads=q_heads, k_heads=k_heads):  # (B, h) rows -> (B, h, T)
+                return edges.row_weights(q_heads, k_heads, row, allowed_rows, scale, scorer, chunk)
 
-    def consume(self, layer_index: int, heads: slice, blocks) -> None:
-        """The weights of one layer's heads `heads`, a block of rows at a time: scored into `results`."""
+            self.consume(self.layers.index(layer), slice(first, first + len(chunk)), blocks(), row_weights)
+
+    def consume(self, layer_index: int, heads: slice, blocks, row_weights) -> None:
+        """The weights of one layer's heads `heads`, a block of rows at a time, scored into `results`;
+        row_weights(row (B, h)) gives those rows' weights (B, h, T) again, for the examples' strongest keys."""
         sums = TextSums(len(self.tokens), heads.stop - heads.start, self.flags.ids.shape[1], self.flags.ids.device)
+        maxima = edges.ColumnMaxima()
         for start, weights, allowed in blocks:
             sums.add(weights, allowed, self.flags, start)
+            maxima.add(weights, allowed, start)
         values, sink = sums.result()  # (B, h, len(SCORES)), (B, h)
-        named = [[None if key < 0 else (key, self.tokens[b][key].text) for key in row]
-                 for b, row in enumerate(sink.tolist())]
-        self.results.append((layer_index, heads, values, named))
+        row, key, weight = maxima.edge(sink)  # (B, h) each
+        top_weights, top_keys = edges.strongest(row_weights(row), partials.KEYS)
+        self.results.append(ChunkScores(layer_index, heads, values, sink, View(row, key, weight, top_keys, top_weights)))
+
+
+class View(NamedTuple):
+    """What a chunk's examples show, per text and head (B, h): the row of its strongest edge off its sink key,
+    the edge's key and weight (-1, -1, NaN for none), and that row's strongest keys and weights (B, h, KEYS)."""
+
+    query: object
+    edge_key: object
+    edge_weight: object
+    keys: object
+    weights: object
+
+
+class ChunkScores(NamedTuple):
+    layer: int  # index into the selected layers
+    heads: slice  # into the selected heads
+    values: object  # (B, h, len(SCORES)) scores, NaN where undefined
+    sink: object  # (B, h) each text's sink key, -1 for none
+    view: View
 
 
 def _batch_allowed(mask, real, start: int, stop: int):
@@ -199,18 +262,18 @@ def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, devi
     return allowed
 
 
-def _profiles(totals: CorpusTotals, layers: list[int], heads: list[int], info) -> list[HeadProfile]:
-    mean, std = totals.mean_std()
+def _profiles(merged: partials.Partial, layers: list[int], heads: list[int], info) -> list[HeadProfile]:
+    mean, std = partials.mean_std(merged)
     profiles = []
     for li, layer in enumerate(layers):
         for hi, head in enumerate(heads):
             means = [_value(value) for value in mean[li, hi].tolist()]
-            sink = totals.sink_key(li, hi)
+            sink = partials.sink_key(merged, li, hi)
             profiles.append(HeadProfile(
                 layer=layer, head=head, kv_head=info.kv_head_of(head),
                 scores=dict(zip(SCORES, means)),
                 std={name: _value(value) for name, value in zip(SCORES, std[li, hi].tolist())},
-                scored={name: int(value) for name, value in zip(SCORES, totals.count[li, hi].tolist())},
+                scored={name: int(value) for name, value in zip(SCORES, merged.count[li, hi].tolist())},
                 label=label(means),
                 sink_key=None if sink is None else SinkKey(*sink),
             ))

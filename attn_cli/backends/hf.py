@@ -229,7 +229,8 @@ class HFBackend:
         token_type_ids to a model that takes them (BERT; GPT-2, which adds them as embeddings), as
         model(**tokenizer(text)) would; never special_tokens_mask, nor what a model would only swallow into
         **kwargs (a Llama given a BERT tokenizer's token_type_ids)."""
-        return {name: value for name, value in encoding.items() if name in self._forward_parameters()}
+        parameters = self._forward_parameters()  # once a text, not once a name: inspect.signature is slow
+        return {name: value for name, value in encoding.items() if name in parameters}
 
     def _takes_position_ids(self) -> bool:
         return "position_ids" in self._forward_parameters()

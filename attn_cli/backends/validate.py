@@ -135,9 +135,15 @@ def check_finite(captures: list) -> list:
 def check_finite_record(record, real=None) -> None:
     """One LayerCapture's q, k, v and input must be finite; real (B, T) bool: only those tokens count
     (a padded batch's padding is never looked at)."""
+    import torch
+
     for name in ("q", "k", "v", "inputs"):
         tensor = getattr(record, name, None)
         if tensor is None:
+            continue
+        # One reduction first, no copies: a finite sum means every value is finite (NaN and ±inf carry
+        # through a sum). Only a sum that is not finite (a bad value, or a float32 overflow) looks closer.
+        if bool(torch.isfinite(torch.sum(tensor, dtype=torch.float32))):
             continue
         if real is not None:  # (B, heads, T, D) -> the real tokens' (N, heads, D); inputs (B, T, d) -> (N, d)
             tensor = tensor[real] if name == "inputs" else tensor.transpose(1, 2)[real]

@@ -31,6 +31,7 @@ EPILOG = (  # \\[ keeps Rich from reading [i,j] as markup
     "  attn heads \"Hello, how are you?\"\n\n"
     "  attn heads --file corpus.txt --limit 1000 --batch-size 32\n\n"
     "  attn heads --file corpus.jsonl --json -o heads.json\n\n"
+    "  attn heads --file corpus.parquet --column text --store heads-store/ --per-text\n\n"
     "  attn heads --probe induction --model ./my-gpt2 --seed 1\n\n"
     "  attn heads --probe retrieval --model ./my-gpt2 --probe-length 200"
 )
@@ -46,7 +47,8 @@ def heads_command(
     texts: Annotated[Optional[list[str]], typer.Argument(metavar="TEXT", show_default=False,
         help="Texts to score; - reads one from stdin. Several run as padded batches.")] = None,
     file: Annotated[Optional[Path], typer.Option("--file", "-f",
-        help="A corpus: a text per line, or JSONL with a \"text\" field per line; - reads stdin.")] = None,
+        help="A corpus: a text per line, JSONL with a \"text\" field per line, a Parquet or Arrow file or a "
+             "directory of them, or a saved datasets directory; - reads stdin.")] = None,
     probe: Annotated[Optional[Probe], typer.Option("--probe",
         help="induction: a seeded random token sequence repeated twice (Olsson et al. 2022); retrieval: a needle "
              "of random tokens inside a random haystack, then the needle again (Wu et al. 2024). Needs no text.")] = None,
@@ -62,6 +64,19 @@ def heads_command(
     save: opt.SaveHeads = None,
     dpi: opt.Dpi = None,
     truncate: opt.Truncate = False,
+    store: Annotated[Optional[Path], typer.Option("--store", metavar="DIR",
+        help="Also write the corpus store to DIR: Parquet tables of per-head summaries, top and decile examples "
+             "and top edges (DuckDB, pandas and polars read them).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the store in DIR: complete parts are kept, "
+                                                          "the rest is scored.")] = False,
+    per_text: Annotated[bool, typer.Option("--per-text", help="Also store every text's scores (texts.parquet).")]
+        = False,
+    top: Annotated[int, typer.Option("--top", help="Top texts per head and score, and top edges per head, stored.")]
+        = 10,
+    samples: Annotated[int, typer.Option("--samples", help="Texts stored from each decile of each score.")] = 5,
+    column: Annotated[str, typer.Option("--column", help="The text column of a Parquet, Arrow or datasets corpus.")]
+        = "text",
+    part_texts: Annotated[int, typer.Option("--part-texts", help="Texts a part: the unit of --resume.")] = 2048,
 ) -> None:
     """What every head does: previous-token, duplicate, induction, [CLS]/[SEP], punctuation, self, broad, sink."""
     with user_errors():
@@ -73,14 +88,21 @@ def heads_command(
         if texts:
             texts = [read_text(text) for text in texts]
         if file is not None:
-            from attn_cli.plumbing.textio import check_corpus
+            from attn_cli.plumbing.corpus import open_corpus
 
-            check_corpus(file)  # a missing path or a directory fails before the model loads
+            open_corpus(file, column)  # a missing path, a wrong format or column fails before the model loads
+        if store is not None:
+            from attn_cli.analyses.store_writer import check_store
+
+            check_store(store, resume)  # a non-empty directory that is not a store to resume: before loading
+        elif resume or per_text:
+            raise BadInput(f"{'--resume' if resume else '--per-text'} goes with --store DIR")
         with progress_bar() as progress:
             loaded = loading.load()
             report = loaded.heads(texts or None, file=file, probe=probe and probe.value, seed=seed,
                                   probe_length=probe_length, layers=layer, heads=head, batch_size=batch_size,
-                                  limit=limit, truncate=truncate, progress=progress)
+                                  limit=limit, truncate=truncate, progress=progress, store=store, resume=resume,
+                                  per_text=per_text, top=top, samples=samples, column=column, part_texts=part_texts)
         from attn_cli.render.scale import counted
 
         if report.truncated:
@@ -101,11 +123,15 @@ def heads_command(
             emit_terminal(lambda: heads_view(report), save,
                           defaults()["render"]["fallback_width"],
                           figure=lambda path: save_figure(report, path, dpi=dpi))
+        if store is not None:  # after the view on stdout; on stderr beside a JSON document
+            state = "incomplete: --resume continues it" if report.interrupted else "complete"
+            line = f"store: {store} ({state}); read it with DuckDB, pandas or polars: {store}/heads.parquet …"
+            note(line, style="") if json_wanted or report.interrupted else typer.echo(line)
         if report.interrupted:
             from attn_cli.plumbing import interrupts
 
             order = "" if report.source in ("arguments", "probe") else \
-                " (texts run shortest first within each window read ahead, so not exactly the first lines)"
+                " (texts run shortest first within each part of --part-texts, so not exactly the first lines)"
             note(f"interrupted: scored {report.texts:,} texts before Ctrl-C; the report covers those{order}")
             interrupts.reported()  # said here, with the report: the edge adds no "error: interrupted"
             raise typer.Exit(130)

@@ -1,0 +1,130 @@
+"""The fold of `attn heads` over a corpus: parts of consecutive texts → scored batches → Partials → one Partial.
+
+The corpus is cut into parts of `part_texts` consecutive texts (text_id = the index in read order). Within
+a part the texts run shortest first (ties: text_id), `batch_size` at a time, so a part is always batched
+the same way: scoring it again (`--resume`, or another machine) gives the same per-text values, and the
+partials (math/partials.py) merge exactly in any order. Each batch is reduced to a Partial as soon as it
+is scored and merged into its part's; a complete part goes to the keeper (the store writer: one folder
+a part) and is merged into the run's. With no keeper this is `attn heads` without a store: the same fold,
+nothing written. Memory: one part's texts and a Partial's bounded lists, never the corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from typing import Callable, Iterable, Iterator, Protocol
+
+import numpy as np
+
+from attn_cli.analyses.inspect import check_texts
+from attn_cli.math import partials
+from attn_cli.math.head_scores import SCORES
+from attn_cli.plumbing import interrupts
+
+PART_TEXTS = 2048  # texts a part: the unit of --resume and of the length sort
+TOP = 10  # top texts per (head, score) and top edges per head
+SAMPLES = 5  # texts sampled per decile
+MERGE_EVERY = 8  # batch Partials merged in one sort (a merge per batch would sort the kept lists each time)
+
+
+class Keeper(Protocol):
+    """Where complete parts go (the store writer). load: a part already complete with these texts, or None."""
+
+    def load(self, index: int, digest: str) -> partials.Partial | None: ...
+
+    def write(self, index: int, part: partials.Partial, rows: list[dict], digest: str) -> None: ...
+
+    def progress(self, merged: partials.Partial, parts: int) -> None: ...
+
+    def finish(self, merged: partials.Partial, parts: int) -> None: ...
+
+
+class Folded:
+    """The fold's result: the merged Partial, complete parts, and whether Ctrl-C stopped it."""
+
+    def __init__(self, merged: partials.Partial, parts: int, interrupted: bool):
+        self.merged, self.parts, self.interrupted = merged, parts, interrupted
+
+
+def fold(score: Callable, texts: Iterable[str], shape: tuple[int, int], *, batch_size: int, part_texts: int,
+         top: int, samples: int, progress: Callable | None = None, total: int | None = None,
+         keeper: Keeper | None = None, per_text: bool = False) -> Folded:
+    """score(list of texts) -> partials.Batch for text_ids 0..n-1 (numbered here). Ctrl-C (KeyboardInterrupt)
+    stops at the batch being run: the result covers the batches done, merged; with none done, or on SIGTERM
+    (interrupts.Terminated), it propagates."""
+    merged = partials.Partial(shape, top, samples)
+    done = parts = 0
+    try:
+        for index, part in enumerate(_parts(texts, part_texts)):
+            digest = part_digest(part)
+            kept = keeper.load(index, digest) if keeper is not None else None
+            if kept is None:
+                pending, rows = [partials.Partial(shape, top, samples)], []  # merged MERGE_EVERY batches at a time
+                try:
+                    for batch in _part_batches(part, batch_size):
+                        scored = score([text for _, text in batch])
+                        scored.text_ids = np.array([text_id for text_id, _ in batch], dtype=np.int64)
+                        pending.append(partials.reduce(scored, shape, top, samples))
+                        if len(pending) > MERGE_EVERY:
+                            pending = [partials.merge_all(pending, shape, top, samples)]
+                        if per_text:
+                            rows.append(per_text_rows(scored))
+                        done += len(batch)
+                        if progress is not None:
+                            progress(done, total)
+                except KeyboardInterrupt:
+                    merged = partials.merge_all([merged, *pending], shape, top, samples)  # the report: texts done
+                    raise
+                current = partials.merge_all(pending, shape, top, samples)
+                if keeper is not None:
+                    keeper.write(index, current, rows, digest)
+                kept = current
+            else:
+                done += kept.texts
+                if progress is not None:
+                    progress(done, total)
+            merged = partials.merge(merged, kept)
+            parts += 1
+            if keeper is not None:
+                keeper.progress(merged, parts)
+    except KeyboardInterrupt as interrupt:
+        if done == 0 or isinstance(interrupt, interrupts.Terminated):  # SIGTERM, SIGHUP: stop, report nothing
+            raise
+        return Folded(merged, parts, True)
+    return Folded(merged, parts, False)
+
+
+def _parts(texts: Iterable[str], size: int) -> Iterator[list[tuple[int, str]]]:
+    """Consecutive (text_id, text) lists of `size` texts; each checked (a string, valid Unicode, not blank)."""
+    numbered = enumerate(texts)
+    while part := list(itertools.islice(numbered, size)):
+        check_texts([text for _, text in part])
+        yield part
+
+
+def _part_batches(part: list[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
+    """A part's texts shortest first (by characters; ties: text_id), `size` at a time: batches pad little."""
+    ordered = sorted(part, key=lambda item: (len(item[1]), item[0]))
+    for start in range(0, len(ordered), size):
+        yield ordered[start:start + size]
+
+
+def part_digest(part: list[tuple[int, str]]) -> str:
+    """SHA-256 of a part's text_ids and texts: a resumed run checks that the corpus is still the same."""
+    digest = hashlib.sha256()
+    for text_id, text in part:
+        digest.update(f"{text_id}\0{len(text)}\0".encode())
+        digest.update(text.encode("utf-8"))
+    return digest.hexdigest()
+
+
+def per_text_rows(batch: partials.Batch) -> dict:
+    """The texts table's rows of one batch: one per (text, layer index, head index), columns as arrays."""
+    count, layers, heads, _ = batch.values.shape
+    text, layer, head = (axis.ravel() for axis in np.indices((count, layers, heads)))
+    rows = {"text_id": batch.text_ids[text], "length": np.array([len(t) for t in batch.tokens])[text],
+            "layer_index": layer, "head_index": head}
+    for index, name in enumerate(SCORES):
+        rows[name] = batch.values[text, layer, head, index]
+    return rows

@@ -1,0 +1,303 @@
+"""`attn heads --store DIR`: the corpus store's writer (the tables are data/store_schema.py's contract).
+
+DIR/parts/NNNNNN/ holds one complete part: its Partial (partial.npz, partial.json: math/partials.to_state),
+its per-text rows (texts.parquet, with --per-text) and the SHA-256 of its texts. A part is written in a
+temporary folder beside it (NNNNNN.tmp-XXXXXXXX) and renamed when complete, so a part folder is whole or
+absent whatever stops the process. DIR/parts/run.json says which run the parts belong to (model,
+corpus, options): `--resume` refuses a store of another run, skips the complete parts and scores the
+rest, and gives the same tables as an uninterrupted run (written deterministically: no timestamps, rows
+in a fixed order). The tables are rewritten (atomically) as parts complete, run.complete False until the
+last: run and heads after every part, examples at most once a minute and at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from attn_cli.data import store_schema as schema
+from attn_cli.math import partials
+from attn_cli.math.head_scores import BROAD_THRESHOLD, LABEL_THRESHOLD, SCORES, SINK_EPSILON, label
+from attn_cli.plumbing import interrupts
+from attn_cli.plumbing.atomic import TEMP_MARK, atomic_path
+from attn_cli.plumbing.errors import AttnError, BadInput
+
+RUN_FILE = "run.json"  # in parts/: the run's identity
+CONTEXT = 8  # tokens of context either side of an example's query and keys
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+EXAMPLES_EVERY = 60.0  # seconds between rewrites of examples.parquet during a run (the tables' slow one)
+
+
+def check_store(path: Path, resume: bool) -> None:
+    """Before the model loads: DIR is absent, an empty directory, or (with --resume) a store."""
+    path = Path(path)
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise BadInput(f"--store {path} is not a directory", "name a new or empty directory")
+    if not any(path.iterdir()):
+        return
+    if not resume:
+        raise BadInput(f"--store {path} is not empty",
+                       "add --resume to continue the store in it, or name a new or empty directory")
+    if not (path / schema.PARTS / RUN_FILE).is_file():
+        raise BadInput(f"--store {path} is not an attn store (no {schema.PARTS}/{RUN_FILE})",
+                       "name a new or empty directory: nothing in it is touched")
+
+
+class StoreWriter:
+    """The keeper of analyses/fold.py for one run: loads complete parts, writes new ones and the tables."""
+
+    def __init__(self, path: Path, resume: bool, identity: dict, run: dict, layers: list[int], heads: list[int],
+                 info):
+        check_store(path, resume)
+        self.path, self.parts = Path(path), Path(path) / schema.PARTS
+        self.identity, self.run, self.layers, self.heads, self.info = identity, run, layers, heads, info
+        self.per_text = identity["options"]["per_text"]
+        self.examples_written = time.monotonic()  # a run shorter than EXAMPLES_EVERY writes them once, at the end
+        self.context = identity["options"]["context"]
+        try:
+            self.parts.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise AttnError(f"cannot write --store {path}: {error.strerror or error}") from None
+        known = self.parts / RUN_FILE
+        if known.is_file():
+            stored = json.loads(known.read_text())
+            options = stored.get("options", {})
+            differ = [key for key in sorted(set(stored) | set(identity))
+                      if key != "options" and stored.get(key) != identity.get(key)]
+            differ += [key for key in sorted(set(options) | set(identity["options"]))
+                       if options.get(key) != identity["options"].get(key)]
+            if differ:
+                raise BadInput(f"--store {path} holds another run: its {', '.join(differ)} differ",
+                               "resume with the same model, corpus and options, or name a new directory")
+            self._remove_temporaries()
+        else:
+            with atomic_path(known, "--store") as temp:
+                temp.write_text(json.dumps(identity, indent=1, sort_keys=True))
+
+    def _remove_temporaries(self) -> None:
+        """Part folders a killed run left half written (our own NNNNNN.tmp-* names only)."""
+        for entry in self.parts.iterdir():
+            if TEMP_MARK in entry.name and entry.name.split(TEMP_MARK)[0].isdigit():
+                shutil.rmtree(entry, ignore_errors=True)
+
+    def _folder(self, index: int) -> Path:
+        return self.parts / f"{index:06d}"
+
+    def load(self, index: int, digest: str) -> partials.Partial | None:
+        folder = self._folder(index)
+        if not (folder / "partial.json").is_file():
+            return None
+        meta = json.loads((folder / "partial.json").read_text())
+        if meta["digest"] != digest:
+            raise BadInput(f"--store {self.path}: the corpus is not the one part {index} was scored on",
+                           "resume with the same corpus, or name a new directory")
+        with np.load(folder / "partial.npz", allow_pickle=False) as arrays:
+            return partials.from_state(arrays, meta["partial"])
+
+    def write(self, index: int, part: partials.Partial, rows: list[dict], digest: str) -> None:
+        folder = self._folder(index)
+        with interrupts.deferred():  # created and registered for removal as one step
+            temp = Path(tempfile.mkdtemp(prefix=folder.name + TEMP_MARK, dir=self.parts))
+        try:
+            arrays, meta = partials.to_state(part)
+            np.savez(temp / "partial.npz", **arrays)
+            if self.per_text:
+                _write_parquet(self._text_rows(rows), temp / schema.TEXTS)
+            (temp / "partial.json").write_text(json.dumps({"digest": digest, "partial": meta}))
+            for name in os.listdir(temp):
+                _fsync(temp / name)
+            with interrupts.deferred():
+                os.replace(temp, folder)
+        finally:
+            with interrupts.deferred():
+                shutil.rmtree(temp, ignore_errors=True)
+
+    def progress(self, merged: partials.Partial, parts: int) -> None:
+        """After each part: run and heads; examples (the slow table) at most every EXAMPLES_EVERY seconds."""
+        due = time.monotonic() - self.examples_written >= EXAMPLES_EVERY
+        self._tables(merged, parts, complete=False, examples=due)
+
+    def finish(self, merged: partials.Partial, parts: int) -> None:
+        if self.per_text:
+            self._texts_table(parts)
+        self._tables(merged, parts, complete=True, examples=True)
+
+    def _tables(self, merged: partials.Partial, parts: int, complete: bool, examples: bool) -> None:
+        import pyarrow as pa
+
+        if examples:
+            _write(example_rows(merged, self.layers, self.heads, self.context), self.path / schema.EXAMPLES)
+            self.examples_written = time.monotonic()
+        _write(pa.Table.from_pylist(heads_rows(merged, self.layers, self.heads, self.info),
+                                    schema=schema.HEADS_SCHEMA), self.path / schema.HEADS)
+        run = {**self.run, "texts": merged.texts, "tokens": merged.tokens, "truncated": merged.truncated,
+               "parts": parts, "complete": complete}
+        _write(pa.Table.from_pylist([run], schema=schema.RUN_SCHEMA), self.path / schema.RUN)  # last: says done
+
+    def _text_rows(self, rows: list[dict]):
+        import pyarrow as pa
+
+        table = {name: np.concatenate([batch[name] for batch in rows]) for name in rows[0]} if rows else None
+        if table is None:
+            return schema.texts_schema(SCORES).empty_table()
+        order = np.lexsort((table["head_index"], table["layer_index"], table["text_id"]))
+        columns = [table["text_id"][order], table["length"][order].astype(np.int32),
+                   np.array(self.layers, dtype=np.int32)[table["layer_index"][order]],
+                   np.array(self.heads, dtype=np.int32)[table["head_index"][order]],
+                   *[pa.array(table[name][order], from_pandas=True) for name in SCORES]]  # NaN -> null
+        return pa.Table.from_arrays(columns, schema=schema.texts_schema(SCORES))
+
+    def _texts_table(self, parts: int) -> None:
+        """DIR/texts.parquet: the parts' rows in part order (so by text_id), one part in memory at a time."""
+        import pyarrow.parquet as pq
+
+        with atomic_path(self.path / schema.TEXTS, "--store") as temp:
+            with pq.ParquetWriter(temp, schema.texts_schema(SCORES)) as writer:
+                for index in range(parts):
+                    writer.write_table(pq.read_table(self._folder(index) / schema.TEXTS))
+
+
+def _write(table, path: Path) -> None:
+    with atomic_path(path, "--store") as temp:
+        _write_parquet(table, temp)
+
+
+def _write_parquet(table, path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path)
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+# ---- the tables' rows, read off the merged Partial
+
+
+def run_row(*, info, device: str, dtype: str, revision, tokenizer, options: dict, corpus: str,
+            corpus_format: str, version: str) -> dict:
+    """The run table's row but for its counts (texts, tokens, truncated, parts, complete)."""
+    return {"store_version": schema.STORE_VERSION, "attn_version": version, "model": json.dumps(asdict(info)),
+            "revision": revision, "tokenizer": tokenizer, "device": device, "dtype": dtype,
+            "options": json.dumps(options, sort_keys=True), "corpus": corpus, "corpus_format": corpus_format,
+            "scores": list(SCORES), "bins": schema.BINS,
+            "thresholds": json.dumps({"label": LABEL_THRESHOLD, "broad": BROAD_THRESHOLD,
+                                      "sink_epsilon": SINK_EPSILON})}
+
+
+def heads_rows(merged: partials.Partial, layers: list[int], heads: list[int], info) -> list[dict]:
+    mean, std = partials.mean_std(merged)
+    defined = merged.count > 0  # (L, H, S)
+    quantiles = {f"q{round(q * 100):02d}": partials.quantile(merged.fine, q, merged.low, merged.high)
+                 for q in QUANTILES}
+    columns = {"mean": mean, "std": std, "min": merged.low, "max": merged.high, **quantiles}
+    columns = {name: np.where(defined, values, np.nan).tolist() for name, values in columns.items()}
+    count, hist = merged.count.tolist(), merged.hist.tolist()
+    rows = []
+    for li, layer in enumerate(layers):
+        for hi, head in enumerate(heads):
+            sink = partials.sink_key(merged, li, hi)
+            shared = {"layer": layer, "head": head, "kv_head": info.kv_head_of(head),
+                      "label": label(columns["mean"][li][hi]),
+                      "sink_position": None if sink is None else sink[0],
+                      "sink_token": None if sink is None else sink[1],
+                      "sink_texts": 0 if sink is None else sink[2]}
+            for si, score in enumerate(SCORES):
+                rows.append({**shared, "score": score, "count": count[li][hi][si], "hist": hist[li][hi][si],
+                             **{name: _null(values[li][hi][si]) for name, values in columns.items()}})
+    return rows
+
+
+def _null(value: float) -> float | None:
+    return None if value != value else value  # NaN: no text defined the score
+
+
+def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], context: int):
+    """The examples table (store_schema.EXAMPLES_SCHEMA), per head: each score's top texts then its decile
+    samples, score by score, then the head's top edges. Built column by column (tens of thousands of rows)."""
+    import pyarrow as pa
+
+    scores, pairs = len(SCORES), len(layers) * len(heads)
+    top, edges, samples = merged.top, merged.edges, merged.samples
+    # each example: (pair, score index, kind 0 top / 1 decile / 2 edge, decile, rank), value, text_id
+    parts = [_listed(top["group"] // scores, top["group"] % scores, 0, -1, top), _listed(
+        edges["group"], np.full(len(edges["group"]), scores), 2, -1, edges)]
+    sample_group = samples["group"] // partials.FINE  # sorted: the kept lists are in group order
+    for group in np.unique(sample_group):
+        rows = np.arange(*np.searchsorted(sample_group, [group, group + 1]))
+        for decile, chosen in enumerate(partials.decile_samples(merged, int(group), schema.DECILES, rows)):
+            count = len(chosen)
+            parts.append((np.full(count, group // scores), np.full(count, group % scores), np.full(count, 1),
+                          np.full(count, decile), np.arange(count), samples["value"][chosen],
+                          samples["text_id"][chosen]))
+    pair, score, kind, decile, rank, value, text_id = (np.concatenate(column) for column in zip(*parts))
+    order = np.lexsort((rank, decile, kind, score, pair))
+    pair, score, kind, decile, rank, value, text_id = (column[order] for column in
+                                                       (pair, score, kind, decile, rank, value, text_id))
+    views = merged.views
+    view = np.searchsorted(views["text_id"] * pairs + views["group"], text_id * pairs + pair)  # views: sorted
+    query, keys, weights = views["query"][view], views["keys"][view].tolist(), views["weights"][view].tolist()
+    for row in np.flatnonzero(kind == 2):  # an edge: its key first, then the row's other strongest keys
+        edge_key = int(views["edge_key"][view[row]])
+        others = [(k, w) for k, w in zip(keys[row], weights[row]) if k != edge_key]
+        chosen = [(edge_key, float(views["edge_weight"][view[row]])), *others][:partials.KEYS]
+        keys[row], weights[row] = [k for k, _ in chosen], [w for _, w in chosen]
+    keys = [[k for k in row if k >= 0] for row in keys]
+    weights = [row[:len(kept)] for row, kept in zip(weights, keys)]
+    tokens = [merged.token_lists[int(t)] for t in text_id]
+    starts, windows = [], []
+    for q, kept, text in zip(query.tolist(), keys, tokens):
+        marked = [q, *kept] if q >= 0 else [0]
+        first = max(0, min(marked) - context)
+        starts.append(first)
+        windows.append(text[first:max(marked) + context + 1])
+    names = np.array(SCORES + (None,), dtype=object)
+    return pa.table({
+        "layer": np.array(layers, dtype=np.int32)[pair // len(heads)],
+        "head": np.array(heads, dtype=np.int32)[pair % len(heads)],
+        "kind": np.array(["top", "decile", "edge"], dtype=object)[kind], "score": names[score],
+        "decile": pa.array(decile, mask=decile < 0, type=pa.int32()), "rank": rank.astype(np.int32),
+        "text_id": text_id, "value": value, "length": np.array([len(t) for t in tokens], dtype=np.int32),
+        "window_start": np.array(starts, dtype=np.int32), "tokens": windows,
+        "query": pa.array(query, mask=query < 0, type=pa.int32()), "keys": keys, "weights": weights,
+    }, schema=schema.EXAMPLES_SCHEMA)
+
+
+def _listed(pair, score, kind: int, decile: int, table: dict):
+    """One kept list's rows as example columns: rank = the position within its group (the lists are sorted)."""
+    group = table["group"]
+    starts = np.searchsorted(group, group, side="left")
+    count = len(group)
+    return (pair, score, np.full(count, kind), np.full(count, decile), np.arange(count) - starts, table["value"],
+            table["text_id"])
+
+
+def keeper_for(backend, path: Path, *, resume: bool, corpus: str, corpus_format: str, options: dict):
+    """keeper_of(layers, heads) for run_heads: a StoreWriter of this backend's run."""
+    from attn_cli import __version__
+
+    def keeper_of(layers: list[int], heads: list[int]) -> StoreWriter:
+        options_ = {**options, "context": CONTEXT, "layers": layers, "heads": heads}
+        model = getattr(backend, "model", None)
+        revision = getattr(getattr(model, "config", None), "_commit_hash", None)
+        tokenizer = getattr(getattr(backend, "tokenizer", None), "name_or_path", None)
+        identity = {"store_version": schema.STORE_VERSION, "model": asdict(backend.info), "revision": revision,
+                    "dtype": backend.dtype, "corpus": corpus, "corpus_format": corpus_format,
+                    "options": options_}
+        run = run_row(info=backend.info, device=backend.device, dtype=backend.dtype, revision=revision,
+                      tokenizer=tokenizer, options=options_, corpus=corpus, corpus_format=corpus_format,
+                      version=__version__)
+        return StoreWriter(path, resume, identity, run, layers, heads, backend.info)
+
+    return keeper_of

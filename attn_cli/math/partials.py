@@ -1,0 +1,356 @@
+"""Mergeable partial results of `attn heads` over a corpus: what a part of the corpus reduces to, and how two
+parts merge (pure numpy; no I/O).
+
+A Partial covers a set of texts and the selected (layer, head) pairs, L × H of them, and S = len(SCORES):
+
+    count, total           (L, H, S) int64   texts where the score is defined; Σ x in fixed point
+    squares                (L, H, S) object  Σ x² of the fixed-point values, Python ints (they pass 2^63)
+    low, high              (L, H, S) float64 min and max (±inf where count is 0)
+    hist                   (L, H, S, BINS)   int64 counts of texts per bin of width 1/BINS over [0, 1]
+    fine                   (L, H, S, FINE)   int64 counts of texts per fine bin, FINE equal widths of logit(x)
+    sinks                  Counter: (l, h, position, token) -> texts whose sink key that is
+    top                    per (l, h, s): the `top` texts with the highest score
+    samples                per (l, h, s, fine bin): the `samples` texts with the smallest hash of their text_id
+    edges                  per (l, h): the `top` texts with the strongest single edge (at most one a text)
+    views                  per (text, l, h) that one of the three lists holds: the highlighted row and its keys
+    texts                  text_id -> (its tokens) for the texts a view holds
+
+Exactness. Merging is associative and commutative and gives the same Partial in any order and any split
+of the texts into parts:
+- sums are integers: a value x in [0, 1] counts as a = round(x · 2^32), and Σ a and Σ a² are exact integer
+  additions (float addition is not associative). The rounding is at most 2^-33 per text, far below the
+  1e-6 the means are shown to; int64 holds Σ a for 2^31 texts; Σ a² is a Python int (no limit). The
+  variance (n·Σa² − (Σa)²) / (n·2^32)² is then exact too: 0 for one text or equal texts.
+- lists keep a total order that does not depend on when a text was seen: top texts and edges by value
+  descending, then text_id ascending; samples by splitmix64(text_id) ascending, then text_id. Keeping the
+  first N of a merged list equals the first N of the union, whatever the grouping.
+- min, max, counts and sink tallies are exact by nature (the sink tally keeps every distinct key: a head's
+  sink keys are few, [CLS]/BOS and a handful of separators in practice).
+Memory: heads × scores × (FINE × samples + top) list entries at most, never a function of the corpus.
+
+Fine bins are equal in logit(x) = log(x / (1 − x)) over [−LOGIT, LOGIT] (the end bins take the rest), not
+in x: a head's scores often crowd near 0 or 1 (a previous-token head scores 0.999…), and logit bins still
+tell 0.9990 from 0.9999 apart, so its deciles differ.
+
+Decile samples need no deciles in advance: each fine bin keeps the `samples` texts of smallest hash (a
+uniform sample of the bin), and the deciles are cut at the end from the fine histogram (`decile_samples`).
+A bin's texts hold the ranks [before, before + n) of the score's distribution; its m kept texts, in value
+order, stand at the ranks before + (i + ½)·n/m, and each goes to the decile of its rank, so a bin that
+straddles a decile boundary splits between the two and no text is in two deciles. A decile's samples are
+the smallest hashes among the texts it got.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from attn_cli.math.head_scores import SCORES
+
+FINE = 200  # fine bins for the decile samples and the quantiles: equal widths of logit(x) over [-LOGIT, LOGIT]
+LOGIT = 10.0  # logit(x) = ±10 at x = 0.99995 and 0.00005
+BINS = 20  # the histogram's bins: equal widths of x over [0, 1], the last one closed (store_schema.BINS)
+KEYS = 5  # keys kept for a highlighted row, strongest first
+SCALE = float(1 << 32)  # fixed point of the exact sums
+_MASK = (1 << 64) - 1
+
+
+@dataclass
+class Batch:
+    """What scoring a batch of texts hands over, for every selected (layer index l, head index h).
+
+    values (n, L, H, S) float64, NaN where undefined; sink (n, L, H) int64 key position, -1 for none;
+    query (n, L, H) the highlighted row: the row of the text's strongest edge off its own sink key (-1 when
+    the text has no edge); edge_key, edge_weight (n, L, H) that edge (-1, NaN when none); keys, weights
+    (n, L, H, KEYS) the row's strongest keys and their weights (-1, 0 past the row's keys)."""
+
+    text_ids: np.ndarray  # (n,) int64
+    tokens: list[list[str]]  # per text, as the tokenizer spells them
+    values: np.ndarray
+    sink: np.ndarray
+    query: np.ndarray
+    edge_key: np.ndarray
+    edge_weight: np.ndarray
+    keys: np.ndarray
+    weights: np.ndarray
+    truncated: int = 0
+
+
+@dataclass
+class Partial:
+    shape: tuple[int, int]  # (L, H): selected layers and heads
+    top_n: int
+    samples_n: int
+    texts: int = 0
+    tokens: int = 0
+    truncated: int = 0
+    count: np.ndarray = None
+    total: np.ndarray = None
+    squares: np.ndarray = None
+    low: np.ndarray = None
+    high: np.ndarray = None
+    hist: np.ndarray = None
+    fine: np.ndarray = None
+    sinks: Counter = field(default_factory=Counter)
+    top: dict = None  # {"group", "value", "text_id"} arrays; group = (l·H + h)·S + s
+    samples: dict = None  # {"group", "hash", "text_id", "value"}; group = ((l·H + h)·S + s)·FINE + bin
+    edges: dict = None  # {"group", "value", "text_id"}; group = l·H + h
+    views: dict = None  # {"text_id", "group", "query", "edge_key", "edge_weight", "keys", "weights"}; group l·H + h
+    token_lists: dict = field(default_factory=dict)  # text_id -> list of token strings
+
+    def __post_init__(self):
+        layers, heads = self.shape
+        stats = (layers, heads, len(SCORES))
+        for name, dtype, fill in (("count", np.int64, 0), ("total", np.int64, 0), ("squares", object, 0),
+                                  ("low", np.float64, np.inf), ("high", np.float64, -np.inf)):
+            if getattr(self, name) is None:
+                setattr(self, name, np.full(stats, fill, dtype=dtype))
+        if self.fine is None:
+            self.fine = np.zeros((*stats, FINE), dtype=np.int64)
+        if self.hist is None:
+            self.hist = np.zeros((*stats, BINS), dtype=np.int64)
+        self.top = self.top or _empty(TOP_FIELDS)
+        self.samples = self.samples or _empty(SAMPLE_FIELDS)
+        self.edges = self.edges or _empty(TOP_FIELDS)
+        self.views = self.views or _empty(VIEW_FIELDS)
+
+
+TOP_FIELDS = {"group": np.int64, "value": np.float64, "text_id": np.int64}
+SAMPLE_FIELDS = {"group": np.int64, "hash": np.uint64, "text_id": np.int64, "value": np.float64}
+VIEW_FIELDS = {"text_id": np.int64, "group": np.int64, "query": np.int64, "edge_key": np.int64,
+               "edge_weight": np.float64, "keys": (np.int64, KEYS), "weights": (np.float32, KEYS)}
+
+
+def _empty(fields: dict) -> dict:
+    return {name: np.zeros((0, kind[1]) if isinstance(kind, tuple) else 0,
+                           dtype=kind[0] if isinstance(kind, tuple) else kind) for name, kind in fields.items()}
+
+
+def text_hash(text_ids: np.ndarray) -> np.ndarray:
+    """splitmix64 of each text_id (uint64): a fixed pseudo-random order of the texts, the same everywhere."""
+    z = text_ids.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def fine_bin(values: np.ndarray) -> np.ndarray:
+    """The fine bin of each value in [0, 1]: equal widths of logit(x) over [-LOGIT, LOGIT], the ends open."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logit = np.log(values) - np.log1p(-values)  # ±inf at 0 and 1
+    return np.clip(np.floor((logit + LOGIT) / (2 * LOGIT) * FINE), 0, FINE - 1).astype(np.int64)
+
+
+def hist_bin(values: np.ndarray) -> np.ndarray:
+    """The histogram bin of each value in [0, 1]: equal widths, the last bin closed (1.0 is in it)."""
+    return np.clip(np.floor(values * BINS), 0, BINS - 1).astype(np.int64)
+
+
+def fixed(values: np.ndarray) -> np.ndarray:
+    """Values in [0, 1] as int64 multiples of 2^-32 (0 where NaN), the unit of the exact sums."""
+    return np.rint(np.nan_to_num(values, nan=0.0) * SCALE).astype(np.int64)
+
+
+def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int) -> Partial:
+    """One batch of texts as a Partial."""
+    layers, heads = shape
+    scores = len(SCORES)
+    values = batch.values  # (n, L, H, S)
+    defined = ~np.isnan(values)
+    part = Partial(shape, top_n, samples_n, texts=len(batch.text_ids),
+                   tokens=sum(len(tokens) for tokens in batch.tokens), truncated=batch.truncated)
+    part.count = defined.sum(0).astype(np.int64)
+    units = fixed(values)  # (n, L, H, S) int64
+    part.total = units.sum(0)
+    part.squares = (units.astype(object) ** 2).sum(0) if len(units) else part.squares
+    part.low = np.where(defined, values, np.inf).min(0)
+    part.high = np.where(defined, values, -np.inf).max(0)
+    # candidates: every defined (text, l, h, s)
+    text_index, layer, head, score = np.nonzero(defined)
+    value = values[text_index, layer, head, score]
+    text_id = batch.text_ids[text_index]
+    group = (layer * heads + head) * scores + score
+    bins = fine_bin(value)
+    groups = layers * heads * scores
+    part.fine = np.bincount(group * FINE + bins, minlength=groups * FINE).reshape(part.fine.shape)
+    part.hist = np.bincount(group * BINS + hist_bin(value), minlength=groups * BINS).reshape(part.hist.shape)
+    part.top = _keep({"group": group, "value": value, "text_id": text_id}, top_n, descending=True)
+    part.samples = _keep({"group": group * FINE + bins, "hash": text_hash(text_id), "text_id": text_id,
+                          "value": value}, samples_n, descending=False)
+    has_edge = ~np.isnan(batch.edge_weight)  # (n, L, H)
+    t, l, h = np.nonzero(has_edge)
+    part.edges = _keep({"group": l * heads + h, "value": batch.edge_weight[t, l, h].astype(np.float64),
+                        "text_id": batch.text_ids[t]}, top_n, descending=True)
+    t, l, h = np.nonzero(batch.sink >= 0)
+    part.sinks = Counter(zip(l.tolist(), h.tolist(), (positions := batch.sink[t, l, h].tolist()),
+                             [batch.tokens[text][position] for text, position in zip(t.tolist(), positions)]))
+    t, l, h = (axis.ravel() for axis in np.indices(batch.query.shape))
+    part.views = {"text_id": batch.text_ids[t], "group": l * heads + h, "query": batch.query[t, l, h].astype(np.int64),
+                  "edge_key": batch.edge_key[t, l, h].astype(np.int64),
+                  "edge_weight": batch.edge_weight[t, l, h].astype(np.float64),
+                  "keys": batch.keys[t, l, h].astype(np.int64), "weights": batch.weights[t, l, h].astype(np.float32)}
+    part.token_lists = {int(text_id): list(tokens) for text_id, tokens in zip(batch.text_ids, batch.tokens)}
+    return _prune(part)
+
+
+def merge(first: Partial, second: Partial) -> Partial:
+    """The Partial of both parts' texts (disjoint sets of texts), the same whatever the order."""
+    return merge_all([first, second], first.shape, first.top_n, first.samples_n)
+
+
+def merge_all(parts: list[Partial], shape: tuple[int, int], top_n: int, samples_n: int) -> Partial:
+    """The merge of any number of Partials at once (one sort of their lists); an empty Partial for none."""
+    if any((part.shape, part.top_n, part.samples_n) != (shape, top_n, samples_n) for part in parts):
+        raise ValueError("partials of different heads or list sizes do not merge")
+    merged = Partial(shape, top_n, samples_n)
+    if not parts:
+        return merged
+    for name in ("texts", "tokens", "truncated"):
+        setattr(merged, name, sum(getattr(part, name) for part in parts))
+    for name in ("count", "total", "squares", "fine", "hist"):
+        setattr(merged, name, sum(getattr(part, name) for part in parts))
+    merged.low = np.minimum.reduce([part.low for part in parts])
+    merged.high = np.maximum.reduce([part.high for part in parts])
+    merged.sinks = sum((part.sinks for part in parts), Counter())
+    merged.top = _keep(_concat([part.top for part in parts]), top_n, descending=True)
+    merged.samples = _keep(_concat([part.samples for part in parts]), samples_n, descending=False)
+    merged.edges = _keep(_concat([part.edges for part in parts]), top_n, descending=True)
+    merged.views = _concat([part.views for part in parts])
+    merged.token_lists = {text_id: tokens for part in parts for text_id, tokens in part.token_lists.items()}
+    return _prune(merged)
+
+
+def _concat(tables: list[dict]) -> dict:
+    return {name: np.concatenate([table[name] for table in tables]) for name in tables[0]}
+
+
+def _keep(rows: dict, size: int, descending: bool) -> dict:
+    """The first `size` rows of each group in the lists' total order: (group, value desc, text_id) for top
+    texts and edges, (group, hash, text_id) for samples. Returned sorted in that order."""
+    group, text_id = rows["group"], rows["text_id"]
+    primary = -rows["value"] if descending else rows["hash"]
+    order = np.lexsort((text_id, primary, group))
+    group = group[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(group)) + 1] if len(group) else np.zeros(0, dtype=np.int64)
+    rank = np.arange(len(group)) - np.repeat(starts, np.diff(np.r_[starts, len(group)]))
+    chosen = order[rank < size]
+    return {name: column[chosen] for name, column in rows.items()}
+
+
+def _prune(part: Partial) -> Partial:
+    """Keep only the views and token lists that a kept top text, sample or edge refers to, in a canonical
+    order (text_id, group), so that equal Partials have equal arrays."""
+    layers_heads = part.shape[0] * part.shape[1]
+    scores = len(SCORES)
+    wanted = np.unique(np.concatenate([
+        part.top["text_id"] * layers_heads + part.top["group"] // scores,
+        part.samples["text_id"] * layers_heads + part.samples["group"] // (scores * FINE),
+        part.edges["text_id"] * layers_heads + part.edges["group"],
+    ]))
+    views = part.views
+    key = views["text_id"] * layers_heads + views["group"]
+    kept = np.isin(key, wanted)
+    order = np.argsort(key[kept], kind="stable")
+    part.views = {name: column[kept][order] for name, column in views.items()}
+    referenced = set(np.unique(part.views["text_id"]).tolist())
+    part.token_lists = {text_id: part.token_lists[text_id] for text_id in sorted(referenced)}
+    return part
+
+
+# ---- what the tables show, read off a Partial
+
+
+def mean_std(part: Partial) -> tuple[np.ndarray, np.ndarray]:
+    """(L, H, S) each, NaN where no text defined the score. Population standard deviation."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        count = part.count.astype(np.float64)
+        mean = part.total / SCALE / count
+        # exact in integers, one rounding at the end: n·Σa² − (Σa)² over (n·2^32)²
+        spread = part.count.astype(object) * part.squares - part.total.astype(object) ** 2
+        variance = np.array([float(value) for value in spread.ravel()]).reshape(spread.shape) / (count * SCALE) ** 2
+    return mean, np.sqrt(variance)
+
+
+def quantile(fine: np.ndarray, q: float, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """The q-quantile of fine histograms (..., FINE) -> (...), linear in logit(x) within the bin where it falls
+    and kept within the values' [low, high]; NaN where a histogram is empty."""
+    total = fine.sum(-1)
+    after = np.cumsum(fine, -1)
+    target = q * total
+    index = np.minimum((after < target[..., None]).sum(-1), FINE - 1)  # the first bin reaching the target
+    count = np.take_along_axis(fine, index[..., None], -1)[..., 0]
+    before = np.take_along_axis(after, index[..., None], -1)[..., 0] - count
+    inside = np.clip((target - before) / np.maximum(count, 1), 0.0, 1.0)
+    logit = -LOGIT + (index + inside) * (2 * LOGIT / FINE)
+    with np.errstate(invalid="ignore"):
+        value = np.minimum(np.maximum(1.0 / (1.0 + np.exp(-logit)), low), high)
+    return np.where(total > 0, value, np.nan)
+
+
+def decile_samples(part: Partial, group: int, deciles: int = 10, rows: np.ndarray | None = None) -> list[np.ndarray]:
+    """Per decile (0 = the lowest tenth) of (l·H + h)·S + s = `group`: indices into part.samples of its
+    samples, smallest hash first (at most part.samples_n). rows: the group's samples, when known."""
+    fine = part.fine.reshape(-1, FINE)[group]
+    total = int(fine.sum())
+    before = np.cumsum(fine) - fine  # (FINE,) the rank of each bin's first text
+    samples = part.samples
+    rows = np.flatnonzero(samples["group"] // FINE == group) if rows is None else rows
+    bins = samples["group"][rows] % FINE
+    rows = rows[np.lexsort((samples["text_id"][rows], samples["value"][rows], bins))]  # by bin, then value
+    bins = samples["group"][rows] % FINE
+    starts = np.searchsorted(bins, bins, side="left")
+    kept = np.bincount(bins, minlength=FINE)[bins]  # m of each row's bin
+    rank = before[bins] + (np.arange(len(rows)) - starts + 0.5) * fine[bins] / np.maximum(kept, 1)
+    decile = np.minimum((rank * deciles // max(total, 1)).astype(np.int64), deciles - 1)
+    chosen = []
+    for d in range(deciles):
+        mine = rows[decile == d]
+        order = np.lexsort((samples["text_id"][mine], samples["hash"][mine]))
+        chosen.append(mine[order][:part.samples_n])
+    return chosen
+
+
+def sink_key(part: Partial, layer: int, head: int) -> tuple[int, str, int] | None:
+    """(position, token, texts) of the key this head most often sinks on (ties: the earlier position, then
+    token), None if it never does."""
+    tally = [((position, token), texts) for (l, h, position, token), texts in part.sinks.items()
+             if l == layer and h == head]
+    if not tally:
+        return None
+    (position, token), texts = min(tally, key=lambda item: (-item[1], item[0]))
+    return position, token, texts
+
+
+# ---- a Partial as plain arrays and JSON (a part's files in a store; what a worker sends back)
+
+
+def to_state(part: Partial) -> tuple[dict[str, np.ndarray], dict]:
+    """(arrays for numpy.savez, without pickles; a JSON-able dict): from_state gives the same Partial back."""
+    arrays = {name: getattr(part, name) for name in ("count", "total", "low", "high", "hist", "fine")}
+    arrays["squares"] = np.array([str(value) for value in part.squares.ravel()])  # Python ints past int64
+    for table in ("top", "samples", "edges", "views"):
+        arrays.update({f"{table}.{column}": values for column, values in getattr(part, table).items()})
+    meta = {"shape": list(part.shape), "top_n": part.top_n, "samples_n": part.samples_n, "texts": part.texts,
+            "tokens": part.tokens, "truncated": part.truncated,
+            "sinks": [[*key, texts] for key, texts in sorted(part.sinks.items())],
+            "token_lists": [[text_id, tokens] for text_id, tokens in part.token_lists.items()]}
+    return arrays, meta
+
+
+def from_state(arrays, meta: dict) -> Partial:
+    shape = tuple(meta["shape"])
+    part = Partial(shape, meta["top_n"], meta["samples_n"], texts=meta["texts"], tokens=meta["tokens"],
+                   truncated=meta["truncated"])
+    for name in ("count", "total", "low", "high", "hist", "fine"):
+        setattr(part, name, np.array(arrays[name]))
+    part.squares = np.array([int(value) for value in arrays["squares"]], dtype=object).reshape(part.count.shape)
+    for table, fields in (("top", TOP_FIELDS), ("samples", SAMPLE_FIELDS), ("edges", TOP_FIELDS),
+                          ("views", VIEW_FIELDS)):
+        setattr(part, table, {column: np.array(arrays[f"{table}.{column}"]) for column in fields})
+    part.sinks = Counter({(layer, head, position, token): texts
+                          for layer, head, position, token, texts in meta["sinks"]})
+    part.token_lists = {text_id: tokens for text_id, tokens in meta["token_lists"]}
+    return part

@@ -1,0 +1,143 @@
+"""`attn heads --store` against the physical floor, and its peak memory as the corpus grows.
+
+A deterministic corpus of --texts sentences (_corpus.py); all 72 heads of the bundled all-MiniLM-L6-v2 on
+CPU, batch size 32. Each contender is one process (this file with --contender NAME), interleaved after a
+warm-up, and reports its timed phase (after loading) on stderr:
+
+  floor   a bare sdpa forward of the model over the same length-sorted batches attn runs (one part:
+          texts sorted by length, then text_id), tokenizing included, nothing captured or scored
+  heads   model.heads(file=…): `attn heads --file` without a store (the fold, nothing written)
+  store   model.heads(file=…, store=DIR): the same plus the parts, examples and the four tables
+
+It prints each as a ratio to the floor (target for the store run: <= 1.5x), then the peak RSS (ru_maxrss
+of the child) of a store run over --rss-lines corpora (default 10,000 and 100,000 lines; target: the
+larger within 10 % of the smaller).
+
+    .venv/bin/python benchmarks/bench_store.py [--texts 1000] [--repeat 3] [--rss-lines 10000 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _corpus import write_corpus
+from _timing import add_common_args, print_header, run_once
+
+HERE = Path(__file__).parent
+BATCH = 32
+
+
+def contender(name: str, corpus: str, store: str | None) -> None:
+    import attn_cli
+
+    model = attn_cli.load("minilm", device="cpu")
+    cpu = time.process_time()
+    if name == "floor":
+        elapsed = floor(model.backend, corpus)
+    else:
+        start = time.perf_counter()
+        model.heads(file=corpus, batch_size=BATCH, store=store if name == "store" else None)
+        elapsed = time.perf_counter() - start
+    # CPU seconds too (all threads): on a shared machine they move less with the load than wall time
+    print(f"BENCH score_s={elapsed:.4f} cpu_s={time.process_time() - cpu:.4f}", file=sys.stderr)
+
+
+def floor(backend, corpus: str) -> float:
+    """The forward alone over attn's batches: parts of PART_TEXTS sorted by (length, text_id)."""
+    import torch
+
+    from attn_cli.analyses.fold import PART_TEXTS
+
+    texts = [line.rstrip("\n") for line in open(corpus, encoding="utf-8") if line.strip()]
+    tokenizer, model = backend.tokenizer, backend.model
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for first in range(0, len(texts), PART_TEXTS):
+            part = sorted(enumerate(texts[first:first + PART_TEXTS]), key=lambda item: (len(item[1]), item[0]))
+            for at in range(0, len(part), BATCH):
+                batch = tokenizer([text for _, text in part[at:at + BATCH]], padding=True, return_tensors="pt")
+                model(**batch)
+    return time.perf_counter() - start
+
+
+def seconds(sample, kind: str = "score_s") -> float:
+    found = re.search(rf"BENCH .*{kind}=([0-9.]+)", sample.stderr)
+    if found is None:
+        raise SystemExit(f"no BENCH line in the contender's stderr:\n{sample.stderr[-2000:]}")
+    return float(found.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--texts", type=int, default=1000)
+    parser.add_argument("--rss-lines", type=int, nargs="*", default=[10_000, 100_000])
+    parser.add_argument("--contender", help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", help=argparse.SUPPRESS)
+    parser.add_argument("--store", help=argparse.SUPPRESS)
+    add_common_args(parser)
+    args = parser.parse_args()
+    if args.contender:
+        contender(args.contender, args.corpus, args.store)
+        return 0
+    work = Path(tempfile.mkdtemp(prefix="bench-store-"))
+    corpus = work / "corpus.txt"
+    write_corpus(corpus, args.texts)
+    print_header(f"attn heads --store benchmark: {args.texts} sentences of 10-30 words, all-MiniLM-L6-v2, "
+                 f"all 72 heads, CPU, batch size {BATCH}")
+    me = [sys.executable, str(Path(__file__).resolve())]
+    contenders = {name: [*me, "--contender", name, "--corpus", str(corpus)] for name in ("floor", "heads")}
+    contenders["store"] = [*me, "--contender", "store", "--corpus", str(corpus), "--store", str(work / "s")]
+    if args.repeat > 0:  # --repeat 0: only the memory runs
+        timings(_interleave_fresh(contenders, args.repeat, args.warmup, work))
+    if len(args.rss_lines) >= 2:
+        peaks = {}
+        for lines in args.rss_lines:
+            path = work / f"rss-{lines}.txt"
+            write_corpus(path, lines)
+            sample = run_once([*me, "--contender", "store", "--corpus", str(path), "--store", str(work / f"rss-{lines}")])
+            peaks[lines] = sample.max_rss_mib
+            print(f"peak RSS of a store run over {lines:,} lines: {peaks[lines]:.1f} MiB ({seconds(sample):.1f} s)")
+        small, large = peaks[args.rss_lines[0]], peaks[args.rss_lines[-1]]
+        growth = large / small - 1
+        print(f"growth {growth:+.1%} (target within 10 %: {'PASS' if abs(growth) <= 0.10 else 'FAIL'})")
+    return 0
+
+
+def timings(runs: dict) -> None:
+    medians = {name: statistics.median(seconds(s) for s in samples) for name, samples in runs.items()}
+    cpu = {name: statistics.median(seconds(s, "cpu_s") for s in samples) for name, samples in runs.items()}
+    print(f"{'contender':<8}  runs  scoring s  x floor   CPU s  x floor")
+    for name, value in medians.items():
+        print(f"{name:<8}  {len(runs[name]):>4}  {value:>9.2f}  {value / medians['floor']:>6.2f}x  "
+              f"{cpu[name]:>6.2f}  {cpu[name] / cpu['floor']:>6.2f}x")
+    for what, seconds_ in (("wall", medians), ("CPU", cpu)):
+        ratio = seconds_["store"] / seconds_["floor"]
+        print(f"{what}: store / floor {ratio:.2f}x (target <= 1.5x: {'PASS' if ratio <= 1.5 else 'FAIL'}); "
+              f"heads / floor {seconds_['heads'] / seconds_['floor']:.2f}x")
+
+
+def _interleave_fresh(contenders: dict, repeat: int, warmup: int, work: Path) -> dict:
+    """_timing.interleave, with a new store directory for every store run (a store needs an empty one)."""
+    count = iter(range(10**6))
+
+    def fresh(cmd: list[str]) -> list[str]:
+        return [part if part != str(work / "s") else str(work / f"s{next(count)}") for part in cmd]
+
+    samples = {name: [] for name in contenders}
+    for round_ in range(warmup + repeat):
+        for name, cmd in contenders.items():
+            print(f"  {'warm-up' if round_ < warmup else 'run'} {round_ + 1}: {name}", file=sys.stderr, flush=True)
+            sample = run_once(fresh(cmd))
+            if round_ >= warmup:
+                samples[name].append(sample)
+    return samples
+
+
+if __name__ == "__main__":
+    sys.exit(main())
