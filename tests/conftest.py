@@ -154,3 +154,86 @@ def assert_generated_rows_equal_one_forward_pass(directory, report, tolerance: f
         visible = ~got.isnan()
         assert (got[visible] - expected[visible]).abs().max().item() <= tolerance, layer.layer
         assert torch.equal(visible, expected != 0), layer.layer
+
+
+# ---- the system Chromium, driven by playwright (tests of HTML pages: skip with the reason when absent)
+
+CHROMIUM = next((path for path in (os.environ.get("ATTN_CHROMIUM"), shutil.which("chromium"),
+                                   shutil.which("chromium-browser"), shutil.which("google-chrome"))
+                 if path), None)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("no Chromium here (apt-get install chromium; .ci/run does where it can)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright package is not installed (pip install -e '.[test]')")
+    with sync_playwright() as playwright:
+        try:
+            launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        except Exception as error:  # a browser that cannot start here is a skip, with its reason
+            pytest.skip(f"Chromium at {CHROMIUM} did not start: {str(error).splitlines()[0]}")
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def offline_page(browser):
+    """A page whose every request beyond the file itself is blocked and recorded."""
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    requests: list[str] = []
+    errors: list[str] = []
+
+    def block(route):
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            requests.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", block)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    yield page, requests, errors
+    context.close()
+
+
+def open_page(page, path):
+    """Open one of attn's pages and wait until its script has drawn it."""
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready='1']", timeout=10_000)
+
+
+@pytest.fixture(scope="module")
+def planted_dir(tmp_path_factory):
+    """A 1-layer GPT-2 whose weights are set by hand: head 0 attends the previous token, head 1 the first,
+    head 2 itself.
+
+    Token embeddings are 0 and position p is the unit vector e_p, so after ln_1 token p is
+    h_p = a·e_p − b·1 (a, b the same for every p). With q and k read from the first 32
+    dimensions, q_i·k_j = β·a²·[target] + a constant per row, which softmax ignores.
+    """
+    import torch
+    from transformers import GPT2Config, GPT2Model
+
+    d, head_dim, beta = 96, 32, 4.0
+    model = GPT2Model(GPT2Config(vocab_size=30522, n_embd=d, n_layer=1, n_head=3, n_positions=64))
+    with torch.no_grad():
+        model.wte.weight.zero_()
+        model.wpe.weight.copy_(torch.eye(64, d))
+        attention = model.h[0].attn.c_attn  # Conv1D: x @ W + b, W (d, 3d): q | k | v
+        attention.weight.zero_()
+        attention.bias.zero_()
+        for m in range(head_dim):
+            if m + 1 < d:
+                attention.weight[m + 1, m] = beta  # head 0: q_i = β·h_i shifted, so q_i ≈ β·a·e_{i−1}
+            attention.weight[m, d + m] = 1.0  # head 0: k_j = h_j
+            attention.weight[m, d + head_dim + m] = 1.0  # head 1: k_j = h_j
+            attention.weight[m, 2 * head_dim + m] = beta  # head 2: q_i = β·h_i
+            attention.weight[m, d + 2 * head_dim + m] = 1.0  # head 2: k_j = h_j
+        attention.bias[head_dim] = 20.0  # head 1: q = 20·e_0 whatever the token
+    return save_tiny(model, tmp_path_factory.mktemp("planted-gpt2"))

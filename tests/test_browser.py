@@ -8,18 +8,14 @@ tests skip and say why; `.ci/run` installs both where it can.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import xml.etree.ElementTree as ElementTree
 
 import numpy as np
 import pytest
 
 SENTENCE = "Hello, how are you?"
-CHROMIUM = next((path for path in (os.environ.get("ATTN_CHROMIUM"), shutil.which("chromium"),
-                                   shutil.which("chromium-browser"), shutil.which("google-chrome"))
-                 if path), None)
+from conftest import open_page  # the browser and offline_page fixtures are conftest's
 
 
 @pytest.fixture(scope="module")
@@ -44,50 +40,6 @@ def pages(model, tmp_path_factory):
     for report, path in files.values():
         save_figure(report, path)
     return {name: path for name, (_, path) in files.items()}
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("no Chromium here (apt-get install chromium; .ci/run does where it can)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("the playwright package is not installed (pip install -e '.[test]')")
-    with sync_playwright() as playwright:
-        try:
-            launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        except Exception as error:  # a browser that cannot start here is a skip, with its reason
-            pytest.skip(f"Chromium at {CHROMIUM} did not start: {str(error).splitlines()[0]}")
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def offline_page(browser):
-    """A page whose every request beyond the file itself is blocked and recorded."""
-    context = browser.new_context(offline=True)
-    page = context.new_page()
-    requests: list[str] = []
-    errors: list[str] = []
-
-    def block(route):
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:
-            requests.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", block)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    yield page, requests, errors
-    context.close()
-
-
-def open_page(page, path):
-    page.goto(path.as_uri())
-    page.wait_for_selector("body[data-ready='1']", timeout=10_000)
 
 
 def test_the_page_works_offline_grid_and_head_view(offline_page, pages):

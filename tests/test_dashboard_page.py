@@ -8,7 +8,7 @@ import pytest
 from attn_cli.math.score_names import SCORES
 
 from store_builder import INDUCTION, build_store
-from test_browser import browser, offline_page, open_page  # noqa: F401  (fixtures)
+from conftest import open_page  # the browser and offline_page fixtures are conftest's
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"
 

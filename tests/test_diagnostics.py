@@ -15,7 +15,6 @@ from attn_cli.cli import app
 from attn_cli.data.capture import Token
 from attn_cli.math.diagnostics import first_token_sums, layer_entries, sink_rates
 from attn_cli.math.head_scores import SCORES, head_scores, needle_targets, token_flags
-from test_heads import planted_dir  # noqa: F401,F811  a 1-layer GPT-2 set by hand: previous-token, first-token, self heads
 
 runner = CliRunner()
 RETRIEVAL = SCORES.index("retrieval")

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import attn_cli
 from attn_cli.data.capture import Token
 from attn_cli.cli import app
-from attn_cli.math.head_scores import SCORES, CorpusTotals, TextSums, head_scores, is_punctuation, label, share_patterns, \
+from attn_cli.math.head_scores import SCORES, TextSums, head_scores, is_punctuation, label, share_patterns, \
     token_flags
 
 runner = CliRunner()
@@ -148,19 +148,6 @@ def test_the_fast_path_equals_the_pattern_definition():
     assert torch.allclose(got[..., SCORES.index("sink")], heavy.max(-1).values / counted.sum(-1, keepdim=True).double())
 
 
-def test_corpus_totals_mean_std_and_count_skip_undefined_texts():
-    totals = CorpusTotals(1, 1)
-    nan = float("nan")
-    texts = torch.tensor([[[0.2] * 8 + [0.5, nan]], [[0.4] + [nan] * 7 + [0.5, nan]]],
-                         dtype=torch.float64)  # (B=2, h=1, 10)
-    totals.add(0, slice(0, 1), texts, [[(0, "[CLS]")], [(3, "cat")]])
-    mean, std = totals.mean_std()
-    assert mean[0, 0, 0] == pytest.approx(0.3) and std[0, 0, 0] == pytest.approx(0.1)  # population std
-    assert mean[0, 0, 1] == pytest.approx(0.2) and std[0, 0, 1] == 0.0
-    assert totals.count[0, 0].tolist() == [2, 1, 1, 1, 1, 1, 1, 1, 2, 0]
-    assert totals.sink_key(0, 0) == (0, "[CLS]", 1)  # a tie in texts: the earlier position
-
-
 def test_punctuation_tokens():
     assert all(is_punctuation(t) for t in (",", "?", "Ġ.", "##!", "...", "「"))
     assert not any(is_punctuation(t) for t in ("a", "Ġ", "##s", "1", "$", ""))
@@ -245,37 +232,6 @@ def test_each_layer_is_scored_as_the_forward_makes_it_and_let_go(minilm_backend,
     report = engine.run_heads(minilm_backend, ["Hello, how are you?", "Fine."], Selection(), batch_size=2)
     assert report.texts == 2 and len(alive_at_arrival) == minilm_backend.info.layers
     assert all(not any(alive) for alive in alive_at_arrival), alive_at_arrival
-
-
-@pytest.fixture(scope="module")
-def planted_dir(tmp_path_factory):
-    """A 1-layer GPT-2 whose weights are set by hand: head 0 attends the previous token, head 1 the first,
-    head 2 itself.
-
-    Token embeddings are 0 and position p is the unit vector e_p, so after ln_1 token p is
-    h_p = a·e_p − b·1 (a, b the same for every p). With q and k read from the first 32
-    dimensions, q_i·k_j = β·a²·[target] + a constant per row, which softmax ignores.
-    """
-    from conftest import save_tiny
-    from transformers import GPT2Config, GPT2Model
-
-    d, head_dim, beta = 96, 32, 4.0
-    model = GPT2Model(GPT2Config(vocab_size=30522, n_embd=d, n_layer=1, n_head=3, n_positions=64))
-    with torch.no_grad():
-        model.wte.weight.zero_()
-        model.wpe.weight.copy_(torch.eye(64, d))
-        attention = model.h[0].attn.c_attn  # Conv1D: x @ W + b, W (d, 3d): q | k | v
-        attention.weight.zero_()
-        attention.bias.zero_()
-        for m in range(head_dim):
-            if m + 1 < d:
-                attention.weight[m + 1, m] = beta  # head 0: q_i = β·h_i shifted, so q_i ≈ β·a·e_{i−1}
-            attention.weight[m, d + m] = 1.0  # head 0: k_j = h_j
-            attention.weight[m, d + head_dim + m] = 1.0  # head 1: k_j = h_j
-            attention.weight[m, 2 * head_dim + m] = beta  # head 2: q_i = β·h_i
-            attention.weight[m, d + 2 * head_dim + m] = 1.0  # head 2: k_j = h_j
-        attention.bias[head_dim] = 20.0  # head 1: q = 20·e_0 whatever the token
-    return save_tiny(model, tmp_path_factory.mktemp("planted-gpt2"))
 
 
 def test_planted_heads_are_labelled_right(planted_dir):

@@ -20,7 +20,6 @@ from attn_cli.api import Model
 DisplayFormatter = pytest.importorskip("IPython.core.formatters").DisplayFormatter
 from attn_cli.render.figures import html_page
 from conftest import save_tiny_gpt2_lm
-from test_browser import browser, offline_page  # noqa: F401 (fixtures: the system Chromium, offline)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "examples" / "attention.ipynb"

@@ -208,3 +208,13 @@ def test_a_probe_store_carries_the_probe_as_attn_heads_probe_does(tmp_path, repo
     assert found.probe == probe and found.source == "probe"
     assert found.to_json_dict()["probe"] == probe
     assert report.probe is None and "probe" not in report.to_json_dict()
+
+
+def test_a_store_shows_its_dashboard_inline_in_a_notebook(report):
+    """In a notebook a StoreReport is its dashboard page (head finder and head pages), not the plain heads grid."""
+    import html
+
+    shown = report._repr_html_()
+    assert shown.startswith('<iframe class="attn-page" srcdoc="')
+    page = html.unescape(shown.split('srcdoc="', 1)[1].split('" onload=', 1)[0])
+    assert "attn's corpus dashboard" in page and "Head finder" in page

@@ -20,7 +20,6 @@ from attn_cli.data.capture import Token
 from attn_cli.data.words import words_from_markers, words_from_tokenizer
 from attn_cli.math.words import merge_mask, merge_weights
 from conftest import isolate
-from test_browser import browser, offline_page  # noqa: F401 (fixtures: Chromium, offline)
 
 SPLIT = "unbelievably tokenization"  # MiniLM: [CLS] un ##bel ##ie ##va ##bly token ##ization [SEP]
 
@@ -253,8 +252,6 @@ def test_default_view_grid_and_figures_are_over_words(tmp_path):
     assert "Every head's weights" in result.stdout and "unbelievably" in result.stdout
     assert "unbelievably" in svg.read_text() and "##bel" not in svg.read_text()
     assert attn("inspect", SPLIT, "--words", "--layer", "0", "--save", str(page)).exit_code == 0
-    from attn_cli.render.figures import page_data
-
     html = page.read_text()
     assert '"tokens":["[CLS]","unbelievably","tokenization","[SEP]"]' in html
 

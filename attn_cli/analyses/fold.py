@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Iterator, Protocol
 
 import numpy as np
 
+from attn_cli.analyses.batches import SORT_WINDOW
 from attn_cli.analyses.inspect import check_texts
 from attn_cli.math import partials
 from attn_cli.math.head_scores import SCORES
@@ -55,8 +56,12 @@ def fold(score: Callable, texts: Iterable[str], shape: tuple[int, int], *, batch
     (interrupts.Terminated), it propagates."""
     merged = partials.Partial(shape, top, samples)
     done = parts = 0
+    # Without a store no part is kept, so parts are only the windows read ahead and sorted by length: a
+    # stream (stdin left open) is scored as it comes, not after part_texts texts. The sums are exact and
+    # merge in any order, so the result is the same whatever the parts are.
+    size = part_texts if keeper is not None else min(part_texts, batch_size * SORT_WINDOW)
     try:
-        for index, part in enumerate(_parts(texts, part_texts)):
+        for index, part in enumerate(_parts(texts, size)):
             digest = part_digest(part)
             kept = keeper.load(index, digest) if keeper is not None else None
             if kept is None:

@@ -46,7 +46,6 @@ from __future__ import annotations
 import functools
 import math
 import unicodedata
-from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -284,52 +283,3 @@ def label(scores) -> str:
     if values[SINK] > LABEL_THRESHOLD:
         return "sink"
     return MIXED
-
-
-class CorpusTotals:
-    """Mean, standard deviation and count of every score of every head over texts, in O(heads) memory.
-
-    Sums of x and x² in float64 per (layer, head, score); a text where a score is undefined
-    (NaN) does not count for it. Sink keys are tallied by token text and position.
-    """
-
-    KEYS_KEPT = 64  # distinct sink keys remembered per head; the rarest are dropped past twice this
-
-    def __init__(self, layers: int, heads: int):
-        shape = (layers, heads, len(SCORES))
-        self.count = torch.zeros(shape, dtype=torch.float64)
-        self.total = torch.zeros(shape, dtype=torch.float64)
-        self.squares = torch.zeros(shape, dtype=torch.float64)
-        self.sink_keys = [[Counter() for _ in range(heads)] for _ in range(layers)]
-        self.texts = 0
-
-    def add(self, layer: int, heads: slice, scores: torch.Tensor, keys: list[list[tuple[int, str] | None]]) -> None:
-        """scores (B, h, len(SCORES)) of texts for heads `heads` of layer index `layer`; keys[b][h]: (position, token)."""
-        scores = scores.detach().to("cpu", torch.float64)
-        defined = ~scores.isnan()
-        values = scores.nan_to_num(0.0)
-        self.count[layer, heads] += defined.sum(0)
-        self.total[layer, heads] += values.sum(0)
-        self.squares[layer, heads] += values.square().sum(0)
-        for text_keys in keys:
-            for offset, key in enumerate(text_keys):
-                if key is not None:
-                    tally = self.sink_keys[layer][heads.start + offset]
-                    tally[key] += 1
-                    if len(tally) > 2 * self.KEYS_KEPT:
-                        for rare, _ in tally.most_common()[self.KEYS_KEPT:]:
-                            del tally[rare]
-
-    def mean_std(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(layers, heads, len(SCORES)) each; NaN where no text had the score. Population std (0 for one text)."""
-        mean = self.total / self.count
-        variance = (self.squares / self.count - mean.square()).clamp_min(0.0)
-        return mean, variance.sqrt()
-
-    def sink_key(self, layer: int, head: int) -> tuple[int, str, int] | None:
-        """(position, token, texts) of the key this head most often sinks on, None if it never does."""
-        tally = self.sink_keys[layer][head]
-        if not tally:
-            return None
-        (position, token), texts = min(tally.items(), key=lambda item: (-item[1], item[0]))
-        return position, token, texts

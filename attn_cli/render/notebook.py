@@ -7,6 +7,7 @@ body and h1) and its own script globals, and its Content Security Policy still f
 frame fits its page's height once loaded, and again when the page grows; where the notebook does not run
 the output's own script (its onload), it keeps a fixed height and scrolls.
 
+A corpus store (attn.open_store) shows its dashboard page, as `attn heads show DIR --save x.html` writes it.
 A report with no page (attn models' catalog, a report type newer than its figure) shows its JSON document
 as plain tables instead, never nothing.
 """
@@ -32,6 +33,10 @@ def notebook_html(report) -> str:
     kind = report_kind(report)
     if kind == "InspectBatch":
         return "\n".join(notebook_html(single) for single in report.reports)
+    if type(report).__name__ == "StoreReport":  # a corpus store: its dashboard (head finder and head pages)
+        from attn_cli.render.dashboard_page import dashboard_html
+
+        return frame(dashboard_html(report))
     if kind is None:
         return document_tables(report.to_json_dict())
     return frame(html_page(report))
