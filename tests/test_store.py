@@ -296,7 +296,7 @@ def test_a_parquet_corpus_scores_like_its_lines(minilm, tmp_path):
     (lambda d: written(d / "x.arrow", "not arrow"), "is not an Arrow file"),
     (lambda d: written(d / "empty" / "notes.txt", "").parent, "no .parquet or .arrow files"),
     (lambda d: written(d / "ds" / "state.json", "{}").parent, "needs the datasets package"),
-    (lambda d: written(d / "blank.txt", "\n  \n"), "blank.txt holds no text"),
+    (lambda d: written(d / "blank.txt", "\n  \n"), "blank.txt holds none"),
 ])
 def test_bad_corpora_are_one_line_errors(make, fragment, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # as when the package is not installed

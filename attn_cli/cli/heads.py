@@ -67,9 +67,9 @@ def heads_command(
     store: Annotated[Optional[Path], typer.Option("--store", metavar="DIR",
         help="Also write the corpus store to DIR: Parquet tables of per-head summaries, top and decile examples "
              "and top edges (DuckDB, pandas and polars read them).")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the store in DIR: complete parts are kept, "
+    resume: Annotated[bool, typer.Option("--resume", metavar=opt.FLAG, help="Continue the store in DIR: complete parts are kept, "
                                                           "the rest is scored.")] = False,
-    per_text: Annotated[bool, typer.Option("--per-text", help="Also store every text's scores (texts.parquet).")]
+    per_text: Annotated[bool, typer.Option("--per-text", metavar=opt.FLAG, help="Also store every text's scores (texts.parquet).")]
         = False,
     top: Annotated[int, typer.Option("--top", help="Top texts per head and score, and top edges per head, stored.")]
         = 10,

@@ -33,7 +33,9 @@ def notebook_html(report) -> str:
     kind = report_kind(report)
     if kind == "InspectBatch":
         return "\n".join(notebook_html(single) for single in report.reports)
-    if type(report).__name__ == "StoreReport":  # a corpus store: its dashboard (head finder and head pages)
+    from attn_cli.analyses.store_read import StoreReport
+
+    if isinstance(report, StoreReport):  # a corpus store: its dashboard (head finder and head pages)
         from attn_cli.render.dashboard_page import dashboard_html
 
         return frame(dashboard_html(report))
