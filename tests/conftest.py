@@ -237,3 +237,15 @@ def planted_dir(tmp_path_factory):
             attention.weight[m, d + 2 * head_dim + m] = 1.0  # head 2: k_j = h_j
         attention.bias[head_dim] = 20.0  # head 1: q = 20·e_0 whatever the token
     return save_tiny(model, tmp_path_factory.mktemp("planted-gpt2"))
+
+
+def cli_json(*args: str) -> dict:
+    """`attn ARGS --json` in this process: its JSON document (the command must succeed)."""
+    import json
+
+    from typer.testing import CliRunner
+    from attn_cli.cli import app
+
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)

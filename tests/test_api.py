@@ -12,11 +12,11 @@ import sys
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import attn_cli
 from attn_cli.api import Model
 from attn_cli.plumbing.errors import AttnError, BadInput, ModelNotFound
+from conftest import cli_json
 
 TEXT = "Hello, how are you?"
 
@@ -24,14 +24,6 @@ TEXT = "Hello, how are you?"
 @pytest.fixture(scope="module")
 def minilm(minilm_backend) -> Model:
     return Model(minilm_backend)
-
-
-def cli_json(*args: str) -> dict:
-    from attn_cli.cli import app
-
-    result = CliRunner().invoke(app, [*args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
 
 
 def test_importing_attn_cli_stays_light():

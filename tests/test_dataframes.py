@@ -7,16 +7,14 @@ Every table is checked against the document `--json` prints for the same run: th
 
 from __future__ import annotations
 
-import json
 import sys
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from attn_cli.api import Model
 from attn_cli.plumbing.errors import BadInput, MissingPackage
-from conftest import save_tiny_gpt2_lm
+from conftest import cli_json, save_tiny_gpt2_lm
 
 TEXT = "Hello, how are you?"
 OTHER = "Hello, who are you?"
@@ -25,14 +23,6 @@ OTHER = "Hello, who are you?"
 @pytest.fixture(scope="module")
 def minilm(minilm_backend) -> Model:
     return Model(minilm_backend)
-
-
-def cli_json(*args: str) -> dict:
-    from attn_cli.cli import app
-
-    result = CliRunner().invoke(app, [*args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
 
 
 def json_matrix(rows) -> np.ndarray:
