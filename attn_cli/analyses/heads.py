@@ -326,11 +326,6 @@ def probe(backend, kind: str, seed: int = 0, length: int = PROBE_LENGTH) -> dict
     return {**described, "needle": len(needle), "depth": depth, "text": text}
 
 
-def probe_text(backend, seed: int = 0, length: int = PROBE_LENGTH) -> str:
-    """The induction probe's text (probe)."""
-    return probe(backend, "induction", seed, length)["text"]
-
-
 def _vocabulary_words(tokenizer, generator: random.Random, length: int) -> list[str] | None:
     size = len(tokenizer)
     chosen: dict[str, None] = {}
