@@ -317,3 +317,28 @@ def _parquet(directory: Path, columns: dict) -> Path:
 
     pq.write_table(pa.table(columns), directory / "c.parquet")
     return directory / "c.parquet"
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new directory", "empty directory"])
+def test_a_corpus_with_no_text_leaves_the_store_directory_as_it_found_it(minilm, tmp_path, existing):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    directory = tmp_path / "store"
+    if existing:
+        directory.mkdir()
+    with pytest.raises(BadInput, match="no text to score"):
+        minilm.heads(file=empty, store=directory, **SMALL)
+    assert directory.exists() == existing and (not existing or not any(directory.iterdir()))
+
+
+def test_a_resumed_store_keeps_its_parts_when_nothing_is_left_to_score(minilm, store, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(store, copy)
+    before = sorted(p.relative_to(copy) for p in copy.rglob("*"))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(BadInput):  # another corpus: refused before anything is touched
+        minilm.heads(file=empty, store=copy, per_text=True, resume=True, **SMALL)
+    assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == before

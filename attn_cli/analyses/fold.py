@@ -40,6 +40,8 @@ class Keeper(Protocol):
 
     def finish(self, merged: partials.Partial, parts: int) -> None: ...
 
+    def abandon(self) -> None: ...  # nothing was scored: take back what the keeper made
+
 
 class Folded:
     """The fold's result: the merged Partial, complete parts, and whether Ctrl-C stopped it."""

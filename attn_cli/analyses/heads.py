@@ -59,6 +59,8 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
                   progress=progress, total=total, keeper=keeper, per_text=per_text)
     merged = folded.merged
     if merged.texts == 0:
+        if keeper is not None:
+            keeper.abandon()
         raise BadInput("no text to score" + ("" if source in ("arguments", "probe") else f": {source} holds none"),
                        "pass a sentence, --file FILE with a text per line, or --probe induction")
     if keeper is not None and not folded.interrupted:

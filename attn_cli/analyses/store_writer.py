@@ -63,6 +63,8 @@ class StoreWriter:
         self.per_text = identity["options"]["per_text"]
         self.examples_written = time.monotonic()  # a run shorter than EXAMPLES_EVERY writes them once, at the end
         self.context = identity["options"]["context"]
+        # what this run made, so that a corpus with no text leaves the directory as it found it
+        self.made = [p for p in (self.path, self.parts) if not p.exists()]
         try:
             self.parts.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -82,6 +84,16 @@ class StoreWriter:
         else:
             with atomic_path(known, "--store") as temp:
                 temp.write_text(json.dumps(identity, indent=1, sort_keys=True))
+            self.made.append(known)
+
+    def abandon(self) -> None:
+        """Take back what this run made (its run.json, parts/, DIR) when nothing was scored; a store being
+        resumed keeps everything."""
+        for path in reversed(self.made):  # run.json, then parts/, then DIR
+            if not path.is_dir():
+                path.unlink(missing_ok=True)
+            elif not any(path.iterdir()):
+                path.rmdir()
 
     def _remove_temporaries(self) -> None:
         """Part folders a killed run left half written (our own NNNNNN.tmp-* names only)."""
