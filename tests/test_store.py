@@ -342,3 +342,18 @@ def test_a_resumed_store_keeps_its_parts_when_nothing_is_left_to_score(minilm, s
     with pytest.raises(BadInput):  # another corpus: refused before anything is touched
         minilm.heads(file=empty, store=copy, per_text=True, resume=True, **SMALL)
     assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == before
+
+
+def test_a_saved_datasets_directory_scores_like_its_lines(minilm, tmp_path):
+    datasets = pytest.importorskip("datasets", reason="the datasets package is not installed")
+    texts = sentences(5)
+    (tmp_path / "c.txt").write_text("\n".join(texts) + "\n")
+    datasets.Dataset.from_dict({"body": texts, "n": list(range(5))}).save_to_disk(str(tmp_path / "ds"))
+    lines = minilm.heads(file=tmp_path / "c.txt", layers=0)
+    saved = minilm.heads(file=tmp_path / "ds", column="body", layers=0)
+    assert [h.scores for h in lines.heads] == [h.scores for h in saved.heads] and saved.texts == 5
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": texts})}).save_to_disk(str(tmp_path / "dd"))
+    for path, column, fragment in [(tmp_path / "dd", "text", "holds several splits (train)"),
+                                   (tmp_path / "ds", "n", "column 'n' holds int64, not strings")]:
+        result = runner.invoke(app, ["heads", "--file", str(path), "--column", column, "--layer", "0"])
+        assert result.exit_code == 2 and fragment in result.stderr, result.stderr

@@ -18,7 +18,7 @@ from attn_cli.plumbing.textio import check_corpus, count_texts, read_corpus
 
 PARQUET = (".parquet", ".pq")
 ARROW = (".arrow", ".feather", ".ipc")
-DATASETS_MARKS = ("dataset_info.json", "state.json")  # what Dataset.save_to_disk writes beside its .arrow files
+DATASETS_MARKS = ("dataset_info.json", "state.json", "dataset_dict.json")  # what save_to_disk writes: a Dataset, a DatasetDict
 ROWS_A_BATCH = 1024
 
 
