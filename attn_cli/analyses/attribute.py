@@ -98,12 +98,14 @@ def globenc(backend, text: str, layers: list[int], truncate: bool = False, **_):
 
 
 def value_zeroing(backend, text: str, layers: list[int], truncate: bool = False, **_):
-    """Costs T extra runs of each selected layer (batched as one call of T copies)."""
+    """Costs T + 1 extra runs of each selected layer (batched as one call of T + 1 copies)."""
     from attn_cli.math.attribution import value_zeroing_layer
 
-    blocks = _blocks(backend, text, layers, truncate)
-    return _rolled([value_zeroing_layer(block.outputs, backend.rerun_zeroing_values(block.layer, block.inputs))
-                    for block in blocks])
+    per_layer = []
+    for block in _blocks(backend, text, layers, truncate):
+        runs = backend.rerun_zeroing_values(block.layer, block.inputs)  # (T + 1, T, d): the last one untouched
+        per_layer.append(value_zeroing_layer(runs[-1], runs[:-1]))
+    return _rolled(per_layer)
 
 
 def _rolled(per_layer: list) -> tuple[np.ndarray, np.ndarray]:

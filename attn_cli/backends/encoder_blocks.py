@@ -120,16 +120,18 @@ def _block(layer: int, module, seen: dict, heads: int) -> Block:
 
 def rerun_zeroing_values(model, layer: int, inputs: torch.Tensor) -> torch.Tensor:
     """Layer `layer` run again on its original input x (T, d) once per token j with token j's value
-    vectors zeroed in every head (v_j = 0, bias included): (T copies j, T tokens i, d) outputs.
+    vectors zeroed in every head (v_j = 0, bias included), and once untouched (last): (T + 1 copies, T tokens,
+    d) outputs. The untouched copy is the baseline: the same call's arithmetic, so a token whose values
+    change nothing gives exactly the baseline (the model's own forward may round differently).
 
-    The T runs are one batch of T copies of the layer (T layer runs of compute, one call)."""
+    The runs are one batch of T + 1 copies of the layer (T + 1 layer runs of compute, one call)."""
     module = encoder_layers(model)[layer]
     count = inputs.shape[0]
     device, dtype = next(module.parameters()).device, next(module.parameters()).dtype
-    batch = inputs.to(device, dtype).unsqueeze(0).expand(count, -1, -1).contiguous()  # (T, T, d)
+    batch = inputs.to(device, dtype).unsqueeze(0).expand(count + 1, -1, -1).contiguous()  # (T + 1, T, d)
     chosen = torch.arange(count, device=device)
 
-    def zero(_module, _args, output):  # output (T copies, T tokens, d): copy j loses token j's value
+    def zero(_module, _args, output):  # output (T + 1 copies, T tokens, d): copy j < T loses token j's value
         output = output.clone()
         output[chosen, chosen] = 0
         return output

@@ -207,7 +207,7 @@ class HFBackend:
                               list(layers))
 
     def rerun_zeroing_values(self, layer: int, inputs: torch.Tensor) -> torch.Tensor:
-        """Layer `layer` on its input x (T, d), once per token with that token's values zeroed: (T, T, d)."""
+        """Layer `layer` on its input x (T, d), once per token with its values zeroed, then once untouched."""
         from attn_cli.backends.encoder_blocks import rerun_zeroing_values
 
         return rerun_zeroing_values(self.model, layer, inputs)

@@ -63,10 +63,12 @@ def value_zeroing_layer(outputs: torch.Tensor, zeroed: torch.Tensor) -> torch.Te
     """Value zeroing (Mohebbi et al. 2023), (T, T) rows summing to 1: c_ij = 1 − cos(y_i, ỹ^(j)_i), where
     ỹ^(j) is the layer's output with token j's value vectors zeroed; then c_ij / Σ_j c_ij.
 
-    outputs (T, d) y; zeroed (T j, T i, d) ỹ^(j). The distance is taken in float64: many are ~1e-7 (a token
-    that barely moves another), the size of float32's rounding, which would leave only noise."""
-    cosine = torch.nn.functional.cosine_similarity(zeroed.double(), outputs.double().unsqueeze(0), dim=-1)
-    return normalised((1 - cosine).T.clamp_min(0)).float()  # (T i, T j)
+    outputs (T, d) y; zeroed (T j, T i, d) ỹ^(j). Many distances are ~1e-7 (a token that barely moves
+    another), the size of float32's rounding, so they are taken in float64 and as 1 − cos = ½‖ŷ − ỹ̂‖² of the
+    unit vectors: no cancellation, and exactly 0 where zeroing changed nothing."""
+    unit = lambda vectors: vectors.double() / vectors.double().norm(dim=-1, keepdim=True)  # noqa: E731
+    distance = 0.5 * (unit(zeroed) - unit(outputs).unsqueeze(0)).pow(2).sum(-1)  # (T j, T i)
+    return normalised(distance.T).float()  # (T i, T j)
 
 
 def normalised(scores: torch.Tensor) -> torch.Tensor:

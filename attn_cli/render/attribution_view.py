@@ -31,15 +31,15 @@ def render_attribution(report, per_head: bool = False) -> RenderableType:
     """per_head: each matrix coloured from its own smallest to its largest share (--scale head)."""
     tokens = [token.text for token in report.tokens]
     maps = [Heatmap(report.matrix, tokens, attribution_title(report), Scale.weights(report.matrix, per_head),
-                    hint="widen")]
+                    hint="widen", label="share")]
     if report.attention is not None:
         maps.insert(0, Heatmap(report.attention, tokens, attention_title(report),
-                               Scale.weights(report.attention, per_head), hint="widen"))
+                               Scale.weights(report.attention, per_head), hint="widen", label="share"))
     sources = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     sources.add_column("output", no_wrap=True)
     sources.add_column("input tokens (share)")
     for index, row in enumerate(report.top):
         sources.add_row(row_label(index, tokens[index]), keys_text(row))
-    return Group(header(report, "attn attribute"), SideBySide(maps) if len(maps) > 1 else maps[0],
+    return Group(header(report, "attn attribute"), SideBySide(maps, shrink=True) if len(maps) > 1 else maps[0],
                  titled(f"where each output token comes from ({METHOD_NAMES.get(report.method, report.method)})",
                         sources))
