@@ -21,7 +21,7 @@ SUPPORTED = "post-LayerNorm BERT-family encoders (BERT, RoBERTa, ELECTRA, MiniLM
 
 
 @dataclass(frozen=True)
-class Norm:
+class NormParameters:
     weight: torch.Tensor  # (d,) γ
     bias: torch.Tensor  # (d,) β
     eps: float
@@ -37,9 +37,9 @@ class Block:
     values: torch.Tensor  # (H, T, D) v = x·W_V + b_V, per head
     w_o: torch.Tensor  # (H, D, d) head h's rows of the output projection (x·W)
     b_o: torch.Tensor  # (d,)
-    ln1: Norm  # after the attention and its residual
+    ln1: NormParameters  # after the attention and its residual
     pre_ln1: torch.Tensor  # (T, d) x + Attn(x) + b_O: what LN1 normalises
-    ln2: Norm  # after the feed-forward and its residual
+    ln2: NormParameters  # after the feed-forward and its residual
     pre_ln2: torch.Tensor  # (T, d) what LN2 normalises
     outputs: torch.Tensor  # (T, d) the layer's output
 
@@ -66,13 +66,13 @@ def _is_post_ln(layer) -> bool:
         return False
 
 
-def _norm(module) -> Norm:
-    return Norm(module.weight.detach().float().cpu(), module.bias.detach().float().cpu(), float(module.eps))
+def _norm(module) -> NormParameters:
+    return NormParameters(module.weight.detach().float().cpu(), module.bias.detach().float().cpu(), float(module.eps))
 
 
-def capture_blocks(model, inputs: dict, layers: list[int]) -> list[Block]:
+def capture_blocks(model, inputs: dict, layers) -> list[Block]:
     """One forward pass over `inputs` (one text, unpadded), recording each selected layer's pieces."""
-    modules = encoder_layers(model)
+    modules, layers = encoder_layers(model), list(layers)
     seen: dict[tuple[int, str], torch.Tensor] = {}
 
     def keep(layer, name, tensor):

@@ -201,10 +201,8 @@ class HFBackend:
         """Each selected layer's pieces on one text: residual, LayerNorms, values (backends/encoder_blocks.py)."""
         from attn_cli.backends.encoder_blocks import capture_blocks
 
-        encoding, _ = self._encode(text, truncate)
-        batch = self._pad([encoding], None)
-        return capture_blocks(self.model, {name: tensor.to(self.model.device) for name, tensor in batch.items()},
-                              list(layers))
+        batch = self._pad([self._encode(text, truncate)[0]], None)
+        return capture_blocks(self.model, {name: value.to(self.model.device) for name, value in batch.items()}, layers)
 
     def rerun_zeroing_values(self, layer: int, inputs: torch.Tensor) -> torch.Tensor:
         """Layer `layer` on its input x (T, d), once per token with its values zeroed, then once untouched."""
