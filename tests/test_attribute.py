@@ -184,3 +184,25 @@ def test_explore_shows_the_sentences_attribution_and_switches_method(minilm):
             assert not isinstance(app.screen, AttributionScreen)
 
     asyncio.run(scenario())
+
+
+def test_chromium_draws_the_attention_rollout_beside_the_method(offline_page, minilm, tmp_path):
+    """The saved page, opened offline in Chromium: two runs, the attention rollout's [CLS] column heavy and the
+    method's light, each cell the report's number."""
+    from conftest import open_page
+
+    from attn_cli.render.files import save_figure
+    from attn_cli.render.scale import CellFormat
+
+    page, requests, errors = offline_page
+    report = minilm.attribute(TEXT, vs="attention")
+    save_figure(report, tmp_path / "attribute.html")
+    open_page(page, tmp_path / "attribute.html")
+    cell = lambda run, row, col: page.locator(  # noqa: E731
+        f".run[data-run='{run}'] table.matrix td[data-q='{row}'][data-k='{col}']").text_content()
+    number = CellFormat(2, True).text
+    assert [page.locator(".run h2").nth(run).text_content() for run in (0, 1)] == [
+        "raw attention rollout over layers 0-5", "ALTI over layers 0-5 (rows sum to 1)"]
+    assert cell(0, 2, 0) == number(report.attention[2][0]) and report.attention[2][0] > 0.5
+    assert cell(1, 2, 0) == number(report.matrix[2][0]) and report.matrix[2][0] < 0.05
+    assert not requests and not errors
