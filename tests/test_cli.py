@@ -454,7 +454,7 @@ LOADING_FLAGS = {"--model", "--option", "--device", "--dtype", "--allow-pickle",
 
 
 @pytest.mark.parametrize("command", ["inspect", "explore", "heads", "diagnose", "compare", "rollout", "diff",
-                                     "generate"])
+                                     "generate", "attribute"])
 def test_every_command_that_loads_a_model_takes_the_same_loading_options(command):
     import typer.main
 
@@ -465,7 +465,7 @@ def test_every_command_that_loads_a_model_takes_the_same_loading_options(command
     assert all(panel[flag] == "Model" for flag in LOADING_FLAGS)  # grouped in --help
 
 
-@pytest.mark.parametrize("command", [["rollout", "hi"], ["generate", "hi"], ["diff", "a", "b"]])
+@pytest.mark.parametrize("command", [["rollout", "hi"], ["generate", "hi"], ["diff", "a", "b"], ["attribute", "hi"]])
 def test_the_loading_flags_reach_the_backend(monkeypatch, command):
     """The flags commands once lacked (rollout and generate: --device-map; diff: --revision) are handed over."""
     seen = {}

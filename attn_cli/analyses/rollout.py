@@ -58,6 +58,14 @@ class RolloutReport(Document):
                                                               {"rollout": self.matrix})])
 
 
+def consecutive_layers(info, layers, command: str) -> list[int]:
+    """The selected layers, first to last, refused when they have gaps (a rollout multiplies neighbours)."""
+    chosen, _ = Selection(layers=layers, full=True).resolve(info)
+    if chosen != list(range(chosen[0], chosen[-1] + 1)):
+        raise BadInput(f"{command} multiplies consecutive layers; --layers {layers} has gaps", "use a range like 2-5")
+    return chosen
+
+
 def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k: int = 3,
              truncate: bool = False) -> RolloutReport:
     """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out."""
@@ -67,11 +75,9 @@ def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k:
 
     if head_fusion not in HEAD_FUSIONS:
         raise BadInput(f"--head-fusion {head_fusion!r}", f"use {', '.join(HEAD_FUSIONS)}")
-    selection = Selection(layers=layers, full=True)
-    chosen, _ = selection.resolve(backend.info)
-    if chosen != list(range(chosen[0], chosen[-1] + 1)):
-        raise BadInput(f"rollout multiplies consecutive layers; --layers {layers} has gaps", "use a range like 2-5")
-    [report] = inspect_texts(backend, [text], selection, Analysis(top_k=top_k), truncate=truncate)
+    chosen = consecutive_layers(backend.info, layers, "rollout")
+    [report] = inspect_texts(backend, [text], Selection(layers=chosen, full=True), Analysis(top_k=top_k),
+                             truncate=truncate)
     fused = [fuse_heads(torch.from_numpy(np.stack([head.weights for head in layer.heads])), head_fusion)
              for layer in report.layers]  # each (T, T)
     matrix = attention_rollout(fused)
