@@ -61,22 +61,36 @@ class RolloutReport(Document):
 def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k: int = 3,
              truncate: bool = False) -> RolloutReport:
     """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out."""
-    import torch
-
-    from attn_cli.math.measures import HEAD_FUSIONS, attention_rollout, fuse_heads, top_keys
+    from attn_cli.math.measures import HEAD_FUSIONS, attention_rollout, top_keys
 
     if head_fusion not in HEAD_FUSIONS:
         raise BadInput(f"--head-fusion {head_fusion!r}", f"use {', '.join(HEAD_FUSIONS)}")
-    selection = Selection(layers=layers, full=True)
-    chosen, _ = selection.resolve(backend.info)
-    if chosen != list(range(chosen[0], chosen[-1] + 1)):
-        raise BadInput(f"rollout multiplies consecutive layers; --layers {layers} has gaps", "use a range like 2-5")
-    [report] = inspect_texts(backend, [text], selection, Analysis(top_k=top_k), truncate=truncate)
-    fused = [fuse_heads(torch.from_numpy(np.stack([head.weights for head in layer.heads])), head_fusion)
-             for layer in report.layers]  # each (T, T)
-    matrix = attention_rollout(fused)
+    chosen = consecutive_layers(backend.info, layers, "rollout")
+    [report] = inspect_texts(backend, [text], Selection(layers=layers, full=True), Analysis(top_k=top_k),
+                             truncate=truncate)
+    matrix = attention_rollout(fused_layers(report, head_fusion))
+    import torch
+
     allowed = torch.ones_like(matrix, dtype=torch.bool)
     texts = [token.text for token in report.tokens]
     top = [[TopKey(index, texts[index], weight) for index, weight in row] for row in top_keys(matrix, allowed, top_k)]
     return RolloutReport(text, report.model, report.device, report.dtype, report.tokens, chosen, head_fusion,
                          matrix.numpy(), top, report.truncated_from)
+
+
+def consecutive_layers(info, layers, method: str) -> list[int]:
+    """The selected layers, which a method rolling through the layers needs consecutive (a range)."""
+    chosen, _ = Selection(layers=layers, full=True).resolve(info)
+    if chosen != list(range(chosen[0], chosen[-1] + 1)):
+        raise BadInput(f"{method} multiplies consecutive layers; --layers {layers} has gaps", "use a range like 2-5")
+    return chosen
+
+
+def fused_layers(report, head_fusion: str = "mean") -> list:
+    """Each layer's heads of an inspect report (whole matrices) fused into one (T, T) tensor, first layer first."""
+    import torch
+
+    from attn_cli.math.measures import fuse_heads
+
+    return [fuse_heads(torch.from_numpy(np.stack([head.weights for head in layer.heads])), head_fusion)
+            for layer in report.layers]

@@ -186,6 +186,12 @@ class HFBackend:
             hidden(run, [state.to(self.device) for state in outputs.hidden_states[1:]])
         return run
 
+    def attention_gradients(self, text: str, layers: Sequence[int], target=None, *, truncate: bool = False):
+        """The weights of `layers` and a target's gradient with respect to them (backends/gradients.py)."""
+        from attn_cli.backends.gradients import attention_gradients
+
+        return attention_gradients(self, text, layers, target, truncate=truncate)
+
     def circuit_weights(self):
         """Every head's W_Q, W_K, W_V, W_O, the norms, embeddings and unembedding (backends/circuit_weights.py)."""
         from attn_cli.backends.circuit_weights import hf_circuit_weights
