@@ -42,7 +42,8 @@ KINDS: dict[str, Callable] = {
     **dict.fromkeys(("tolerance", "temperature", "epsilon", "ratio", "floor"), arguments.number),
     **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "pre_rope", "inputs", "sample",
                      "words", "resume", "per_text"), arguments.flag),
-    **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype", "column"), arguments.word),
+    **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype", "column", "method", "vs"),
+                    arguments.word),
     "variants": arguments.words,
     **dict.fromkeys(("file", "store"), arguments.path),
     **dict.fromkeys(("progress", "on_token"), arguments.callback),
@@ -223,6 +224,17 @@ class Model:
         from attn_cli.analyses.rollout import roll_out
 
         return roll_out(self.backend, text, layers, head_fusion, Analysis.defaults(top_k=top_k).top_k, truncate)
+
+    @door
+    def attribute(self, text: str, *, method: str = "alti", layers: Spec = "all", top_k: int | None = None,
+                  truncate: bool = False, vs: str | None = None):
+        """Contributions through whole layers (residual, values and LayerNorms in), rolled out to the input
+        tokens: an AttributionReport whose .matrix (T, T) says how much of each output token comes from each
+        input token, and .per_layer (L, T, T) each layer's own. method: alti, globenc or value-zeroing;
+        vs="attention" adds the raw attention rollout over the same layers (.attention)."""
+        from attn_cli.analyses.attribute import attribute
+
+        return attribute(self.backend, text, method, layers, Analysis.defaults(top_k=top_k).top_k, truncate, vs)
 
     @door
     def heads(self, texts: str | Iterable[str] | None = None, *, file: str | Path | None = None,

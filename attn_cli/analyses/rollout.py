@@ -58,32 +58,32 @@ class RolloutReport(Document):
                                                               {"rollout": self.matrix})])
 
 
+def consecutive_layers(info, layers, command: str) -> list[int]:
+    """The selected layers, first to last, refused when they have gaps (a rollout multiplies neighbours)."""
+    chosen, _ = Selection(layers=layers, full=True).resolve(info)
+    if chosen != list(range(chosen[0], chosen[-1] + 1)):
+        raise BadInput(f"{command} multiplies consecutive layers; --layers {layers} has gaps", "use a range like 2-5")
+    return chosen
+
+
 def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k: int = 3,
              truncate: bool = False) -> RolloutReport:
     """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out."""
+    import torch
+
     from attn_cli.math.measures import HEAD_FUSIONS, attention_rollout, top_keys
 
     if head_fusion not in HEAD_FUSIONS:
         raise BadInput(f"--head-fusion {head_fusion!r}", f"use {', '.join(HEAD_FUSIONS)}")
     chosen = consecutive_layers(backend.info, layers, "rollout")
-    [report] = inspect_texts(backend, [text], Selection(layers=layers, full=True), Analysis(top_k=top_k),
+    [report] = inspect_texts(backend, [text], Selection(layers=chosen, full=True), Analysis(top_k=top_k),
                              truncate=truncate)
     matrix = attention_rollout(fused_layers(report, head_fusion))
-    import torch
-
     allowed = torch.ones_like(matrix, dtype=torch.bool)
     texts = [token.text for token in report.tokens]
     top = [[TopKey(index, texts[index], weight) for index, weight in row] for row in top_keys(matrix, allowed, top_k)]
     return RolloutReport(text, report.model, report.device, report.dtype, report.tokens, chosen, head_fusion,
                          matrix.numpy(), top, report.truncated_from)
-
-
-def consecutive_layers(info, layers, method: str) -> list[int]:
-    """The selected layers, which a method rolling through the layers needs consecutive (a range)."""
-    chosen, _ = Selection(layers=layers, full=True).resolve(info)
-    if chosen != list(range(chosen[0], chosen[-1] + 1)):
-        raise BadInput(f"{method} multiplies consecutive layers; --layers {layers} has gaps", "use a range like 2-5")
-    return chosen
 
 
 def fused_layers(report, head_fusion: str = "mean") -> list:

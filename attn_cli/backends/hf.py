@@ -198,6 +198,26 @@ class HFBackend:
 
         return hf_circuit_weights(self.model, self.lm, self.info)
 
+    def tokens(self, text: str, truncate: bool = False) -> tuple[list[Token], int | None]:
+        """The text's tokens as a forward sees them, and its length before --truncate cut it (or None)."""
+        encoding, truncated_from = self._encode(text, truncate)
+        return self._tokens(encoding), truncated_from
+
+    def encoder_blocks(self, text: str, layers: Sequence[int], truncate: bool = False):
+        """Each selected layer's pieces on one text: residual, LayerNorms, values (backends/encoder_blocks.py)."""
+        from attn_cli.backends.encoder_blocks import capture_blocks
+
+        encoding, _ = self._encode(text, truncate)
+        batch = self._pad([encoding], None)
+        return capture_blocks(self.model, {name: tensor.to(self.model.device) for name, tensor in batch.items()},
+                              list(layers))
+
+    def rerun_zeroing_values(self, layer: int, inputs: torch.Tensor) -> torch.Tensor:
+        """Layer `layer` on its input x (T, d), once per token with its values zeroed, then once untouched."""
+        from attn_cli.backends.encoder_blocks import rerun_zeroing_values
+
+        return rerun_zeroing_values(self.model, layer, inputs)
+
     def _tokens(self, encoding) -> list[Token]:
         ids, special = encoding["input_ids"], encoding["special_tokens_mask"]
         texts = self.tokenizer.convert_ids_to_tokens(ids)

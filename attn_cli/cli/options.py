@@ -68,6 +68,7 @@ Dpi = Annotated[Optional[int], typer.Option("--dpi", metavar="N",
 SaveHeads = save_figure_option("each score as a layers × heads grid")
 SaveGenerate = save_figure_option("the recorded rows (generated tokens × the tokens they saw), head by head")
 SaveRollout = save_figure_option("the rollout matrix")
+SaveAttribution = save_figure_option("the rolled-out contributions (and the attention rollout with --vs)")
 SaveDiff = save_figure_option("A, B and B − A (the most changed head in the SVG, every head on the page)")
 Device = Annotated[str, typer.Option("--device", "-d", envvar="ATTN_DEVICE", rich_help_panel=MODEL_PANEL,
     help="auto, cpu, cuda, cuda:N or mps. auto picks CUDA, then MPS, then CPU.")]

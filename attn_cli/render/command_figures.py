@@ -139,6 +139,31 @@ def rollout_page(report, per_head: bool = False) -> dict:
             "caption": rollout_title(report)}
 
 
+# -- attribute ------------------------------------------------------------------------------------------
+
+def attribution_items(report, per_head: bool = False) -> list[Heat]:
+    """The raw attention rollout (with --vs attention) and the method's, side by side on one scale."""
+    from attn_cli.render.attribution_view import attention_title, attribution_title
+
+    caption = "rows: output tokens · columns: the input tokens they come from"
+    items = [Heat(attribution_title(report), report.matrix, Scale.weights(report.matrix, per_head),
+                  caption=caption, noun="share")]
+    if report.attention is not None:
+        items.insert(0, Heat(attention_title(report), report.attention, Scale.weights(report.attention, per_head),
+                             caption=caption, noun="share"))
+    return items
+
+
+def attribution_page(report, per_head: bool = False) -> dict:
+    """One run per matrix (the page's run picker switches between them): the method's first."""
+    from attn_cli.render.attribution_view import attention_title, attribution_title
+
+    runs = [_one(attribution_title(report), report.matrix, per_head=per_head, noun="share ")]
+    if report.attention is not None:
+        runs.append(_one(attention_title(report), report.attention, per_head=per_head, noun="share "))
+    return {"runs": runs, "start": [0, 0], "caption": attribution_title(report)}
+
+
 # -- diff -----------------------------------------------------------------------------------------------
 
 def diff_items(report, per_head: bool = False) -> list[Heat]:
@@ -213,6 +238,7 @@ FIGURES = {  # report type → (its SVG items, its page's runs)
     "HeadsReport": ("heads", heads_items, heads_page),
     "GenerateReport": ("generate", generate_items, generate_page),
     "RolloutReport": ("rollout", rollout_items, rollout_page),
+    "AttributionReport": ("attribute", attribution_items, attribution_page),
     "DiffReport": ("diff", diff_items, diff_page),
     "CircuitsReport": ("circuits", circuits_items, circuits_page),
     "DiagnoseReport": ("diagnose", diagnose_items, diagnose_page),

@@ -75,14 +75,22 @@ class Fit:
 
 
 class SideBySide:
-    """Renderables next to each other when their natural widths fit, else one under another."""
+    """Renderables next to each other when their natural widths fit, else one under another.
 
-    def __init__(self, parts: list, gap: int = 3):
-        self.parts, self.gap = parts, gap
+    shrink: where the natural widths do not fit, still side by side in equal shares of the width when every
+    part's smallest form fits its share (heatmaps then draw shade cells instead of numbers)."""
+
+    def __init__(self, parts: list, gap: int = 3, shrink: bool = False):
+        self.parts, self.gap, self.shrink = parts, gap, shrink
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        widths = [Measurement.get(console, options.update_width(10_000), part).maximum for part in self.parts]
-        if sum(widths) + self.gap * (len(widths) - 1) <= options.max_width and len(self.parts) > 1:
+        measures = [Measurement.get(console, options.update_width(10_000), part) for part in self.parts]
+        widths = [measure.maximum for measure in measures]
+        gaps = self.gap * (len(widths) - 1)
+        share = (options.max_width - gaps) // max(1, len(widths))
+        if sum(widths) + gaps > options.max_width and self.shrink and all(m.minimum <= share for m in measures):
+            widths = [share] * len(widths)
+        if sum(widths) + gaps <= options.max_width and len(self.parts) > 1:
             grid = Table.grid(padding=(0, self.gap))
             for width in widths:
                 grid.add_column(width=width, overflow="fold")

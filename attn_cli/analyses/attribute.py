@@ -1,0 +1,141 @@
+"""`attn attribute`: where each output token's information comes from, through whole layers.
+
+Raw attention (and its rollout) sees only the weights. These methods measure each layer's token-to-token
+contributions with the residual path, the value vectors and the LayerNorms in, then multiply the layers'
+matrices first to last to reach the input tokens (math/attribution.py has the formulas):
+
+    alti           Ferrando et al. 2022, distance-based (L1), clipped at 0, rows normalised
+    globenc        Modarressi et al. 2022, norms through both LayerNorms (N_Enc)
+    value-zeroing  Mohebbi et al. 2023, cosine distance after zeroing token j's values (T layer runs per layer)
+
+Each method is `fn(backend, text, layers, **options) -> (per_layer (L, T, T) | None, matrix (T, T))` in
+METHODS; a method without a per-layer form returns None for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+
+from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
+from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.plumbing.errors import BadInput, UnsupportedModel
+
+VERSUS = ("attention",)  # what --vs can put beside the method: attention rollout over the same layers
+
+
+@dataclass
+class AttributionReport(Document):
+    text: str
+    model: object  # ModelInfo
+    device: str
+    dtype: str
+    tokens: list
+    method: str  # a name in METHODS
+    layers: list[int]  # rolled out, first to last
+    per_layer: np.ndarray | None  # (L, T, T) row i: token i's output of layer l over that layer's input tokens
+    matrix: np.ndarray  # (T, T) row i: output token i over the input tokens, all selected layers rolled out
+    top: list[list[TopKey]]  # (T, ≤k) the input tokens each output token comes from most
+    attention: np.ndarray | None = None  # (T, T) raw attention rolled out over the same layers (--vs attention)
+    truncated_from: int | None = None
+
+    def to_json_dict(self) -> dict:
+        document = {
+            "schema_version": SCHEMA_VERSION,
+            "command": "attribute",
+            "text": self.text,
+            "model": asdict(self.model),
+            "device": self.device,
+            "dtype": self.dtype,
+            "tokens": [asdict(token) for token in self.tokens],
+            "method": self.method,
+            "layers": self.layers,
+            "per_layer": None if self.per_layer is None else [matrix_json(layer) for layer in self.per_layer],
+            "attribution": matrix_json(self.matrix),
+            "top": [[{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row] for row in self.top],
+        }
+        if self.attention is not None:
+            document["attention_rollout"] = matrix_json(self.attention)
+        if self.truncated_from is not None:
+            document["truncated_from"] = self.truncated_from
+        return document
+
+    def to_arrow(self):
+        """One row per (query, key): text, query, query_token, key, key_token, attribution (and
+        attention_rollout with --vs attention)."""
+        from attn_cli.data.tables import cells
+
+        whole = (0, len(self.tokens))
+        columns = {"attribution": self.matrix}
+        if self.attention is not None:
+            columns["attention_rollout"] = self.attention
+        return cells([token.text for token in self.tokens], [({"text": self.text}, whole, whole, columns)])
+
+
+def _blocks(backend, text: str, layers: list[int], truncate: bool = False):
+    if not hasattr(backend, "encoder_blocks"):
+        raise UnsupportedModel(f"the {backend.info.name} backend cannot show a layer's residual and LayerNorms",
+                               "use a Hugging Face model, such as the default minilm")
+    return backend.encoder_blocks(text, layers, truncate)
+
+
+def alti(backend, text: str, layers: list[int], truncate: bool = False, **_):
+    from attn_cli.math.attribution import alti_layer
+
+    return _rolled([alti_layer(block) for block in _blocks(backend, text, layers, truncate)])
+
+
+def globenc(backend, text: str, layers: list[int], truncate: bool = False, **_):
+    """Each layer's N_Enc is shown row-normalised; the rollout multiplies the raw norms, as the reference
+    does, and then normalises each row of the product (which keeps each row's ratios: its numbers up to scale)."""
+    from attn_cli.math.attribution import globenc_layer, normalised, rolled_out
+
+    norms = [globenc_layer(block) for block in _blocks(backend, text, layers, truncate)]
+    per_layer = np.stack([normalised(layer).numpy() for layer in norms])
+    return per_layer, normalised(rolled_out([layer.double() for layer in norms])).float().numpy()
+
+
+def value_zeroing(backend, text: str, layers: list[int], truncate: bool = False, **_):
+    """Costs T + 1 extra runs of each selected layer (batched as one call of T + 1 copies)."""
+    from attn_cli.math.attribution import value_zeroing_layer
+
+    per_layer = []
+    for block in _blocks(backend, text, layers, truncate):
+        runs = backend.rerun_zeroing_values(block.layer, block.inputs)  # (T + 1, T, d): the last one untouched
+        per_layer.append(value_zeroing_layer(runs[-1], runs[:-1]))
+    return _rolled(per_layer)
+
+
+def _rolled(per_layer: list) -> tuple[np.ndarray, np.ndarray]:
+    from attn_cli.math.attribution import rolled_out
+
+    return np.stack([layer.numpy() for layer in per_layer]), rolled_out(per_layer).numpy()
+
+
+METHODS: dict[str, Callable] = {"alti": alti, "globenc": globenc, "value-zeroing": value_zeroing}
+
+
+def attribute(backend, text: str, method: str = "alti", layers="all", top_k: int = 3, truncate: bool = False,
+              vs: str | None = None, **options) -> AttributionReport:
+    """The method's per-layer contributions over the selected consecutive layers, rolled out."""
+    import torch
+
+    from attn_cli.analyses.rollout import consecutive_layers, roll_out
+    from attn_cli.math.measures import top_keys
+
+    if method not in METHODS:
+        raise BadInput(f"--method {method!r}", f"use {', '.join(METHODS)}")
+    if vs is not None and vs not in VERSUS:
+        raise BadInput(f"--vs {vs!r}", f"use {', '.join(VERSUS)}")
+    chosen = consecutive_layers(backend.info, layers, "attribute")
+    per_layer, matrix = METHODS[method](backend, text, chosen, truncate=truncate, **options)
+    tokens, truncated_from = backend.tokens(text, truncate)
+    attention = roll_out(backend, text, chosen, truncate=truncate).matrix if vs == "attention" else None
+    texts = [token.text for token in tokens]
+    scores = torch.from_numpy(np.ascontiguousarray(matrix))
+    top = [[TopKey(index, texts[index], weight) for index, weight in row]
+           for row in top_keys(scores, torch.ones_like(scores, dtype=torch.bool), top_k)]
+    return AttributionReport(text, backend.info, backend.device, backend.dtype, tokens, method, chosen, per_layer,
+                             matrix, top, attention, truncated_from)

@@ -1,0 +1,45 @@
+"""Rich renderables for an AttributionReport: the rolled-out contributions (beside the attention rollout with
+--vs attention), and each output token's main sources. The same heatmap as `attn rollout`'s."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+
+from attn_cli.render.heatmap import Heatmap
+from attn_cli.render.layout import SideBySide
+from attn_cli.render.scale import Scale
+from attn_cli.render.terminal import header, keys_text, row_label, titled
+
+METHOD_NAMES = {"alti": "ALTI", "globenc": "GlobEnc", "value-zeroing": "value zeroing"}
+
+
+def span_of(layers: list[int]) -> str:
+    return f"layers {layers[0]}-{layers[-1]}" if len(layers) > 1 else f"layer {layers[0]}"
+
+
+def attribution_title(report) -> str:
+    return f"{METHOD_NAMES.get(report.method, report.method)} over {span_of(report.layers)} (rows sum to 1)"
+
+
+def attention_title(report) -> str:
+    return f"raw attention rollout over {span_of(report.layers)}"
+
+
+def render_attribution(report, per_head: bool = False) -> RenderableType:
+    """per_head: each matrix coloured from its own smallest to its largest share (--scale head)."""
+    tokens = [token.text for token in report.tokens]
+    maps = [Heatmap(report.matrix, tokens, attribution_title(report), Scale.weights(report.matrix, per_head),
+                    hint="widen", label="share")]
+    if report.attention is not None:
+        maps.insert(0, Heatmap(report.attention, tokens, attention_title(report),
+                               Scale.weights(report.attention, per_head), hint="widen", label="share"))
+    sources = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    sources.add_column("output", no_wrap=True)
+    sources.add_column("input tokens (share)")
+    for index, row in enumerate(report.top):
+        sources.add_row(row_label(index, tokens[index]), keys_text(row))
+    return Group(header(report, "attn attribute"), SideBySide(maps, shrink=True) if len(maps) > 1 else maps[0],
+                 titled(f"where each output token comes from ({METHOD_NAMES.get(report.method, report.method)})",
+                        sources))

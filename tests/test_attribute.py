@@ -1,0 +1,148 @@
+"""attn attribute: ALTI, GlobEnc and value zeroing equal their reference implementations on MiniLM (≤ 1e-4,
+tests/fixtures/attribution_reference.json, made by tests/fixtures/make_attribution_fixture.py from their own
+code), and keep their invariants."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from attn_cli.api import Model
+from attn_cli.plumbing.errors import BadInput, UnsupportedModel
+
+REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "attribution_reference.json").read_text())
+TEXT = REFERENCE["sentence"]
+METHODS = {"alti": "alti", "globenc": "globenc", "value-zeroing": "value_zeroing"}  # attn's name → the fixture's
+
+
+@pytest.fixture(scope="module")
+def minilm(minilm_backend) -> Model:
+    return Model(minilm_backend)
+
+
+@pytest.fixture(scope="module")
+def reports(minilm) -> dict:
+    return {method: minilm.attribute(TEXT, method=method) for method in METHODS}
+
+
+def rows_normalised(matrix) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float64)
+    return matrix / matrix.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_equals_its_reference_on_minilm(reports, method):
+    report, reference = reports[method], REFERENCE[METHODS[method]]
+    assert [token.text for token in report.tokens] == REFERENCE["tokens"]
+    per_layer, rollout = np.asarray(reference["per_layer"]), np.asarray(reference["rollout"])
+    if method == "globenc":  # the reference's norms and their product are unnormalised: attn shows each row's shares
+        per_layer, rollout = rows_normalised(per_layer), rows_normalised(rollout)
+    np.testing.assert_allclose(report.per_layer, per_layer, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(report.matrix, rollout, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_rows_sum_to_one_and_no_share_is_negative(reports, method):
+    report = reports[method]
+    assert report.per_layer.shape == (6, len(report.tokens), len(report.tokens)) and report.layers == list(range(6))
+    for matrix in (*report.per_layer, report.matrix):
+        np.testing.assert_allclose(matrix.sum(-1), 1, atol=1e-5)
+        assert (matrix >= 0).all()
+
+
+def test_the_decomposition_adds_up_to_the_first_layernorm_output(minilm_backend):
+    """Σ_j T_i(x_j) + L(b_O)/s_i + β equals LN1(x + Attn(x)) as the model computed it, in every layer."""
+    from attn_cli.math.attribution import decomposed
+
+    for block in minilm_backend.encoder_blocks(TEXT, range(6)):
+        _, outputs = decomposed(block)
+        expected = torch.nn.functional.layer_norm(block.pre_ln1, (block.pre_ln1.shape[-1],), block.ln1.weight,
+                                                  block.ln1.bias, block.ln1.eps)
+        torch.testing.assert_close(outputs, expected, atol=2e-5, rtol=0)
+
+
+def test_value_zeroing_of_a_token_whose_values_are_already_zero_is_zero(minilm_backend):
+    """Token 3's value vectors zeroed in layer 2 for every run: zeroing them again changes nothing."""
+    value = minilm_backend.model.encoder.layer[2].attention.self.value
+
+    def zero_token_3(_module, _args, output):
+        output = output.clone()
+        output[:, 3] = 0
+        return output
+
+    handle = value.register_forward_hook(zero_token_3)
+    try:
+        report = Model(minilm_backend).attribute(TEXT, method="value-zeroing", layers="1-3")
+    finally:
+        handle.remove()
+    assert report.layers == [1, 2, 3]
+    np.testing.assert_array_equal(report.per_layer[1][:, 3], 0)
+    assert (report.per_layer[0][:, 3] > 0).all() and (report.per_layer[2][:, 3] > 0).all()
+
+
+def test_a_subset_of_layers_rolls_out_only_those(minilm, reports):
+    report = minilm.attribute(TEXT, method="alti", layers="2-3")
+    np.testing.assert_allclose(report.per_layer, reports["alti"].per_layer[2:4], atol=1e-6)
+    np.testing.assert_allclose(report.matrix, report.per_layer[1] @ report.per_layer[0], atol=1e-6)
+
+
+def test_decoders_and_the_toy_are_refused_naming_what_is_supported(tiny_gpt2_dir):
+    import attn_cli
+
+    with pytest.raises(UnsupportedModel, match="post-LayerNorm BERT-family"):
+        attn_cli.load(str(tiny_gpt2_dir)).attribute("Hello there", method="alti")
+    with pytest.raises(UnsupportedModel, match="Hugging Face model"):
+        attn_cli.load("toy").attribute("Hello there")
+
+
+def test_unknown_methods_versus_and_gaps_are_bad_input(minilm):
+    with pytest.raises(BadInput, match="--method 'flow2'"):
+        minilm.attribute(TEXT, method="flow2")
+    with pytest.raises(BadInput, match="--vs"):
+        minilm.attribute(TEXT, vs="weights")
+    with pytest.raises(BadInput, match="consecutive"):
+        minilm.attribute(TEXT, layers="0,2")
+
+
+def test_cli_json_equals_the_api_with_the_attention_rollout_beside(minilm):
+    from attn_cli.cli import app
+
+    result = CliRunner().invoke(app, ["attribute", TEXT, "--method", "globenc", "--vs", "attention", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document == minilm.attribute(TEXT, method="globenc", vs="attention").to_json_dict()
+    assert document["command"] == "attribute" and document["method"] == "globenc"
+    assert len(document["per_layer"]) == 6 and len(document["attribution"]) == len(document["tokens"])
+    np.testing.assert_allclose(document["attention_rollout"], minilm.rollout(TEXT).matrix, atol=1e-6)
+    table = minilm.attribute(TEXT, vs="attention").to_arrow()
+    assert table.num_rows == len(document["tokens"]) ** 2
+    assert {"attribution", "attention_rollout"} <= set(table.column_names)
+
+
+def test_the_terminal_shows_both_matrices_side_by_side_at_80_columns(monkeypatch):
+    from attn_cli.cli import app
+
+    monkeypatch.setenv("COLUMNS", "80")
+    result = CliRunner().invoke(app, ["attribute", TEXT, "--vs", "attention"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    titles = [line for line in lines if "raw attention rollout over layers 0-5" in line]
+    assert titles and "ALTI over layers 0-5" in titles[0]  # on one line: side by side
+    assert max(len(line) for line in lines) <= 80
+    assert "where each output token comes from (ALTI)" in result.stdout
+
+
+def test_the_page_has_a_run_per_matrix(tmp_path, minilm):
+    from attn_cli.render.figures import page_data, svg_figure
+
+    report = minilm.attribute(TEXT, method="value-zeroing", vs="attention")
+    data = page_data(report)
+    assert [run["name"] for run in data["runs"]] == ["value zeroing over layers 0-5 (rows sum to 1)",
+                                                     "raw attention rollout over layers 0-5"]
+    svg = svg_figure(report)
+    assert "value zeroing over layers 0-5" in svg and "raw attention rollout" in svg
