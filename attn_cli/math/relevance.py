@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from attn_cli.math.measures import residual_mixed
+from attn_cli.plumbing.errors import MissingPackage
 
 
 def gradient_weighted(weights: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
@@ -51,8 +52,12 @@ def attention_flow(layers: list[torch.Tensor]) -> torch.Tensor:
     scipy's Dinic (compiled; networkx, which their code uses, is 15× slower here). -> (T, T) float64
     """
     import numpy as np
-    from scipy.sparse import csr_array
-    from scipy.sparse.csgraph import maximum_flow
+
+    try:
+        from scipy.sparse import csr_array
+        from scipy.sparse.csgraph import maximum_flow
+    except ImportError:
+        raise MissingPackage("attention flow needs scipy", "pip install 'attn-cli[flow]'") from None
 
     count, top = layers[0].shape[-1], len(layers)
     sources, targets, capacities = [], [], []
