@@ -118,3 +118,27 @@ def test_json_names_the_target():
     assert document["method"] == "gradient" and document["layers"] == [5]
     assert document["target"]["kind"] == "embedding-norm"
     assert len(document["per_layer"]) == 1 and document["attribution"][0][0] >= 1.0
+
+
+def test_a_sequence_classifier_explains_a_class_logit(tmp_path):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from attn_cli.api import load
+    from conftest import save_tiny
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64, id2label={0: "negative", 1: "positive"},
+                        label2id={"negative": 0, "positive": 1})
+    classifier = BertForSequenceClassification(config)
+    save_tiny(classifier, tmp_path)
+    model = load(str(tmp_path), device="cpu")
+    with torch.no_grad():
+        logits = classifier(**model.backend.tokenizer(TEXT, return_tensors="pt")).logits[0]
+    top = model.attribute(TEXT, method="gradient")
+    assert top.target["kind"] == "class-logit" and top.target["index"] == int(logits.argmax())
+    chosen = model.attribute(TEXT, method="gradient", target="positive")
+    assert chosen.target["index"] == 1 and chosen.target["logit"] == pytest.approx(float(logits[1]), abs=1e-5)
+    assert model.attribute(TEXT, method="gradient", target=0).target["label"] == "negative"
+    with pytest.raises(BadInput, match="negative, positive"):
+        model.attribute(TEXT, method="gradient", target="neutral")

@@ -38,7 +38,7 @@ def attention_gradients(backend, text: str, layers: Sequence[int], target: str |
     """
     encoding, truncated_from = backend._encode(text, truncate)
     fed = backend._pad([encoding], None)
-    model = backend.lm if backend.lm is not None else backend.model
+    model = next(model for model in (backend.lm, getattr(backend, "classifier", None), backend.model) if model is not None)
     keeper = WeightKeeper(set(layers))
     with capturing(model, keeper), torch.enable_grad():
         outputs = model(**{name: tensor.to(model.device) for name, tensor in fed.items()})
@@ -65,13 +65,16 @@ def differentiated(backend, outputs, target) -> tuple[torch.Tensor, dict]:
     """The scalar the gradient is taken of, and what it is.
 
     A language model: the logit of the next token after the text (the top prediction unless a token is
-    given). Another model: its sentence embedding, the mean of the last hidden states over the tokens (as
+    given). A sequence classifier: a class's logit (the top class unless a label or an index is given).
+    Another model: its sentence embedding, the mean of the last hidden states over the tokens (as
     sentence-transformers pools MiniLM): its Euclidean norm, or one dimension of it when an index is given.
     """
     if callable(target):
         return target(outputs), {"kind": "custom"}
     if backend.lm is not None:
         return _next_token_logit(backend.tokenizer, outputs.logits[0, -1], target)  # (V,)
+    if getattr(backend, "classifier", None) is not None:
+        return _class_logit(backend.classifier.config, outputs.logits[0], target)  # (classes,)
     pooled = outputs.last_hidden_state[0].mean(0)  # (d_model,)
     if target is None:
         norm = pooled.norm()
@@ -95,6 +98,17 @@ def _next_token_logit(tokenizer, logits: torch.Tensor, target) -> tuple[torch.Te
     return logits[token_id], {"kind": "next-token-logit", "token_id": token_id,
                               "token": tokenizer.convert_ids_to_tokens(token_id), "logit": float(logits[token_id].detach()),
                               "top": target is None}
+
+
+def _class_logit(config, logits: torch.Tensor, target) -> tuple[torch.Tensor, dict]:
+    labels = {str(label): int(index) for index, label in (config.id2label or {}).items()}
+    if target is None:
+        index = int(logits.argmax())
+    else:
+        index = labels[target] if target in labels else _index(target, logits.shape[0], f"a label ({', '.join(labels)})"
+                                                               " or a class index")
+    return logits[index], {"kind": "class-logit", "index": index, "label": (config.id2label or {}).get(index),
+                           "logit": float(logits[index].detach()), "top": target is None}
 
 
 def _index(target, count: int, what: str) -> int:

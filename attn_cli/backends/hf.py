@@ -53,6 +53,7 @@ class HFBackend:
     def __init__(self, name: str, model, tokenizer, device: str, lm=None):
         self.model = model  # the base model: hidden states only (a single forward never computes logits)
         self.lm = lm  # the same model with its language-model head, for a checkpoint that has one
+        self.classifier = None  # the same model with its sequence-classification head, for a checkpoint that has one
         self.tokenizer = tokenizer
         self.device = device
         self.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
@@ -337,7 +338,7 @@ def load_hf_backend(
     Q, K and V are then moved to `device` for analysis, layer by layer.
     """
     import transformers
-    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -352,7 +353,8 @@ def load_hf_backend(
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True,
                                                   trust_remote_code=trust_remote_code)
-        model_class = AutoModelForCausalLM if has_lm_head(directory) else AutoModel
+        head = "lm" if has_lm_head(directory) else "classifier" if has_classifier_head(directory) else None
+        model_class = {"lm": AutoModelForCausalLM, "classifier": AutoModelForSequenceClassification}.get(head, AutoModel)
         model = load_model(
             model_class.from_pretrained, directory,
             local_files_only=True,
@@ -368,21 +370,31 @@ def load_hf_backend(
     model.eval()
     if device_map is None:
         model.to(device)
-    lm = model if model_class is AutoModelForCausalLM else None
-    backend = HFBackend(name, model.base_model if lm is not None else model, tokenizer, device, lm)
+    lm = model if head == "lm" else None
+    backend = HFBackend(name, model if head is None else model.base_model, tokenizer, device, lm)
+    backend.classifier = model if head == "classifier" else None  # its logits: attn attribute's gradient target
     backend.offload_folder = offload
     return backend
 
 
 def has_lm_head(directory: Path) -> bool:
     """The checkpoint was saved with its language-model head (config.json's architectures say so)."""
+    return any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in _architectures(directory))
+
+
+def has_classifier_head(directory: Path) -> bool:
+    """The checkpoint was saved with a sequence-classification head (config.json's architectures say so)."""
+    return any(name.endswith("ForSequenceClassification") for name in _architectures(directory))
+
+
+def _architectures(directory: Path) -> list[str]:
     import json
 
     try:
         architectures = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("architectures")
     except (OSError, ValueError, AttributeError):
-        return False
-    return any(str(name).endswith(("ForCausalLM", "LMHeadModel")) for name in architectures or [])
+        return []
+    return [str(name) for name in architectures or []]
 
 
 def model_info(name: str, model) -> ModelInfo:
