@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
-# Measured on MiniLM (6 layers) on one core: 16 tokens ≈ 1 s, 32 ≈ 8 s, 64 ≈ 40 s (benchmarks/bench_attribute.py).
+# The max-flows alone for 6 layers (MiniLM), on the shared 2-core machine: 16 tokens 1.5 s, 32 tokens 9 s,
+# 64 tokens 40 s.
 FLOW_MAX_TOKENS = 32
 
 

@@ -38,7 +38,7 @@ def attention_gradients(backend, text: str, layers: Sequence[int], target: str |
     """
     encoding, truncated_from = backend._encode(text, truncate)
     fed = backend._pad([encoding], None)
-    model = next(model for model in (backend.lm, getattr(backend, "classifier", None), backend.model) if model is not None)
+    model = next(model for model in (backend.lm, backend.classifier, backend.model) if model is not None)
     keeper = WeightKeeper(set(layers))
     with capturing(model, keeper), torch.enable_grad():
         outputs = model(**{name: tensor.to(model.device) for name, tensor in fed.items()})
@@ -73,7 +73,7 @@ def differentiated(backend, outputs, target) -> tuple[torch.Tensor, dict]:
         return target(outputs), {"kind": "custom"}
     if backend.lm is not None:
         return _next_token_logit(backend.tokenizer, outputs.logits[0, -1], target)  # (V,)
-    if getattr(backend, "classifier", None) is not None:
+    if backend.classifier is not None:
         return _class_logit(backend.classifier.config, outputs.logits[0], target)  # (classes,)
     pooled = outputs.last_hidden_state[0].mean(0)  # (d_model,)
     if target is None:
@@ -96,8 +96,8 @@ def _next_token_logit(tokenizer, logits: torch.Tensor, target) -> tuple[torch.Te
                            "give one token of its vocabulary, e.g. the top prediction attn names without --target")
         token_id = ids[0]
     return logits[token_id], {"kind": "next-token-logit", "token_id": token_id,
-                              "token": tokenizer.convert_ids_to_tokens(token_id), "logit": float(logits[token_id].detach()),
-                              "top": target is None}
+                              "token": tokenizer.convert_ids_to_tokens(token_id),
+                              "logit": float(logits[token_id].detach()), "top": target is None}
 
 
 def _class_logit(config, logits: torch.Tensor, target) -> tuple[torch.Tensor, dict]:

@@ -354,7 +354,8 @@ def load_hf_backend(
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True,
                                                   trust_remote_code=trust_remote_code)
         head = "lm" if has_lm_head(directory) else "classifier" if has_classifier_head(directory) else None
-        model_class = {"lm": AutoModelForCausalLM, "classifier": AutoModelForSequenceClassification}.get(head, AutoModel)
+        model_class = {"lm": AutoModelForCausalLM,
+                       "classifier": AutoModelForSequenceClassification}.get(head, AutoModel)
         model = load_model(
             model_class.from_pretrained, directory,
             local_files_only=True,

@@ -35,7 +35,8 @@ def target_text(target: dict | None) -> str:
     if kind == "next-token-logit":
         return f"the next token {target['token']!r}'s logit" + (" (the top prediction)" if target.get("top") else "")
     if kind == "class-logit":
-        return f"class {target['label'] or target['index']!r}'s logit" + (" (the top class)" if target.get("top") else "")
+        name = target["label"] or target["index"]
+        return f"class {name!r}'s logit" + (" (the top class)" if target.get("top") else "")
     if kind == "embedding-norm":
         return "the mean-pooled embedding's norm"
     if kind == "embedding-dimension":
