@@ -35,9 +35,10 @@ def attribute_command(
         help="The consecutive layers to roll out: all, or a range like 0-3.")] = "all",
     vs: Annotated[Optional[str], typer.Option("--vs", metavar="attention",
         help="Show the raw attention rollout over the same layers beside the method.")] = None,
-    target: Annotated[Optional[str], typer.Option("--target", metavar="TOKEN|INDEX",
+    target: Annotated[Optional[str], typer.Option("--target", metavar="TOKEN|LABEL|INDEX",
         help="gradient: the next token whose logit is explained (a language model; default its top prediction), "
-             "or a dimension of the mean-pooled embedding (default: the embedding's norm).")] = None,
+             "a class's label or index (a sequence classifier; default the top class), or a dimension of the "
+             "mean-pooled embedding (other models; default the embedding's norm).")] = None,
     top_k: opt.TopK = None,
     as_json: opt.AsJson = False,
     output: opt.Output = None,
