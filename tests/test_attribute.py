@@ -142,7 +142,45 @@ def test_the_page_has_a_run_per_matrix(tmp_path, minilm):
 
     report = minilm.attribute(TEXT, method="value-zeroing", vs="attention")
     data = page_data(report)
-    assert [run["name"] for run in data["runs"]] == ["value zeroing over layers 0-5 (rows sum to 1)",
-                                                     "raw attention rollout over layers 0-5"]
+    assert [run["name"] for run in data["runs"]] == ["raw attention rollout over layers 0-5",
+                                                     "value zeroing over layers 0-5 (rows sum to 1)"]
     svg = svg_figure(report)
     assert "value zeroing over layers 0-5" in svg and "raw attention rollout" in svg
+
+
+def test_explore_shows_the_sentences_attribution_and_switches_method(minilm):
+    """a opens `attn attribute --vs attention` of the sentence on screen; m runs the next method; Esc closes."""
+    import asyncio
+    import time
+
+    from attn_cli.explore.app import ExploreApp
+    from attn_cli.explore.widgets import AttributionScreen
+
+    def shown(app) -> str:
+        from rich.console import Console
+
+        console = Console(width=118, color_system=None)
+        with console.capture() as captured:
+            console.print(app.screen.query_one("#attribution").content)
+        return captured.get()
+
+    async def until(pilot, condition, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, "timed out waiting for the app"
+            await pilot.pause(0.05)
+
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(120, 50)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            await pilot.press("a")
+            assert isinstance(app.screen, AttributionScreen)
+            await until(pilot, lambda: "where each output token comes from (ALTI)" in shown(app))
+            assert "raw attention rollout over layers 0-5" in shown(app) and "cat 0.68" in shown(app)
+            await pilot.press("m")
+            await until(pilot, lambda: "where each output token comes from (GlobEnc)" in shown(app))
+            await pilot.press("escape")
+            assert not isinstance(app.screen, AttributionScreen)
+
+    asyncio.run(scenario())

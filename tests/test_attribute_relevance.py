@@ -142,3 +142,15 @@ def test_a_sequence_classifier_explains_a_class_logit(tmp_path):
     assert model.attribute(TEXT, method="gradient", target=0).target["label"] == "negative"
     with pytest.raises(BadInput, match="negative, positive"):
         model.attribute(TEXT, method="gradient", target="neutral")
+
+
+def test_grouped_query_attention_and_rope(tiny_llama_dir):
+    """A Llama whose 8 query heads read 2 kv heads: the gradient reaches every query head's weights."""
+    from attn_cli.api import load
+
+    model = load(str(tiny_llama_dir), device="cpu")
+    run = model.backend.attention_gradients(TEXT, [0, 1])
+    assert run.weights[1].shape == run.grads[1].shape == (8, 9, 9)
+    assert run.grads[0].abs().sum() > 0 and torch.triu(run.weights[0], 1).abs().max() == 0  # causal
+    report = model.attribute(TEXT, method="gradient")
+    assert report.target["kind"] == "embedding-norm" and np.isfinite(report.matrix).all()

@@ -26,8 +26,8 @@ from attn_cli.explore.drawn import Drawn
 from attn_cli.explore.layout import MIN_HEIGHT, MIN_WIDTH, compact, detail_width, next_page, too_small
 from attn_cli.explore.session import DEFAULT_TEXT, Session, variant_message
 from attn_cli.explore.view import detail_place, status_line, variant_label
-from attn_cli.explore.widgets import (DetailView, GridView, HelpScreen, KeysLine, Pane, SentenceInput, StripView,
-                                      strip)
+from attn_cli.explore.widgets import (AttributionScreen, DetailView, GridView, HelpScreen, KeysLine, Pane,
+                                      SentenceInput, StripView, strip)
 
 
 def _of(owner: str, name: str) -> property:
@@ -53,6 +53,7 @@ class ExploreApp(App[int]):
         Binding("s", "scores", "scores"),
         Binding("g", "grid_metric", "grid"),
         Binding("x", "export", "export"),
+        Binding("a", "attribute", "attribute", show=False),  # in the help (?): the keys line is full at 80 columns
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit_app", "quit"),
         Binding("ctrl+c", "quit_app", "quit", show=False, priority=True),  # else Textual's "press ctrl+q"
@@ -272,6 +273,26 @@ class ExploreApp(App[int]):
     def action_help(self) -> None:
         stacked = self.query_one("#body").has_class("stacked")
         self.push_screen(HelpScreen(detail_place(self.paged(), stacked)))
+
+    def action_attribute(self) -> None:
+        """a: the sentence's attribution (attn attribute --vs attention) in a screen of its own; m switches method."""
+        from attn_cli.analyses.attribute import METHODS
+
+        if self.model is None:
+            self.say("the model is still loading", style="yellow")
+            return
+        self.push_screen(AttributionScreen(list(METHODS), self.session.submit, self.attribution_of(self.text)))
+
+    def attribution_of(self, text: str):
+        def attribute(method: str):
+            from attn_cli.plumbing.errors import AttnError
+            from attn_cli.render.attribution_view import render_attribution
+
+            try:
+                return render_attribution(self.model.attribute(text, method=method, vs="attention"))
+            except AttnError as error:
+                return Text(f"error: {error}", style="red")
+        return attribute
 
     def action_quit_app(self) -> None:
         self.exit(0)

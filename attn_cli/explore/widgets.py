@@ -2,7 +2,8 @@
 click into a call on the app; none holds any state of the session.
 
 StripView (and its GridView and DetailView) show kept lines, Pane scrolls one of them, SentenceInput is the
-edit box, KeysLine the bottom line of keys, HelpScreen the key help.
+edit box, KeysLine the bottom line of keys, HelpScreen the key help, AttributionScreen `attn attribute` of the
+sentence.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ KEYS = [
     ("s", "scores / weights in the heatmap"),
     ("g", "grid metric: weight thumbnails, mean entropy, asymmetry"),
     ("x", "export what is on screen: .svg (the screen), -head.svg (figure), .html, .json"),
+    ("a", "attribution of the sentence (attn attribute) beside the attention rollout; m: next method"),
     ("?", "this help"),
     ("q", "quit"),
 ]
@@ -292,6 +294,50 @@ class HelpScreen(ModalScreen[None]):
                           f"{self.place}. Esc, q or ? closes this.\n", style="dim"), keys)
         with VerticalScroll():
             yield Static(text)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class AttributionScreen(ModalScreen[None]):
+    """`attn attribute TEXT --vs attention` of the sentence on screen, its method switched with m. The model runs
+    on the session's model thread (`submit`); `attribute(method)` returns the renderable (or says the error)."""
+
+    BINDINGS = [Binding("escape,q,a", "close", "close"), Binding("m", "method", "next method")]
+    DEFAULT_CSS = """
+    AttributionScreen { align: center middle; }
+    AttributionScreen > VerticalScroll { width: 98%; height: auto; max-height: 95%;
+                                         border: round $accent; padding: 0 1; background: $surface; }
+    """
+
+    def __init__(self, methods: list[str], submit, attribute):
+        super().__init__()
+        self.methods, self.submit, self.attribute = methods, submit, attribute
+        self.method = methods[0]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(id="attribution")
+
+    def on_mount(self) -> None:
+        self.run(self.method)
+
+    def run(self, method: str) -> None:
+        self.method = method
+        self.query_one("#attribution", Static).update(
+            Text(f"running {method} (m: next method, Esc closes) …", style="dim"))
+        self.submit(self._in_thread, method)
+
+    def _in_thread(self, method: str) -> None:
+        shown = self.attribute(method)
+        self.app.call_from_thread(self._show, method, shown)
+
+    def _show(self, method: str, shown) -> None:
+        if method == self.method and self.is_attached:
+            self.query_one("#attribution", Static).update(shown)
+
+    def action_method(self) -> None:
+        self.run(self.methods[(self.methods.index(self.method) + 1) % len(self.methods)])
 
     def action_close(self) -> None:
         self.dismiss(None)

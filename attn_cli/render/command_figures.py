@@ -155,14 +155,15 @@ def attribution_items(report, per_head: bool = False) -> list[Heat]:
 
 
 def attribution_page(report, per_head: bool = False) -> dict:
-    """One run per matrix (the page's run picker switches between them): the method's first."""
+    """One run per matrix, drawn side by side: the attention rollout (with --vs attention), then the method's,
+    in the terminal's and the SVG's order."""
     from attn_cli.render.attribution_view import UNNORMALISED, attention_title, attribution_title
 
     # the unnormalised relevancy: coloured 0 → its largest value, as norms are
     kind, noun = ("norms", "relevancy ") if report.method in UNNORMALISED else ("weights", "share ")
     runs = [_one(attribution_title(report), report.matrix, kind, per_head=per_head, noun=noun)]
     if report.attention is not None:
-        runs.append(_one(attention_title(report), report.attention, per_head=per_head, noun="share "))
+        runs.insert(0, _one(attention_title(report), report.attention, per_head=per_head, noun="share "))
     return {"runs": runs, "start": [0, 0], "caption": attribution_title(report)}
 
 
