@@ -45,6 +45,8 @@ KINDS: dict[str, Callable] = {
     **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype", "column", "method", "vs"),
                     arguments.word),
     "variants": arguments.words,
+    "target": lambda value, name: value if isinstance(value, str) else arguments.index(
+        value, name, "a token, a label or an output index"),
     **dict.fromkeys(("file", "store"), arguments.path),
     **dict.fromkeys(("progress", "on_token"), arguments.callback),
     "model": lambda value, name: arguments.path(value, name, "a model name or a directory"),
@@ -227,14 +229,18 @@ class Model:
 
     @door
     def attribute(self, text: str, *, method: str = "alti", layers: Spec = "all", top_k: int | None = None,
-                  truncate: bool = False, vs: str | None = None):
+                  truncate: bool = False, vs: str | None = None, target: str | int | None = None):
         """Contributions through whole layers (residual, values and LayerNorms in), rolled out to the input
         tokens: an AttributionReport whose .matrix (T, T) says how much of each output token comes from each
-        input token, and .per_layer (L, T, T) each layer's own. method: alti, globenc or value-zeroing;
-        vs="attention" adds the raw attention rollout over the same layers (.attention)."""
+        input token, and .per_layer (L, T, T) each layer's own. method: alti, globenc, value-zeroing, gradient
+        or flow; vs="attention" adds the raw attention rollout over the same layers (.attention). target (gradient
+        only): the next token for a language model, an output dimension otherwise; the report's .target says
+        what was differentiated."""
         from attn_cli.analyses.attribute import attribute
 
-        return attribute(self.backend, text, method, layers, Analysis.defaults(top_k=top_k).top_k, truncate, vs)
+        options = {} if target is None else {"target": target}
+        return attribute(self.backend, text, method, layers, Analysis.defaults(top_k=top_k).top_k, truncate, vs,
+                         **options)
 
     @door
     def heads(self, texts: str | Iterable[str] | None = None, *, file: str | Path | None = None,

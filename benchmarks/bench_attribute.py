@@ -2,9 +2,11 @@
 `model.inspect` of the same text (all 6 layers × 12 heads, the work `attn inspect` does).
 
 Loads the bundled MiniLM once, warms every contender up, then runs them interleaved (inspect, alti,
-globenc, value-zeroing, inspect, …) `--repeat` times and compares medians. ALTI and GlobEnc run the model
+globenc, value-zeroing, gradient, flow, inspect, …) `--repeat` times and compares medians. ALTI and GlobEnc run the model
 once and decompose each layer (T × T × d vectors per layer): target ≤ 3× inspect. Value zeroing re-runs
 every layer T + 1 times (batched): its ratio grows with the text's length and is reported, not targeted.
+Gradient (Chefer et al.) is one forward and one backward pass with eager attention; flow solves T² max-flow
+problems over the layered graph (it grows as T⁴·L and refuses texts over 32 tokens): both reported, not targeted.
 
     .venv/bin/python benchmarks/bench_attribute.py [--repeat 7] [--text "..."] [--threads N]
 """
@@ -40,7 +42,7 @@ def main() -> int:
     print_header(f"attn attribute vs inspect, minilm, {tokens} tokens, repeat {args.repeat}")
     contenders = {"inspect": lambda: model.inspect(args.text),
                   **{method: (lambda method=method: model.attribute(args.text, method=method))
-                     for method in ("alti", "globenc", "value-zeroing")}}
+                     for method in ("alti", "globenc", "value-zeroing", "gradient", "flow")}}
     for run in contenders.values():  # warm-up
         run()
     times: dict[str, list[float]] = {name: [] for name in contenders}

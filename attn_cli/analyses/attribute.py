@@ -8,6 +8,10 @@ matrices first to last to reach the input tokens (math/attribution.py has the fo
     globenc        Modarressi et al. 2022, norms through both LayerNorms (N_Enc)
     value-zeroing  Mohebbi et al. 2023, cosine distance after zeroing token j's values (T layer runs per layer)
 
+and two that read the attention weights only: gradient (Chefer et al. 2021: the weights times their
+gradient for a target, attribute_gradient.py) and flow (Abnar & Zuidema 2020: max-flow through the
+layers, attribute_flow.py).
+
 Each method is `fn(backend, text, layers, **options) -> (per_layer (L, T, T) | None, matrix (T, T))` in
 METHODS; a method without a per-layer form returns None for it.
 """
@@ -19,6 +23,8 @@ from typing import Callable
 
 import numpy as np
 
+from attn_cli.analyses.attribute_flow import flow
+from attn_cli.analyses.attribute_gradient import gradient
 from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
 from attn_cli.data.document import SCHEMA_VERSION, Document
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
@@ -40,6 +46,7 @@ class AttributionReport(Document):
     top: list[list[TopKey]]  # (T, ≤k) the input tokens each output token comes from most
     attention: np.ndarray | None = None  # (T, T) raw attention rolled out over the same layers (--vs attention)
     truncated_from: int | None = None
+    target: dict | None = None  # gradient: what was differentiated (kind, which output, its value)
 
     def to_json_dict(self) -> dict:
         document = {
@@ -56,6 +63,8 @@ class AttributionReport(Document):
             "attribution": matrix_json(self.matrix),
             "top": [[{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row] for row in self.top],
         }
+        if self.target is not None:
+            document["target"] = self.target
         if self.attention is not None:
             document["attention_rollout"] = matrix_json(self.attention)
         if self.truncated_from is not None:
@@ -114,7 +123,9 @@ def _rolled(per_layer: list) -> tuple[np.ndarray, np.ndarray]:
     return np.stack([layer.numpy() for layer in per_layer]), rolled_out(per_layer).numpy()
 
 
-METHODS: dict[str, Callable] = {"alti": alti, "globenc": globenc, "value-zeroing": value_zeroing}
+# A method may return a third item: what it measured relative to (gradient: the target, a JSON-ready dict).
+METHODS: dict[str, Callable] = {"alti": alti, "globenc": globenc, "value-zeroing": value_zeroing,
+                                "gradient": gradient, "flow": flow}
 
 
 def attribute(backend, text: str, method: str = "alti", layers="all", top_k: int = 3, truncate: bool = False,
@@ -130,7 +141,7 @@ def attribute(backend, text: str, method: str = "alti", layers="all", top_k: int
     if vs is not None and vs not in VERSUS:
         raise BadInput(f"--vs {vs!r}", f"use {', '.join(VERSUS)}")
     chosen = consecutive_layers(backend.info, layers, "attribute")
-    per_layer, matrix = METHODS[method](backend, text, chosen, truncate=truncate, **options)
+    per_layer, matrix, *measured = METHODS[method](backend, text, chosen, truncate=truncate, **options)
     tokens, truncated_from = backend.tokens(text, truncate)
     attention = roll_out(backend, text, chosen, truncate=truncate).matrix if vs == "attention" else None
     texts = [token.text for token in tokens]
@@ -138,4 +149,4 @@ def attribute(backend, text: str, method: str = "alti", layers="all", top_k: int
     top = [[TopKey(index, texts[index], weight) for index, weight in row]
            for row in top_keys(scores, torch.ones_like(scores, dtype=torch.bool), top_k)]
     return AttributionReport(text, backend.info, backend.device, backend.dtype, tokens, method, chosen, per_layer,
-                             matrix, top, attention, truncated_from)
+                             matrix, top, attention, truncated_from, measured[0] if measured else None)

@@ -71,18 +71,26 @@ def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k:
     """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out."""
     import torch
 
-    from attn_cli.math.measures import HEAD_FUSIONS, attention_rollout, fuse_heads, top_keys
+    from attn_cli.math.measures import HEAD_FUSIONS, attention_rollout, top_keys
 
     if head_fusion not in HEAD_FUSIONS:
         raise BadInput(f"--head-fusion {head_fusion!r}", f"use {', '.join(HEAD_FUSIONS)}")
     chosen = consecutive_layers(backend.info, layers, "rollout")
     [report] = inspect_texts(backend, [text], Selection(layers=chosen, full=True), Analysis(top_k=top_k),
                              truncate=truncate)
-    fused = [fuse_heads(torch.from_numpy(np.stack([head.weights for head in layer.heads])), head_fusion)
-             for layer in report.layers]  # each (T, T)
-    matrix = attention_rollout(fused)
+    matrix = attention_rollout(fused_layers(report, head_fusion))
     allowed = torch.ones_like(matrix, dtype=torch.bool)
     texts = [token.text for token in report.tokens]
     top = [[TopKey(index, texts[index], weight) for index, weight in row] for row in top_keys(matrix, allowed, top_k)]
     return RolloutReport(text, report.model, report.device, report.dtype, report.tokens, chosen, head_fusion,
                          matrix.numpy(), top, report.truncated_from)
+
+
+def fused_layers(report, head_fusion: str = "mean") -> list:
+    """Each layer's heads of an inspect report (whole matrices) fused into one (T, T) tensor, first layer first."""
+    import torch
+
+    from attn_cli.math.measures import fuse_heads
+
+    return [fuse_heads(torch.from_numpy(np.stack([head.weights for head in layer.heads])), head_fusion)
+            for layer in report.layers]

@@ -56,16 +56,9 @@ class LayerRecorder:
         self.calls = 0
 
     def __call__(self, module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-        layer = getattr(module, "layer_idx", None)
-        layer = self.calls if layer is None else int(layer)
+        layer = layer_of(module, self.calls)
         self.calls += 1
-        for name in _UNSUPPORTED_KWARGS:
-            if kwargs.get(name) is not None:
-                raise UnsupportedModel(
-                    f"{type(module).__name__} passes {name!r} to its attention function, "
-                    "which attn cannot reproduce yet",
-                    "no numbers are shown rather than wrong ones",
-                )
+        refuse_unsupported(module, kwargs)
         if scaling is None:
             scaling = query.shape[-1] ** -0.5
         if self.inject is not None:  # --propagate: the model runs on with the variant's q, k and scale
@@ -93,6 +86,52 @@ class LayerRecorder:
                 self.records[layer] = record
         delegate = delegate_for(self.delegate_name, module)
         return delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+
+
+def layer_of(module, calls: int) -> int:
+    """The layer an attention call belongs to: the module's layer_idx, else how many calls came before."""
+    layer = getattr(module, "layer_idx", None)
+    return calls if layer is None else int(layer)
+
+
+def refuse_unsupported(module, kwargs: dict) -> None:
+    for name in _UNSUPPORTED_KWARGS:
+        if kwargs.get(name) is not None:
+            raise UnsupportedModel(
+                f"{type(module).__name__} passes {name!r} to its attention function, "
+                "which attn cannot reproduce yet",
+                "no numbers are shown rather than wrong ones",
+            )
+
+
+class WeightKeeper:
+    """For gradients with respect to the attention weights (`attn attribute --method gradient`): every
+    selected layer's softmax weights (B, H, T, T) as the model multiplies them with V, kept in the
+    autograd graph, so torch.autograd.grad(target, weights) is ∂target/∂A with every later path counted.
+
+    It runs the model's own eager attention (sdpa and flash never materialise the weights); capturing()
+    then builds eager's additive masks. Run under torch.enable_grad(), never inference_mode.
+    """
+
+    def __init__(self, wanted_layers: set[int]):
+        self.wanted_layers = wanted_layers
+        self.weights: dict[int, torch.Tensor] = {}  # layer -> (B, H, T, T), in the graph
+        self.parents: dict[int, torch.nn.Module] = {}
+        self.keep_inputs = self.pre_rope = False
+        self.calls = 0
+
+    def __call__(self, module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        layer = layer_of(module, self.calls)
+        self.calls += 1
+        refuse_unsupported(module, kwargs)
+        eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+        if eager is None:
+            raise UnsupportedModel(f"{type(module).__name__} has no eager attention that hands back its weights",
+                                   "gradients need the softmax weights the model multiplies")
+        output, weights = eager(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        if layer in self.wanted_layers:
+            self.weights[layer] = weights
+        return output, weights
 
 
 def delegate_for(name: str, module) -> Callable:
@@ -177,10 +216,11 @@ def allowed_mask(module, query, key, attention_mask, is_causal_kwarg) -> Attenti
 
 
 @contextlib.contextmanager
-def capturing(model, recorder: LayerRecorder) -> Iterator[LayerRecorder]:
+def capturing(model, recorder: "LayerRecorder | WeightKeeper") -> Iterator:
     """Route the model's attention through `recorder` for the duration of the block."""
     original = model.config._attn_implementation
-    mask_function = ALL_MASK_ATTENTION_FUNCTIONS.get(original) or ALL_MASK_ATTENTION_FUNCTIONS["sdpa"]
+    masked_as = "eager" if isinstance(recorder, WeightKeeper) else original  # the masks its delegate reads
+    mask_function = ALL_MASK_ATTENTION_FUNCTIONS.get(masked_as) or ALL_MASK_ATTENTION_FUNCTIONS["sdpa"]
     AttentionInterface.register(CAPTURE_NAME, recorder)
     AttentionMaskInterface.register(CAPTURE_NAME, mask_function)
     model.set_attn_implementation(CAPTURE_NAME)

@@ -53,6 +53,7 @@ class HFBackend:
     def __init__(self, name: str, model, tokenizer, device: str, lm=None):
         self.model = model  # the base model: hidden states only (a single forward never computes logits)
         self.lm = lm  # the same model with its language-model head, for a checkpoint that has one
+        self.classifier = None  # the same model with its sequence-classification head, for a checkpoint that has one
         self.tokenizer = tokenizer
         self.device = device
         self.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
@@ -185,6 +186,12 @@ class HFBackend:
         if hidden is not None:
             hidden(run, [state.to(self.device) for state in outputs.hidden_states[1:]])
         return run
+
+    def attention_gradients(self, text: str, layers: Sequence[int], target=None, *, truncate: bool = False):
+        """The weights of `layers` and a target's gradient with respect to them (backends/gradients.py)."""
+        from attn_cli.backends.gradients import attention_gradients
+
+        return attention_gradients(self, text, layers, target, truncate=truncate)
 
     def circuit_weights(self):
         """Every head's W_Q, W_K, W_V, W_O, the norms, embeddings and unembedding (backends/circuit_weights.py)."""
@@ -329,7 +336,7 @@ def load_hf_backend(
     Q, K and V are then moved to `device` for analysis, layer by layer.
     """
     import transformers
-    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -344,7 +351,9 @@ def load_hf_backend(
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True,
                                                   trust_remote_code=trust_remote_code)
-        model_class = AutoModelForCausalLM if has_lm_head(directory) else AutoModel
+        head = "lm" if has_lm_head(directory) else "classifier" if has_classifier_head(directory) else None
+        model_class = {"lm": AutoModelForCausalLM,
+                       "classifier": AutoModelForSequenceClassification}.get(head, AutoModel)
         model = load_model(
             model_class.from_pretrained, directory,
             local_files_only=True,
@@ -360,21 +369,31 @@ def load_hf_backend(
     model.eval()
     if device_map is None:
         model.to(device)
-    lm = model if model_class is AutoModelForCausalLM else None
-    backend = HFBackend(name, model.base_model if lm is not None else model, tokenizer, device, lm)
+    lm = model if head == "lm" else None
+    backend = HFBackend(name, model if head is None else model.base_model, tokenizer, device, lm)
+    backend.classifier = model if head == "classifier" else None  # its logits: attn attribute's gradient target
     backend.offload_folder = offload
     return backend
 
 
 def has_lm_head(directory: Path) -> bool:
     """The checkpoint was saved with its language-model head (config.json's architectures say so)."""
+    return any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in _architectures(directory))
+
+
+def has_classifier_head(directory: Path) -> bool:
+    """The checkpoint was saved with a sequence-classification head (config.json's architectures say so)."""
+    return any(name.endswith("ForSequenceClassification") for name in _architectures(directory))
+
+
+def _architectures(directory: Path) -> list[str]:
     import json
 
     try:
         architectures = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("architectures")
     except (OSError, ValueError, AttributeError):
-        return False
-    return any(str(name).endswith(("ForCausalLM", "LMHeadModel")) for name in architectures or [])
+        return []
+    return [str(name) for name in architectures or []]
 
 
 def model_info(name: str, model) -> ModelInfo:

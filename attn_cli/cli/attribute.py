@@ -15,10 +15,12 @@ EPILOG = (
     "Each layer's token-to-token contributions count the residual path, the value vectors and the "
     "LayerNorms (post-LN BERT-family encoders such as minilm); the layers' matrices are multiplied, first to "
     "last. alti: Ferrando et al. 2022; globenc: Modarressi et al. 2022; value-zeroing: Mohebbi et al. 2023 "
-    "(T extra runs of every layer).\n\n"
+    "(T extra runs of every layer); gradient: Chefer et al. 2021, R = I, R += E_h[(∇A ⊙ A)⁺]·R per layer, "
+    "for --target; flow: Abnar & Zuidema 2020, max-flow through the residual-mixed layers (≤ 32 tokens).\n\n"
     "Examples:\n\n"
     "  attn attribute \"The cat sat on the mat.\"\n\n"
     "  attn attribute \"The cat sat on the mat.\" --method value-zeroing --vs attention\n\n"
+    "  attn attribute \"The cat sat on the mat.\" --method gradient --target 7\n\n"
     "  attn attribute \"Hello\" --json | jq '.attribution'"
 )
 
@@ -28,11 +30,15 @@ def attribute_command(
     text: opt.Text,
     loading: Loading = Loading(),
     method: Annotated[str, typer.Option("--method", "-m", metavar="NAME",
-        help="alti, globenc or value-zeroing.")] = "alti",
+        help="alti, globenc, value-zeroing, gradient or flow.")] = "alti",
     layers: Annotated[str, typer.Option("--layers", "--layer", "-l",
         help="The consecutive layers to roll out: all, or a range like 0-3.")] = "all",
     vs: Annotated[Optional[str], typer.Option("--vs", metavar="attention",
         help="Show the raw attention rollout over the same layers beside the method.")] = None,
+    target: Annotated[Optional[str], typer.Option("--target", metavar="TOKEN|LABEL|INDEX",
+        help="gradient: the next token whose logit is explained (a language model; default its top prediction), "
+             "a class's label or index (a sequence classifier; default the top class), or a dimension of the "
+             "mean-pooled embedding (other models; default the embedding's norm).")] = None,
     top_k: opt.TopK = None,
     as_json: opt.AsJson = False,
     output: opt.Output = None,
@@ -41,14 +47,16 @@ def attribute_command(
     scale: opt.ScaleOpt = opt.ColourScale.fixed,
     truncate: opt.Truncate = False,
 ) -> None:
-    """Where each output token's information comes from, through whole layers (ALTI, GlobEnc, value zeroing)."""
+    """Where each output token's information comes from, through whole layers (ALTI, GlobEnc, value zeroing,
+    gradient-weighted attention, attention flow)."""
     with user_errors():
         json_wanted = check_outputs(save, as_json, output, dpi)
         text = read_text(text)
 
         def run(progress, lazy: bool):
             loaded = loading.load()
-            return loaded.attribute(text, method=method, layers=layers, top_k=top_k, truncate=truncate, vs=vs)
+            return loaded.attribute(text, method=method, layers=layers, top_k=top_k, truncate=truncate, vs=vs,
+                                    target=target)
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
                      save=save, render=lambda report: render_attribution_view(report, per_head_of(scale)),

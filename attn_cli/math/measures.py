@@ -190,10 +190,18 @@ def attention_rollout(layers: list[torch.Tensor]) -> torch.Tensor:
     count = layers[0].shape[-1]
     rolled = torch.eye(count, dtype=torch.float64, device=layers[0].device)
     for weights in layers:
-        mixed = 0.5 * weights.double() + 0.5 * torch.eye(count, dtype=torch.float64, device=weights.device)
-        mixed = mixed / mixed.sum(-1, keepdim=True)  # (T, T) rows sum to 1
-        rolled = mixed @ rolled  # later layers apply after earlier ones
+        rolled = residual_mixed(weights) @ rolled  # later layers apply after earlier ones
     return rolled.float()
+
+
+def residual_mixed(weights: torch.Tensor) -> torch.Tensor:
+    """Â = 0.5·A + 0.5·I, rows renormalised: a layer's attention with its residual path (rollout, flow).
+
+    (T, T) -> (T, T) float64, rows summing to 1
+    """
+    count = weights.shape[-1]
+    mixed = 0.5 * weights.double() + 0.5 * torch.eye(count, dtype=torch.float64, device=weights.device)
+    return mixed / mixed.sum(-1, keepdim=True)
 
 
 def js_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

@@ -143,11 +143,11 @@ def rollout_page(report, per_head: bool = False) -> dict:
 
 def attribution_items(report, per_head: bool = False) -> list[Heat]:
     """The raw attention rollout (with --vs attention) and the method's, side by side on one scale."""
-    from attn_cli.render.attribution_view import attention_title, attribution_title
+    from attn_cli.render.attribution_view import UNNORMALISED, attention_title, attribution_scale, attribution_title
 
     caption = "rows: output tokens · columns: the input tokens they come from"
-    items = [Heat(attribution_title(report), report.matrix, Scale.weights(report.matrix, per_head),
-                  caption=caption, noun="share")]
+    items = [Heat(attribution_title(report), report.matrix, attribution_scale(report, report.matrix, per_head),
+                  caption=caption, noun="relevancy" if report.method in UNNORMALISED else "share")]
     if report.attention is not None:
         items.insert(0, Heat(attention_title(report), report.attention, Scale.weights(report.attention, per_head),
                              caption=caption, noun="share"))
@@ -157,9 +157,11 @@ def attribution_items(report, per_head: bool = False) -> list[Heat]:
 def attribution_page(report, per_head: bool = False) -> dict:
     """One run per matrix, drawn side by side: the attention rollout (with --vs attention), then the method's,
     in the terminal's and the SVG's order."""
-    from attn_cli.render.attribution_view import attention_title, attribution_title
+    from attn_cli.render.attribution_view import UNNORMALISED, attention_title, attribution_title
 
-    runs = [_one(attribution_title(report), report.matrix, per_head=per_head, noun="share ")]
+    # the unnormalised relevancy: coloured 0 → its largest value, as norms are
+    kind, noun = ("norms", "relevancy ") if report.method in UNNORMALISED else ("weights", "share ")
+    runs = [_one(attribution_title(report), report.matrix, kind, per_head=per_head, noun=noun)]
     if report.attention is not None:
         runs.insert(0, _one(attention_title(report), report.attention, per_head=per_head, noun="share "))
     return {"runs": runs, "start": [0, 0], "caption": attribution_title(report)}
