@@ -465,6 +465,21 @@ def test_every_command_that_loads_a_model_takes_the_same_loading_options(command
     assert all(panel[flag] == "Model" for flag in LOADING_FLAGS)  # grouped in --help
 
 
+def test_no_command_gives_one_flag_to_two_options():
+    """attribute once gave -m to both --method and --model: click silently takes the later one."""
+    import typer.main
+
+    def commands(group, path=()):
+        for name, command in group.commands.items():
+            yield (*path, name), command
+            if hasattr(command, "commands"):
+                yield from commands(command, (*path, name))
+
+    for path, command in commands(typer.main.get_command(app)):
+        flags = [name for param in command.params for name in param.opts + param.secondary_opts]
+        assert len(flags) == len(set(flags)), (path, sorted({f for f in flags if flags.count(f) > 1}))
+
+
 @pytest.mark.parametrize("command", [["rollout", "hi"], ["generate", "hi"], ["diff", "a", "b"], ["attribute", "hi"]])
 def test_the_loading_flags_reach_the_backend(monkeypatch, command):
     """The flags commands once lacked (rollout and generate: --device-map; diff: --revision) are handed over."""

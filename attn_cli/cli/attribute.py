@@ -29,7 +29,7 @@ EPILOG = (
 def attribute_command(
     text: opt.Text,
     loading: Loading = Loading(),
-    method: Annotated[str, typer.Option("--method", "-m", metavar="NAME",
+    method: Annotated[str, typer.Option("--method", metavar="NAME",
         help="alti, globenc, value-zeroing, gradient or flow.")] = "alti",
     layers: Annotated[str, typer.Option("--layers", "--layer", "-l",
         help="The consecutive layers to roll out: all, or a range like 0-3.")] = "all",
