@@ -38,7 +38,11 @@ class LayerRecorder:
     """Called by transformers for every attention layer during one forward pass."""
 
     def __init__(self, wanted_layers: set[int], delegate_name: str, inject=None, keep_inputs: bool = False,
-                 pre_rope: bool = False, analysis_device=None, sink: Callable | None = None):
+                 pre_rope: bool = False, analysis_device=None, sink: Callable | None = None,
+                 key_of: Callable | None = None):
+        # key_of(module) -> what wanted_layers and records are keyed by, where a layer number alone does not
+        # name an attention (an encoder–decoder model's ("cross", 0)); None: the layer number.
+        self.key_of = key_of
         self.wanted_layers = wanted_layers
         self.delegate_name = delegate_name
         self.inject = inject  # variant transform (q, k, scale) -> (q', k', scale'), or None
@@ -58,6 +62,7 @@ class LayerRecorder:
     def __call__(self, module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
         layer = getattr(module, "layer_idx", None)
         layer = self.calls if layer is None else int(layer)
+        slot = layer if self.key_of is None else self.key_of(module)  # what records are keyed by
         self.calls += 1
         for name in _UNSUPPORTED_KWARGS:
             if kwargs.get(name) is not None:
@@ -70,7 +75,7 @@ class LayerRecorder:
             scaling = query.shape[-1] ** -0.5
         if self.inject is not None:  # --propagate: the model runs on with the variant's q, k and scale
             query, key, scaling = self.inject(query, key, scaling)
-        if layer in self.wanted_layers:
+        if slot in self.wanted_layers:
             inputs = self.inputs.get(id(module))
             seen_q, seen_k = unrotate(module, query, key, self.rotary.get(id(module))) if self.pre_rope else (query, key)
             # The whole batch: query (B, H, T, D), key/value (B, H_kv, T, D), the mask,
@@ -90,7 +95,7 @@ class LayerRecorder:
             if self.sink is not None:
                 self.sink(record)
             else:
-                self.records[layer] = record
+                self.records[slot] = record
         delegate = delegate_for(self.delegate_name, module)
         return delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
 

@@ -63,6 +63,7 @@ class HFBackend:
         keep_inputs: bool = False, padding_side: str | None = None, pre_rope: bool = False,
     ) -> list[Capture]:
         """Run the texts as one padded batch; one Capture per text, its padding cut away."""
+        self._one_stack()
         encodings = [self._encode(text, truncate) for text in texts]
         batch = self._pad([encoding for encoding, _ in encodings], padding_side)
         recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, inject, keep_inputs, pre_rope,
@@ -103,6 +104,7 @@ class HFBackend:
         """
         from transformers.generation.streamers import BaseStreamer
 
+        self._one_stack()
         if self.lm is None:
             raise UnsupportedModel(f"{self.info.name} has no language-model head in its checkpoint, so it cannot "
                                    "generate", "use a checkpoint saved with its *ForCausalLM / *LMHeadModel class")
@@ -165,6 +167,7 @@ class HFBackend:
         the output of layer l, as the layer wrote it: transformers' hidden states without the
         embeddings, and with the last one not replaced by the final norm's output (last_hidden_state).
         """
+        self._one_stack()
         encodings = [self._encode(text, truncate) for text in texts]
         batch = self._pad([encoding for encoding, _ in encodings], "right")
         run = PaddedRun(tokens=[self._tokens(encoding) for encoding, _ in encodings],
@@ -185,6 +188,27 @@ class HFBackend:
         if hidden is not None:
             hidden(run, [state.to(self.device) for state in outputs.hidden_states[1:]])
         return run
+
+    @property
+    def seq2seq(self) -> bool:
+        """An encoder–decoder model (backends/hf_seq2seq.py): three stacks of attention, two token lists."""
+        from attn_cli.backends.hf_seq2seq import is_seq2seq
+
+        return is_seq2seq(self.model)
+
+    def capture_pair(self, source: str, target: str, wanted) -> tuple:
+        """An encoder–decoder model teacher-forced on target: source tokens, decoder tokens and a Capture per
+        stack (hf_seq2seq.capture_pair)."""
+        from attn_cli.backends.hf_seq2seq import capture_pair
+
+        return capture_pair(self, source, target, wanted)
+
+    def _one_stack(self) -> None:
+        """What runs the model on one text refuses an encoder–decoder model, whose decoder needs a target."""
+        if self.seq2seq:
+            raise UnsupportedModel(f"{self.info.name} is an encoder–decoder model ({self.info.architecture}): "
+                                   "this command reads one stack of attention",
+                                   "attn inspect SOURCE --target TARGET shows its encoder, decoder and cross-attention")
 
     def circuit_weights(self):
         """Every head's W_Q, W_K, W_V, W_O, the norms, embeddings and unembedding (backends/circuit_weights.py)."""
@@ -311,7 +335,7 @@ def load_hf_backend(
     Q, K and V are then moved to `device` for analysis, layer by layer.
     """
     import transformers
-    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -326,7 +350,8 @@ def load_hf_backend(
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True,
                                                   trust_remote_code=trust_remote_code)
-        model_class = AutoModelForCausalLM if has_lm_head(directory) else AutoModel
+        head = has_lm_head(directory)
+        model_class = {"causal": AutoModelForCausalLM, "seq2seq": AutoModelForSeq2SeqLM}.get(head, AutoModel)
         model = load_model(
             model_class.from_pretrained, directory,
             local_files_only=True,
@@ -342,21 +367,27 @@ def load_hf_backend(
     model.eval()
     if device_map is None:
         model.to(device)
-    lm = model if model_class is AutoModelForCausalLM else None
+    lm = model if model_class is not AutoModel else None
     backend = HFBackend(name, model.base_model if lm is not None else model, tokenizer, device, lm)
     backend.offload_folder = offload
     return backend
 
 
-def has_lm_head(directory: Path) -> bool:
-    """The checkpoint was saved with its language-model head (config.json's architectures say so)."""
+def has_lm_head(directory: Path) -> str | None:
+    """The checkpoint was saved with its language-model head (config.json's architectures say so): "causal"
+    (a decoder's *ForCausalLM), "seq2seq" (an encoder–decoder's *ForConditionalGeneration, Marian's MTModel),
+    or None."""
     import json
 
     try:
-        architectures = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("architectures")
-    except (OSError, ValueError, AttributeError):
-        return False
-    return any(str(name).endswith(("ForCausalLM", "LMHeadModel")) for name in architectures or [])
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        architectures = [str(name) for name in config.get("architectures") or []]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+    if config.get("is_encoder_decoder") and any(name.endswith(("ForConditionalGeneration", "MTModel"))
+                                               for name in architectures):
+        return "seq2seq"
+    return "causal" if any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures) else None
 
 
 def model_info(name: str, model) -> ModelInfo:

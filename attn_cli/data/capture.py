@@ -111,3 +111,6 @@ class Capture:
     # The tokenizer's words (data/words.py), where it says which tokens make which word (a fast
     # tokenizer's word ids and offsets); None: --words guesses them from the pieces' markers.
     words: "list[Word] | None" = None
+    # Cross-attention (an encoder–decoder model's decoder reading the encoder): the key tokens (the source),
+    # when they are not `tokens` (the queries, the target). q is then (H, T_query, D), k and v (H_kv, T_key, D).
+    keys: list[Token] | None = None

@@ -15,7 +15,17 @@ import torch
 class Symmetry:
     max_abs_diff: float  # max |S_ij - S_ji|
     relative: float  # ||S - Sᵀ||_F / ||S||_F
-    symmetric: bool  # relative <= tolerance
+    symmetric: bool | None  # relative <= tolerance; None where symmetry does not apply (`reason`)
+    reason: str | None = None  # why S has no symmetry to measure (a cross-attention head's queries and keys
+    #                            are different tokens); the numbers are then NaN
+
+
+def not_applicable(heads: int, queries: int, keys: int) -> list["Symmetry"]:
+    """Symmetry of a cross-attention head: S_ij and S_ji pair target token i with source token j and target j
+    with source i, different tokens, so S − Sᵀ measures nothing (and is not defined when T_q ≠ T_k)."""
+    reason = (f"cross-attention: queries are the {queries} target tokens and keys the {keys} source tokens, "
+              "so S_ij and S_ji are not a pair of the same two tokens")
+    return [Symmetry(float("nan"), float("nan"), None, reason)] * heads
 
 
 class SymmetryAccumulator:

@@ -1,0 +1,115 @@
+"""Encoder–decoder models: encoder, decoder and cross-attention kept apart, rectangular cross heads, parity with
+transformers' eager output_attentions. Tiny random models built from configs (MiniLM's tokenizer copied)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import save_tiny
+
+SOURCE, TARGET = "the cat sat on the mat", "die katze sass"
+SIZES = dict(vocab_size=30522, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+             decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+             pad_token_id=0, bos_token_id=101, eos_token_id=102, decoder_start_token_id=0, forced_eos_token_id=102)
+
+
+def tiny_seq2seq(kind: str, directory):
+    """A 2 + 2-layer random BART, mBART or Marian with its LM head, saved as a user's checkpoint would be."""
+    from transformers import (BartConfig, BartForConditionalGeneration, MarianConfig, MarianMTModel, MBartConfig,
+                              MBartForConditionalGeneration)
+
+    config_class, model_class = {"bart": (BartConfig, BartForConditionalGeneration),
+                                 "mbart": (MBartConfig, MBartForConditionalGeneration),
+                                 "marian": (MarianConfig, MarianMTModel)}[kind]
+    torch.manual_seed(0)
+    return save_tiny(model_class(config_class(**SIZES)), directory)
+
+
+@pytest.fixture(scope="module", params=["marian", "bart", "mbart"])
+def seq2seq_dir(request, tmp_path_factory):
+    return tiny_seq2seq(request.param, tmp_path_factory.mktemp(request.param))
+
+
+@pytest.fixture(scope="module")
+def marian_dir(tmp_path_factory):
+    return tiny_seq2seq("marian", tmp_path_factory.mktemp("marian"))
+
+
+def eager_attentions(directory, report):
+    """transformers' own eager forward over the same source and decoder ids, output_attentions=True."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(directory, local_files_only=True, attn_implementation="eager").eval()
+    source = torch.tensor([[token.id for token in report.tokens]])
+    target = torch.tensor([[token.id for token in report.target_tokens]])
+    with torch.no_grad():
+        out = model(input_ids=source, decoder_input_ids=target, output_attentions=True)
+    return {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
+
+
+def test_every_stack_equals_eager_output_attentions(seq2seq_dir):
+    import attn_cli as attn
+
+    model = attn.load(str(seq2seq_dir), device="cpu")
+    assert model.backend.model.config._attn_implementation == "sdpa"  # captured under sdpa, compared with eager
+    report = model.inspect(SOURCE, target=TARGET)
+    expected = eager_attentions(seq2seq_dir, report)
+    seen = set()
+    for stack in report.stacks:
+        for layer in stack.layers:
+            got = np.stack([head.weights for head in layer.heads])  # (H, T_q, T_k)
+            want = expected[layer.stack][layer.layer][0].numpy()
+            assert got.shape == want.shape, (layer.stack, layer.layer)
+            assert np.abs(got - want).max() <= 1e-5, (layer.stack, layer.layer)
+            seen.add((layer.stack, layer.layer))
+    assert seen == {(stack, layer) for stack in ("encoder", "decoder", "cross") for layer in (0, 1)}
+
+
+def test_a_cross_head_is_target_rows_by_source_columns(marian_dir):
+    import attn_cli as attn
+
+    report = attn.load(str(marian_dir), device="cpu").inspect(SOURCE, target=TARGET, stacks="cross", layers=1)
+    (cross,) = report.stacks
+    head = cross.layers[0].heads[0]
+    assert cross.layers[0].stack == "cross"
+    assert head.weights.shape == (len(report.target_tokens), len(report.tokens)) == (7, 8)
+    assert [t.text for t in report.target_tokens][:3] == ["[PAD]", "[CLS]", "die"]  # start token, then the target
+    np.testing.assert_allclose(head.weights.sum(-1), 1.0, atol=1e-6)
+    # symmetry and self-weight pair query i with key i: not defined when they are different tokens
+    assert np.isnan(head.self_weight).all() and head.symmetry.symmetric is None
+    assert "target tokens" in head.symmetry.reason
+    assert all(key.token == report.tokens[key.index].text for row in head.top for key in row)  # keys named from the source
+
+
+def test_the_json_says_each_layers_stack_and_its_token_lists(marian_dir):
+    import attn_cli as attn
+
+    report = attn.load(str(marian_dir), device="cpu").inspect(SOURCE, target=TARGET, layers=0, heads=0)
+    document = report.to_json_dict()
+    assert json.loads("".join(report.json_chunks())) == document  # the streamed text is the same document
+    assert [layer["stack"] for layer in document["layers"]] == ["encoder", "decoder", "cross"]
+    encoder, decoder, cross = document["layers"]
+    assert "queries" not in encoder and "keys" not in encoder  # the document's tokens, the source
+    assert decoder["queries"] == decoder["keys"] == document["target_tokens"]
+    assert cross["queries"] == document["target_tokens"] and cross["keys"] == document["tokens"]
+    head = cross["heads"][0]
+    assert np.array(head["weights"]).shape == (7, 8)
+    assert head["symmetry"]["symmetric"] is None and head["symmetry"]["not_applicable"]
+    assert encoder["heads"][0]["symmetry"]["symmetric"] is not None  # square heads keep theirs
+
+
+def test_an_encoder_decoder_model_needs_a_target_and_other_commands_refuse_it(marian_dir):
+    import attn_cli as attn
+    from attn_cli.plumbing.errors import BadInput, UnsupportedModel
+
+    model = attn.load(str(marian_dir), device="cpu")
+    with pytest.raises(BadInput, match="--target"):
+        model.inspect(SOURCE)
+    with pytest.raises(UnsupportedModel, match="encoder–decoder"):
+        model.rollout(SOURCE)
+    with pytest.raises(BadInput, match="--stack 'middle'"):
+        model.inspect(SOURCE, target=TARGET, stacks="middle")
