@@ -466,7 +466,7 @@ def test_an_encoder_decoder_model_without_its_head_loads_and_a_lying_config_is_r
     config = BartConfig(vocab_size=30522, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
                         decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
     directory = save_tiny(BartModel(config), tmp_path / "bart")
-    one_line_error(attn("inspect", "hello", "--model", directory), 1, "bart is an encoder–decoder model", "--target")
+    one_line_error(attn("inspect", "hello", "--model", directory), 2, "is an encoder–decoder model", "--target")
     assert attn("inspect", "hello", "--target", "hallo", "--model", directory, "--json").exit_code == 0
     _edit_config(directory, is_encoder_decoder=False)  # lying config: caught after loading, by the model itself
     one_line_error(attn("inspect", "hello", "--model", directory), 1, "is_encoder_decoder=false")

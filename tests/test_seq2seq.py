@@ -113,3 +113,39 @@ def test_an_encoder_decoder_model_needs_a_target_and_other_commands_refuse_it(ma
         model.rollout(SOURCE)
     with pytest.raises(BadInput, match="--stack 'middle'"):
         model.inspect(SOURCE, target=TARGET, stacks="middle")
+
+
+@pytest.fixture(scope="module")
+def cross_report(marian_dir):
+    import attn_cli as attn
+
+    return attn.load(str(marian_dir), device="cpu").inspect(SOURCE, target=TARGET, stacks="cross", layers=1, heads=0)
+
+
+def test_the_terminal_draws_a_cross_head_as_target_rows_by_source_columns(cross_report):
+    from rich.console import Console
+
+    from attn_cli.render.seq2seq_view import render_pair
+
+    for width in (80, 160):
+        console = Console(width=width, record=True, color_system=None)
+        console.print(render_pair(cross_report))
+        text = console.export_text()
+        assert "cross-attention · target rows (queries) × source columns (keys)" in text
+        # every row labelled by its target token, the columns listed by their source tokens
+        assert "keys 0:[CLS]  1:the  2:cat  3:sat  4:on  5:the  6:mat  7:[SEP]" in text
+        for index, token in enumerate(cross_report.target_tokens):
+            assert f"{index} {token.text}" in text
+        assert "Symmetry not defined: cross-attention" in text
+
+
+def test_the_svg_and_html_label_a_cross_head_with_both_token_lists(cross_report):
+    from attn_cli.render.figures import page_data, svg_figure
+
+    svg = svg_figure(cross_report)
+    assert "rows: target tokens (queries) · columns: source tokens (keys)" in svg
+    assert "die → cat" in svg  # a cell's tooltip: its target row and its source column
+    (run,) = page_data(cross_report)["runs"]
+    assert run["rowTokens"] == [token.text for token in cross_report.target_tokens]
+    assert run["colTokens"] == [token.text for token in cross_report.tokens]
+    assert np.array(run["layers"][0]["heads"][0]["m"]).shape == (7, 8)

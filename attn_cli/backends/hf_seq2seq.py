@@ -62,10 +62,10 @@ def stack_info(info: ModelInfo, config, stack: str) -> ModelInfo:
 
 def parse_stacks(spec: str | Sequence[str] | None) -> list[str]:
     """--stack encoder|decoder|cross (comma-separated or a list), or all of them, in model order."""
-    if spec is None or spec == "all":
+    names = [name.strip() for name in ([spec] if isinstance(spec, str) else list(spec or ["all"]))
+             for name in name.split(",") if name.strip()]
+    if names == ["all"]:
         return list(STACKS)
-    names = spec.split(",") if isinstance(spec, str) else list(spec)
-    names = [name.strip() for name in names if name.strip()]
     for name in names:
         if name not in STACKS:
             raise BadInput(f"--stack {name!r}", f"use {', '.join(STACKS)} or all")

@@ -16,11 +16,19 @@ STACK_TITLES = {
 }
 
 
+def stack_of(report) -> str:
+    """The stack of one report of a pair: its layers say it."""
+    return report.layers[0].stack if report.layers else "encoder"
+
+
+def stack_title(report) -> str:
+    return STACK_TITLES[stack_of(report)]
+
+
 def render_pair(report, panels=None, per_head: bool = False) -> RenderableType:
     parts: list[RenderableType] = [unit_list(report.tokens, "source tokens"),
                                    unit_list(report.target_tokens, "target tokens (decoder inputs)"),
                                    Text("teacher-forced: " + report.teacher_forcing_note, style="dim")]
     for stack in report.stacks:
-        name = stack.layers[0].stack if stack.layers else "encoder"
-        parts += [Rule(STACK_TITLES[name]), render_report(stack, panels, per_head)]
+        parts += [Rule(stack_title(stack)), render_report(stack, panels, per_head)]
     return Group(*parts)
