@@ -149,3 +149,47 @@ def test_the_svg_and_html_label_a_cross_head_with_both_token_lists(cross_report)
     assert run["rowTokens"] == [token.text for token in cross_report.target_tokens]
     assert run["colTokens"] == [token.text for token in cross_report.tokens]
     assert np.array(run["layers"][0]["heads"][0]["m"]).shape == (7, 8)
+
+
+@pytest.fixture(scope="module")
+def t5_dir(tmp_path_factory):
+    """A 2 + 2-layer random T5: relative position bias inside the scores, no 1/√d scale."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=30522, d_model=32, d_kv=8, num_heads=4, num_layers=2, num_decoder_layers=2, d_ff=64,
+                      pad_token_id=0, eos_token_id=102, decoder_start_token_id=0, relative_attention_num_buckets=8,
+                      relative_attention_max_distance=16)
+    return save_tiny(T5ForConditionalGeneration(config), tmp_path_factory.mktemp("t5"))
+
+
+def test_t5_scores_include_its_position_bias_and_equal_eager(t5_dir, monkeypatch):
+    """Eager's softmax inputs (q·kᵀ + position bias + mask), recorded in call order: encoder layers, then each
+    decoder layer's self- and cross-attention; attn's scores and weights equal them to 1e-5."""
+    import attn_cli as attn
+    from transformers import AutoModelForSeq2SeqLM
+
+    report = attn.load(str(t5_dir), device="cpu").inspect(SOURCE, target=TARGET)
+    model = AutoModelForSeq2SeqLM.from_pretrained(t5_dir, local_files_only=True, attn_implementation="eager").eval()
+    inputs, softmax = [], torch.nn.functional.softmax
+    monkeypatch.setattr(torch.nn.functional, "softmax", lambda x, *a, **k: inputs.append(x) or softmax(x, *a, **k))
+    source = torch.tensor([[token.id for token in report.tokens]])
+    target = torch.tensor([[token.id for token in report.target_tokens]])
+    with torch.no_grad():
+        out = model(input_ids=source, decoder_input_ids=target, output_attentions=True)
+    monkeypatch.setattr(torch.nn.functional, "softmax", softmax)
+    order = [("encoder", 0), ("encoder", 1), ("decoder", 0), ("cross", 0), ("decoder", 1), ("cross", 1)]
+    expected = dict(zip(order, inputs))
+    weights = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
+    for stack in report.stacks:
+        for layer in stack.layers:
+            scores = np.stack([head.scores for head in layer.heads])  # (H, T_q, T_k), NaN where masked
+            want = expected[(layer.stack, layer.layer)][0].numpy()
+            allowed = ~np.isnan(scores)
+            assert np.array_equal(allowed, want > -1e30), (layer.stack, layer.layer)
+            assert np.abs(scores[allowed] - want[allowed]).max() <= 1e-5, (layer.stack, layer.layer)
+            got = np.stack([head.weights for head in layer.heads])
+            assert np.abs(got - weights[layer.stack][layer.layer][0].numpy()).max() <= 1e-5
+            assert layer.heads[0].formula == "q·kᵀ·1 + position bias"
+    encoder_head = report.stacks[0].layers[0].heads[0]
+    assert encoder_head.score_stats.unscaled_variance is None  # no "unscaled" form: the bias is not scaled

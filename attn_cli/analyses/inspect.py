@@ -129,10 +129,11 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
     q = layer.q[heads].float()  # (h, T, D)  (h, T_query, D) under cross-attention
     k = layer.k[reads].float()  # (h, T, D): each query head's key head  (h, T_key, D)
     v = layer.v[reads].float()  # (h, T, D)
-    dot_form = layer.scorer is None
+    bias = None if layer.bias is None else layer.bias.float()[heads]  # (h, T_q, T_k): T5's position bias
+    dot_form = layer.scorer is None and bias is None  # scores are q·kᵀ·scale and nothing else
     rows = analyse_rows(q, k, v, layer.mask, layer.scorer_for(heads), top_k=analysis.top_k,
                         tolerance=analysis.tolerance, window=window, want_output=analysis.vectors,
-                        dot_scale=layer.scale if dot_form else None, cross=cross)
+                        dot_scale=layer.scale if dot_form else None, cross=cross, bias=bias)
     named = [("scores", rows.scores), ("weights", rows.weights), ("entropy", rows.entropy),
              ("self_weight", rows.self_weight), ("norms", _norms(layer, heads, kv_heads, v, rows.weights, window)
                                                   if analysis.norms else None)]
@@ -156,7 +157,7 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
             top=[[TopKey(index, token_texts[index], weight) for index, weight in row] for row in rows.top[i]],
             tensors=tensors,
             score_stats=score_stats(q[i], k[i], layer.scale, rows.score_moments[i], dot_form),
-            formula=formula if dot_form else None,
+            formula=f"q·kᵀ·{layer.scale:.4g} + position bias" if bias is not None else formula if dot_form else None,
         ))
     return reports
 
@@ -217,10 +218,12 @@ class HeadRows:
 def analyse_rows(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: AttentionMask, score: Callable, *,
     top_k: int, tolerance: float, window: Window, want_output: bool, dot_scale: float | None,
-    cross: bool = False,
+    cross: bool = False, bias: torch.Tensor | None = None,
 ) -> HeadRows:
     """q (h, T, D), and each query head's k and v (h, T, D), float32. cross: q (h, T_query, D) and k, v
     (h, T_key, D) are different tokens; symmetry and self-weight are then not defined (NaN, and why).
+    bias: (h, T_q, T_k) added to the scores before the softmax (T5's relative position bias): the scores
+    reported include it, and symmetry is of the whole S.
 
     score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n): the heads' scoring (LayerCapture.scorer_for).
     dot_scale: the scale when the scores are q·kᵀ·scale (symmetry then comes from a cheaper
@@ -234,7 +237,8 @@ def analyse_rows(
     output = torch.empty_like(q) if want_output else None
     top: list[list[list[tuple[int, float]]]] = [[] for _ in range(heads)]
     valid = mask.valid_keys()
-    symmetry = (None if cross else measures.SymmetryAccumulator(q, k, dot_scale, valid) if dot_scale is not None
+    # A biased S is no longer a bilinear form of q and k: its symmetry comes from the whole S, after the loop
+    symmetry = (None if cross or bias is not None else measures.SymmetryAccumulator(q, k, dot_scale, valid) if dot_scale is not None
                 else measures.BlockSymmetry(q, k, score, valid))
     moments = measures.ScoreMoments(heads)
     kept_scores, kept_weights = [], []
@@ -244,6 +248,8 @@ def analyse_rows(
         if end <= first:  # these rows may attend nothing: one masked column keeps the shapes (weights 0)
             first, end = 0, 1
         scores = score(q[:, start:stop], k[:, first:end])  # (h, c, end - first) of S
+        if bias is not None:
+            scores = scores + bias[:, start:stop, first:end]
         allowed = mask.rows(start, stop, first, end)  # (c, end - first)
         moments.add(scores, allowed)
         weights = attention.masked_softmax(scores, allowed)  # (h, c, end - first); scores stay unmasked
@@ -266,7 +272,8 @@ def analyse_rows(
         entropy=entropy,
         self_weight=self_weight,
         top=top,
-        symmetry=(measures.not_applicable(heads, count, k.shape[1]) if symmetry is None
+        symmetry=(measures.not_applicable(heads, count, k.shape[1]) if cross
+                  else measures.dense_symmetry(score(q, k) + bias, valid, tolerance) if symmetry is None
                   else symmetry.result(tolerance)),
         score_moments=moments.mean_variance(),
         scores=torch.cat(kept_scores, dim=1) if keep else None,

@@ -39,10 +39,13 @@ class LayerRecorder:
 
     def __init__(self, wanted_layers: set[int], delegate_name: str, inject=None, keep_inputs: bool = False,
                  pre_rope: bool = False, analysis_device=None, sink: Callable | None = None,
-                 key_of: Callable | None = None):
+                 key_of: Callable | None = None, keep_bias: bool = False):
         # key_of(module) -> what wanted_layers and records are keyed by, where a layer number alone does not
         # name an attention (an encoder–decoder model's ("cross", 0)); None: the layer number.
         self.key_of = key_of
+        # keep_bias: record an additive position_bias (T5's relative position bias) in LayerCapture.bias instead
+        # of refusing the model; only for callers whose analysis adds it to the scores (analyses/seq2seq.py).
+        self.keep_bias = keep_bias
         self.wanted_layers = wanted_layers
         self.delegate_name = delegate_name
         self.inject = inject  # variant transform (q, k, scale) -> (q', k', scale'), or None
@@ -65,7 +68,7 @@ class LayerRecorder:
         slot = layer if self.key_of is None else self.key_of(module)  # what records are keyed by
         self.calls += 1
         for name in _UNSUPPORTED_KWARGS:
-            if kwargs.get(name) is not None:
+            if kwargs.get(name) is not None and not (name == "position_bias" and self.keep_bias):
                 raise UnsupportedModel(
                     f"{type(module).__name__} passes {name!r} to its attention function, "
                     "which attn cannot reproduce yet",
@@ -91,6 +94,7 @@ class LayerRecorder:
                 scale=float(scaling),
                 inputs=None if inputs is None else keep(inputs),
                 w_o=output_projection(module, self.parents.get(id(module))),
+                bias=None if kwargs.get("position_bias") is None else keep(kwargs["position_bias"]),
             )
             if self.sink is not None:
                 self.sink(record)

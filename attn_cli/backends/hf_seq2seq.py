@@ -107,7 +107,7 @@ def capture_pair(backend, source: str, target: str, wanted: Mapping[str, Sequenc
     roles = stack_roles(backend.model)
     recorder = LayerRecorder({(stack, layer) for stack, layers in wanted.items() for layer in layers},
                              backend.model.config._attn_implementation, analysis_device=backend.device,
-                             key_of=lambda module: roles.get(id(module)))
+                             key_of=lambda module: roles.get(id(module)), keep_bias=True)
     with capturing(backend.model, recorder), torch.inference_mode():
         backend.model(**fed)
     if recorder.calls == 0:
@@ -132,4 +132,4 @@ def only_sequence(record: LayerCapture) -> LayerCapture:
         mask = dataclasses.replace(mask, dense=mask.dense[0])
     rows = lambda tensor: None if tensor is None else tensor[0]  # noqa: E731
     return dataclasses.replace(record, q=record.q[0], k=record.k[0], v=record.v[0], mask=mask,
-                               inputs=rows(record.inputs))
+                               inputs=rows(record.inputs), bias=rows(record.bias))  # bias (H, T_q, T_k)

@@ -99,6 +99,17 @@ class BlockSymmetry:
     result = SymmetryAccumulator.result
 
 
+def dense_symmetry(scores: torch.Tensor, valid: torch.Tensor, tolerance: float) -> list[Symmetry]:
+    """The same measures from a whole S (h, T, T), for scores that are not a bilinear form of q and k (T5 adds its
+    relative position bias, itself not symmetric: bias(i − j) ≠ bias(j − i)). valid (T,): non-padding tokens."""
+    pair = valid[:, None] & valid[None, :]  # (T, T)
+    whole = scores.double().masked_fill(~pair, 0.0)
+    diff = whole - whole.transpose(-2, -1)
+    relative = diff.square().sum((-2, -1)).sqrt() / whole.square().sum((-2, -1)).sqrt().clamp_min(1e-300)
+    peaks = diff.abs().amax((-2, -1)) if diff.numel() else torch.zeros(len(scores), dtype=torch.float64)
+    return [Symmetry(float(peak), float(rel), float(rel) <= tolerance) for peak, rel in zip(peaks.tolist(), relative.tolist())]
+
+
 class ScoreMoments:
     """Mean and variance of the allowed scores per head, summed block by block (for the √d argument)."""
 
