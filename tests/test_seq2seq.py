@@ -193,3 +193,32 @@ def test_t5_scores_include_its_position_bias_and_equal_eager(t5_dir, monkeypatch
             assert layer.heads[0].formula == "q·kᵀ·1 + position bias"
     encoder_head = report.stacks[0].layers[0].heads[0]
     assert encoder_head.score_stats.unscaled_variance is None  # no "unscaled" form: the bias is not scaled
+
+
+@pytest.mark.parametrize("which", ["marian", "t5"])
+def test_generated_rows_equal_a_teacher_forced_eager_forward(which, marian_dir, t5_dir):
+    """Decoder self-attention and cross-attention rows of every generated token equal one eager forward over the
+    start token and the generated ids (the last generated token is never a query)."""
+    import attn_cli as attn
+    from transformers import AutoModelForSeq2SeqLM
+
+    directory = {"marian": marian_dir, "t5": t5_dir}[which]
+    report = attn.load(str(directory), device="cpu").generate(SOURCE, max_new_tokens=5)
+    ids = [token.id for token in report.decoder.tokens]
+    assert len(ids) == 6 and report.decoder.prompt_tokens == 1
+    model = AutoModelForSeq2SeqLM.from_pretrained(directory, local_files_only=True, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([[token.id for token in report.tokens]]),
+                    decoder_input_ids=torch.tensor([ids[:-1]]), output_attentions=True)
+    for stack, layers, expected in (("decoder", report.decoder.layers, out.decoder_attentions),
+                                    ("cross", report.cross, out.cross_attentions)):
+        for layer in layers:
+            got = np.stack([head.weights for head in layer.heads])  # (H, N, K)
+            want = expected[layer.layer][0].numpy()  # (H, N, K) with the decoder's K one short: the last
+            assert np.isnan(got[..., want.shape[-1]:]).all()  # generated token, which no step could look at
+            got = got[..., :want.shape[-1]]
+            seen = ~np.isnan(got)
+            assert np.abs(got[seen] - want[seen]).max() <= 1e-5, (stack, layer.layer)
+            assert np.array_equal(seen, want != 0) if stack == "decoder" else seen.all()
+    document = report.to_json_dict()
+    assert [layer["stack"] for layer in document["layers"]] == ["decoder", "decoder", "cross", "cross"]

@@ -133,3 +133,42 @@ def only_sequence(record: LayerCapture) -> LayerCapture:
     rows = lambda tensor: None if tensor is None else tensor[0]  # noqa: E731
     return dataclasses.replace(record, q=record.q[0], k=record.k[0], v=record.v[0], mask=mask,
                                inputs=rows(record.inputs), bias=rows(record.bias))  # bias (H, T_q, T_k)
+
+
+def capture_pair_generation(backend, source: str, wanted: Mapping[str, Sequence[int]], sink, *, max_new_tokens: int,
+                            sample: bool = False, temperature: float = 1.0, seed: int | None = None
+                            ) -> tuple[list[Token], list[int], str]:
+    """model.generate() from SOURCE (greedy, one beam), handing sink(stack, record) every selected decoder and
+    cross layer's capture at every step: each step's one query (the decoder's newest input token) over the
+    decoder's cache or over the source. Returns the source's tokens, the decoder's ids (its start token, then
+    the generated ones) and why it stopped ("eos" or "max_new_tokens")."""
+    from attn_cli.backends.hf import stop_reason
+    from attn_cli.backends.validate import check_finite_record
+
+    if backend.lm is None:
+        raise UnsupportedModel(f"{backend.info.name} has no language-model head in its checkpoint, so it cannot "
+                               "generate", "use a checkpoint saved with its *ForConditionalGeneration class")
+    encoding, _ = backend._encode(source, truncate=False)
+    fed = {name: torch.tensor([value], device=backend.model.device) for name, value in backend._fed(encoding).items()}
+    roles = stack_roles(backend.lm)
+
+    def handed(record) -> None:
+        check_finite_record(record)
+        sink(recorder.current, record)
+
+    class Recorder(LayerRecorder):  # says which stack the record it hands over is of
+        def __call__(self, module, *args, **kwargs):
+            self.current = (roles.get(id(module)) or ("", 0))[0]
+            return super().__call__(module, *args, **kwargs)
+
+    recorder = Recorder({(stack, layer) for stack, layers in wanted.items() for layer in layers},
+                        backend.model.config._attn_implementation, analysis_device=backend.device, sink=handed,
+                        key_of=lambda module: roles.get(id(module)), keep_bias=True)
+    if seed is not None:
+        torch.manual_seed(seed)
+    with capturing(backend.lm, recorder), torch.inference_mode():
+        out = backend.lm.generate(**fed, max_new_tokens=max_new_tokens, num_beams=1, do_sample=sample,
+                                  temperature=temperature if sample else None, top_k=None if not sample else 0,
+                                  top_p=None, use_cache=True)
+    ids = out[0].tolist()  # the decoder's start token, then what it generated
+    return backend._tokens(encoding), ids, stop_reason(ids[1:], backend.lm.generation_config.eos_token_id)

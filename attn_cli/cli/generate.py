@@ -82,4 +82,8 @@ def generating_line(text: str, cells: int = 24) -> str:
 def render_generate_view(report, per_head: bool = False):
     from attn_cli.render.generate_view import render_generate
 
+    if hasattr(report, "cross"):  # an encoder–decoder model's (analyses/seq2seq_generate.py)
+        from attn_cli.render.seq2seq_view import render_pair_generate
+
+        return render_pair_generate(report, per_head)
     return render_generate(report, per_head)

@@ -32,3 +32,29 @@ def render_pair(report, panels=None, per_head: bool = False) -> RenderableType:
     for stack in report.stacks:
         parts += [Rule(stack_title(stack)), render_report(stack, panels, per_head)]
     return Group(*parts)
+
+
+def render_pair_generate(report, per_head: bool = False) -> RenderableType:
+    """attn generate on an encoder–decoder model: the decoder's view (its start token as the prompt), then the
+    most focused cross-attention head as generated-token rows × source columns."""
+    from attn_cli.render.generate_view import most_focused, render_generate
+    from attn_cli.render.heatmap import Heatmap
+    from attn_cli.render.scale import Scale
+
+    decoder = report.decoder
+    parts: list[RenderableType] = [unit_list(report.tokens, "source tokens"),
+                                   Rule("decoder self-attention · generated-token rows × decoder tokens"),
+                                   render_generate(decoder, per_head)]
+    pairs = [(layer.layer, head) for layer in report.cross for head in layer.heads]
+    if pairs:
+        layer, head = most_focused(pairs)
+        from attn_cli.data.selection import Window
+
+        # rows numbered as the decoder's tokens are: generated token i is decoder token prompt_tokens + i
+        total, sources = len(decoder.tokens), len(report.tokens)
+        parts += [Rule("cross-attention · generated-token rows × source columns"),
+                  Heatmap(head.weights, [token.text for token in decoder.tokens],
+                          f"cross layer {layer} · head {head.head}, the most focused", Scale.weights(head.weights, per_head),
+                          Window((decoder.prompt_tokens, total), (0, sources), total, sources),
+                          keys=[token.text for token in report.tokens])]
+    return Group(*parts)
