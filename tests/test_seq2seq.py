@@ -222,3 +222,19 @@ def test_generated_rows_equal_a_teacher_forced_eager_forward(which, marian_dir, 
             assert np.array_equal(seen, want != 0) if stack == "decoder" else seen.all()
     document = report.to_json_dict()
     assert [layer["stack"] for layer in document["layers"]] == ["decoder", "decoder", "cross", "cross"]
+
+
+def test_an_audio_encoder_decoder_is_one_line_naming_what_is_supported(tmp_path):
+    """Whisper is encoder–decoder too, but reads audio features: refused (exit 1), saying what attn reads."""
+    from transformers import WhisperConfig, WhisperModel
+
+    from tests.test_hardening import attn, one_line_error
+
+    config = WhisperConfig(vocab_size=30522, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+                           decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8,
+                           max_source_positions=16, max_target_positions=16, pad_token_id=0, bos_token_id=101,
+                           eos_token_id=102, decoder_start_token_id=101)
+    directory = save_tiny(WhisperModel(config), tmp_path / "whisper")
+    one_line_error(attn("inspect", "hello", "--target", "hallo", "--model", directory), 1,
+                   "whisper (WhisperModel) is not a text model", "encoder–decoder (BART, mBART, Marian, T5)",
+                   "not audio, video or vision–language models")

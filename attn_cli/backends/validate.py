@@ -23,6 +23,7 @@ ALLOW_MISSING = "ATTN_ALLOW_MISSING_WEIGHTS"
 # What attn reads, said by every refusal of a model it cannot (audio, video, vision–language decoders …)
 SUPPORTED = ("attn supports text models through a tokenizer: encoder-only (BERT …), decoder-only (GPT-2, Llama …) "
              "and encoder–decoder (BART, mBART, Marian, T5); not audio, video or vision–language models")
+_OTHER_INPUTS = ("pixel_values", "pixel_values_videos", "input_features", "input_values")  # images, video, audio
 _HARMLESS_MISSING = ("pooler.",)  # computed after every attention layer: cannot change what attn reports
 # Sizes that must be positive integers when a config gives them (GPT-2 spells them n_head, n_layer, n_embd).
 _SIZES = ("num_attention_heads", "num_hidden_layers", "hidden_size", "num_key_value_heads", "head_dim",
@@ -87,6 +88,9 @@ def check_config(model) -> None:
     if not with_ids:
         raise UnsupportedModel(f"{kind} ({type(model).__name__}) is not a text model: it takes no token ids",
                                SUPPORTED)
+    other = [name for name in _OTHER_INPUTS if name in parameters]
+    if other:  # a vision–language or speech–text model: its text attention would be shown without its input
+        raise UnsupportedModel(f"{kind} ({type(model).__name__}) also reads {', '.join(other)}", SUPPORTED)
 
 
 def torch_module() -> type:
