@@ -110,7 +110,7 @@ def test_an_encoder_decoder_model_needs_a_target_and_other_commands_refuse_it(ma
     with pytest.raises(BadInput, match="--target"):
         model.inspect(SOURCE)
     with pytest.raises(UnsupportedModel, match="encoder–decoder"):
-        model.rollout(SOURCE)
+        model.compare(SOURCE)
     with pytest.raises(BadInput, match="--stack 'middle'"):
         model.inspect(SOURCE, target=TARGET, stacks="middle")
 
@@ -238,3 +238,23 @@ def test_an_audio_encoder_decoder_is_one_line_naming_what_is_supported(tmp_path)
     one_line_error(attn("inspect", "hello", "--target", "hallo", "--model", directory), 1,
                    "whisper (WhisperModel) is not a text model", "encoder–decoder (BART, mBART, Marian, T5)",
                    "not audio, video or vision–language models")
+
+
+def test_rollout_of_an_encoder_decoder_is_its_encoders_and_equals_numpy(marian_dir):
+    """Abnar & Zuidema over the encoder's self-attention (the decoder and cross layers do not chain over one
+    token set), recomputed in numpy from eager's encoder_attentions."""
+    import attn_cli as attn
+
+    report = attn.load(str(marian_dir), device="cpu").rollout(SOURCE)
+    from transformers import AutoModelForSeq2SeqLM
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(marian_dir, local_files_only=True, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = model.get_encoder()(input_ids=torch.tensor([[token.id for token in report.tokens]]),
+                                  output_attentions=True)
+    rolled = np.eye(len(report.tokens))
+    for layer in out.attentions:
+        mixed = 0.5 * layer[0].numpy().astype(np.float64).mean(0) + 0.5 * np.eye(len(report.tokens))
+        rolled = (mixed / mixed.sum(-1, keepdims=True)) @ rolled
+    assert report.layers == [0, 1]
+    np.testing.assert_allclose(report.matrix, rolled, atol=1e-5)

@@ -60,7 +60,9 @@ class RolloutReport(Document):
 
 def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k: int = 3,
              truncate: bool = False) -> RolloutReport:
-    """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out."""
+    """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out. On an
+    encoder–decoder model, its encoder's layers: cross-attention maps target tokens to source tokens, so layers
+    of it do not chain, and the decoder's layers each read the source too; neither has a rollout."""
     import torch
 
     from attn_cli.math.measures import HEAD_FUSIONS, attention_rollout, fuse_heads, top_keys
@@ -71,7 +73,12 @@ def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k:
     chosen, _ = selection.resolve(backend.info)
     if chosen != list(range(chosen[0], chosen[-1] + 1)):
         raise BadInput(f"rollout multiplies consecutive layers; --layers {layers} has gaps", "use a range like 2-5")
-    [report] = inspect_texts(backend, [text], selection, Analysis(top_k=top_k), truncate=truncate)
+    if getattr(backend, "seq2seq", False):  # the encoder's self-attention: a chain of square maps over the source
+        from attn_cli.analyses.seq2seq import inspect_pair
+
+        report = inspect_pair(backend, text, None, selection, Analysis(top_k=top_k), ["encoder"]).stacks[0]
+    else:
+        [report] = inspect_texts(backend, [text], selection, Analysis(top_k=top_k), truncate=truncate)
     fused = [fuse_heads(torch.from_numpy(np.stack([head.weights for head in layer.heads])), head_fusion)
              for layer in report.layers]  # each (T, T)
     matrix = attention_rollout(fused)

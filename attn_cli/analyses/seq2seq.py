@@ -80,13 +80,15 @@ def _with_tokens(text: str, report: InspectReport) -> str:
     return text.replace('"heads": [', f'"queries": {queries}, "keys": {keys}, "heads": [', 1)
 
 
-def inspect_pair(backend, source: str, target: str, selection: Selection, analysis: Analysis,
+def inspect_pair(backend, source: str, target: str | None, selection: Selection, analysis: Analysis,
                  stacks: Sequence[str], progress: Progress | None = None) -> PairReport:
     """Run the model once teacher-forced on target; one InspectReport per stack, in `stacks`' order."""
     from attn_cli.analyses.variants import VARIANTS
     from attn_cli.backends.hf_seq2seq import stack_info
 
-    check_texts([source, target])
+    check_texts([source] if target is None else [source, target])
+    if target is None and list(stacks) != ["encoder"]:
+        raise BadInput("the decoder and cross-attention need a target", "pass --target TEXT")
     if not getattr(backend, "seq2seq", False):
         raise BadInput(f"--target is for encoder–decoder models; {backend.info.name} has one stack of attention",
                        "drop --target")
@@ -105,5 +107,5 @@ def inspect_pair(backend, source: str, target: str, selection: Selection, analys
         reports.append(InspectReport(text=source if stack == "encoder" else target, model=capture.model,
                                      device=capture.device, dtype=capture.dtype, tokens=capture.tokens,
                                      layers=analysed, window=window, keys=capture.keys))
-    return PairReport(text=source, target=target, tokens=source_tokens, target_tokens=target_tokens,
+    return PairReport(text=source, target=target or "", tokens=source_tokens, target_tokens=target_tokens,
                       stacks=reports)

@@ -91,25 +91,26 @@ def target_tokens(backend, ids: list[int]) -> list[Token]:
     return [Token(i, texts[i], ids[i], ids[i] in special) for i in range(len(ids))]
 
 
-def capture_pair(backend, source: str, target: str, wanted: Mapping[str, Sequence[int]]
+def capture_pair(backend, source: str, target: str | None, wanted: Mapping[str, Sequence[int]]
                  ) -> tuple[list[Token], list[Token], dict[str, Capture]]:
     """One teacher-forced forward over SOURCE → TARGET: the source's tokens, the decoder's input tokens, and
     a Capture per stack asked for in `wanted` (stack -> layers). The cross Capture's tokens are the target's
-    (queries), its keys the source's."""
+    (queries), its keys the source's. target None: only the encoder runs (wanted holds the encoder only)."""
     encoding, _ = backend._encode(source, truncate=False)
-    ids = decoder_ids(backend, target)
+    ids = [] if target is None else decoder_ids(backend, target)  # None: the encoder alone runs (wanted: encoder)
     limit = backend.info.max_positions
     if limit is not None and len(ids) > limit:
         raise BadInput(f"the target is {len(ids)} tokens but {backend.info.name} has {limit} positions",
                        "shorten it")
     fed = {name: torch.tensor([value], device=backend.model.device) for name, value in backend._fed(encoding).items()}
-    fed["decoder_input_ids"] = torch.tensor([ids], device=backend.model.device)  # (1, T_target)
+    if target is not None:
+        fed["decoder_input_ids"] = torch.tensor([ids], device=backend.model.device)  # (1, T_target)
     roles = stack_roles(backend.model)
     recorder = LayerRecorder({(stack, layer) for stack, layers in wanted.items() for layer in layers},
                              backend.model.config._attn_implementation, analysis_device=backend.device,
                              key_of=lambda module: roles.get(id(module)), keep_bias=True)
     with capturing(backend.model, recorder), torch.inference_mode():
-        backend.model(**fed)
+        (backend.model if target is not None else backend.model.get_encoder())(**fed)
     if recorder.calls == 0:
         raise UnsupportedModel(f"{type(backend.model).__name__} does not route attention through transformers' "
                                "attention interface, so attn cannot see its Q, K and V")
