@@ -39,6 +39,14 @@ def marian_dir(tmp_path_factory):
     return tiny_seq2seq("marian", tmp_path_factory.mktemp("marian"))
 
 
+@pytest.fixture(scope="module")
+def marian(marian_dir):
+    """The tiny Marian loaded once through attn_cli.load, for the tests that only read reports of it."""
+    import attn_cli as attn
+
+    return attn.load(str(marian_dir), device="cpu")
+
+
 def eager_attentions(directory, report):
     """transformers' own eager forward over the same source and decoder ids, output_attentions=True."""
     from transformers import AutoModelForSeq2SeqLM
@@ -69,10 +77,8 @@ def test_every_stack_equals_eager_output_attentions(seq2seq_dir):
     assert seen == {(stack, layer) for stack in ("encoder", "decoder", "cross") for layer in (0, 1)}
 
 
-def test_a_cross_head_is_target_rows_by_source_columns(marian_dir):
-    import attn_cli as attn
-
-    report = attn.load(str(marian_dir), device="cpu").inspect(SOURCE, target=TARGET, stacks="cross", layers=1)
+def test_a_cross_head_is_target_rows_by_source_columns(marian):
+    report = marian.inspect(SOURCE, target=TARGET, stacks="cross", layers=1)
     (cross,) = report.stacks
     head = cross.layers[0].heads[0]
     assert cross.layers[0].stack == "cross"
@@ -85,10 +91,8 @@ def test_a_cross_head_is_target_rows_by_source_columns(marian_dir):
     assert all(key.token == report.tokens[key.index].text for row in head.top for key in row)  # keys named from the source
 
 
-def test_the_json_says_each_layers_stack_and_its_token_lists(marian_dir):
-    import attn_cli as attn
-
-    report = attn.load(str(marian_dir), device="cpu").inspect(SOURCE, target=TARGET, layers=0, heads=0)
+def test_the_json_says_each_layers_stack_and_its_token_lists(marian):
+    report = marian.inspect(SOURCE, target=TARGET, layers=0, heads=0)
     document = report.to_json_dict()
     assert json.loads("".join(report.json_chunks())) == document  # the streamed text is the same document
     assert [layer["stack"] for layer in document["layers"]] == ["encoder", "decoder", "cross"]
@@ -102,11 +106,10 @@ def test_the_json_says_each_layers_stack_and_its_token_lists(marian_dir):
     assert encoder["heads"][0]["symmetry"]["symmetric"] is not None  # square heads keep theirs
 
 
-def test_an_encoder_decoder_model_needs_a_target_and_other_commands_refuse_it(marian_dir):
-    import attn_cli as attn
+def test_an_encoder_decoder_model_needs_a_target_and_other_commands_refuse_it(marian):
     from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
-    model = attn.load(str(marian_dir), device="cpu")
+    model = marian
     with pytest.raises(BadInput, match="--target"):
         model.inspect(SOURCE)
     with pytest.raises(UnsupportedModel, match="encoder–decoder"):
@@ -116,10 +119,8 @@ def test_an_encoder_decoder_model_needs_a_target_and_other_commands_refuse_it(ma
 
 
 @pytest.fixture(scope="module")
-def cross_report(marian_dir):
-    import attn_cli as attn
-
-    return attn.load(str(marian_dir), device="cpu").inspect(SOURCE, target=TARGET, stacks="cross", layers=1, heads=0)
+def cross_report(marian):
+    return marian.inspect(SOURCE, target=TARGET, stacks="cross", layers=1, heads=0)
 
 
 def test_the_terminal_draws_a_cross_head_as_target_rows_by_source_columns(cross_report):
@@ -240,12 +241,10 @@ def test_an_audio_encoder_decoder_is_one_line_naming_what_is_supported(tmp_path)
                    "not audio, video or vision–language models")
 
 
-def test_rollout_of_an_encoder_decoder_is_its_encoders_and_equals_numpy(marian_dir):
+def test_rollout_of_an_encoder_decoder_is_its_encoders_and_equals_numpy(marian, marian_dir):
     """Abnar & Zuidema over the encoder's self-attention (the decoder and cross layers do not chain over one
     token set), recomputed in numpy from eager's encoder_attentions."""
-    import attn_cli as attn
-
-    report = attn.load(str(marian_dir), device="cpu").rollout(SOURCE)
+    report = marian.rollout(SOURCE)
     from transformers import AutoModelForSeq2SeqLM
 
     model = AutoModelForSeq2SeqLM.from_pretrained(marian_dir, local_files_only=True, attn_implementation="eager").eval()
