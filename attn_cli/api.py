@@ -229,7 +229,9 @@ class Model:
                  seed: int | None = None, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
                  on_token=None):
         """Generate from `prompt` (greedy, or sampled at `temperature` with `seed`) and record each generated
-        token's attention in the selected heads: a GenerateReport. on_token(text) sees the text as it comes."""
+        token's attention in the selected heads: a GenerateReport. on_token(text) sees the text as it comes.
+        On an encoder–decoder model, prompt is the source: a PairGenerateReport of each generated token's decoder
+        self-attention and cross-attention rows (on_token is not called)."""
         from attn_cli.analyses.generate import generate_from
 
         return generate_from(self.backend, prompt, _selection(layers, heads, None, None, False),

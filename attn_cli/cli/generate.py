@@ -39,7 +39,8 @@ def generate_command(
     dpi: opt.Dpi = None,
     scale: opt.ScaleOpt = opt.ColourScale.fixed,
 ) -> None:
-    """Generate from PROMPT with a causal model and show what each generated token attended to."""
+    """Generate from PROMPT with a causal model (or an encoder–decoder model: PROMPT is the source) and show what
+    each generated token attended to."""
     with user_errors():
         json_wanted = check_outputs(save, as_json, output, dpi)
         prompt = read_text(prompt)
