@@ -257,3 +257,11 @@ def test_rollout_of_an_encoder_decoder_is_its_encoders_and_equals_numpy(marian, 
         rolled = (mixed / mixed.sum(-1, keepdims=True)) @ rolled
     assert report.layers == [0, 1]
     np.testing.assert_allclose(report.matrix, rolled, atol=1e-5)
+
+
+def test_target_on_a_model_with_one_stack_is_refused(minilm_backend):
+    from attn_cli.api import Model
+    from attn_cli.plumbing.errors import BadInput
+
+    with pytest.raises(BadInput, match="--target is for encoder–decoder models"):
+        Model(minilm_backend).inspect(SOURCE, target=TARGET)
