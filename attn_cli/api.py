@@ -33,7 +33,7 @@ from attn_cli.data.selection import Analysis, Selection, Spec, Span, parse_span
 # method (a method whose argument means more says so with @door(name=kind)). None passes where None is the
 # default. What a string means is parsed further in, where the command line's strings are parsed too.
 KINDS: dict[str, Callable] = {
-    **dict.fromkeys(("text", "other", "prompt"), arguments.text),
+    **dict.fromkeys(("text", "other", "prompt", "target"), arguments.text),
     "texts": arguments.corpus,
     **dict.fromkeys(("layers", "heads", "layer", "head"), arguments.selection),
     **dict.fromkeys(("rows", "cols"), arguments.span),
@@ -44,7 +44,7 @@ KINDS: dict[str, Callable] = {
                      "words", "resume", "per_text"), arguments.flag),
     **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype", "column", "method", "vs"),
                     arguments.word),
-    "variants": arguments.words,
+    **dict.fromkeys(("variants", "stacks"), arguments.words),
     "target": lambda value, name: value if isinstance(value, str) else arguments.index(
         value, name, "a token, a label or an output index"),
     **dict.fromkeys(("file", "store"), arguments.path),
@@ -131,7 +131,7 @@ class Model:
                 padding: str | None = None, pre_rope: bool = False, rows: Span = None, cols: Span = None,
                 full: bool = False, vectors: bool = False, norms: bool = False, tolerance: float | None = None,
                 cell_limit: int | None = None, lazy: bool = False, words: bool = False,
-                progress: Progress | None = None):
+                progress: Progress | None = None, target: str | None = None, stacks: str | Sequence[str] = "all"):
         """Every selected head's scores, weights, symmetry, entropy, self-weight and top keys.
 
         text: one text (one report) or a list of texts (run as one padded batch, one report each).
@@ -152,7 +152,14 @@ class Model:
         made which word, and the matrices and per-row statistics are over report.words (report.axis).
         Scores are left out (head.scores is None); symmetry and score_stats stay token-level.
         progress(done, total): called per analysed layer.
+        target: an encoder–decoder model's decoder runs teacher-forced on it: text is the source, and the one
+        report (a PairReport) holds the encoder, decoder and cross-attention stacks (stacks: "all", or some of
+        "encoder,decoder,cross"); the cross heads' matrices are target rows × source columns.
         """
+        if target is not None or getattr(self.backend, "seq2seq", False):
+            return self._pair(text, target, stacks, _selection(layers, heads, rows, cols, full),
+                              Analysis.defaults(top_k=top_k, tolerance=tolerance, cell_limit=cell_limit), progress,
+                              plain=variant == "baseline" and not (propagate or pre_rope or vectors or norms or words))
         texts = [text] if isinstance(text, str) else list(text)
         reports = inspect_texts(
             self.backend, texts, _selection(layers, heads, rows, cols, full),
@@ -161,6 +168,20 @@ class Model:
             variant=variant, propagate=propagate, truncate=truncate, padding_side=padding, pre_rope=pre_rope,
             lazy=lazy, words=words, progress=progress)
         return reports[0] if isinstance(text, str) else reports
+
+    def _pair(self, source, target, stacks, selection: Selection, analysis: Analysis, progress, plain: bool):
+        from attn_cli.analyses.seq2seq import inspect_pair
+        from attn_cli.backends.hf_seq2seq import parse_stacks
+
+        if not isinstance(source, str):
+            raise BadInput("an encoder–decoder model takes one source text and its --target", "run each pair alone")
+        if target is None:
+            raise BadInput(f"{self.info.name} is an encoder–decoder model: its decoder needs a target",
+                           "pass --target TEXT (the decoder runs teacher-forced on it)")
+        if not plain:
+            raise BadInput("variants, --propagate, --pre-rope, --words, --measure norm and q/k/v are not available "
+                           "for encoder–decoder models yet", "drop them")
+        return inspect_pair(self.backend, source, target, selection, analysis, parse_stacks(stacks), progress)
 
     @door
     def compare(self, text: str, *, variants: Sequence[str] | str = ("shared-k",), propagate: bool = False,
@@ -211,7 +232,9 @@ class Model:
                  seed: int | None = None, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
                  on_token=None):
         """Generate from `prompt` (greedy, or sampled at `temperature` with `seed`) and record each generated
-        token's attention in the selected heads: a GenerateReport. on_token(text) sees the text as it comes."""
+        token's attention in the selected heads: a GenerateReport. on_token(text) sees the text as it comes.
+        On an encoder–decoder model, prompt is the source: a PairGenerateReport of each generated token's decoder
+        self-attention and cross-attention rows (on_token is not called)."""
         from attn_cli.analyses.generate import generate_from
 
         return generate_from(self.backend, prompt, _selection(layers, heads, None, None, False),

@@ -456,7 +456,9 @@ def test_a_model_without_tokenizer_files_is_refused(tiny_bert_dir, tmp_path):
     one_line_error(attn("inspect", "hello", "--model", directory), 1, "no tokenizer files")
 
 
-def test_an_encoder_decoder_model_is_refused(tmp_path):
+def test_an_encoder_decoder_model_without_its_head_loads_and_a_lying_config_is_refused(tmp_path):
+    """BartModel (no LM head: loaded with AutoModel) is inspected with --target (tests/test_seq2seq.py has the
+    parity); a config saying is_encoder_decoder=false over an encoder and a decoder is refused in one line."""
     from transformers import BartConfig, BartModel
 
     from tests.conftest import save_tiny
@@ -464,10 +466,10 @@ def test_an_encoder_decoder_model_is_refused(tmp_path):
     config = BartConfig(vocab_size=30522, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
                         decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
     directory = save_tiny(BartModel(config), tmp_path / "bart")
-    one_line_error(attn("inspect", "hello", "--model", directory), 1, "bart is an encoder–decoder model")
+    one_line_error(attn("inspect", "hello", "--model", directory), 2, "is an encoder–decoder model", "--target")
+    assert attn("inspect", "hello", "--target", "hallo", "--model", directory, "--json").exit_code == 0
     _edit_config(directory, is_encoder_decoder=False)  # lying config: caught after loading, by the model itself
-    result = attn("inspect", "hello", "--model", directory)
-    assert result.exit_code == 1
+    one_line_error(attn("inspect", "hello", "--model", directory), 1, "is_encoder_decoder=false")
 
 
 @pytest.mark.parametrize("write, fragment", [

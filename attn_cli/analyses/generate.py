@@ -92,6 +92,12 @@ def generate_from(backend, prompt: str, selection: Selection, *, max_new_tokens:
 
     check_texts([prompt])
     info = backend.info
+    if getattr(backend, "seq2seq", False):  # an encoder–decoder model: decoder and cross rows (seq2seq_generate.py)
+        from attn_cli.analyses.seq2seq_generate import generate_pair
+
+        whole(max_new_tokens, "--max-new-tokens", minimum=1)
+        return generate_pair(backend, prompt, selection, max_new_tokens=max_new_tokens, sample=sample,
+                             temperature=temperature, seed=seed, top_k=top_k)
     if not hasattr(backend, "capture_generation") or not info.causal:
         raise BadInput(f"{info.name} is not a causal language model, so it does not generate",
                        "use a decoder (GPT-2, Llama, Qwen, Mistral …) saved with its language-model head")

@@ -104,32 +104,36 @@ def analyse_capture(capture: Capture, layers: list[int], heads: list[int], view,
     """
     from attn_cli.analyses.variants import apply_variant
 
-    token_texts = [token.text for token in capture.tokens]
+    token_texts = [token.text for token in capture.keys or capture.tokens]  # what the top keys are named by
     for done, layer in enumerate(layers):
         if progress is not None:
             progress(done, len(layers))
         seen = apply_variant(capture.layers[layer], view, capture.model.heads)
         kv_heads = [None if view.uses_layer_input else capture.model.kv_head_of(head) for head in heads]
         yield LayerReport(layer, analyse_heads(seen, heads, kv_heads, token_texts, analysis, window,
-                                               view.scores_formula(seen.scale)))
+                                               view.scores_formula(seen.scale), cross=capture.keys is not None))
 
 
 def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | None], token_texts: list[str],
-                  analysis: Analysis, window: Window, formula: str | None = None) -> list[HeadReport]:
+                  analysis: Analysis, window: Window, formula: str | None = None, cross: bool = False
+                  ) -> list[HeadReport]:
     """Statistics of the heads, and their matrices within `window`, in float32 whatever the model's dtype.
 
     kv_heads[i]: the key/value head query head heads[i] reads; None when the layer has no per-head
     projections (raw): every head then reads row 0. formula: the scores as titles write them.
+    cross: the queries and keys are different tokens (cross-attention; token_texts name the keys): the
+    matrices are (T_query, T_key), and symmetry and self-weight, which pair query i with key i, are not defined.
     """
 
     reads = [kv or 0 for kv in kv_heads]
-    q = layer.q[heads].float()  # (h, T, D)
-    k = layer.k[reads].float()  # (h, T, D): each query head's key head
+    q = layer.q[heads].float()  # (h, T, D)  (h, T_query, D) under cross-attention
+    k = layer.k[reads].float()  # (h, T, D): each query head's key head  (h, T_key, D)
     v = layer.v[reads].float()  # (h, T, D)
-    dot_form = layer.scorer is None
+    bias = None if layer.bias is None else layer.bias.float()[heads]  # (h, T_q, T_k): T5's position bias
+    dot_form = layer.scorer is None and bias is None  # scores are q·kᵀ·scale and nothing else
     rows = analyse_rows(q, k, v, layer.mask, layer.scorer_for(heads), top_k=analysis.top_k,
                         tolerance=analysis.tolerance, window=window, want_output=analysis.vectors,
-                        dot_scale=layer.scale if dot_form else None)
+                        dot_scale=layer.scale if dot_form else None, cross=cross, bias=bias)
     named = [("scores", rows.scores), ("weights", rows.weights), ("entropy", rows.entropy),
              ("self_weight", rows.self_weight), ("norms", _norms(layer, heads, kv_heads, v, rows.weights, window)
                                                   if analysis.norms else None)]
@@ -153,7 +157,7 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
             top=[[TopKey(index, token_texts[index], weight) for index, weight in row] for row in rows.top[i]],
             tensors=tensors,
             score_stats=score_stats(q[i], k[i], layer.scale, rows.score_moments[i], dot_form),
-            formula=formula if dot_form else None,
+            formula=f"q·kᵀ·{layer.scale:.4g} + position bias" if bias is not None else formula if dot_form else None,
         ))
     return reports
 
@@ -214,8 +218,12 @@ class HeadRows:
 def analyse_rows(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: AttentionMask, score: Callable, *,
     top_k: int, tolerance: float, window: Window, want_output: bool, dot_scale: float | None,
+    cross: bool = False, bias: torch.Tensor | None = None,
 ) -> HeadRows:
-    """q (h, T, D), and each query head's k and v (h, T, D), float32.
+    """q (h, T, D), and each query head's k and v (h, T, D), float32. cross: q (h, T_query, D) and k, v
+    (h, T_key, D) are different tokens; symmetry and self-weight are then not defined (NaN, and why).
+    bias: (h, T_q, T_k) added to the scores before the softmax (T5's relative position bias): the scores
+    reported include it, and symmetry is of the whole S.
 
     score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n): the heads' scoring (LayerCapture.scorer_for).
     dot_scale: the scale when the scores are q·kᵀ·scale (symmetry then comes from a cheaper
@@ -229,7 +237,8 @@ def analyse_rows(
     output = torch.empty_like(q) if want_output else None
     top: list[list[list[tuple[int, float]]]] = [[] for _ in range(heads)]
     valid = mask.valid_keys()
-    symmetry = (measures.SymmetryAccumulator(q, k, dot_scale, valid) if dot_scale is not None
+    # A biased S is no longer a bilinear form of q and k: its symmetry comes from the whole S, after the loop
+    symmetry = (None if cross or bias is not None else measures.SymmetryAccumulator(q, k, dot_scale, valid) if dot_scale is not None
                 else measures.BlockSymmetry(q, k, score, valid))
     moments = measures.ScoreMoments(heads)
     kept_scores, kept_weights = [], []
@@ -239,6 +248,8 @@ def analyse_rows(
         if end <= first:  # these rows may attend nothing: one masked column keeps the shapes (weights 0)
             first, end = 0, 1
         scores = score(q[:, start:stop], k[:, first:end])  # (h, c, end - first) of S
+        if bias is not None:
+            scores = scores + bias[:, start:stop, first:end]
         allowed = mask.rows(start, stop, first, end)  # (c, end - first)
         moments.add(scores, allowed)
         weights = attention.masked_softmax(scores, allowed)  # (h, c, end - first); scores stay unmasked
@@ -246,7 +257,8 @@ def analyse_rows(
         self_weight[:, start:stop] = measures.self_weight(weights, offset=start - first)  # w[i, i]
         for head, rows in enumerate(measures.top_keys(weights, allowed, top_k)):
             top[head] += [[(first + key, weight) for key, weight in row] for row in rows]
-        symmetry.add(start, stop)
+        if symmetry is not None:
+            symmetry.add(start, stop)
         if output is not None:
             output[:, start:stop] = attention.attend(weights, v[:, first:end])  # (h, c, D)
         if keep and start < window.rows[1] and stop > window.rows[0]:
@@ -254,11 +266,15 @@ def analyse_rows(
             kept_scores.append(_widen(scores[:, rows].masked_fill(~allowed[rows], float("nan")), first, window,
                                       float("nan")))
             kept_weights.append(_widen(weights[:, rows], first, window, 0.0))
+    if cross:  # no token is both a query and a key: no diagonal
+        self_weight.fill_(float("nan"))
     return HeadRows(
         entropy=entropy,
         self_weight=self_weight,
         top=top,
-        symmetry=symmetry.result(tolerance),
+        symmetry=(measures.not_applicable(heads, count, k.shape[1]) if cross
+                  else measures.dense_symmetry(score(q, k) + bias, valid, tolerance) if symmetry is None
+                  else symmetry.result(tolerance)),
         score_moments=moments.mean_variance(),
         scores=torch.cat(kept_scores, dim=1) if keep else None,
         weights=torch.cat(kept_weights, dim=1) if keep else None,

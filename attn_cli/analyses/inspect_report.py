@@ -93,6 +93,9 @@ class HeadReport:
 class LayerReport:
     layer: int
     heads: list[HeadReport]
+    # An encoder–decoder model's layers (analyses/seq2seq.py): which attention this is, "encoder" (source ×
+    # source), "decoder" (target × target) or "cross" (target × source); None for a model with one stack.
+    stack: str | None = None
 
 
 @dataclass
@@ -110,6 +113,14 @@ class InspectReport(Document):
     padding_side: str | None = None  # set when this text ran in a padded batch with others
     pre_rope: bool = False  # q and k (and so scores) are from before rotary position embeddings
     words: list[Word] | None = None  # --words: the matrices are over these words (each names its pieces)
+    # Cross-attention (analyses/seq2seq.py): the key tokens (the source) when they are not `tokens` (the
+    # queries, the target): every matrix is then (T_query, T_key).
+    keys: list[Token] | None = None
+
+    @property
+    def key_axis(self) -> list:
+        """What the matrices' columns are: the keys where they are other tokens than the rows, else `axis`."""
+        return self.axis if self.keys is None else self.keys
 
     @property
     def axis(self) -> list:
@@ -260,6 +271,8 @@ def head_json(head: HeadReport, matrices: bool = True) -> dict:
         "relative": num_json(head.symmetry.relative),
         "symmetric": head.symmetry.symmetric,
     }
+    if head.symmetry.reason is not None:  # a cross-attention head: why there is none (the numbers are null)
+        record["symmetry"]["not_applicable"] = head.symmetry.reason
     if head.score_stats is not None:
         record["score_stats"] = {key: num_json(value) if isinstance(value, float) else value
                                  for key, value in asdict(head.score_stats).items()}
@@ -276,7 +289,11 @@ def head_json(head: HeadReport, matrices: bool = True) -> dict:
 
 
 def layer_json(layer: LayerReport) -> dict:
-    return {"layer": layer.layer, "heads": [head_json(head) for head in layer.heads]}
+    return {"layer": layer.layer, **_stack_json(layer), "heads": [head_json(head) for head in layer.heads]}
+
+
+def _stack_json(layer: LayerReport) -> dict:
+    return {} if layer.stack is None else {"stack": layer.stack}
 
 
 def layer_text(layer: LayerReport) -> str:
@@ -287,7 +304,8 @@ def layer_text(layer: LayerReport) -> str:
         for name, rows in head_matrices(head):
             text += f', "{name}": ' + matrix_text(rows)
         heads.append(text + "}")
-    return f'{{"layer": {layer.layer}, "heads": [{", ".join(heads)}]}}'
+    stack = dumps(_stack_json(layer))[1:-1]  # '"stack": "cross"', or nothing
+    return f'{{"layer": {layer.layer}, {stack + ", " if stack else ""}"heads": [{", ".join(heads)}]}}'
 
 
 def matrix_text(rows: np.ndarray) -> str:

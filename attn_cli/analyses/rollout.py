@@ -68,7 +68,9 @@ def consecutive_layers(info, layers, command: str) -> list[int]:
 
 def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k: int = 3,
              truncate: bool = False) -> RolloutReport:
-    """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out."""
+    """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out. On an
+    encoder–decoder model, its encoder's layers: cross-attention maps target tokens to source tokens, so layers
+    of it do not chain, and the decoder's layers each read the source too; neither has a rollout."""
     import torch
 
     from attn_cli.math.measures import HEAD_FUSIONS, attention_rollout, top_keys
@@ -76,8 +78,13 @@ def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k:
     if head_fusion not in HEAD_FUSIONS:
         raise BadInput(f"--head-fusion {head_fusion!r}", f"use {', '.join(HEAD_FUSIONS)}")
     chosen = consecutive_layers(backend.info, layers, "rollout")
-    [report] = inspect_texts(backend, [text], Selection(layers=chosen, full=True), Analysis(top_k=top_k),
-                             truncate=truncate)
+    selection = Selection(layers=chosen, full=True)
+    if getattr(backend, "seq2seq", False):  # the encoder's self-attention: a chain of square maps over the source
+        from attn_cli.analyses.seq2seq import inspect_pair
+
+        report = inspect_pair(backend, text, None, selection, Analysis(top_k=top_k), ["encoder"]).stacks[0]
+    else:
+        [report] = inspect_texts(backend, [text], selection, Analysis(top_k=top_k), truncate=truncate)
     matrix = attention_rollout(fused_layers(report, head_fusion))
     allowed = torch.ones_like(matrix, dtype=torch.bool)
     texts = [token.text for token in report.tokens]

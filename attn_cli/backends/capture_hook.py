@@ -38,7 +38,14 @@ class LayerRecorder:
     """Called by transformers for every attention layer during one forward pass."""
 
     def __init__(self, wanted_layers: set[int], delegate_name: str, inject=None, keep_inputs: bool = False,
-                 pre_rope: bool = False, analysis_device=None, sink: Callable | None = None):
+                 pre_rope: bool = False, analysis_device=None, sink: Callable | None = None,
+                 key_of: Callable | None = None, keep_bias: bool = False):
+        # key_of(module) -> what wanted_layers and records are keyed by, where a layer number alone does not
+        # name an attention (an encoder–decoder model's ("cross", 0)); None: the layer number.
+        self.key_of = key_of
+        # keep_bias: record an additive position_bias (T5's relative position bias) in LayerCapture.bias instead
+        # of refusing the model; only for callers whose analysis adds it to the scores (analyses/seq2seq.py).
+        self.keep_bias = keep_bias
         self.wanted_layers = wanted_layers
         self.delegate_name = delegate_name
         self.inject = inject  # variant transform (q, k, scale) -> (q', k', scale'), or None
@@ -57,13 +64,14 @@ class LayerRecorder:
 
     def __call__(self, module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
         layer = layer_of(module, self.calls)
+        slot = layer if self.key_of is None else self.key_of(module)  # what records are keyed by
         self.calls += 1
-        refuse_unsupported(module, kwargs)
+        refuse_unsupported(module, kwargs, allowed=("position_bias",) if self.keep_bias else ())
         if scaling is None:
             scaling = query.shape[-1] ** -0.5
         if self.inject is not None:  # --propagate: the model runs on with the variant's q, k and scale
             query, key, scaling = self.inject(query, key, scaling)
-        if layer in self.wanted_layers:
+        if slot in self.wanted_layers:
             inputs = self.inputs.get(id(module))
             seen_q, seen_k = unrotate(module, query, key, self.rotary.get(id(module))) if self.pre_rope else (query, key)
             # The whole batch: query (B, H, T, D), key/value (B, H_kv, T, D), the mask,
@@ -79,11 +87,12 @@ class LayerRecorder:
                 scale=float(scaling),
                 inputs=None if inputs is None else keep(inputs),
                 w_o=output_projection(module, self.parents.get(id(module))),
+                bias=None if kwargs.get("position_bias") is None else keep(kwargs["position_bias"]),
             )
             if self.sink is not None:
                 self.sink(record)
             else:
-                self.records[layer] = record
+                self.records[slot] = record
         delegate = delegate_for(self.delegate_name, module)
         return delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
 
@@ -94,9 +103,10 @@ def layer_of(module, calls: int) -> int:
     return calls if layer is None else int(layer)
 
 
-def refuse_unsupported(module, kwargs: dict) -> None:
+def refuse_unsupported(module, kwargs: dict, allowed: tuple = ()) -> None:
+    """allowed: what this recorder reproduces after all (T5's position_bias when it keeps the bias)."""
     for name in _UNSUPPORTED_KWARGS:
-        if kwargs.get(name) is not None:
+        if kwargs.get(name) is not None and name not in allowed:
             raise UnsupportedModel(
                 f"{type(module).__name__} passes {name!r} to its attention function, "
                 "which attn cannot reproduce yet",

@@ -64,6 +64,7 @@ class HFBackend:
         keep_inputs: bool = False, padding_side: str | None = None, pre_rope: bool = False,
     ) -> list[Capture]:
         """Run the texts as one padded batch; one Capture per text, its padding cut away."""
+        self._one_stack()
         encodings = [self._encode(text, truncate) for text in texts]
         batch = self._pad([encoding for encoding, _ in encodings], padding_side)
         recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, inject, keep_inputs, pre_rope,
@@ -104,6 +105,7 @@ class HFBackend:
         """
         from transformers.generation.streamers import BaseStreamer
 
+        self._one_stack()
         if self.lm is None:
             raise UnsupportedModel(f"{self.info.name} has no language-model head in its checkpoint, so it cannot "
                                    "generate", "use a checkpoint saved with its *ForCausalLM / *LMHeadModel class")
@@ -166,6 +168,7 @@ class HFBackend:
         the output of layer l, as the layer wrote it: transformers' hidden states without the
         embeddings, and with the last one not replaced by the final norm's output (last_hidden_state).
         """
+        self._one_stack()
         encodings = [self._encode(text, truncate) for text in texts]
         batch = self._pad([encoding for encoding, _ in encodings], "right")
         run = PaddedRun(tokens=[self._tokens(encoding) for encoding, _ in encodings],
@@ -192,6 +195,27 @@ class HFBackend:
         from attn_cli.backends.gradients import attention_gradients
 
         return attention_gradients(self, text, layers, target, truncate=truncate)
+
+    @property
+    def seq2seq(self) -> bool:
+        """An encoder–decoder model (backends/hf_seq2seq.py): three stacks of attention, two token lists."""
+        from attn_cli.backends.hf_seq2seq import is_seq2seq
+
+        return is_seq2seq(self.model)
+
+    def capture_pair(self, source: str, target: str, wanted) -> tuple:
+        """An encoder–decoder model teacher-forced on target: source tokens, decoder tokens and a Capture per
+        stack (hf_seq2seq.capture_pair)."""
+        from attn_cli.backends.hf_seq2seq import capture_pair
+
+        return capture_pair(self, source, target, wanted)
+
+    def _one_stack(self) -> None:
+        """What runs the model on one text refuses an encoder–decoder model, whose decoder needs a target."""
+        if self.seq2seq:
+            raise UnsupportedModel(f"{self.info.name} is an encoder–decoder model ({self.info.architecture}): "
+                                   "this command reads one stack of attention",
+                                   "attn inspect SOURCE --target TARGET shows its encoder, decoder and cross-attention")
 
     def circuit_weights(self):
         """Every head's W_Q, W_K, W_V, W_O, the norms, embeddings and unembedding (backends/circuit_weights.py)."""
@@ -336,7 +360,8 @@ def load_hf_backend(
     Q, K and V are then moved to `device` for analysis, layer by layer.
     """
     import transformers
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import (AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM,
+                              AutoModelForSequenceClassification, AutoTokenizer)
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -351,8 +376,8 @@ def load_hf_backend(
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True,
                                                   trust_remote_code=trust_remote_code)
-        head = "lm" if has_lm_head(directory) else "classifier" if has_classifier_head(directory) else None
-        model_class = {"lm": AutoModelForCausalLM,
+        head = saved_head(directory)
+        model_class = {"causal": AutoModelForCausalLM, "seq2seq": AutoModelForSeq2SeqLM,
                        "classifier": AutoModelForSequenceClassification}.get(head, AutoModel)
         model = load_model(
             model_class.from_pretrained, directory,
@@ -369,31 +394,30 @@ def load_hf_backend(
     model.eval()
     if device_map is None:
         model.to(device)
-    lm = model if head == "lm" else None
+    lm = model if head in ("causal", "seq2seq") else None
     backend = HFBackend(name, model if head is None else model.base_model, tokenizer, device, lm)
     backend.classifier = model if head == "classifier" else None  # its logits: attn attribute's gradient target
     backend.offload_folder = offload
     return backend
 
 
-def has_lm_head(directory: Path) -> bool:
-    """The checkpoint was saved with its language-model head (config.json's architectures say so)."""
-    return any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in _architectures(directory))
-
-
-def has_classifier_head(directory: Path) -> bool:
-    """The checkpoint was saved with a sequence-classification head (config.json's architectures say so)."""
-    return any(name.endswith("ForSequenceClassification") for name in _architectures(directory))
-
-
-def _architectures(directory: Path) -> list[str]:
+def saved_head(directory: Path) -> str | None:
+    """The head the checkpoint was saved with (config.json's architectures say so): "causal" (a decoder's
+    *ForCausalLM), "seq2seq" (an encoder–decoder's *ForConditionalGeneration, Marian's MTModel), "classifier"
+    (*ForSequenceClassification), or None."""
     import json
 
     try:
-        architectures = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("architectures")
-    except (OSError, ValueError, AttributeError):
-        return []
-    return [str(name) for name in architectures or []]
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        architectures = [str(name) for name in config.get("architectures") or []]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+    if config.get("is_encoder_decoder") and any(name.endswith(("ForConditionalGeneration", "MTModel"))
+                                               for name in architectures):
+        return "seq2seq"
+    if any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures):
+        return "causal"
+    return "classifier" if any(name.endswith("ForSequenceClassification") for name in architectures) else None
 
 
 def model_info(name: str, model) -> ModelInfo:

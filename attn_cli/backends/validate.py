@@ -1,8 +1,8 @@
 """Checks that a loaded Hugging Face model is what it claims to be, so attn never reports a number that
 was not computed from the user's weights. Every failure is one line and exit 1.
 
-- config.json must be a JSON object with positive sizes; encoder–decoder models (BART, T5, …) are
-  refused: their "layer L" would mix encoder self-attention, decoder self-attention and cross-attention.
+- config.json must be a JSON object with positive sizes. Encoder–decoder models (BART, Marian, T5, …) load:
+  their three kinds of attention are kept apart (backends/hf_seq2seq.py).
 - Every weight the model needs must come from the checkpoint: weights transformers would initialise at
   random (a config declaring more layers than the file holds) are refused, naming how many and which,
   unless ATTN_ALLOW_MISSING_WEIGHTS=1. A pooler (after the last attention layer) may be missing.
@@ -20,6 +20,10 @@ from typing import Callable
 from attn_cli.plumbing.errors import AttnError, ModelNotFound, UnsupportedModel
 
 ALLOW_MISSING = "ATTN_ALLOW_MISSING_WEIGHTS"
+# What attn reads, said by every refusal of a model it cannot (audio, video, vision–language decoders …)
+SUPPORTED = ("attn supports text models through a tokenizer: encoder-only (BERT …), decoder-only (GPT-2, Llama …) "
+             "and encoder–decoder (BART, mBART, Marian, T5); not audio, video or vision–language models")
+_OTHER_INPUTS = ("pixel_values", "pixel_values_videos", "input_features", "input_values")  # images, video, audio
 _HARMLESS_MISSING = ("pooler.",)  # computed after every attention layer: cannot change what attn reports
 # Sizes that must be positive integers when a config gives them (GPT-2 spells them n_head, n_layer, n_embd).
 _SIZES = ("num_attention_heads", "num_hidden_layers", "hidden_size", "num_key_value_heads", "head_dim",
@@ -32,7 +36,7 @@ def one_line(text: object) -> str:
 
 
 def check_config_file(directory: Path) -> None:
-    """Before transformers reads it: config.json is a JSON object, its sizes positive, not encoder–decoder."""
+    """Before transformers reads it: config.json is a JSON object, its sizes positive."""
     path = Path(directory) / "config.json"
     try:
         config = json.loads(path.read_bytes())
@@ -46,15 +50,6 @@ def check_config_file(directory: Path) -> None:
         value = config.get(name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ModelNotFound(f"{path}: {name} is {value!r}", "it must be a positive integer")
-    if config.get("is_encoder_decoder"):
-        raise encoder_decoder(config.get("model_type", "this model"))
-
-
-def encoder_decoder(kind: str) -> UnsupportedModel:
-    return UnsupportedModel(
-        f"{kind} is an encoder–decoder model; attn inspects encoder-only and decoder-only models",
-        "its encoder self-attention, decoder self-attention and cross-attention would be mixed up in one layer",
-    )
 
 
 def load_model(from_pretrained: Callable, directory: Path, **options):
@@ -77,19 +72,25 @@ def load_model(from_pretrained: Callable, directory: Path, **options):
 
 
 def check_config(model) -> None:
-    """A text model with one stack of attention layers: takes input_ids, not encoder–decoder."""
+    """A text model: takes input_ids; an encoder–decoder one also decoder_input_ids, and says it is one."""
     import inspect
 
     config = model.config
     kind = getattr(config, "model_type", None) or type(model).__name__
     two_stacks = isinstance(getattr(model, "encoder", None), torch_module()) and \
         isinstance(getattr(model, "decoder", None), torch_module())
-    if getattr(config, "is_encoder_decoder", False) or two_stacks:
-        raise encoder_decoder(kind)
-    with_ids = "input_ids" in inspect.signature(model.forward).parameters
+    parameters = inspect.signature(model.forward).parameters
+    if two_stacks and not getattr(config, "is_encoder_decoder", False):
+        raise UnsupportedModel(f"{kind} has an encoder and a decoder but its config says is_encoder_decoder=false",
+                               "attn would not know which attention is which; fix config.json")
+    with_ids = "input_ids" in parameters and (not getattr(config, "is_encoder_decoder", False)
+                                              or "decoder_input_ids" in parameters)
     if not with_ids:
         raise UnsupportedModel(f"{kind} ({type(model).__name__}) is not a text model: it takes no token ids",
-                               "attn inspects models that read text through a tokenizer")
+                               SUPPORTED)
+    other = [name for name in _OTHER_INPUTS if name in parameters]
+    if other:  # a vision–language or speech–text model: its text attention would be shown without its input
+        raise UnsupportedModel(f"{kind} ({type(model).__name__}) also reads {', '.join(other)}", SUPPORTED)
 
 
 def torch_module() -> type:

@@ -39,7 +39,8 @@ def generate_command(
     dpi: opt.Dpi = None,
     scale: opt.ScaleOpt = opt.ColourScale.fixed,
 ) -> None:
-    """Generate from PROMPT with a causal model and show what each generated token attended to."""
+    """Generate from PROMPT with a causal model (or an encoder–decoder model: PROMPT is the source) and show what
+    each generated token attended to."""
     with user_errors():
         json_wanted = check_outputs(save, as_json, output, dpi)
         prompt = read_text(prompt)
@@ -82,4 +83,8 @@ def generating_line(text: str, cells: int = 24) -> str:
 def render_generate_view(report, per_head: bool = False):
     from attn_cli.render.generate_view import render_generate
 
+    if hasattr(report, "cross"):  # an encoder–decoder model's (analyses/seq2seq_generate.py)
+        from attn_cli.render.seq2seq_view import render_pair_generate
+
+        return render_pair_generate(report, per_head)
     return render_generate(report, per_head)

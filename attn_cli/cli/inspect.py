@@ -76,6 +76,11 @@ def inspect_command(
              "over through the head), shown instead of the weights and added to the JSON as \"norms\".")]
         = Measure.weights,
     words: opt.Words = False,
+    target: Annotated[Optional[str], typer.Option("--target",
+        help="Encoder–decoder models (BART, Marian, T5 …): the decoder runs teacher-forced on TARGET; TEXT is "
+             "the source. Cross-attention heads are target rows × source columns.")] = None,
+    stack: Annotated[str, typer.Option("--stack",
+        help="Encoder–decoder models: encoder, decoder, cross (comma-separated) or all.")] = "all",
 ) -> None:
     """Show a transformer's attention for TEXT: weights heatmaps, symmetry and top-attended tokens."""
     with user_errors():
@@ -94,6 +99,14 @@ def inspect_command(
             from attn_cli.data.selection import Selection
 
             loaded = loading.load()
+            if target is not None or getattr(loaded.backend, "seq2seq", False):
+                if len(texts) > 1:
+                    raise BadInput("an encoder–decoder model takes one source TEXT and its --target",
+                                   "run each pair alone")
+                return loaded.inspect(texts[0], layers=layer, heads=head, top_k=top_k, rows=rows, cols=cols,
+                                      full=full, target=None if target is None else read_text(target), stacks=stack,
+                                      variant=variant, propagate=propagate, pre_rope=pre_rope, vectors=vectors,
+                                      norms=measure is Measure.norm, words=words, progress=progress)
             reports = loaded.inspect(texts, layers=layer, heads=head, top_k=top_k, variant=variant,
                                      propagate=propagate, truncate=truncate, padding=padding and padding.value,
                                      pre_rope=pre_rope, rows=rows, cols=cols, full=full, vectors=vectors,
@@ -152,6 +165,10 @@ def render_inspect(report, panels, per_head: bool = False):
 
     from attn_cli.render.terminal import render_report
 
+    if hasattr(report, "stacks"):  # an encoder–decoder pair (analyses/seq2seq.py)
+        from attn_cli.render.seq2seq_view import render_pair
+
+        return render_pair(report, panels, per_head)
     if not hasattr(report, "reports"):
         return render_report(report, panels, per_head)
     parts = []

@@ -62,6 +62,9 @@ class LayerCapture:
     # The attention output projection W_O as (d_model, H·D): query head h's slice is columns h·D:(h+1)·D.
     # A reference to the model's own weight (no copy); None where it could not be found.
     w_o: "torch.Tensor | None" = None
+    # An additive score bias the model adds to q·kᵀ·scale before the softmax (T5's relative position bias), as the
+    # model hands it: (B or 1, H, T_q, T_k) in a batch record, (H, T_q, T_k) in one sequence's. None: no bias.
+    bias: "torch.Tensor | None" = None
 
     def scorer_for(self, heads: Sequence[int]) -> Callable:
         """score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n) for these query heads, in order:
@@ -111,3 +114,6 @@ class Capture:
     # The tokenizer's words (data/words.py), where it says which tokens make which word (a fast
     # tokenizer's word ids and offsets); None: --words guesses them from the pieces' markers.
     words: "list[Word] | None" = None
+    # Cross-attention (an encoder–decoder model's decoder reading the encoder): the key tokens (the source),
+    # when they are not `tokens` (the queries, the target). q is then (H, T_query, D), k and v (H_kv, T_key, D).
+    keys: list[Token] | None = None

@@ -91,19 +91,24 @@ class Window:
 
     rows: tuple[int, int]  # query rows start:stop
     cols: tuple[int, int]  # key columns start:stop
-    tokens: int  # T
+    tokens: int  # T (the query tokens)
+    keys: int | None = None  # T_key of a rectangular (cross-attention) matrix; None: T, the matrix is square
+
+    @property
+    def key_count(self) -> int:
+        return self.tokens if self.keys is None else self.keys
 
     @classmethod
-    def whole(cls, tokens: int) -> "Window":
-        return cls((0, tokens), (0, tokens), tokens)
+    def whole(cls, tokens: int, keys: int | None = None) -> "Window":
+        return cls((0, tokens), (0, tokens if keys is None else keys), tokens, keys)
 
     @classmethod
-    def nothing(cls, tokens: int) -> "Window":
-        return cls((0, 0), (0, 0), tokens)
+    def nothing(cls, tokens: int, keys: int | None = None) -> "Window":
+        return cls((0, 0), (0, 0), tokens, keys)
 
     @property
     def is_whole(self) -> bool:
-        return self.rows == self.cols == (0, self.tokens)
+        return self.rows == (0, self.tokens) and self.cols == (0, self.key_count)
 
     @property
     def is_empty(self) -> bool:
@@ -129,17 +134,19 @@ class Selection:
         """The layer and head indices for a model (ModelInfo)."""
         return parse_selection(self.layers, info.layers, "layer"), parse_selection(self.heads, info.heads, "head")
 
-    def window(self, tokens: int, heads_selected: int, cell_limit: int) -> Window:
-        """The part of each matrix to keep for a text of `tokens` tokens.
+    def window(self, tokens: int, heads_selected: int, cell_limit: int, keys: int | None = None) -> Window:
+        """The part of each matrix to keep for a text of `tokens` tokens (and `keys` key tokens, where they
+        are other tokens: cross-attention).
 
         rows/cols pick a window; otherwise the whole matrix when `full` or when all selected
         heads together stay within `cell_limit` cells; otherwise nothing (statistics only).
         """
+        columns = tokens if keys is None else keys
         if self.rows is not None or self.cols is not None:
-            return Window(_clip(self.rows, tokens, "--rows"), _clip(self.cols, tokens, "--cols"), tokens)
-        if self.full or heads_selected * tokens * tokens <= cell_limit:
-            return Window.whole(tokens)
-        return Window.nothing(tokens)
+            return Window(_clip(self.rows, tokens, "--rows"), _clip(self.cols, columns, "--cols"), tokens, keys)
+        if self.full or heads_selected * tokens * columns <= cell_limit:
+            return Window.whole(tokens, keys)
+        return Window.nothing(tokens, keys)
 
 
 def _clip(span: tuple[int, int] | None, tokens: int, option: str) -> tuple[int, int]:

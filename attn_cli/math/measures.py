@@ -15,7 +15,17 @@ import torch
 class Symmetry:
     max_abs_diff: float  # max |S_ij - S_ji|
     relative: float  # ||S - Sᵀ||_F / ||S||_F
-    symmetric: bool  # relative <= tolerance
+    symmetric: bool | None  # relative <= tolerance; None where symmetry does not apply (`reason`)
+    reason: str | None = None  # why S has no symmetry to measure (a cross-attention head's queries and keys
+    #                            are different tokens); the numbers are then NaN
+
+
+def not_applicable(heads: int, queries: int, keys: int) -> list["Symmetry"]:
+    """Symmetry of a cross-attention head: S_ij and S_ji pair target token i with source token j and target j
+    with source i, different tokens, so S − Sᵀ measures nothing (and is not defined when T_q ≠ T_k)."""
+    reason = (f"cross-attention: queries are the {queries} target tokens and keys the {keys} source tokens, "
+              "so S_ij and S_ji are not a pair of the same two tokens")
+    return [Symmetry(float("nan"), float("nan"), None, reason)] * heads
 
 
 class SymmetryAccumulator:
@@ -87,6 +97,17 @@ class BlockSymmetry:
         _accumulate(self, diff, stop - start)
 
     result = SymmetryAccumulator.result
+
+
+def dense_symmetry(scores: torch.Tensor, valid: torch.Tensor, tolerance: float) -> list[Symmetry]:
+    """The same measures from a whole S (h, T, T), for scores that are not a bilinear form of q and k (T5 adds its
+    relative position bias, itself not symmetric: bias(i − j) ≠ bias(j − i)). valid (T,): non-padding tokens."""
+    pair = valid[:, None] & valid[None, :]  # (T, T)
+    whole = scores.double().masked_fill(~pair, 0.0)
+    diff = whole - whole.transpose(-2, -1)
+    relative = diff.square().sum((-2, -1)).sqrt() / whole.square().sum((-2, -1)).sqrt().clamp_min(1e-300)
+    peaks = diff.abs().amax((-2, -1)) if diff.numel() else torch.zeros(len(scores), dtype=torch.float64)
+    return [Symmetry(float(peak), float(rel), float(rel) <= tolerance) for peak, rel in zip(peaks.tolist(), relative.tolist())]
 
 
 class ScoreMoments:

@@ -17,14 +17,14 @@ import numpy as np
 
 from attn_cli.render.scale import NEGATIVE, POSITIVE, SEQUENTIAL, Scale, hex_colour
 from attn_cli.render.command_figures import FIGURES, own_span, rounded
-from attn_cli.render.svg import Svg, flow, grid_svg, text_width
+from attn_cli.render.svg import Heat, Svg, flow, grid_svg, text_width
 
 MAX_DETAIL = 16  # heads drawn in full in one SVG; more are shown in the all-heads grid
 
 
 # -- what a report shows ------------------------------------------------------------------------------
 
-PAGE_KINDS = ("InspectReport", "InspectBatch", "CompareReport", "StepsReport", *FIGURES)  # reports with a page
+PAGE_KINDS = ("InspectReport", "InspectBatch", "PairReport", "CompareReport", "StepsReport", *FIGURES)  # reports with a page
 
 
 def report_kind(report) -> str | None:
@@ -131,6 +131,13 @@ def _svg_report(svg: Svg, x: float, y: float, report, panels, looked_by: str = "
         for single in report.reports:
             y = _svg_report(svg, x, y, single, panels, looked_by, per_head) + 20
         return y
+    if kind == "PairReport":  # an encoder–decoder model's stacks, one after another, each saying what it is
+        from attn_cli.render.seq2seq_view import stack_title
+
+        for single in report.stacks:
+            _svg_title(svg, x, y, stack_title(single))
+            y = _svg_report(svg, x, y + 30, single, panels, looked_by, per_head) + 20
+        return y
     if kind in FIGURES:  # heads, generate, rollout, diff
         command, items, _ = FIGURES[kind]
         _svg_title(svg, x, y, _report_title(report, command))
@@ -145,6 +152,9 @@ def _svg_report(svg: Svg, x: float, y: float, report, panels, looked_by: str = "
         return flow(svg, x, y + 34, _steps_items(report, per_head), tokens)
     _svg_title(svg, x, y, _report_title(report, looked_by))
     items, grid = _inspect_panels(report, panels, per_head)
+    if getattr(report, "keys", None) is not None:  # cross-attention: target rows, source columns
+        items = [Heat(*item, rows=tokens, cols=[unit.text for unit in report.keys],
+                      caption="rows: target tokens (queries) · columns: source tokens (keys)") for item in items]
     y += 34
     if grid:
         from attn_cli.render.terminal import most_focused
@@ -221,6 +231,17 @@ def page_data(report, per_head: bool = False) -> dict:
         command, _, page = FIGURES[kind]
         data["title"] = _report_title(report, command)
         data.update(page(report, per_head))
+    elif kind == "PairReport":  # a run per stack, each with its own row and column tokens
+        from attn_cli.render.seq2seq_view import stack_title
+        from attn_cli.render.terminal import most_focused
+
+        data["title"] = _report_title(report, "inspect")
+        data["runs"] = [{**_run_json(stack_title(single), single.layers, per_head=per_head),
+                         "rowTokens": _tokens(single), "colTokens": [unit.text for unit in single.key_axis]}
+                        for single in report.stacks]
+        last = report.stacks[-1]  # the cross-attention, where it was asked for
+        layer, head = most_focused(last.heads())
+        data["start"] = [layer, head.head]
     elif kind == "CompareReport":
         data["title"] = _report_title(report, "compare")
         data["runs"] = [_run_json(name, layers, per_head=per_head) for name, layers in report.runs.items()]

@@ -77,12 +77,15 @@ class Heatmap:
     """Query tokens as rows, key tokens as columns; masked (NaN) cells blank.
 
     matrix: the (rows, cols) part of the whole T × T that `window` names (None: the whole matrix).
+    keys: the column tokens where they are not the row tokens (cross-attention: target rows × source columns).
     """
 
     def __init__(self, matrix: np.ndarray | None, tokens: list[str], title: str, scale: Scale | None = None,
-                 window: Window | None = None, hint: str = WINDOW_HINT, label: str | None = None):
+                 window: Window | None = None, hint: str = WINDOW_HINT, label: str | None = None,
+                 keys: list[str] | None = None):
         self.matrix = None if matrix is None else np.asarray(matrix, dtype=np.float64)
         self.tokens = tokens
+        self.keys = tokens if keys is None else keys
         self.title = title
         self.scale = scale or Scale.weights()
         self.window = window if window is not None and window.is_partial else None
@@ -178,7 +181,7 @@ class Heatmap:
         shown = min(self.cols, LIST_LIMIT)
         for i in range(self.col0, self.col0 + shown):
             text.append(f"{i}:", style="dim")
-            text.append_text(token_text(self.tokens[i]))
+            text.append_text(token_text(self.keys[i]))
             text.append("  ")
         if shown < self.cols:
             text.append(f"… {self.cols - shown} more (the header lists every token)", style="dim")

@@ -67,13 +67,13 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None, per_h
     if Panel.stats in panels:
         parts.append(titled("Scores against the √d argument: var(q·k) ≈ d·var(q)·var(k); the 1/√d scale divides "
                             "it by d", score_stats_table(heads)))
-    tokens = [unit.text for unit in report.axis]
+    tokens, keys = axes(report)
     for layer, head in heads:
         title = head_title(layer, head)
         if Panel.weights in panels:
-            parts.append(measure_heatmap(head, tokens, layer, per_head))
+            parts.append(measure_heatmap(head, tokens, layer, per_head, keys))
         if Panel.scores in panels:
-            parts.append(scores_heatmap(head, tokens, layer))
+            parts.append(scores_heatmap(head, tokens, layer, keys=keys))
         for name in ("q", "k", "v"):
             if Panel(name) in panels:
                 parts.append(VectorTable(head.tensors.get(name), tokens, f"{title} · {name.upper()}",
@@ -83,10 +83,16 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None, per_h
     return Group(*parts)
 
 
+def axes(report: InspectReport) -> tuple[list[str], list[str] | None]:
+    """The row tokens' texts, and the column tokens' where they are other tokens (cross-attention), else None."""
+    rows = [unit.text for unit in report.axis]
+    return rows, None if report.keys is None else [unit.text for unit in report.keys]
+
+
 def default_view(report: InspectReport, heads: list[tuple[int, HeadReport]], per_head: bool = False
                  ) -> list[RenderableType]:
     """All heads as a grid, then the most focused one in detail: its weights and two lines of statistics."""
-    tokens = [unit.text for unit in report.axis]
+    tokens, keys = axes(report)
     parts: list[RenderableType] = []
     layer, head = heads[0]
     if len(heads) > 1:
@@ -95,16 +101,18 @@ def default_view(report: InspectReport, heads: list[tuple[int, HeadReport]], per
         parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head (lowest mean entropy). "
                           "Others: --layer L --head H; more: --show "
                           f"{'top,stats' if report.words is not None else 'top,scores,stats'},overview", style="dim"))
-    parts.append(measure_heatmap(head, tokens, layer, per_head))
+    parts.append(measure_heatmap(head, tokens, layer, per_head, keys))
     parts += head_summary(head)
     return parts
 
 
-def measure_heatmap(head: HeadReport, tokens: list[str], layer: int, per_head: bool = False) -> Heatmap:
-    """The head's weights, or with --measure norm its value-weighted norms instead."""
+def measure_heatmap(head: HeadReport, tokens: list[str], layer: int, per_head: bool = False,
+                    keys: list[str] | None = None) -> Heatmap:
+    """The head's weights, or with --measure norm its value-weighted norms instead. keys: the column tokens
+    where they are not `tokens` (cross-attention)."""
     if head.norms is not None:
         return norms_heatmap(head, tokens, layer)
-    return weights_heatmap(head, tokens, layer, per_head=per_head)
+    return weights_heatmap(head, tokens, layer, per_head=per_head, keys=keys)
 
 
 def heads_grid(report: InspectReport, mark: tuple[int, int] | None = None, per_head: bool = False) -> HeadsGrid:
@@ -119,7 +127,7 @@ def head_summary(head: HeadReport) -> list[Text]:
     """Symmetry and the √d argument for one head, in two short lines."""
     sym = head.symmetry
     verdict = Text("symmetric", style="green") if sym.symmetric else Text("not symmetric", style="dim")
-    lines = [Text.assemble(("Symmetry", "bold"), f" of S = q·kᵀ·scale: max |S−Sᵀ| {stat(sym.max_abs_diff)}, "
+    lines = [Text.assemble(("Symmetry", "bold"), " not defined: ", sym.reason)] if sym.reason else [Text.assemble(("Symmetry", "bold"), f" of S = q·kᵀ·scale: max |S−Sᵀ| {stat(sym.max_abs_diff)}, "
                            f"‖S−Sᵀ‖/‖S‖ {stat(sym.relative)}: ", verdict)]
     stats = head.score_stats
     if stats is not None:
@@ -136,12 +144,12 @@ def head_title(layer: int, head: HeadReport) -> str:
 
 
 def weights_heatmap(head: HeadReport, tokens: list[str], layer: int, title: str | None = None,
-                    formula: str | None = None, per_head: bool = False) -> Heatmap:
+                    formula: str | None = None, per_head: bool = False, keys: list[str] | None = None) -> Heatmap:
     """The weights heatmap with masked cells blank (their weight is exactly 0; their score is NaN);
     per_head: coloured from its own smallest to its largest weight."""
     title = title or f"{head_title(layer, head)} · weights = {formula or weights_formula(head)}"
     matrix = head.masked(head.weights)
-    return Heatmap(matrix, tokens, title, Scale.weights(matrix, per_head), head.window)
+    return Heatmap(matrix, tokens, title, Scale.weights(matrix, per_head), head.window, keys=keys)
 
 
 def norms_heatmap(head: HeadReport, tokens: list[str], layer: int) -> Heatmap:
@@ -151,9 +159,10 @@ def norms_heatmap(head: HeadReport, tokens: list[str], layer: int) -> Heatmap:
                    Scale.magnitude(values), head.window, label="norm")
 
 
-def scores_heatmap(head: HeadReport, tokens: list[str], layer: int, scale: Scale | None = None) -> Heatmap:
+def scores_heatmap(head: HeadReport, tokens: list[str], layer: int, scale: Scale | None = None,
+                   keys: list[str] | None = None) -> Heatmap:
     title = f"{head_title(layer, head)} · scores = {scores_formula(head)}"
-    return Heatmap(head.scores, tokens, title, scale or Scale.scores(head.scores), head.window)
+    return Heatmap(head.scores, tokens, title, scale or Scale.scores(head.scores), head.window, keys=keys)
 
 
 def weights_formula(head: HeadReport) -> str:
@@ -214,6 +223,9 @@ OVERVIEW = {
 def overview_grid(report: InspectReport, metric: str) -> RenderableType:
     """Layers × heads, one number per head, coloured so the interesting heads stand out."""
     title, bright = OVERVIEW[metric]
+    if metric == "asymmetry" and report.keys is not None:
+        return Text(f"{title}: not defined for cross-attention heads (queries and keys are different tokens)",
+                    style="dim")
     tokens = len(report.axis)
     if metric == "entropy":
         note = f"0 = one key, {math.log(tokens):.2f} = uniform over {tokens} tokens; {bright}"
@@ -257,8 +269,9 @@ def symmetry_table(heads: list[tuple[int, HeadReport]]) -> Table:
         table.add_column(name, justify="right", no_wrap=True)
     for layer, head in heads:
         sym = head.symmetry
-        table.add_row(str(layer), str(head.head), stat(sym.max_abs_diff), stat(sym.relative),
-                      Text("yes", style="green") if sym.symmetric else Text("no", style="dim"))
+        verdict = (Text("not defined", style="dim") if sym.symmetric is None else
+                   Text("yes", style="green") if sym.symmetric else Text("no", style="dim"))
+        table.add_row(str(layer), str(head.head), stat(sym.max_abs_diff), stat(sym.relative), verdict)
     return table
 
 
@@ -302,8 +315,13 @@ def top_table(head: HeadReport, tokens: list[str]) -> Table:
         # Keys under 1% weight are noise on screen (the JSON keeps all k).
         row = [key for rank, key in enumerate(head.top[index]) if rank == 0 or key.weight >= 0.01]
         table.add_row(row_label(index, tokens[index]), keys_text(row),
-                      f"{head.entropy[index]:.2f}", f"{head.self_weight[index]:.2f}")
+                      f"{head.entropy[index]:.2f}", _number(head.self_weight[index]))
     return table
+
+
+def _number(value: float) -> str:
+    """Two decimals, or "—" where the value is not defined (a cross-attention head's self-weight)."""
+    return f"{value:.2f}" if math.isfinite(value) else "—"
 
 
 def keys_text(keys, style_of=lambda key: "bold") -> Text:
