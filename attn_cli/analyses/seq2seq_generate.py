@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-
 from attn_cli.analyses.generate import GeneratedHead, GeneratedLayer, GenerateReport
 from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
 from attn_cli.data.capture import Token
