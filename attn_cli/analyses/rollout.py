@@ -30,6 +30,7 @@ class RolloutReport(Document):
     matrix: np.ndarray  # (T, T) row i: output token i over input tokens; rows sum to 1
     top: list[list[TopKey]]  # (T, ≤k) the input tokens each output token traces back to most
     truncated_from: int | None = None
+    image: object = None  # PatchGrid (data/image.py) when a vision transformer read an image
 
     def to_json_dict(self) -> dict:
         document = {
@@ -47,6 +48,8 @@ class RolloutReport(Document):
         }
         if self.truncated_from is not None:
             document["truncated_from"] = self.truncated_from
+        if self.image is not None:
+            document["image"] = self.image.to_json()
         return document
 
     def to_arrow(self):
@@ -58,9 +61,10 @@ class RolloutReport(Document):
                                                               {"rollout": self.matrix})])
 
 
-def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k: int = 3,
-             truncate: bool = False) -> RolloutReport:
-    """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out."""
+def roll_out(backend, text: str | None, layers="all", head_fusion: str = "mean", top_k: int = 3,
+             truncate: bool = False, image: tuple | None = None) -> RolloutReport:
+    """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out.
+    image: (PIL image, its source) for a vision transformer instead of text (analyses/image.py)."""
     import torch
 
     from attn_cli.math.measures import HEAD_FUSIONS, attention_rollout, fuse_heads, top_keys
@@ -71,12 +75,17 @@ def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k:
     chosen, _ = selection.resolve(backend.info)
     if chosen != list(range(chosen[0], chosen[-1] + 1)):
         raise BadInput(f"rollout multiplies consecutive layers; --layers {layers} has gaps", "use a range like 2-5")
-    [report] = inspect_texts(backend, [text], selection, Analysis(top_k=top_k), truncate=truncate)
+    if image is not None:
+        from attn_cli.analyses.image import inspect_image
+
+        report = inspect_image(backend, image[0], image[1], selection, Analysis(top_k=top_k))
+    else:
+        [report] = inspect_texts(backend, [text], selection, Analysis(top_k=top_k), truncate=truncate)
     fused = [fuse_heads(torch.from_numpy(np.stack([head.weights for head in layer.heads])), head_fusion)
              for layer in report.layers]  # each (T, T)
     matrix = attention_rollout(fused)
     allowed = torch.ones_like(matrix, dtype=torch.bool)
     texts = [token.text for token in report.tokens]
     top = [[TopKey(index, texts[index], weight) for index, weight in row] for row in top_keys(matrix, allowed, top_k)]
-    return RolloutReport(text, report.model, report.device, report.dtype, report.tokens, chosen, head_fusion,
-                         matrix.numpy(), top, report.truncated_from)
+    return RolloutReport(report.text, report.model, report.device, report.dtype, report.tokens, chosen, head_fusion,
+                         matrix.numpy(), top, report.truncated_from, report.image)

@@ -31,8 +31,9 @@ def one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def check_config_file(directory: Path) -> None:
-    """Before transformers reads it: config.json is a JSON object, its sizes positive, not encoder–decoder."""
+def check_config_file(directory: Path) -> dict:
+    """Before transformers reads it: config.json is a JSON object, its sizes positive, of a modality attn
+    reads, not encoder–decoder. Returns the config."""
     path = Path(directory) / "config.json"
     try:
         config = json.loads(path.read_bytes())
@@ -46,8 +47,39 @@ def check_config_file(directory: Path) -> None:
         value = config.get(name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ModelNotFound(f"{path}: {name} is {value!r}", "it must be a positive integer")
+    check_modality(config, path)
     if config.get("is_encoder_decoder"):
         raise encoder_decoder(config.get("model_type", "this model"))
+    return config
+
+
+# Model types of modalities attn does not read (yet): each is refused in one line naming what it reads.
+_AUDIO = ("whisper", "wav2vec2", "wav2vec2-conformer", "wav2vec2-bert", "hubert", "wavlm", "data2vec-audio",
+          "unispeech", "unispeech-sat", "sew", "sew-d", "speech_to_text", "speecht5", "seamless_m4t",
+          "seamless_m4t_v2", "audio-spectrogram-transformer", "clap", "encodec", "musicgen", "qwen2_audio", "mimi")
+_VIDEO = ("videomae", "vivit", "timesformer", "x_clip", "vjepa2", "video_llava", "llava_next_video")
+
+
+def check_modality(config: dict, path: Path) -> None:
+    """Audio, video and vision–language models (and image models other than the ViT family) are refused
+    in one line naming what attn reads: text models and the vision transformers of backends/vision.py."""
+    from attn_cli.backends.vision import SUPPORTED, VISION_TYPES
+
+    kind = str(config.get("model_type", ""))
+    supported = f"attn reads text models (encoder-only, decoder-only) and images with {SUPPORTED}"
+    if kind in VISION_TYPES:
+        return
+    if kind in _AUDIO or "num_mel_bins" in config or "feat_extract_norm" in config:
+        modality = "an audio model"
+    elif kind in _VIDEO or "num_frames" in config:
+        modality = "a video model"
+    elif "vision_config" in config or "image_token_index" in config or "image_token_id" in config:
+        modality = "a vision–language model"
+    elif "num_channels" in config and "image_size" in config:
+        modality = "an image model attn does not read yet"
+    else:
+        return
+    raise UnsupportedModel(f"{kind or path} is {modality}", supported)
 
 
 def encoder_decoder(kind: str) -> UnsupportedModel:
@@ -57,7 +89,7 @@ def encoder_decoder(kind: str) -> UnsupportedModel:
     )
 
 
-def load_model(from_pretrained: Callable, directory: Path, **options):
+def load_model(from_pretrained: Callable, directory: Path, modality: str = "text", **options):
     """from_pretrained(directory, **options) with its loading report checked. Errors of a broken
     checkpoint (safetensors header, shapes that do not fit the config, an unreadable pickle) become one
     line; a model with weights the checkpoint lacks is refused (exit 1)."""
@@ -71,13 +103,14 @@ def load_model(from_pretrained: Callable, directory: Path, **options):
             raise
         raise ModelNotFound(f"could not load the model in {directory}: {type(error).__name__}: "
                             f"{_short(one_line(error))}") from error
-    check_config(model)
+    check_config(model, modality)
     check_loading(loading, directory)
     return model
 
 
-def check_config(model) -> None:
-    """A text model with one stack of attention layers: takes input_ids, not encoder–decoder."""
+def check_config(model, modality: str = "text") -> None:
+    """One stack of attention layers (not encoder–decoder); a text model takes input_ids, an image model
+    (backends/vision.py) pixel_values."""
     import inspect
 
     config = model.config
@@ -86,6 +119,8 @@ def check_config(model) -> None:
         isinstance(getattr(model, "decoder", None), torch_module())
     if getattr(config, "is_encoder_decoder", False) or two_stacks:
         raise encoder_decoder(kind)
+    if modality == "image":
+        return
     with_ids = "input_ids" in inspect.signature(model.forward).parameters
     if not with_ids:
         raise UnsupportedModel(f"{kind} ({type(model).__name__}) is not a text model: it takes no token ids",

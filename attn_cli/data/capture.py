@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 if TYPE_CHECKING:
     import torch
 
+    from attn_cli.data.image import PatchGrid
     from attn_cli.data.words import Word
     from attn_cli.math.masks import AttentionMask
 
@@ -111,3 +112,5 @@ class Capture:
     # The tokenizer's words (data/words.py), where it says which tokens make which word (a fast
     # tokenizer's word ids and offsets); None: --words guesses them from the pieces' markers.
     words: "list[Word] | None" = None
+    # An image's patch grid (data/image.py) when a vision transformer read an image; None for text.
+    image: "PatchGrid | None" = None
