@@ -129,6 +129,7 @@ def test_other_modalities_are_refused_naming_what_is_supported(tmp_path, config,
     import json
 
     (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors").write_bytes(b"")  # refused from the config, before the weights are read
     result = run_cli("inspect", "hello", "--model", str(tmp_path))
     assert result.exit_code == 1
     line = result.stderr.strip()

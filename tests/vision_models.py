@@ -61,3 +61,38 @@ def noise(path: Path, size=(48, 40), seed: int = 0) -> Path:
     rng = np.random.default_rng(seed)
     Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)).save(path)
     return path
+
+
+def planted_left(directory: Path) -> Path:
+    """A tiny ViT whose layer 0 head 0 attends, from [CLS] and from every patch, only to the patches whose
+    red channel is bright: on an image whose left half is red and right half dark, only to the left half.
+
+    The patch embedding writes +red sum into dimension 0 and −red sum into dimension 1 (nothing else, and
+    no position embeddings), so after the layer norm a bright-red patch has x₀ = +4, a dark one −4 and
+    [CLS] 0; head 0's key reads x₀, its query is a constant: scores +23 on red patches, 0 on [CLS], −23 on dark."""
+    import torch
+    from transformers import ViTImageProcessor, ViTModel
+
+    torch.manual_seed(0)
+    config, _ = tiny_configs()["vit"]
+    model = ViTModel(config, add_pooling_layer=False)
+    with torch.no_grad():
+        embeddings = model.embeddings
+        embeddings.position_embeddings.zero_()
+        embeddings.cls_token.zero_()
+        projection = embeddings.patch_embeddings.projection
+        projection.weight.zero_()
+        projection.bias.zero_()
+        projection.weight[0, 0] = 1.0  # x₀ = the patch's summed (normalised) red
+        projection.weight[1, 0] = -1.0
+        attention = model.layers[0].attention
+        norm = model.layers[0].layernorm_before
+        norm.weight.fill_(1.0)
+        norm.bias.zero_()
+        head = slice(0, config.hidden_size // config.num_attention_heads)  # head 0's rows
+        for linear in (attention.q_proj, attention.k_proj):
+            linear.weight[head] = 0.0
+            linear.bias[head] = 0.0
+        attention.k_proj.weight[0, 0] = 4.0  # k₀ = 4·x₀
+        attention.q_proj.bias[0] = 4.0  # q₀ = 4 for every token
+    return save_vision(model, ViTImageProcessor(size={"height": 32, "width": 32}), directory)

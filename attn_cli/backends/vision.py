@@ -18,7 +18,7 @@ from attn_cli.backends.capture_hook import LayerRecorder, capturing
 from attn_cli.backends.validate import check_finite, load_model
 from attn_cli.data.capture import Capture, Token, sequence_of
 from attn_cli.data.image import PatchGrid
-from attn_cli.plumbing.errors import BadInput, ModelNotFound, UnsupportedModel
+from attn_cli.plumbing.errors import ModelNotFound, UnsupportedModel
 
 # config.json's model_type → the transformers class holding the vision tower. A whole CLIP/SigLIP
 # checkpoint (text and vision) is read through its vision tower only.
@@ -112,7 +112,7 @@ class VisionBackend:
         return (restored.permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
 
     def _text_refused(self, *args, **kwargs):
-        raise BadInput(f"{self.info.name} is a vision model ({self.info.architecture}): it reads images, not text",
+        raise UnsupportedModel(f"{self.info.name} is a vision model ({self.info.architecture}): it reads images, not text",
                        "pass --image FILE (PNG or JPEG; - reads stdin) to attn inspect or attn rollout")
 
     capture_batch = capture_padded = capture_generation = circuit_weights = _text_refused
@@ -136,5 +136,5 @@ def special_tokens(model) -> tuple[str, ...]:
 def check_image_backend(backend) -> None:
     """--image needs a vision transformer: a text model says so in one line."""
     if not hasattr(backend, "capture_image"):
-        raise BadInput(f"{backend.info.name} is a text model ({backend.info.architecture}): --image needs a "
+        raise UnsupportedModel(f"{backend.info.name} is a text model ({backend.info.architecture}): --image needs a "
                        "vision transformer", f"supported: {SUPPORTED}; give text to a text model")

@@ -23,6 +23,7 @@ from attn_cli.data.image import PatchGrid, query_row
 from attn_cli.render.scale import SHADE_FLOOR, SHADES, Scale
 
 MAIN_WIDTH = 64  # the selected head's picture: at most this many cells wide
+MAIN_LINES = 24  # … and this many lines tall
 DIM = 0.35  # how bright the image stays under no attention
 
 
@@ -70,8 +71,12 @@ def shade(values: np.ndarray) -> list[str]:
 class Picture:
     """One image with one query's attention over it, `width` cells wide (or as wide as there is room)."""
 
-    def __init__(self, grid: PatchGrid, weights: np.ndarray | None, width: int = MAIN_WIDTH, title: str = ""):
-        self.grid, self.weights, self.width, self.title = grid, weights, width, title
+    def __init__(self, grid: PatchGrid, weights: np.ndarray | None, width: int = MAIN_WIDTH, title: str = "",
+                 lines: int = MAIN_LINES, with_image: bool = True):
+        height, wide = grid.pixels.shape[:2]
+        self.grid, self.weights, self.title = grid, weights, title
+        self.with_image = with_image  # without colour: also the image in shades, beside the attention
+        self.width = max(1, min(width, int(2 * lines * wide / height)))  # no taller than `lines`
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         width = min(self.width, options.max_width)
@@ -86,10 +91,18 @@ class Picture:
         if console.color_system and not console.no_color:
             yield from colour_lines(pixels)
             return
+        # No colour: the attention in shades; the main picture also the image, in shades of its brightness,
+        # beside it (or above it, when narrow)
+        attention = shade(share[0::2] / 2 + share[1::2] / 2)
+        if not self.with_image:
+            yield from (Text(line) for line in attention)
+            return
         brightness = resized(self.grid.pixels, width).mean(axis=2) / 255  # (h, width)
-        for rows in (brightness, share):  # the image, then the attention, each in shades
-            for line in shade(rows[0::2] / 2 + rows[1::2] / 2):
-                yield Text(line)
+        image = shade(brightness[0::2] / 2 + brightness[1::2] / 2)
+        if width * 2 + 2 <= options.max_width:
+            yield from (Text(f"{left}  {right}") for left, right in zip(image, attention))
+        else:
+            yield from (Text(line) for line in image + attention)
 
 
 def colour_lines(pixels: np.ndarray) -> RenderResult:
@@ -164,7 +177,7 @@ class SmallPictures:
         across = max(1, (options.max_width + 1) // (width + 1))
         table = Table.grid(padding=(0, 1))
         for start in range(0, len(self.pictures), across):
-            table.add_row(*[Picture(self.grid, weights, width, title) for title, weights in
+            table.add_row(*[Picture(self.grid, weights, width, title, with_image=False) for title, weights in
                             self.pictures[start:start + across]])
         yield table
 
