@@ -44,6 +44,7 @@ def load_vision_backend(name: str, directory: Path, config: dict, *, device: str
     from attn_cli.backends.hf import _DTYPES
 
     transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     model_class = getattr(transformers, VISION_TYPES[config["model_type"]])
     try:
         processor = AutoImageProcessor.from_pretrained(directory, local_files_only=True)

@@ -24,7 +24,8 @@ from attn_cli.render.scale import SHADE_FLOOR, SHADES, Scale
 
 MAIN_WIDTH = 64  # the selected head's picture: at most this many cells wide
 MAIN_LINES = 24  # … and this many lines tall
-DIM = 0.35  # how bright the image stays under no attention
+DIM = 0.3  # how bright the image stays on the least attended patch
+TINT = 0.5  # how much of the heat colour is laid over the most attended patch
 
 
 def resized(pixels: np.ndarray, width: int) -> np.ndarray:
@@ -51,14 +52,20 @@ def heat(shares: np.ndarray) -> np.ndarray:
 
 def overlay(pixels: np.ndarray, weights: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     """The picture `width` cells wide: (h, width, 3) uint8 pixels, and each pixel's share (h, width) in [0, 1]
-    of the largest weight (the brightest patch is the query's most attended one)."""
+    of the patches' range of weights: 0 the least attended patch, 1 the most (a random model's nearly
+    even attention still shows where it leans). The image stays visible everywhere: dimmed where the
+    share is low, brightened and tinted with the weights' heat colour where it is high."""
     image = resized(pixels, width).astype(np.float64)
-    top = float(np.nanmax(weights)) if np.isfinite(weights).any() else 0.0
-    shares = np.nan_to_num(weights / top) if top > 0 else np.zeros_like(weights)
-    share = stretched(shares, image.shape[0], width)  # (h, width)
-    alpha = share[..., None]
-    mixed = (1 - alpha) * image * DIM + alpha * heat(share)
-    return np.clip(np.round(mixed), 0, 255).astype(np.uint8), share
+    share = stretched(spread(weights), image.shape[0], width)[..., None]  # (h, width, 1)
+    mixed = image * (DIM + (1 - DIM) * share) * (1 - TINT * share) + heat(share[..., 0]) * TINT * share
+    return np.clip(np.round(mixed), 0, 255).astype(np.uint8), share[..., 0]
+
+
+def spread(weights: np.ndarray) -> np.ndarray:
+    """(rows, cols) weights → shares in [0, 1] from the smallest to the largest (NaN as 0); all equal: all 1."""
+    values = np.nan_to_num(np.asarray(weights, dtype=np.float64))
+    low, high = float(values.min()), float(values.max())
+    return np.ones_like(values) if high - low < 1e-12 else (values - low) / (high - low)
 
 
 def shade(values: np.ndarray) -> list[str]:
@@ -139,10 +146,10 @@ def render_image_report(report, query: tuple[int, int] | None = None) -> Rendera
     layer, head = heads[0] if len(heads) == 1 else most_focused(heads)
     row, name = query_row(grid, head.weights, query)
     chosen = "" if len(heads) == 1 else " (the most focused head; --layer L --head H picks one)"
-    parts += [Text(""), Picture(grid, row, title=f"layer {layer} head {head.head}: attention from {name}{chosen}"),
-              legend(row)]
+    parts += [Text(""), Text(f"layer {layer} head {head.head}: attention from {name}{chosen}", style="bold"),
+              Picture(grid, row), legend(row)]
     if len(heads) > 1:
-        parts += [Text(""), Text(f"every head: attention from {name}, each picture on its own scale", style="bold"),
+        parts += [Text(""), Text(f"every head: attention from {name}, each picture from its least to its most attended patch", style="bold"),
                   small_pictures(grid, heads, query)]
     return Group(*parts)
 
@@ -154,10 +161,10 @@ def header_line(report) -> Text:
                          f"{model.head_dim}) · {report.device} · {report.dtype}")
 
 
-def legend(row: np.ndarray) -> Text:
-    top = float(np.nanmax(row)) if row.size else 0.0
-    return Text(f"dim = no attention … brightest = {top:.3f}, the most attended patch (weights over the patches "
-                f"sum to {float(np.nansum(row)):.3f}; the rest goes to the model's own tokens)", style="dim")
+def legend(row: np.ndarray, what: str = "attention") -> Text:
+    low, high = (float(np.nanmin(row)), float(np.nanmax(row))) if row.size else (0.0, 0.0)
+    return Text(f"dim = the least {what} on a patch ({low:.4f}) … bright and tinted = the most ({high:.4f}); "
+                f"the patches hold {float(np.nansum(row)):.3f} of it, the model's own tokens the rest", style="dim")
 
 
 def small_pictures(grid: PatchGrid, heads, query) -> RenderableType:
@@ -188,5 +195,5 @@ def render_image_rollout(report) -> RenderableType:
     row, name = query_row(grid, report.matrix, None)
     layers = f"layers {report.layers[0]}-{report.layers[-1]}" if len(report.layers) > 1 else f"layer {report.layers[0]}"
     return Group(header_line(report), image_lines(grid), Text(""),
-                 Picture(grid, row, title=f"rollout from {name} over {layers} ({report.head_fusion} of the heads)"),
-                 legend(row))
+                 Text(f"rollout from {name} over {layers} ({report.head_fusion} of the heads)", style="bold"),
+                 Picture(grid, row), legend(row, "rollout"))
