@@ -105,3 +105,38 @@ def test_query_picks_a_patch_and_off_the_grid_is_an_error(planted):
     assert "attention from r3c3" in result.stdout
     result = CliRunner().invoke(app, ["inspect", "--image", str(image), "--model", str(directory), "--query", "9,0"])
     assert result.exit_code == 2 and "outside the 4 × 4 patch grid" in result.stderr
+
+
+def numpy_rollout(attentions: list[np.ndarray]) -> np.ndarray:
+    """Abnar & Zuidema from scratch: each layer's heads averaged, half identity, rows renormalised, multiplied."""
+    result = np.eye(attentions[0].shape[-1])
+    for layer in attentions:
+        mixed = 0.5 * layer.mean(axis=0) + 0.5 * np.eye(layer.shape[-1])
+        result = (mixed / mixed.sum(axis=-1, keepdims=True)) @ result
+    return result
+
+
+def test_rollout_from_cls_over_the_patches_equals_a_numpy_recomputation(tmp_path_factory):
+    import attn_cli
+    from attn_cli.plumbing.images import read_image
+    from test_vision import eager_attentions
+    from vision_models import build, noise
+
+    directory = build("dinov2", tmp_path_factory.mktemp("rollout-dinov2"), seed=3)
+    image = noise(tmp_path_factory.mktemp("img") / "noise.png", seed=3)
+    report = attn_cli.load(str(directory), device="cpu").rollout(image=image)
+    expected = numpy_rollout([layer.astype(np.float64) for layer in eager_attentions(directory, read_image(image))])
+    np.testing.assert_allclose(report.matrix, expected, atol=1e-5)
+    assert report.image.rows == 4 and report.to_json_dict()["image"]["special_tokens"][0] == "[CLS]"
+
+
+def test_rollout_of_an_image_in_the_terminal(planted):
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+
+    directory, image, _ = planted
+    result = CliRunner().invoke(app, ["rollout", "--image", str(image), "--model", str(directory)],
+                                env={"COLUMNS": "80", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    assert "rollout from [CLS] over layers 0-1 (mean of the heads)" in " ".join(result.stdout.split())

@@ -11,6 +11,7 @@ from attn_cli.cli import options as opt
 from attn_cli.cli.common import check_outputs, per_head_of, read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
+from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
     "Each layer's heads are fused (mean by default) and mixed half and half with the identity for the "
@@ -55,7 +56,9 @@ def rollout_command(
 
             check_image_alone([text] if text else [], image)
         else:
-            text = read_text(text if text is not None else "")
+            if text is None:
+                raise BadInput("no text given", "pass a sentence, - to read it from stdin, or --image FILE")
+            text = read_text(text)
 
         def run(progress, lazy: bool):
             loaded = loading.load()
