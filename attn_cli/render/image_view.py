@@ -62,7 +62,7 @@ def overlay(pixels: np.ndarray, weights: np.ndarray, width: int) -> tuple[np.nda
 
 
 def spread(weights: np.ndarray) -> np.ndarray:
-    """(rows, cols) weights → shares in [0, 1] from the smallest to the largest (NaN as 0); all equal: all 1."""
+    """Values (any shape) → shares in [0, 1] from the smallest to the largest (NaN as 0); all equal: all 1."""
     values = np.nan_to_num(np.asarray(weights, dtype=np.float64))
     low, high = float(values.min()), float(values.max())
     return np.ones_like(values) if high - low < 1e-12 else (values - low) / (high - low)
@@ -98,13 +98,14 @@ class Picture:
         if console.color_system and not console.no_color:
             yield from colour_lines(pixels)
             return
-        # No colour: the attention in shades; the main picture also the image, in shades of its brightness,
+        # No colour: the attention in shades; the main picture also the image, in shades of its brightness
+        # (stretched from its darkest to its brightest pixel),
         # beside it (or above it, when narrow)
         attention = shade(share[0::2] / 2 + share[1::2] / 2)
         if not self.with_image:
             yield from (Text(line) for line in attention)
             return
-        brightness = resized(self.grid.pixels, width).mean(axis=2) / 255  # (h, width)
+        brightness = spread(resized(self.grid.pixels, width).mean(axis=2))  # (h, width), darkest 0 … brightest 1
         image = shade(brightness[0::2] / 2 + brightness[1::2] / 2)
         if width * 2 + 2 <= options.max_width:
             yield from (Text(f"{left}  {right}") for left, right in zip(image, attention))
@@ -154,16 +155,16 @@ def render_image_report(report, query: tuple[int, int] | None = None) -> Rendera
     return Group(*parts)
 
 
-def header_line(report) -> Text:
+def header_line(report, command: str = "inspect") -> Text:
     model = report.model
-    return Text.assemble(("inspect", "bold"), " · ", (model.name, "cyan"),
+    return Text.assemble((command, "bold"), " · ", (model.name, "cyan"),
                          f" ({model.architecture}, {model.layers} layers × {model.heads} heads, head dim "
                          f"{model.head_dim}) · {report.device} · {report.dtype}")
 
 
 def legend(row: np.ndarray, what: str = "attention") -> Text:
     low, high = (float(np.nanmin(row)), float(np.nanmax(row))) if row.size else (0.0, 0.0)
-    return Text(f"dim = the least {what} on a patch ({low:.4f}) … bright and tinted = the most ({high:.4f}); "
+    return Text(f"darkest = the least {what} on a patch ({low:.3g}) … brightest = the most ({high:.3g}); "
                 f"the patches hold {float(np.nansum(row)):.3f} of it, the model's own tokens the rest", style="dim")
 
 
@@ -194,6 +195,6 @@ def render_image_rollout(report) -> RenderableType:
     grid = report.image
     row, name = query_row(grid, report.matrix, None)
     layers = f"layers {report.layers[0]}-{report.layers[-1]}" if len(report.layers) > 1 else f"layer {report.layers[0]}"
-    return Group(header_line(report), image_lines(grid), Text(""),
+    return Group(header_line(report, "rollout"), image_lines(grid), Text(""),
                  Text(f"rollout from {name} over {layers} ({report.head_fusion} of the heads)", style="bold"),
                  Picture(grid, row), legend(row, "rollout"))
