@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attn_cli.cli.common import per_head_of, run_and_emit, save_figure
+from attn_cli.cli.common import per_head_of, run_and_emit
 from attn_cli.data.image import parse_query
 from attn_cli.plumbing.errors import BadInput
 
@@ -36,5 +36,12 @@ def inspect_image_command(texts, image: str, query: str | None, *, loading, laye
 
         return render_image_report(report, chosen)
 
+    def figure(report, path):
+        from attn_cli.cli.common import note
+        from attn_cli.render.files import save_figure as write
+
+        for warning in write(report, path, panels, dpi, query=chosen):
+            note(warning)
+
     run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output, save=save, render=render,
-                 figure=lambda report, path: save_figure(report, path, panels, dpi, scale))
+                 figure=figure)
