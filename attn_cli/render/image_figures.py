@@ -67,11 +67,13 @@ def image_svg(report, query=None) -> str:
 def image_page_data(report) -> dict:
     """What image_page.js draws: the image, the grid, and every head's whole weight matrix (4 decimals)."""
     grid = report.image
+    def rounded(matrix) -> list:  # float64 first: a float32's tolist() writes 17 digits
+        return np.round(np.asarray(matrix, dtype=np.float64), 4).tolist()
+
     if hasattr(report, "matrix"):
-        heads = [{"title": "rollout", "weights": np.round(report.matrix, 4).tolist()}]
+        heads = [{"title": "rollout", "weights": rounded(report.matrix)}]
     else:
-        heads = [{"title": f"L{layer} H{head.head}", "weights": np.round(head.weights, 4).tolist()}
-                 for layer, head in report.heads()]
+        heads = [{"title": f"L{layer} H{head.head}", "weights": rounded(head.weights)} for layer, head in report.heads()]
     return {"title": f"attn · {report.model.name}", "text": grid.source, "image": data_url(grid.pixels),
             "rows": grid.rows, "cols": grid.cols, "specials": list(grid.specials), "heads": heads,
             "colours": [hex_colour(Scale("weights", 1.0).rgb(level / 32)) for level in range(33)]}

@@ -14,6 +14,7 @@
   const controls = document.createElement("div");
   const figures = document.createElement("div");
   controls.append(status, reset);
+  app.style.display = "block"; // the controls above, the pictures below (page.css lays #app out for heatmaps)
   app.append(controls, figures);
   const image = new Image();
   const canvases = data.heads.map((head) => {
