@@ -40,7 +40,7 @@ class Measure(str, Enum):
 
 @loads_model
 def inspect_command(
-    texts: Annotated[Optional[list[str]], typer.Argument(metavar="[TEXT]...", show_default=False,
+    texts: Annotated[Optional[list[str]], typer.Argument(metavar="TEXT", show_default=False,
         help="The text to inspect; - reads it from stdin. Several texts run as one padded batch.")] = None,
     loading: Loading = Loading(),
     layer: opt.Layer = "all",
@@ -94,7 +94,8 @@ def inspect_command(
                                          norms=measure is Measure.norm)
         if query is not None:
             raise BadInput("--query picks a patch of an image", "use it with --image FILE")
-        texts = texts or []
+        if not texts:
+            raise BadInput("no text given", "pass a sentence, - to read it from stdin, or --image FILE")
         check_tensor_path(save_tensors, len(texts))
         texts = [read_text(text) for text in texts]
         variant = single_variant(shared_k, no_scale, scoring)
