@@ -140,3 +140,22 @@ def test_rollout_of_an_image_in_the_terminal(planted):
                                 env={"COLUMNS": "80", "NO_COLOR": "1"})
     assert result.exit_code == 0, result.output
     assert "rollout from [CLS] over layers 0-1 (mean of the heads)" in " ".join(result.stdout.split())
+
+
+def test_the_terminal_keeps_whole_matrices_past_the_cell_limit(planted, monkeypatch):
+    """The picture needs every head's query row: a run past the cell limit (ViT-base: 144 heads × 197²) still draws."""
+    import dataclasses
+
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+    from attn_cli.data.selection import Analysis
+
+    directory, image, _ = planted
+    original = Analysis.defaults
+    monkeypatch.setattr(Analysis, "defaults",
+                        staticmethod(lambda **given: dataclasses.replace(original(**given), cell_limit=10)))
+    result = CliRunner().invoke(app, ["inspect", "--image", str(image), "--model", str(directory)],
+                                env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    assert "left out" not in result.stdout and "attention from [CLS]" in " ".join(result.stdout.split())

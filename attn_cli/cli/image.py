@@ -21,8 +21,11 @@ def inspect_image_command(texts, image: str, query: str | None, *, loading, laye
 
     def run(progress, lazy: bool):
         loaded = loading.load()
+        # The pictures need each head's query rows: whole matrices for the terminal and figures (ViT-base's 144
+        # heads × 197² pass the cell limit that keeps JSON documents small), the limit for JSON as for text.
+        keep = full or (not json_wanted and rows is None and cols is None)
         report = loaded.inspect_image(image, layers=layer, heads=head, top_k=top_k, variant=variant, rows=rows,
-                                      cols=cols, full=full, vectors=vectors, norms=norms, progress=progress)
+                                      cols=cols, full=keep, vectors=vectors, norms=norms, progress=progress)
         if chosen is not None:
             report.image.token_of(*chosen)  # a patch off the grid fails before anything is drawn
         return report
