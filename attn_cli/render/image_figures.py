@@ -36,8 +36,11 @@ def pictures(report, query) -> list[tuple[str, np.ndarray]]:
     if hasattr(report, "matrix"):  # a RolloutReport
         row, name = query_row(grid, report.matrix, query)
         return [(f"rollout from {name}", row)]
-    return [(f"L{layer} H{head.head} from {query_row(grid, head.weights, query)[1]}",
-             query_row(grid, head.weights, query)[0]) for layer, head in report.heads()]
+    drawn = []
+    for layer, head in report.heads():
+        row, name = query_row(grid, head.weights, query)
+        drawn.append((f"L{layer} H{head.head} from {name}", row))
+    return drawn
 
 
 def image_svg(report, query=None) -> str:
