@@ -134,3 +134,25 @@ def test_other_modalities_are_refused_naming_what_is_supported(tmp_path, config,
     assert result.exit_code == 1
     line = result.stderr.strip()
     assert f"{config['model_type']} is {modality}" in line and "ViT, DeiT, DINOv2" in line and "text models" in line
+
+
+def test_a_whole_clip_checkpoint_is_read_through_its_vision_tower(tmp_path, picture):
+    """openai/clip-… checkpoints hold text and vision: attn reads the vision tower (CLIPVisionModel)."""
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    import attn_cli
+    from attn_cli.plumbing.images import read_image
+
+    torch.manual_seed(1)
+    config = CLIPConfig(text_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                         intermediate_size=37),
+                        vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                           intermediate_size=37, image_size=32, patch_size=8))
+    CLIPModel(config).save_pretrained(tmp_path)
+    CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(tmp_path)
+    report = attn_cli.load(str(tmp_path), device="cpu").inspect_image(picture)
+    assert report.model.architecture == "clip_vision_model" and report.tokens[0].text == "[CLS]"
+    expected = eager_attentions(tmp_path, read_image(picture))
+    for layer in report.layers:
+        np.testing.assert_allclose(np.stack([head.weights for head in layer.heads]), expected[layer.layer], atol=1e-5)
