@@ -35,6 +35,7 @@ from attn_cli.data.selection import Analysis, Selection, Spec, Span, parse_span
 KINDS: dict[str, Callable] = {
     **dict.fromkeys(("text", "other", "prompt", "target"), arguments.text),
     "texts": arguments.corpus,
+    "image": lambda value, name: value,  # a path, "-" or a PIL image: _image reads it, or says what it takes
     **dict.fromkeys(("layers", "heads", "layer", "head"), arguments.selection),
     **dict.fromkeys(("rows", "cols"), arguments.span),
     **dict.fromkeys(("top_k", "cell_limit", "max_new_tokens", "seed", "probe_length", "batch_size", "limit", "top",
@@ -184,6 +185,24 @@ class Model:
         return inspect_pair(self.backend, source, target, selection, analysis, parse_stacks(stacks), progress)
 
     @door
+    def inspect_image(self, image, *, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
+                      variant: str = "baseline", rows: Span = None, cols: Span = None, full: bool = False,
+                      vectors: bool = False, norms: bool = False, tolerance: float | None = None,
+                      cell_limit: int | None = None, lazy: bool = False,
+                      progress: Progress | None = None) -> InspectReport:
+        """A vision transformer's attention over an image (README "Vision transformers"): a file path, "-"
+        for stdin, or a PIL image. Tokens are [CLS], the model's other special tokens and the patches
+        r{row}c{col}; report.image is the patch grid (rows, cols, the image as the model saw it).
+        The other arguments are inspect's."""
+        from attn_cli.analyses.image import inspect_image
+
+        picture, source = _image(image)
+        return inspect_image(self.backend, picture, source, _selection(layers, heads, rows, cols, full),
+                             Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors,
+                                               cell_limit=cell_limit, norms=norms),
+                             variant=variant, lazy=lazy, progress=progress)
+
+    @door
     def compare(self, text: str, *, variants: Sequence[str] | str = ("shared-k",), propagate: bool = False,
                 layers: Spec = "all", heads: Spec = "all", top_k: int | None = None, truncate: bool = False,
                 full: bool = False, vectors: bool = False, tolerance: float | None = None,
@@ -241,14 +260,22 @@ class Model:
                              max_new_tokens=max_new_tokens, sample=sample, temperature=temperature, seed=seed,
                              top_k=Analysis.defaults(top_k=top_k).top_k, on_token=on_token)
 
-    @door
-    def rollout(self, text: str, *, layers: Spec = "all", head_fusion: str = "mean", top_k: int | None = None,
-                truncate: bool = False):
+    @door(text=lambda value, name: value)
+    def rollout(self, text: str | None = None, *, image=None, layers: Spec = "all", head_fusion: str = "mean",
+                top_k: int | None = None, truncate: bool = False):
         """Attention rollout over the selected consecutive layers: a RolloutReport whose .matrix (T, T)
-        says how much of each output token traces back to each input token."""
+        says how much of each output token traces back to each input token. image (a file, "-" or a PIL
+        image) instead of text: a vision transformer's rollout, report.image its patch grid."""
         from attn_cli.analyses.rollout import roll_out
 
-        return roll_out(self.backend, text, layers, head_fusion, Analysis.defaults(top_k=top_k).top_k, truncate)
+        if (text is None) == (image is None):
+            raise BadInput("rollout takes a text or an image", "pass TEXT, or --image FILE")
+        if image is not None:
+            image = _image(image)
+        else:
+            text = arguments.text(text, "text")
+        return roll_out(self.backend, text, layers, head_fusion, Analysis.defaults(top_k=top_k).top_k, truncate,
+                        image=image)
 
     @door
     def attribute(self, text: str, *, method: str = "alti", layers: Spec = "all", top_k: int | None = None,
@@ -367,6 +394,16 @@ def _corpus(texts, file, column: str = "text") -> tuple[Iterable[str], int | Non
     if isinstance(texts, str):
         return [texts], 1, "arguments", "arguments"
     return texts, len(texts) if hasattr(texts, "__len__") else None, "arguments", "arguments"
+
+
+def _image(image) -> tuple:
+    """(PIL image, its source name) from a path, "-" (stdin) or a PIL image."""
+    from attn_cli.plumbing.images import read_image
+
+    if hasattr(image, "convert") and hasattr(image, "size"):  # a PIL image already
+        return image.convert("RGB"), "image"
+    source = arguments.path(image, "image", "an image file, - or a PIL image")
+    return read_image(source), source
 
 
 def _selection(layers: Spec, heads: Spec, rows: Span, cols: Span, full: bool) -> Selection:

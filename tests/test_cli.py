@@ -300,7 +300,8 @@ def test_bad_usage_exits_2_with_one_line(args, stdin, fragments):
 
 @pytest.mark.parametrize(
     "args, fragment",
-    [(["inspect", "Hello", "--nope"], "No such option: --nope"), (["inspect"], "Missing argument 'TEXT'"),
+    [(["inspect", "Hello", "--nope"], "No such option: --nope"), (["diff"], "Missing argument 'TEXT"),
+     (["inspect"], "no text given"),  # TEXT is optional since --image: attn's own one line
      (["compare", "Hello", "--dtype", "float8"], "float8")],
 )
 def test_typer_usage_errors_are_one_line_too(args, fragment):

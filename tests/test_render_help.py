@@ -35,7 +35,7 @@ def test_bracketed_words_survive_rich_markup_and_flags_have_no_bool_type(command
 COMMANDS = ["inspect", "explore", "heads", "diagnose", "compare", "steps", "rollout", "diff", "generate", "models"]
 
 
-@pytest.mark.parametrize("command, usage", [("inspect", "TEXT..."), ("heads", "[TEXT]..."), ("explore", "[TEXT]"),
+@pytest.mark.parametrize("command, usage", [("inspect", "[TEXT]..."), ("heads", "[TEXT]..."), ("explore", "[TEXT]"),
                                             ("diff", "TEXT [TEXT_B]"), ("generate", "PROMPT")])
 def test_the_usage_line_reads_text_then_more_texts(command, usage):
     text = help_of(command)

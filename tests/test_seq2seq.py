@@ -237,7 +237,7 @@ def test_an_audio_encoder_decoder_is_one_line_naming_what_is_supported(tmp_path)
                            eos_token_id=102, decoder_start_token_id=101)
     directory = save_tiny(WhisperModel(config), tmp_path / "whisper")
     one_line_error(attn("inspect", "hello", "--target", "hallo", "--model", directory), 1,
-                   "whisper (WhisperModel) is not a text model", "encoder–decoder (BART, mBART, Marian, T5)",
+                   "whisper is an audio model", "encoder–decoder (BART, mBART, Marian, T5)",
                    "not audio, video or vision–language models")
 
 

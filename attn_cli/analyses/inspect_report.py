@@ -22,6 +22,7 @@ import numpy as np
 from attn_cli.math.measures import Symmetry
 from attn_cli.data.capture import ModelInfo, Token
 from attn_cli.data.document import SCHEMA_VERSION, Document, dumps
+from attn_cli.data.image import PatchGrid
 from attn_cli.data.words import Word
 from attn_cli.plumbing.errors import BadInput
 from attn_cli.data.selection import Window
@@ -113,6 +114,7 @@ class InspectReport(Document):
     padding_side: str | None = None  # set when this text ran in a padded batch with others
     pre_rope: bool = False  # q and k (and so scores) are from before rotary position embeddings
     words: list[Word] | None = None  # --words: the matrices are over these words (each names its pieces)
+    image: PatchGrid | None = None  # --image: the patch grid the tokens lie on (data/image.py); text is its file
     # Cross-attention (analyses/seq2seq.py): the key tokens (the source) when they are not `tokens` (the
     # queries, the target): every matrix is then (T_query, T_key).
     keys: list[Token] | None = None
@@ -147,6 +149,8 @@ class InspectReport(Document):
                     "pre_rope": self.pre_rope, "matrices_left_out": self.matrices_left_out}
         if self.padding_side is not None:
             document["padding"] = self.padding_side
+        if self.image is not None:
+            document["image"] = self.image.to_json()
         if self.words is not None:
             document["word_merge"] = WORD_MERGE
             document["words"] = words_json(self.words, self.tokens)

@@ -30,6 +30,7 @@ class RolloutReport(Document):
     matrix: np.ndarray  # (T, T) row i: output token i over input tokens; rows sum to 1
     top: list[list[TopKey]]  # (T, ≤k) the input tokens each output token traces back to most
     truncated_from: int | None = None
+    image: object = None  # PatchGrid (data/image.py) when a vision transformer read an image
 
     def to_json_dict(self) -> dict:
         document = {
@@ -47,6 +48,8 @@ class RolloutReport(Document):
         }
         if self.truncated_from is not None:
             document["truncated_from"] = self.truncated_from
+        if self.image is not None:
+            document["image"] = self.image.to_json()
         return document
 
     def to_arrow(self):
@@ -66,9 +69,10 @@ def consecutive_layers(info, layers, command: str) -> list[int]:
     return chosen
 
 
-def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k: int = 3,
-             truncate: bool = False) -> RolloutReport:
-    """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out. On an
+def roll_out(backend, text: str | None, layers="all", head_fusion: str = "mean", top_k: int = 3,
+             truncate: bool = False, image: tuple | None = None) -> RolloutReport:
+    """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out.
+    image: (PIL image, its source) for a vision transformer instead of text (analyses/image.py). On an
     encoder–decoder model, its encoder's layers: cross-attention maps target tokens to source tokens, so layers
     of it do not chain, and the decoder's layers each read the source too; neither has a rollout."""
     import torch
@@ -79,7 +83,11 @@ def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k:
         raise BadInput(f"--head-fusion {head_fusion!r}", f"use {', '.join(HEAD_FUSIONS)}")
     chosen = consecutive_layers(backend.info, layers, "rollout")
     selection = Selection(layers=chosen, full=True)
-    if getattr(backend, "seq2seq", False):  # the encoder's self-attention: a chain of square maps over the source
+    if image is not None:
+        from attn_cli.analyses.image import inspect_image
+
+        report = inspect_image(backend, image[0], image[1], selection, Analysis(top_k=top_k))
+    elif getattr(backend, "seq2seq", False):  # the encoder's self-attention: a chain of square maps over the source
         from attn_cli.analyses.seq2seq import inspect_pair
 
         report = inspect_pair(backend, text, None, selection, Analysis(top_k=top_k), ["encoder"]).stacks[0]
@@ -89,8 +97,9 @@ def roll_out(backend, text: str, layers="all", head_fusion: str = "mean", top_k:
     allowed = torch.ones_like(matrix, dtype=torch.bool)
     texts = [token.text for token in report.tokens]
     top = [[TopKey(index, texts[index], weight) for index, weight in row] for row in top_keys(matrix, allowed, top_k)]
-    return RolloutReport(text, report.model, report.device, report.dtype, report.tokens, chosen, head_fusion,
-                         matrix.numpy(), top, report.truncated_from)
+    return RolloutReport(text if image is None else report.text, report.model, report.device, report.dtype,
+                         report.tokens, chosen, head_fusion, matrix.numpy(), top, report.truncated_from,
+                         getattr(report, "image", None))
 
 
 def fused_layers(report, head_fusion: str = "mean") -> list:

@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
+from attn_cli.backends.vision import VISION_TYPES, load_vision_backend
 from attn_cli.backends.validate import (check_config_file, check_finite, check_finite_record, check_tokenizer,
                                        load_model)
 from attn_cli.data.capture import Capture, ModelInfo, Token, sequence_of
@@ -36,6 +37,10 @@ def load(name: str, *, device: str, dtype: str, options: Options) -> "HFBackend"
     from attn_cli.backends.hf_files import resolve_model_dir
 
     directory = resolve_model_dir(name, revision=options.revision, allow_pickle=options.allow_pickle)
+    config = check_config_file(directory)
+    if config.get("model_type") in VISION_TYPES:  # images, not text: backends/vision.py
+        return load_vision_backend(name, directory, config, device=device, dtype=dtype,
+                                   allow_pickle=options.allow_pickle)
     return load_hf_backend(name, directory, device=device, dtype=dtype, allow_pickle=options.allow_pickle,
                            trust_remote_code=options.trust_remote_code, device_map=options.device_map)
 

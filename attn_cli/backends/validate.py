@@ -22,7 +22,8 @@ from attn_cli.plumbing.errors import AttnError, ModelNotFound, UnsupportedModel
 ALLOW_MISSING = "ATTN_ALLOW_MISSING_WEIGHTS"
 # What attn reads, said by every refusal of a model it cannot (audio, video, vision–language decoders …)
 SUPPORTED = ("attn supports text models through a tokenizer: encoder-only (BERT …), decoder-only (GPT-2, Llama …) "
-             "and encoder–decoder (BART, mBART, Marian, T5); not audio, video or vision–language models")
+             "and encoder–decoder (BART, mBART, Marian, T5), and images through vision transformers (ViT, DeiT, "
+             "DINOv2, the CLIP and SigLIP vision towers); not audio, video or vision–language models")
 _OTHER_INPUTS = ("pixel_values", "pixel_values_videos", "input_features", "input_values")  # images, video, audio
 _HARMLESS_MISSING = ("pooler.",)  # computed after every attention layer: cannot change what attn reports
 # Sizes that must be positive integers when a config gives them (GPT-2 spells them n_head, n_layer, n_embd).
@@ -35,8 +36,9 @@ def one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def check_config_file(directory: Path) -> None:
-    """Before transformers reads it: config.json is a JSON object, its sizes positive."""
+def check_config_file(directory: Path) -> dict:
+    """Before transformers reads it: config.json is a JSON object, its sizes positive, of a modality attn
+    reads. Returns the config."""
     path = Path(directory) / "config.json"
     try:
         config = json.loads(path.read_bytes())
@@ -50,9 +52,39 @@ def check_config_file(directory: Path) -> None:
         value = config.get(name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ModelNotFound(f"{path}: {name} is {value!r}", "it must be a positive integer")
+    check_modality(config, path)
+    return config
 
 
-def load_model(from_pretrained: Callable, directory: Path, **options):
+# Model types of modalities attn does not read (yet): each is refused in one line naming what it reads.
+_AUDIO = ("whisper", "wav2vec2", "wav2vec2-conformer", "wav2vec2-bert", "hubert", "wavlm", "data2vec-audio",
+          "unispeech", "unispeech-sat", "sew", "sew-d", "speech_to_text", "speecht5", "seamless_m4t",
+          "seamless_m4t_v2", "audio-spectrogram-transformer", "clap", "encodec", "musicgen", "qwen2_audio", "mimi")
+_VIDEO = ("videomae", "vivit", "timesformer", "x_clip", "vjepa2", "video_llava", "llava_next_video")
+
+
+def check_modality(config: dict, path: Path) -> None:
+    """Audio, video and vision–language models (and image models other than the ViT family) are refused
+    in one line naming what attn reads: text models and the vision transformers of backends/vision.py."""
+    from attn_cli.backends.vision import VISION_TYPES
+
+    kind = str(config.get("model_type", ""))
+    if kind in VISION_TYPES:
+        return
+    if kind in _AUDIO or "num_mel_bins" in config or "feat_extract_norm" in config:
+        modality = "an audio model"
+    elif kind in _VIDEO or "num_frames" in config:
+        modality = "a video model"
+    elif "vision_config" in config or "image_token_index" in config or "image_token_id" in config:
+        modality = "a vision–language model"
+    elif "num_channels" in config and "image_size" in config:
+        modality = "an image model attn does not read yet"
+    else:
+        return
+    raise UnsupportedModel(f"{kind or path} is {modality}", SUPPORTED)
+
+
+def load_model(from_pretrained: Callable, directory: Path, modality: str = "text", **options):
     """from_pretrained(directory, **options) with its loading report checked. Errors of a broken
     checkpoint (safetensors header, shapes that do not fit the config, an unreadable pickle) become one
     line; a model with weights the checkpoint lacks is refused (exit 1)."""
@@ -66,13 +98,14 @@ def load_model(from_pretrained: Callable, directory: Path, **options):
             raise
         raise ModelNotFound(f"could not load the model in {directory}: {type(error).__name__}: "
                             f"{_short(one_line(error))}") from error
-    check_config(model)
+    check_config(model, modality)
     check_loading(loading, directory)
     return model
 
 
-def check_config(model) -> None:
-    """A text model: takes input_ids; an encoder–decoder one also decoder_input_ids, and says it is one."""
+def check_config(model, modality: str = "text") -> None:
+    """A text model takes input_ids (an encoder–decoder one also decoder_input_ids, and says it is one); an
+    image model (backends/vision.py) pixel_values."""
     import inspect
 
     config = model.config
@@ -83,6 +116,8 @@ def check_config(model) -> None:
     if two_stacks and not getattr(config, "is_encoder_decoder", False):
         raise UnsupportedModel(f"{kind} has an encoder and a decoder but its config says is_encoder_decoder=false",
                                "attn would not know which attention is which; fix config.json")
+    if modality == "image":
+        return
     with_ids = "input_ids" in parameters and (not getattr(config, "is_encoder_decoder", False)
                                               or "decoder_input_ids" in parameters)
     if not with_ids:

@@ -23,7 +23,8 @@ EPILOG = (
     "  attn inspect \"I love you\" --model toy -O heads=1 -O causal=true\n\n"
     "  attn inspect \"The cat sat on the mat.\" --measure norm --layer 3\n\n"
     "  attn inspect \"Unbelievably, tokenization works\" --words --layer 0 --head 2\n\n"
-    "  echo \"from stdin\" | attn inspect - --model ./my-bert --device cuda"
+    "  echo \"from stdin\" | attn inspect - --model ./my-bert --device cuda\n\n"
+    "  attn inspect --image cat.png --model google/vit-base-patch16-224 --layer 11 --query 3,7"
 )
 
 
@@ -39,8 +40,8 @@ class Measure(str, Enum):
 
 @loads_model
 def inspect_command(
-    texts: Annotated[list[str], typer.Argument(metavar="TEXT", show_default=False,
-        help="The text to inspect; - reads it from stdin. Several texts run as one padded batch.")],
+    texts: Annotated[Optional[list[str]], typer.Argument(metavar="TEXT", show_default=False,
+        help="The text to inspect; - reads it from stdin. Several texts run as one padded batch.")] = None,
     loading: Loading = Loading(),
     layer: opt.Layer = "all",
     head: opt.Head = "all",
@@ -81,11 +82,28 @@ def inspect_command(
              "the source. Cross-attention heads are target rows × source columns.")] = None,
     stack: Annotated[str, typer.Option("--stack",
         help="Encoder–decoder models: encoder, decoder, cross (comma-separated) or all.")] = "all",
+    image: opt.Image = None,
+    query: opt.Query = None,
 ) -> None:
     """Show a transformer's attention for TEXT: weights heatmaps, symmetry and top-attended tokens."""
     with user_errors():
         panels = parse_panels(show)
         json_wanted = check_outputs(save, as_json, output, dpi, save_tensors=save_tensors)
+        if image is not None:
+            from attn_cli.cli.image import inspect_image_command
+
+            if target is not None:
+                raise BadInput("--target is the decoder's text of an encoder–decoder model", "drop it with --image")
+
+            return inspect_image_command(texts, image, query, loading=loading, layer=layer, head=head, top_k=top_k,
+                                         panels=panels, json_wanted=json_wanted, output=output, save=save, dpi=dpi,
+                                         scale=scale, variant=single_variant(shared_k, no_scale, scoring), rows=rows,
+                                         cols=cols, full=full, vectors=opt.Include.qkv in (include or []),
+                                         norms=measure is Measure.norm)
+        if query is not None:
+            raise BadInput("--query picks a patch of an image", "use it with --image FILE")
+        if not texts:
+            raise BadInput("no text given", "pass a sentence, - to read it from stdin, or --image FILE")
         check_tensor_path(save_tensors, len(texts))
         texts = [read_text(text) for text in texts]
         variant = single_variant(shared_k, no_scale, scoring)

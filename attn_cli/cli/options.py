@@ -26,6 +26,11 @@ PANEL_NAMES = ("grid", "overview", "weights", "scores", "q", "k", "v", "symmetry
 
 Text = Annotated[str, typer.Argument(metavar="TEXT", help="The text to inspect; - reads it from stdin.",
                                      show_default=False)]
+Image = Annotated[Optional[str], typer.Option("--image", metavar="FILE",
+    help="Read an image (PNG, JPEG; - reads stdin) with a vision transformer (ViT, DeiT, DINOv2, CLIP or SigLIP "
+         "vision) instead of text.")]
+Query = Annotated[Optional[str], typer.Option("--query", metavar="PATCH",
+    help="With --image: draw the attention from this patch, given as ROW,COL (3,7). Default: from [CLS].")]
 Model = Annotated[Optional[str], typer.Option("--model", "-m", envvar="ATTN_MODEL", rich_help_panel=MODEL_PANEL,
     help="minilm (bundled), a local Hugging Face model directory, or a hub id in the HF cache.")]
 Layer = Annotated[str, typer.Option("--layer", "-l", help="Layers: 3, 0,2, 1-4 or all.")]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -11,6 +11,7 @@ from attn_cli.cli import options as opt
 from attn_cli.cli.common import check_outputs, per_head_of, read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
+from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
     "Each layer's heads are fused (mean by default) and mixed half and half with the identity for the "
@@ -18,7 +19,8 @@ EPILOG = (
     "Examples:\n\n"
     "  attn rollout \"The cat sat on the mat.\"\n\n"
     "  attn rollout \"The cat sat on the mat.\" --layers 0-2 --head-fusion max\n\n"
-    "  attn rollout \"Hello\" --json | jq '.rollout'"
+    "  attn rollout \"Hello\" --json | jq '.rollout'\n\n"
+    "  attn rollout --image cat.png --model facebook/dinov2-small"
 )
 
 
@@ -30,7 +32,8 @@ class HeadFusion(str, Enum):
 
 @loads_model
 def rollout_command(
-    text: opt.Text,
+    text: Annotated[Optional[str], typer.Argument(metavar="[TEXT]", show_default=False,
+        help="The text to roll out; - reads it from stdin.")] = None,
     loading: Loading = Loading(),
     layers: Annotated[str, typer.Option("--layers", "--layer", "-l",
         help="The consecutive layers to roll out: all, or a range like 0-3.")] = "all",
@@ -43,15 +46,24 @@ def rollout_command(
     dpi: opt.Dpi = None,
     scale: opt.ScaleOpt = opt.ColourScale.fixed,
     truncate: opt.Truncate = False,
+    image: opt.Image = None,
 ) -> None:
     """Roll attention out across layers: which input tokens each output token comes from."""
     with user_errors():
         json_wanted = check_outputs(save, as_json, output, dpi)
-        text = read_text(text)
+        if image is not None:
+            from attn_cli.cli.image import check_image_alone
+
+            check_image_alone([text] if text else [], image)
+        else:
+            if text is None:
+                raise BadInput("no text given", "pass a sentence, - to read it from stdin, or --image FILE")
+            text = read_text(text)
 
         def run(progress, lazy: bool):
             loaded = loading.load()
-            return loaded.rollout(text, layers=layers, head_fusion=head_fusion.value, top_k=top_k, truncate=truncate)
+            return loaded.rollout(text, image=image, layers=layers, head_fusion=head_fusion.value, top_k=top_k,
+                                  truncate=truncate)
 
         run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
                      save=save, render=lambda report: render_rollout_view(report, per_head_of(scale)),
@@ -61,4 +73,8 @@ def rollout_command(
 def render_rollout_view(report, per_head: bool = False):
     from attn_cli.render.rollout_view import render_rollout
 
+    if report.image is not None:
+        from attn_cli.render.image_view import render_image_rollout
+
+        return render_image_rollout(report)
     return render_rollout(report, per_head)

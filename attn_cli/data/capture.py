@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 if TYPE_CHECKING:
     import torch
 
+    from attn_cli.data.image import PatchGrid
     from attn_cli.data.words import Word
     from attn_cli.math.masks import AttentionMask
 
@@ -117,3 +118,5 @@ class Capture:
     # Cross-attention (an encoder–decoder model's decoder reading the encoder): the key tokens (the source),
     # when they are not `tokens` (the queries, the target). q is then (H, T_query, D), k and v (H_kv, T_key, D).
     keys: list[Token] | None = None
+    # An image's patch grid (data/image.py) when a vision transformer read an image; None for text.
+    image: "PatchGrid | None" = None

@@ -63,14 +63,21 @@ def check_dpi(dpi: float | None, path: Path | None) -> None:
         raise BadInput(f"--dpi {dpi:g} is out of range", f"use {low} to {high} (default {DEFAULT_DPI})")
 
 
-def save_figure(report, path: Path, panels=None, dpi: float | None = None, per_head: bool = False) -> list[str]:
+def save_figure(report, path: Path, panels=None, dpi: float | None = None, per_head: bool = False,
+                query: tuple[int, int] | None = None) -> list[str]:
     """--save for a report: a vector SVG figure, that SVG drawn as PNG or PDF, or a self-contained
-    interactive HTML page (render/figures.py); per_head: weights on each head's own colour scale.
+    interactive HTML page (render/figures.py; an image's report: render/image_figures.py, from the
+    patch `query`); per_head: weights on each head's own colour scale.
     Returns warnings for the user (characters no font has)."""
     from attn_cli.render.figures import html_page, svg_figure
 
     from attn_cli.plumbing.atomic import atomic_path
 
+    if getattr(report, "image", None) is not None:  # the image with a heat overlay per head
+        from attn_cli.render.image_figures import image_html, image_svg
+
+        svg_figure = lambda report, panels, per_head: image_svg(report, query)  # noqa: E731
+        html_page = lambda report, per_head: image_html(report)  # noqa: E731
     suffix = path.suffix.lower()
     notes: list[str] = []
     if suffix in DRAWN_FORMATS:

@@ -1,0 +1,88 @@
+"""--save for an image's report: the image itself (embedded as a data: PNG, so the file stays offline) with a
+heat overlay per head, as SVG (and the PNG/PDF drawn from it), or as an HTML page where clicking a patch
+makes it the query of every head (image_page.js), and the [CLS] button (or the patches' mean) goes back."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+
+from attn_cli.data.image import query_row
+from attn_cli.render.image_view import spread
+from attn_cli.render.scale import Scale, hex_colour
+from attn_cli.render.svg import Svg
+
+SIDE = 200  # px: each head's picture
+GAP = 16
+ACROSS = 4  # pictures per row
+OPACITY = 0.75  # the heat over the most attended patch; the least gets none
+
+
+def data_url(pixels: np.ndarray) -> str:
+    """(H, W, 3) uint8 → a data: URL of the PNG."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def pictures(report, query) -> list[tuple[str, np.ndarray]]:
+    """(title, the query's weights on the grid (rows, cols)) for every head of an inspect report, or the one
+    rollout of a rollout report."""
+    grid = report.image
+    if hasattr(report, "matrix"):  # a RolloutReport
+        row, name = query_row(grid, report.matrix, query)
+        return [(f"rollout from {name}", row)]
+    drawn = []
+    for layer, head in report.heads():
+        row, name = query_row(grid, head.weights, query)
+        drawn.append((f"L{layer} H{head.head} from {name}", row))
+    return drawn
+
+
+def image_svg(report, query=None) -> str:
+    """Every head's picture: the image, a rect per patch in the weights' heat colour, its opacity rising
+    from the least to the most attended patch."""
+    grid = report.image
+    svg, url = Svg(), data_url(grid.pixels)
+    height = SIDE * grid.pixels.shape[0] / grid.pixels.shape[1]
+    scale = Scale("weights", 1.0)
+    svg.add(svg.text(10, 24, f"{report.model.name} · {grid.source} · {grid.rows} × {grid.cols} patches", 14,
+                     weight="bold"), 400, 30)
+    cell_w, cell_h = SIDE / grid.cols, height / grid.rows
+    for index, (title, weights) in enumerate(pictures(report, query)):
+        x = 10 + (index % ACROSS) * (SIDE + GAP)
+        y = 44 + (index // ACROSS) * (height + GAP + 18)
+        shares = spread(weights)
+        rects = "".join(
+            f'<rect x="{x + c * cell_w:.2f}" y="{y + 18 + r * cell_h:.2f}" width="{cell_w:.2f}" height="{cell_h:.2f}" '
+            f'fill="{hex_colour(scale.rgb(float(shares[r, c])))}" fill-opacity="{OPACITY * shares[r, c]:.3f}"/>'
+            for r in range(grid.rows) for c in range(grid.cols))
+        svg.add(svg.text(x, y + 13, title, 12) +
+                f'<image x="{x}" y="{y + 18}" width="{SIDE}" height="{height:.2f}" href="{url}" '
+                f'preserveAspectRatio="none"/>' + rects, x + SIDE, y + 18 + height)
+    return svg.document(f"attn · {grid.source}")
+
+
+def image_page_data(report) -> dict:
+    """What image_page.js draws: the image, the grid, and every head's whole weight matrix (4 decimals)."""
+    grid = report.image
+    def rounded(matrix) -> list:  # float64 first: a float32's tolist() writes 17 digits
+        return np.round(np.asarray(matrix, dtype=np.float64), 4).tolist()
+
+    if hasattr(report, "matrix"):
+        heads = [{"title": "rollout", "weights": rounded(report.matrix)}]
+    else:
+        heads = [{"title": f"L{layer} H{head.head}", "weights": rounded(head.weights)} for layer, head in report.heads()]
+    return {"title": f"attn · {report.model.name}", "text": grid.source, "image": data_url(grid.pixels),
+            "rows": grid.rows, "cols": grid.cols, "specials": list(grid.specials), "heads": heads,
+            "colours": [hex_colour(Scale("weights", 1.0).rgb(level / 32)) for level in range(33)]}
+
+
+def image_html(report) -> str:
+    from attn_cli.render.figures import html_document
+
+    return html_document(image_page_data(report), script="image_page.js")

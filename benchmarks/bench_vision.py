@@ -1,0 +1,94 @@
+"""One process, the model loaded once: what one look at a 224 × 224 image costs a vision transformer.
+
+A ViT-base-shaped model (12 layers × 12 heads, hidden 768, patch 16: 197 tokens) with random
+weights is saved to a temporary directory and loaded once through `attn_cli.load`; each look is
+`model.inspect_image(image)` (the image processor, the forward with Q, K and V captured under
+sdpa, and every head's statistics and whole weights: all 144 heads), interleaved image by image
+with the peer: bare transformers, the same checkpoint under eager attention with
+`output_attentions=True` (the image processor and the forward). Target: attn ≤ 1.5× the peer.
+
+    .venv/bin/python benchmarks/bench_vision.py [--looks 5] [--device cpu] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _timing import print_header
+
+TARGET_RATIO = 1.5
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--looks", type=int, default=5)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's own)")
+    args = parser.parse_args()
+    print_header(f"vision: load once, {args.looks} looks at a 224 × 224 image (ViT-base shape, random weights)")
+
+    import numpy as np
+    import torch
+    from PIL import Image
+    from transformers import ViTConfig, ViTImageProcessor, ViTModel
+
+    import attn_cli
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 256, (224, 224, 3), dtype=np.uint8)) for _ in range(args.looks + 1)]
+    with tempfile.TemporaryDirectory(prefix="attn-bench-vit-") as folder:
+        directory = Path(folder)
+        torch.manual_seed(0)
+        ViTModel(ViTConfig(), add_pooling_layer=False).save_pretrained(directory)
+        processor = ViTImageProcessor()
+        processor.save_pretrained(directory)
+        start = time.perf_counter()
+        model = attn_cli.load(str(directory), device=args.device)
+        load_s = time.perf_counter() - start
+        eager = ViTModel.from_pretrained(directory, attn_implementation="eager", add_pooling_layer=False).eval()
+        eager.to(args.device)
+
+        def attn(image) -> None:
+            model.inspect_image(image)
+
+        def peer(image) -> None:
+            with torch.inference_mode():
+                pixels = processor(images=image, return_tensors="pt")["pixel_values"].to(args.device)
+                attentions = eager(pixel_values=pixels, output_attentions=True).attentions
+            [layer.cpu() for layer in attentions]
+
+        contenders = {"attn model.inspect_image": attn, "transformers eager output_attentions": peer}
+        for run in contenders.values():  # warm-up: first-call allocations and lazy imports
+            run(images[-1])
+        times: dict[str, list[float]] = {name: [] for name in contenders}
+        for image in images[:-1]:
+            for (name, samples), run in zip(times.items(), contenders.values()):
+                if args.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+                run(image)
+                if args.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                samples.append(time.perf_counter() - start)
+
+    print(f"attn_cli.load (ViT-base shape): {load_s:.2f} s (once)")
+    print(f"{'contender':<40} {'median s':>9} {'min s':>7}")
+    for name, samples in times.items():
+        print(f"{name:<40} {statistics.median(samples):>9.4f} {min(samples):>7.4f}")
+    ours, theirs = (statistics.median(samples) for samples in times.values())
+    ratio = ours / theirs
+    print(f"\nratio attn / peer: {ratio:.2f}x (attn also computes scores, symmetry, entropy, top keys of 144 heads)")
+    met = ratio <= TARGET_RATIO
+    print(f"target: attn <= {TARGET_RATIO}x the peer: {'met' if met else 'NOT met'}")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
