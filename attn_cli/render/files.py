@@ -69,8 +69,6 @@ def save_figure(report, path: Path, panels=None, dpi: float | None = None, per_h
     interactive HTML page (render/figures.py; an image's report: render/image_figures.py, from the
     patch `query`); per_head: weights on each head's own colour scale.
     Returns warnings for the user (characters no font has)."""
-    from attn_cli.render.figures import html_page, svg_figure
-
     from attn_cli.plumbing.atomic import atomic_path
 
     if getattr(report, "image", None) is not None:  # the image with a heat overlay per head
@@ -78,6 +76,8 @@ def save_figure(report, path: Path, panels=None, dpi: float | None = None, per_h
 
         svg_figure = lambda report, panels, per_head: image_svg(report, query)  # noqa: E731
         html_page = lambda report, per_head: image_html(report)  # noqa: E731
+    else:
+        from attn_cli.render.figures import html_page, svg_figure
     suffix = path.suffix.lower()
     notes: list[str] = []
     if suffix in DRAWN_FORMATS:

@@ -135,7 +135,7 @@ def image_lines(grid: PatchGrid) -> Text:
 
 def render_image_report(report, query: tuple[int, int] | None = None) -> RenderableType:
     """The head (the one selected, or the most focused) over the image, then every selected head small."""
-    from attn_cli.render.terminal import header, most_focused
+    from attn_cli.render.terminal import most_focused
 
     grid = report.image
     heads = report.heads()
