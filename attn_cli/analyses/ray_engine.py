@@ -130,8 +130,7 @@ def connect(address: str | None) -> bool:
 def _fold(texts, shape, *, scorer, workers, gpus, batch_size: int, part_texts: int, top: int, samples: int,
           progress=None, total=None, keeper=None, per_text: bool = False) -> folding.Folded:
     ray = require_ray()
-    actors = _start(ray, scorer, shape, top, samples, per_text, workers, gpus)
-    window = IN_FLIGHT * len(actors)
+    actors: list = []
     merged = partials.Partial(shape, top, samples)
     done = parts = 0
     open_parts: dict[int, dict] = {}  # index -> {"digest", "left", "partials", "rows"}
@@ -162,6 +161,8 @@ def _fold(texts, shape, *, scorer, workers, gpus, batch_size: int, part_texts: i
             progress(done, total)
 
     try:
+        actors += _start(ray, scorer, shape, top, samples, per_text, workers, gpus)  # inside: Ctrl-C kills them
+        window = IN_FLIGHT * len(actors)
         size = folding.part_size(part_texts, batch_size, keeper is not None)
         for index, part in enumerate(folding._parts(texts, size)):
             digest = folding.part_digest(part)
