@@ -43,7 +43,7 @@ def one_thread():
 def cluster():
     ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'attn-cli[ray]'")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local test cluster: no token file in the home
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     yield ray
     ray.shutdown()
 

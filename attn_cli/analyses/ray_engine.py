@@ -135,7 +135,7 @@ def _fold(texts, shape, *, scorer, workers, gpus, batch_size: int, part_texts: i
     done = parts = 0
     open_parts: dict[int, dict] = {}  # index -> {"digest", "left", "partials", "rows"}
     in_flight: dict = {}  # ObjectRef -> (part index, actor index)
-    load = [0] * len(actors)
+    load: list[int] = []  # chunks in flight per worker
 
     def collect() -> None:
         """Wait for one chunk; a part whose chunks are all back is merged, written and counted."""
@@ -162,6 +162,7 @@ def _fold(texts, shape, *, scorer, workers, gpus, batch_size: int, part_texts: i
 
     try:
         actors += _start(ray, scorer, shape, top, samples, per_text, workers, gpus)  # inside: Ctrl-C kills them
+        load += [0] * len(actors)
         window = IN_FLIGHT * len(actors)
         size = folding.part_size(part_texts, batch_size, keeper is not None)
         for index, part in enumerate(folding._parts(texts, size)):
