@@ -85,12 +85,12 @@ def heads_command(
         = "text",
     part_texts: Annotated[int, typer.Option("--part-texts", help="Texts a part: the unit of --resume.")] = 2048,
     engine: Annotated[Engine, typer.Option("--engine", help="local: score here; ray: score on Ray workers, the "
-                                           "same result (pip install 'attn-cli[ray]').")] = Engine.local,
-    address: Annotated[Optional[str], typer.Option("--address", help="With --engine ray: the Ray cluster to join "
-                                                   "(host:port); default: a local one.")] = None,
+                                           "same result (pip install 'attn-cli\\[ray]').")] = Engine.local,
+    address: Annotated[Optional[str], typer.Option("--address", metavar="ADDR", help="With --engine ray: the Ray "
+                       "cluster to join (host:port); default: the one Ray finds, else a local one.")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", help="With --engine ray: workers, each loading the "
                                                    "model once (default: GPUs / --gpus-per-worker, else 1).")] = None,
-    gpus_per_worker: Annotated[float, typer.Option("--gpus-per-worker", help="With --engine ray: GPUs a worker "
+    gpus_per_worker: Annotated[float, typer.Option("--gpus-per-worker", metavar="G", help="With --engine ray: GPUs a worker "
                                                    "takes (with --device-map, the model spreads over them).")] = 0.0,
 ) -> None:
     """What every head does: previous-token, duplicate, induction, [CLS]/[SEP], punctuation, self, broad, sink."""
