@@ -7,6 +7,7 @@ keeps the runs short."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -198,3 +199,21 @@ def test_minilm_on_ray_equals_minilm_here(cluster, tmp_path):
     here = model.heads(texts, batch_size=8, part_texts=16)
     there = model.heads(texts, batch_size=8, part_texts=16, engine="ray", workers=1)
     assert there.to_json_dict() == here.to_json_dict()
+
+
+def test_ray_data_reads_a_corpus_at_a_url_as_attn_reads_the_file(cluster, tmp_path):
+    """local:// is read by Ray Data as s3:// would be: the same texts in the same order (text_ids)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from attn_cli.analyses.ray_engine import url_texts
+    from attn_cli.plumbing.corpus import open_corpus
+
+    texts = sentences(50, seed=9)
+    (tmp_path / "lines.txt").write_text("\n".join([*texts[:20], "   ", *texts[20:]]) + "\n")
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    pq.write_table(pa.table({"body": [*texts[:10], None, *texts[10:]]}), tmp_path / "rows.parquet")
+    for name, column in (("lines.txt", "text"), ("rows.jsonl", "text"), ("rows.parquet", "body")):
+        expected = list(open_corpus(tmp_path / name, column).texts())
+        assert expected == texts
+        assert list(url_texts(f"local://{tmp_path / name}", column)) == expected, name
