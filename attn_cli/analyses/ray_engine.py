@@ -244,7 +244,7 @@ def url_texts(url: str, column: str = "text") -> Iterable[str]:
     context.execution_options.preserve_order = True  # text_id = read order, whatever the scheduling
     kind = url_format(url)
     if kind == "parquet":
-        dataset = ray.data.read_parquet(url, columns=[column])
+        dataset = ray.data.read_parquet(url).select_columns([column])
     elif kind == "jsonl":
         dataset = ray.data.read_json(url, lines=True)
     else:
