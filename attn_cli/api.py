@@ -39,12 +39,12 @@ KINDS: dict[str, Callable] = {
     **dict.fromkeys(("layers", "heads", "layer", "head"), arguments.selection),
     **dict.fromkeys(("rows", "cols"), arguments.span),
     **dict.fromkeys(("top_k", "cell_limit", "max_new_tokens", "seed", "probe_length", "batch_size", "limit", "top",
-                     "samples", "part_texts"), arguments.index),
-    **dict.fromkeys(("tolerance", "temperature", "epsilon", "ratio", "floor"), arguments.number),
+                     "samples", "part_texts", "workers"), arguments.index),
+    **dict.fromkeys(("tolerance", "temperature", "epsilon", "ratio", "floor", "gpus_per_worker"), arguments.number),
     **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "pre_rope", "inputs", "sample",
                      "words", "resume", "per_text"), arguments.flag),
-    **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype", "column", "method", "vs"),
-                    arguments.word),
+    **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype", "column", "method", "vs",
+                     "engine", "address"), arguments.word),
     **dict.fromkeys(("variants", "stacks"), arguments.words),
     "target": lambda value, name: value if isinstance(value, str) else arguments.index(
         value, name, "a token, a label or an output index"),
@@ -93,7 +93,9 @@ def load(model: str = "minilm", *, device: str = "auto", dtype: str = "auto", **
     """
     from attn_cli.backends.registry import load_backend
 
-    return Model(load_backend(model, device=device, dtype=dtype, **options))
+    loaded = Model(load_backend(model, device=device, dtype=dtype, **options))
+    loaded.loaded_as = {"model": model, "device": device, "dtype": dtype, "options": options}  # a Ray worker's load
+    return loaded
 
 
 class Model:
@@ -101,6 +103,7 @@ class Model:
 
     def __init__(self, backend):
         self.backend = backend
+        self.loaded_as = None  # load()'s arguments, when load() made it: what heads(engine="ray") workers load
 
     @property
     def info(self) -> ModelInfo:
@@ -297,7 +300,8 @@ class Model:
               probe: str | None = None, seed: int = 0, probe_length: int | None = None, layers: Spec = "all",
               heads: Spec = "all", batch_size: int = 32, limit: int | None = None, truncate: bool = False,
               progress=None, store: str | Path | None = None, resume: bool = False, per_text: bool = False,
-              top: int = 10, samples: int = 5, column: str = "text", part_texts: int = 2048):
+              top: int = 10, samples: int = 5, column: str = "text", part_texts: int = 2048, engine: str = "local",
+              address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0):
         """What every selected head does: previous-token, duplicate-token, induction, first-token,
         last-token, punctuation, self, broad and sink scores, and a label, averaged over the texts.
 
@@ -311,6 +315,9 @@ class Model:
         `top` texts per score, `samples` texts per decile and `top` edges; per-text scores with per_text);
         resume continues one an interrupted run left. The report is the same either way.
         Ctrl-C stops at the current batch: the report covers the texts done (report.interrupted).
+        engine="ray": the batches are scored by `workers` Ray actors (each loads this model again, on
+        gpus_per_worker GPUs) on the cluster at `address` (default: the one joined, or a local one); the
+        report and the store are those of engine="local" (README "Corpus runs on Ray").
         Formulas: attn_cli.math.head_scores. report.head(0, 2).scores["previous_token"]; report.to_json_dict().
         """
         from attn_cli.analyses.heads import PROBE_LENGTH, probe as make_probe, run_heads
@@ -320,11 +327,12 @@ class Model:
             raise BadInput("give one of texts, file or probe" if not given else f"{' and '.join(given)} "
                            "are separate sources", "pass text, --file FILE or --probe induction")
         described, corpus_format = None, "arguments"
+        run_on = self._engine(engine, address, workers, gpus_per_worker)
         if probe is not None:
             described = make_probe(self.backend, probe, seed, PROBE_LENGTH if probe_length is None else probe_length)
             texts, total, source, corpus_format = [described["text"]], 1, "probe", "probe"
         else:
-            texts, total, source, corpus_format = _corpus(texts, file, column)
+            texts, total, source, corpus_format = _corpus(texts, file, column, remote=run_on is not None)
         keeper_of = None
         if per_text and store is None:
             raise BadInput("per_text writes the store's texts table", "give store=DIR (--store DIR) with it")
@@ -341,7 +349,17 @@ class Model:
         return run_heads(self.backend, texts, Selection(layers=layers, heads=heads), batch_size=batch_size,
                          limit=limit, total=total, truncate=truncate, source=source, probe=described,
                          progress=progress, part_texts=part_texts, top=top, samples=samples,
-                         per_text=per_text, keeper_of=keeper_of)
+                         per_text=per_text, keeper_of=keeper_of, engine=run_on)
+
+    def _engine(self, engine: str, address: str | None, workers: int | None, gpus_per_worker: float):
+        """None for engine="local"; for "ray", analyses/ray_engine.engine for this model (Ray checked first)."""
+        from attn_cli.analyses import ray_engine
+
+        if not ray_engine.check_engine(engine, address, workers, gpus_per_worker):
+            return None
+        if self.loaded_as is None:
+            raise BadInput("engine='ray' needs a model made by attn_cli.load (the workers load it the same way)")
+        return ray_engine.engine(self.loaded_as, address=address, workers=workers, gpus_per_worker=gpus_per_worker)
 
     @door
     def circuits(self):
@@ -383,9 +401,15 @@ class Model:
         return walk_head(self.backend, text, layer, head)
 
 
-def _corpus(texts, file, column: str = "text") -> tuple[Iterable[str], int | None, str, str]:
+def _corpus(texts, file, column: str = "text", remote: bool = False) -> tuple[Iterable[str], int | None, str, str]:
     """(texts, how many if known, source, format) of texts given as one, a list, an iterable, or file: lines,
-    JSONL, Parquet or Arrow (the texts in `column`), read as it goes (plumbing/corpus.py)."""
+    JSONL, Parquet or Arrow (the texts in `column`), read as it goes (plumbing/corpus.py); with remote (the
+    Ray engine), a file at an object-store URL is read by Ray Data."""
+    if file is not None and remote:
+        from attn_cli.analyses import ray_engine
+
+        if ray_engine.is_url(file):
+            return ray_engine.url_texts(str(file), column), None, str(file), ray_engine.url_format(str(file))
     if file is not None:
         from attn_cli.plumbing.corpus import open_corpus
 

@@ -58,28 +58,23 @@ def fold(score: Callable, texts: Iterable[str], shape: tuple[int, int], *, batch
     (interrupts.Terminated), it propagates."""
     merged = partials.Partial(shape, top, samples)
     done = parts = 0
-    # Without a store no part is kept, so parts are only the windows read ahead and sorted by length: a
-    # stream (stdin left open) is scored as it comes, not after part_texts texts. The sums are exact and
-    # merge in any order, so the result is the same whatever the parts are.
-    size = part_texts if keeper is not None else min(part_texts, batch_size * SORT_WINDOW)
+    size = part_size(part_texts, batch_size, keeper is not None)
     try:
         for index, part in enumerate(_parts(texts, size)):
             digest = part_digest(part)
             kept = keeper.load(index, digest) if keeper is not None else None
             if kept is None:
                 pending, rows = [partials.Partial(shape, top, samples)], []  # merged MERGE_EVERY batches at a time
+
+                def scored(count: int) -> None:
+                    nonlocal done
+                    done += count
+                    if progress is not None:
+                        progress(done, total)
+
                 try:
-                    for batch in _part_batches(part, batch_size):
-                        scored = score([text for _, text in batch])
-                        scored.text_ids = np.array([text_id for text_id, _ in batch], dtype=np.int64)
-                        pending.append(partials.reduce(scored, shape, top, samples))
-                        if len(pending) > MERGE_EVERY:
-                            pending = [partials.merge_all(pending, shape, top, samples)]
-                        if per_text:
-                            rows.append(per_text_rows(scored))
-                        done += len(batch)
-                        if progress is not None:
-                            progress(done, total)
+                    score_batches(score, _part_batches(part, batch_size), pending, rows, per_text=per_text,
+                                  scored=scored)
                 except KeyboardInterrupt:
                     merged = partials.merge_all([merged, *pending], shape, top, samples)  # the report: texts done
                     raise
@@ -100,6 +95,32 @@ def fold(score: Callable, texts: Iterable[str], shape: tuple[int, int], *, batch
             raise
         return Folded(merged, parts, True)
     return Folded(merged, parts, False)
+
+
+def part_size(part_texts: int, batch_size: int, kept: bool) -> int:
+    """Texts a part. Without a store no part is kept, so parts are only the windows read ahead and sorted by
+    length: a stream (stdin left open) is scored as it comes, not after part_texts texts. The sums are exact
+    and merge in any order, so the result is the same whatever the parts are."""
+    return part_texts if kept else min(part_texts, batch_size * SORT_WINDOW)
+
+
+def score_batches(score: Callable, batches: Iterable[list[tuple[int, str]]], pending: list[partials.Partial],
+                  rows: list[dict], *, per_text: bool, scored: Callable[[int], None] | None = None) -> None:
+    """Score batches of (text_id, text) and merge each one's Partial into `pending` (a list the caller
+    owns, holding at least one Partial of the right shape: after Ctrl-C it still holds the batches done).
+    The one scoring loop of a part, run by the fold here and by a Ray worker (analyses/ray_engine.py) alike.
+    rows: the per-text rows (per_text). scored(count): after each batch."""
+    first = pending[0]
+    for batch in batches:
+        result = score([text for _, text in batch])
+        result.text_ids = np.array([text_id for text_id, _ in batch], dtype=np.int64)
+        pending.append(partials.reduce(result, first.shape, first.top_n, first.samples_n))
+        if len(pending) > MERGE_EVERY:
+            pending[:] = [partials.merge_all(pending, first.shape, first.top_n, first.samples_n)]
+        if per_text:
+            rows.append(per_text_rows(result))
+        if scored is not None:
+            scored(len(batch))
 
 
 def _parts(texts: Iterable[str], size: int) -> Iterator[list[tuple[int, str]]]:

@@ -34,11 +34,12 @@ NEEDLE_SHARE = 5  # the retrieval probe's needle is 1/NEEDLE_SHARE of its haysta
 def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size: int = 32, limit: int | None = None,
               total: int | None = None, truncate: bool = False, source: str = "arguments", probe: dict | None = None,
               progress: Progress | None = None, part_texts: int = PART_TEXTS, top: int = TOP, samples: int = SAMPLES,
-              per_text: bool = False, keeper_of: Callable | None = None) -> HeadsReport:
+              per_text: bool = False, keeper_of: Callable | None = None, engine: Callable | None = None) -> HeadsReport:
     """Score every selected head on every text, part by part (analyses/fold.py), and average over the texts.
 
     texts: any iterable (a file is read as it goes). total: how many there are, for progress.
     keeper_of(layers, heads): the store writer that receives each complete part (None: nothing is written).
+    engine(layers, heads, truncate, needle): a fold that scores elsewhere (analyses/ray_engine.py); None: here.
     Ctrl-C (KeyboardInterrupt) stops at the batch being run: the report covers the batches
     done and says interrupted; with none done it propagates. SIGTERM and SIGHUP (Terminated) always
     propagate: a process being stopped writes no report and leaves an existing -o file as it was.
@@ -54,7 +55,8 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
     layers, heads = selection.resolve(backend.info)
     keeper = keeper_of(layers, heads) if keeper_of is not None else None
     needle = probe is not None and probe["kind"] == "retrieval"  # the retrieval score needs the needle marked
-    folded = fold(lambda batch: score_texts(backend, batch, layers, heads, truncate, needle), texts,
+    folder = fold if engine is None else engine(layers, heads, truncate, needle)
+    folded = folder(lambda batch: score_texts(backend, batch, layers, heads, truncate, needle), texts,
                   (len(layers), len(heads)), batch_size=batch_size, part_texts=part_texts, top=top, samples=samples,
                   progress=progress, total=total, keeper=keeper, per_text=per_text)
     merged = folded.merged

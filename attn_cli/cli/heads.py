@@ -32,9 +32,16 @@ EPILOG = (  # \\[ keeps Rich from reading [i,j] as markup
     "  attn heads --file corpus.txt --limit 1000 --batch-size 32\n\n"
     "  attn heads --file corpus.jsonl --json -o heads.json\n\n"
     "  attn heads --file corpus.parquet --column text --store heads-store/ --per-text\n\n"
+    "  attn heads --file s3://bucket/corpus/ --store heads-store/ --engine ray --address head:6379 --workers 8 "
+    "--gpus-per-worker 1\n\n"
     "  attn heads --probe induction --model ./my-gpt2 --seed 1\n\n"
     "  attn heads --probe retrieval --model ./my-gpt2 --probe-length 200"
 )
+
+
+class Engine(str, Enum):
+    local = "local"
+    ray = "ray"
 
 
 class Probe(str, Enum):
@@ -77,6 +84,14 @@ def heads_command(
     column: Annotated[str, typer.Option("--column", help="The text column of a Parquet, Arrow or datasets corpus.")]
         = "text",
     part_texts: Annotated[int, typer.Option("--part-texts", help="Texts a part: the unit of --resume.")] = 2048,
+    engine: Annotated[Engine, typer.Option("--engine", help="local: score here; ray: score on Ray workers, the "
+                                           "same result (pip install 'attn-cli\\[ray]').")] = Engine.local,
+    address: Annotated[Optional[str], typer.Option("--address", metavar="ADDR", help="With --engine ray: the Ray "
+                       "cluster to join (host:port); default: the one Ray finds, else a local one.")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="With --engine ray: workers, each loading the "
+                                                   "model once (default: GPUs / --gpus-per-worker, else 1).")] = None,
+    gpus_per_worker: Annotated[float, typer.Option("--gpus-per-worker", metavar="G", help="With --engine ray: GPUs a worker "
+                                                   "takes (with --device-map, the model spreads over them).")] = 0.0,
 ) -> None:
     """What every head does: previous-token, duplicate, induction, [CLS]/[SEP], punctuation, self, broad, sink."""
     with user_errors():
@@ -87,7 +102,11 @@ def heads_command(
                            "pass TEXT..., --file FILE or --probe induction|retrieval")
         if texts:
             texts = [read_text(text) for text in texts]
-        if file is not None:
+        from attn_cli.analyses.ray_engine import check_engine, is_url
+
+        on_ray = check_engine(engine.value, address, workers, gpus_per_worker)  # no Ray: how to install it
+        file = _url(file) if on_ray else file
+        if file is not None and not (on_ray and is_url(file)):
             from attn_cli.plumbing.corpus import open_corpus
 
             open_corpus(file, column)  # a missing path, a wrong format or column fails before the model loads
@@ -102,7 +121,9 @@ def heads_command(
             report = loaded.heads(texts or None, file=file, probe=probe and probe.value, seed=seed,
                                   probe_length=probe_length, layers=layer, heads=head, batch_size=batch_size,
                                   limit=limit, truncate=truncate, progress=progress, store=store, resume=resume,
-                                  per_text=per_text, top=top, samples=samples, column=column, part_texts=part_texts)
+                                  per_text=per_text, top=top, samples=samples, column=column, part_texts=part_texts,
+                                  engine=engine.value, address=address, workers=workers,
+                                  gpus_per_worker=gpus_per_worker)
         from attn_cli.render.scale import counted
 
         if report.truncated:
@@ -135,6 +156,14 @@ def heads_command(
             note(f"interrupted: scored {report.texts:,} texts before Ctrl-C; the report covers those{order}")
             interrupts.reported()  # said here, with the report: the edge adds no "error: interrupted"
             raise typer.Exit(130)
+
+
+def _url(file: Path | None) -> Path | str | None:
+    """--file as typed when it is a URL: a Path folds s3://bucket/key into s3:/bucket/key."""
+    import re
+
+    text = None if file is None else str(file)
+    return text.replace(":/", "://", 1) if text and re.match(r"^[a-z][a-z0-9+]*:/[^/]", text) else file
 
 
 def progress_bar(doing: str = "scoring heads"):

@@ -1,0 +1,270 @@
+"""`attn heads --engine ray`: the corpus fold of analyses/fold.py with its batches scored by Ray actors.
+
+The driver reads the corpus and cuts it into the same parts as a local run (consecutive text_ids, the
+same length sort, the same batches), so which texts share a batch never depends on scheduling. Each
+part's batches go out in chunks of CHUNK_BATCHES to stateful actors (each loads the model once, with
+device_map inside the actor when asked) that run fold.score_batches, the loop a local run runs, and send
+back the chunk's Partial. A part's chunk Partials merge into the part's Partial exactly as a local run's
+batches do (math/partials.py: integer sums, totally ordered lists), so the part written to the store and
+the run's merge are the same in any order of completion: a Ray run is a local run, bit for bit.
+
+Why actors fed by the driver rather than Ray Data's map_batches: a text's text_id (its index in read
+order) and its part must not depend on how Ray Data splits and schedules blocks, and Ray Data has no
+global row index short of materialising the corpus; the driver numbers texts as it reads them (memory:
+a window of parts in flight). Restarts are Ray's own: an actor whose process dies is restarted
+(max_restarts) and its unfinished chunks are re-run on it (max_task_retries); a chunk's result depends
+only on its texts, so the re-run gives the same Partial. Corpora at object-store URLs (s3://, gs://, …)
+are read by Ray Data (`url_texts`), in order.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterable
+
+from attn_cli.analyses import fold as folding
+from attn_cli.math import partials
+from attn_cli.plumbing import interrupts
+from attn_cli.plumbing.errors import AttnError, BadInput
+
+INSTALL = "pip install 'attn-cli[ray]'"
+CHUNK_BATCHES = 4  # batches a task: the unit a worker runs and progress moves by
+IN_FLIGHT = 2  # chunks queued per worker: one running, one waiting, so a worker never idles on the driver
+RUNNING: list = []  # (actor, pid) of the run in progress: what a test kills
+URL_SCHEMES = ("s3://", "gs://", "gcs://", "abfs://", "az://", "hdfs://", "http://", "https://", "local://")
+
+
+def require_ray():
+    """The ray module, or a BadInput (exit 2) saying how to install it: asked before a model loads."""
+    try:
+        import ray
+    except ImportError:
+        raise BadInput("--engine ray needs Ray, which is not installed", INSTALL) from None
+    return ray
+
+
+def check_engine(engine: str, address: str | None, workers: int | None, gpus_per_worker: float) -> bool:
+    """Whether the run is on Ray; the engine's own options checked (before a model loads)."""
+    if engine not in ("local", "ray"):
+        raise BadInput(f"engine: unknown engine {engine!r}", "engines: local, ray")
+    if engine == "local":
+        given = [name for name, value in (("--address", address), ("--workers", workers),
+                                          ("--gpus-per-worker", gpus_per_worker)) if value]
+        if given:
+            raise BadInput(f"{', '.join(given)} go with --engine ray (engine='ray')")
+        return False
+    require_ray()
+    if workers is not None and workers < 1:
+        raise BadInput(f"--workers must be 1 or more, not {workers}")
+    if gpus_per_worker < 0:
+        raise BadInput(f"--gpus-per-worker must be 0 or more, not {gpus_per_worker:g}")
+    return True
+
+
+def is_url(path) -> bool:
+    return str(path).startswith(URL_SCHEMES)
+
+
+class Scorer:
+    """A Ray actor: the model loaded once, then chunks of a part's batches scored into Partials."""
+
+    def __init__(self, loaded_as: dict, layers: list[int], heads: list[int], truncate: bool, needle: bool,
+                 shape: tuple[int, int], top: int, samples: int, per_text: bool, threads: int):
+        import torch
+
+        from attn_cli.analyses.heads import score_texts
+        from attn_cli.backends.registry import load_backend
+
+        torch.set_num_threads(threads)  # Ray's share of CPUs for this actor: workers on one node do not fight
+        backend = load_backend(loaded_as["model"], device=loaded_as["device"], dtype=loaded_as["dtype"],
+                               **loaded_as["options"])
+        self.score = lambda texts: score_texts(backend, texts, layers, heads, truncate, needle)
+        self.shape, self.top, self.samples, self.per_text = shape, top, samples, per_text
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def run(self, batches: list[list[tuple[int, str]]]) -> tuple[partials.Partial, list[dict]]:
+        pending, rows = [partials.Partial(self.shape, self.top, self.samples)], []
+        folding.score_batches(self.score, batches, pending, rows, per_text=self.per_text)
+        return partials.merge_all(pending, self.shape, self.top, self.samples), rows
+
+
+def engine(loaded_as: dict, *, address: str | None = None, workers: int | None = None,
+           gpus_per_worker: float = 0.0) -> Callable:
+    """engine(layers, heads, truncate, needle) -> a fold with analyses/fold.fold's signature, run on Ray."""
+    require_ray()
+
+    def make(layers: list[int], heads: list[int], truncate: bool, needle: bool) -> Callable:
+        def fold_on_ray(score, texts: Iterable[str], shape, **options) -> folding.Folded:
+            started = connect(address)
+            try:
+                return _fold(texts, shape, scorer=(loaded_as, layers, heads, truncate, needle), workers=workers,
+                             gpus=gpus_per_worker, **options)
+            finally:
+                if started:
+                    require_ray().shutdown()
+
+        return fold_on_ray
+
+    return make
+
+
+def connect(address: str | None) -> bool:
+    """Join the cluster at `address`, or the one this process already joined, or start a local one (then
+    True: ours to shut down). Ray's own log lines stay off attn's stderr."""
+    import logging
+
+    ray = require_ray()
+    if ray.is_initialized():
+        return False
+    local = {} if address else {"include_dashboard": False}  # Ray refuses node settings for a cluster it joins
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, **local)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        where = f"at {address}" if address else "here"
+        raise AttnError(f"cannot reach a Ray cluster {where}: {_first_line(error)}") from None
+    return address is None
+
+
+def _fold(texts, shape, *, scorer, workers, gpus, batch_size: int, part_texts: int, top: int, samples: int,
+          progress=None, total=None, keeper=None, per_text: bool = False) -> folding.Folded:
+    ray = require_ray()
+    actors: list = []
+    merged = partials.Partial(shape, top, samples)
+    done = parts = 0
+    open_parts: dict[int, dict] = {}  # index -> {"digest", "left", "partials", "rows"}
+    in_flight: dict = {}  # ObjectRef -> (part index, actor index)
+    load: list[int] = []  # chunks in flight per worker
+
+    def collect() -> None:
+        """Wait for one chunk; a part whose chunks are all back is merged, written and counted."""
+        nonlocal merged, done, parts
+        ready, _ = ray.wait(list(in_flight), num_returns=1)
+        index, actor = in_flight.pop(ready[0])
+        load[actor] -= 1
+        chunk, rows = _get(ray, ready[0])
+        state = open_parts[index]
+        state["partials"].append(chunk)
+        state["rows"] += rows
+        state["left"] -= 1
+        done += chunk.texts
+        if state["left"] == 0:
+            current = partials.merge_all(open_parts.pop(index)["partials"], shape, top, samples)
+            if keeper is not None:
+                keeper.write(index, current, state["rows"], state["digest"])
+            merged = partials.merge(merged, current)
+            parts += 1
+            if keeper is not None:
+                keeper.progress(merged, parts)
+        if progress is not None:
+            progress(done, total)
+
+    try:
+        actors += _start(ray, scorer, shape, top, samples, per_text, workers, gpus)  # inside: Ctrl-C kills them
+        load += [0] * len(actors)
+        window = IN_FLIGHT * len(actors)
+        size = folding.part_size(part_texts, batch_size, keeper is not None)
+        for index, part in enumerate(folding._parts(texts, size)):
+            digest = folding.part_digest(part)
+            kept = keeper.load(index, digest) if keeper is not None else None
+            if kept is not None:
+                merged, parts, done = partials.merge(merged, kept), parts + 1, done + kept.texts
+                keeper.progress(merged, parts)
+                if progress is not None:
+                    progress(done, total)
+                continue
+            batches = list(folding._part_batches(part, batch_size))
+            chunks = [batches[at:at + CHUNK_BATCHES] for at in range(0, len(batches), CHUNK_BATCHES)]
+            open_parts[index] = {"digest": digest, "left": len(chunks), "partials": [], "rows": []}
+            for chunk in chunks:
+                while len(in_flight) >= window:
+                    collect()
+                actor = load.index(min(load))  # the least busy worker
+                in_flight[actors[actor].run.remote(chunk)] = (index, actor)
+                load[actor] += 1
+        while in_flight:
+            collect()
+    except KeyboardInterrupt as interrupt:
+        for ref in in_flight:
+            ray.cancel(ref, force=False)
+        if isinstance(interrupt, interrupts.Terminated):
+            raise
+        # the report covers the texts done: complete parts and the chunks back from unfinished ones
+        merged = partials.merge_all([merged, *(p for state in open_parts.values() for p in state["partials"])],
+                                    shape, top, samples)
+        if merged.texts == 0:
+            raise
+        return folding.Folded(merged, parts, True)
+    finally:
+        for actor in actors:
+            ray.kill(actor, no_restart=True)
+        RUNNING.clear()
+    return folding.Folded(merged, parts, False)
+
+
+def _start(ray, scorer, shape, top, samples, per_text, workers, gpus) -> list:
+    """The workers, each with its model loaded: `workers` of them (default: the cluster's GPUs over
+    gpus-per-worker, else 1), each taking the cluster's CPUs over the workers (torch threads as many)."""
+    resources = ray.cluster_resources()
+    if workers is None:
+        workers = max(1, int(resources.get("GPU", 0) // gpus)) if gpus else 1
+    if gpus and resources.get("GPU", 0) < gpus:
+        raise BadInput(f"--gpus-per-worker {gpus:g}: the Ray cluster has {resources.get('GPU', 0):g} GPUs",
+                       "join a cluster with GPUs (--address) or leave --gpus-per-worker out")
+    cpus = max(1, int(resources.get("CPU", 1) // workers))
+    remote = ray.remote(Scorer).options(num_cpus=cpus, num_gpus=gpus or 0, max_restarts=-1, max_task_retries=-1)
+    loaded_as, layers, heads, truncate, needle = scorer
+    actors = [remote.remote(loaded_as, layers, heads, truncate, needle, shape, top, samples, per_text, cpus)
+              for _ in range(workers)]
+    pids = [_get(ray, actor.pid.remote()) for actor in actors]  # every model loaded: a failure surfaces here
+    RUNNING[:] = list(zip(actors, pids))
+    return actors
+
+
+def _get(ray, ref):
+    """ray.get, with an attn error raised in a worker (a model that does not load) raised here as itself."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as error:
+        cause = getattr(error, "cause", None)
+        if isinstance(cause, AttnError):
+            raise cause from None
+        raise AttnError(f"a Ray worker failed: {_first_line(cause or error)}") from None
+    except ray.exceptions.RayActorError as error:
+        raise AttnError(f"a Ray worker could not start: {_first_line(error)}") from None
+
+
+def url_texts(url: str, column: str = "text") -> Iterable[str]:
+    """The texts of a corpus at an object-store URL, read by Ray Data in order: Parquet (its `column`),
+    JSONL (its `column` field) or text lines; null and blank values are not texts, as in plumbing/corpus.py."""
+    ray = require_ray()
+    connect(None)
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True  # text_id = read order, whatever the scheduling
+    kind = url_format(url)
+    if kind == "parquet":
+        dataset = ray.data.read_parquet(url).select_columns([column])
+    elif kind == "jsonl":
+        dataset = ray.data.read_json(url, lines=True)
+    else:
+        dataset, column = ray.data.read_text(url), "text"
+    for batch in dataset.iter_batches(batch_size=1024, batch_format="pyarrow"):
+        if column not in batch.column_names:
+            raise BadInput(f"--file {url} has no column {column!r}", "name the text column with --column")
+        for text in batch.column(column).to_pylist():
+            if isinstance(text, str) and text.strip():
+                yield text
+
+
+def url_format(url: str) -> str:
+    """"parquet" (a .parquet file, or a folder: of Parquet files), "jsonl" or "lines", by the URL's suffix."""
+    name = url.lower().rstrip("/").rsplit("/", 1)[-1]
+    if name.endswith((".parquet", ".pq")) or "." not in name:
+        return "parquet"
+    return "jsonl" if name.endswith((".jsonl", ".ndjson", ".json")) else "lines"
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__

@@ -1,0 +1,219 @@
+"""`attn heads --engine ray`: a Ray run equals a local run (the same store, byte for byte, when the workers run
+torch with as many threads as the local run; summaries to 1e-6 and the same examples otherwise), a worker
+killed mid-run is restarted and the result is still exact, Ctrl-C leaves a store `--resume` completes with
+either engine, and without Ray `--engine ray` is one line saying how to install it. One local Ray cluster
+(127.0.0.1, 2 CPUs: two workers of one torch thread each) for the file; a tiny BERT (tests/conftest.py)
+keeps the runs short."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from attn_cli.cli import app
+from attn_cli.data import store_schema as schema
+from attn_cli.plumbing.errors import BadInput
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _corpus import sentences  # noqa: E402
+
+RUN = dict(batch_size=32, part_texts=512, top=5, samples=2)  # 2,000 lines: parts of 512, the last one short
+SMALL = dict(batch_size=8, part_texts=64, top=3, samples=2)  # 300 lines: 5 parts, the last one short
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The local runs with one torch thread, as each of the two workers has: torch's float sums may be split
+    by thread, and then a text's scores differ in the last bits (test_threads_change_only_the_last_bits)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'attn-cli[ray]'")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local test cluster: no token file in the home
+    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_bert_dir):
+    import attn_cli
+
+    return attn_cli.load(str(tiny_bert_dir), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    lines = sentences(2000)
+    lines[7] = lines[3]  # a repeated text: equal values, the tie goes to the lower text_id
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def local_store(tiny, corpus, tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("stores") / "local"
+    tiny.heads(file=corpus, store=directory, per_text=True, **RUN)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("small") / "small.txt"
+    path.write_text("\n".join(sentences(300, seed=3)) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_store(tiny, small, tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("stores") / "small"
+    tiny.heads(file=small, store=directory, per_text=True, **SMALL)
+    return directory
+
+
+def same_store(first: Path, second: Path) -> None:
+    """Byte for byte: summaries, examples (ties by text_id, then positions) and per-text rows."""
+    for name in (schema.HEADS, schema.EXAMPLES, schema.TEXTS):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(first / schema.RUN).to_pylist() == pq.read_table(second / schema.RUN).to_pylist()
+
+
+def test_a_ray_run_equals_a_local_run_on_2000_lines(cluster, tiny, corpus, local_store, tmp_path):
+    seen = []
+    report = tiny.heads(file=corpus, store=tmp_path / "ray", per_text=True, engine="ray", workers=2,
+                        progress=lambda done, total: seen.append((done, total)), **RUN)
+    assert report.texts == 2000 and not report.interrupted
+    same_store(tmp_path / "ray", local_store)
+    assert seen[-1] == (2000, 2000) and [done for done, _ in seen] == sorted(done for done, _ in seen)
+
+
+def test_threads_change_only_the_last_bits(cluster, tiny, small, small_store, tmp_path):
+    """One worker of two torch threads against the local run's one: summaries to 1e-6, the same examples."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    tiny.heads(file=small, store=tmp_path / "ray", engine="ray", workers=1, per_text=True, **SMALL)
+    ray_heads, local_heads = (pq.read_table(path / schema.HEADS).to_pandas() for path in (tmp_path / "ray",
+                                                                                           small_store))
+    for column in ("mean", "std", "min", "max"):
+        assert np.allclose(ray_heads[column], local_heads[column], atol=1e-6, equal_nan=True), column
+    assert (ray_heads["count"] == local_heads["count"]).all()
+    examples = ["layer", "head", "kind", "score", "decile", "rank", "text_id", "query", "keys"]
+    assert (pq.read_table(tmp_path / "ray" / schema.EXAMPLES).select(examples)
+            == pq.read_table(small_store / schema.EXAMPLES).select(examples))
+
+
+def test_a_killed_worker_is_restarted_and_the_result_is_exact(cluster, tiny, small, small_store, tmp_path):
+    from attn_cli.analyses import ray_engine
+
+    killed = []
+
+    def kill_one(done, total):
+        if not killed:  # a chunk is back: the other worker is busy with its own, the killed one had one queued
+            _, pid = ray_engine.RUNNING[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    report = tiny.heads(file=small, store=tmp_path / "ray", per_text=True, engine="ray", workers=2,
+                        progress=kill_one, **SMALL)
+    assert killed and report.texts == 300 and not report.interrupted
+    same_store(tmp_path / "ray", small_store)
+
+
+def interrupt_after(texts: int):
+    def progress(done, total):
+        if done >= texts:
+            raise KeyboardInterrupt
+
+    return progress
+
+
+@pytest.mark.parametrize("first, then", [("ray", "local"), ("local", "ray")])
+def test_ctrl_c_then_resume_with_either_engine(cluster, tiny, small, small_store, tmp_path, first, then):
+    directory = tmp_path / "store"
+    workers = {"ray": {"engine": "ray", "workers": 2}, "local": {}}
+    report = tiny.heads(file=small, store=directory, per_text=True, progress=interrupt_after(100),
+                        **workers[first], **SMALL)
+    assert report.interrupted and 100 <= report.texts < 300
+    import pyarrow.parquet as pq
+
+    run = pq.read_table(directory / schema.RUN).to_pylist()[0]
+    assert run["complete"] is False and run["parts"] >= 1
+    resumed = tiny.heads(file=small, store=directory, per_text=True, resume=True, **workers[then], **SMALL)
+    assert resumed.texts == 300 and not resumed.interrupted
+    same_store(directory, small_store)
+
+
+def test_without_ray_engine_ray_is_one_line_before_the_model_loads(corpus, tmp_path, monkeypatch):
+    import attn_cli.backends.registry as registry
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as when it is absent
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the model loaded")
+
+    monkeypatch.setattr(registry, "load_backend", no_loading)
+    result = CliRunner().invoke(app, ["heads", "--file", str(corpus), "--store", str(tmp_path / "s"),
+                                      "--engine", "ray"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [
+        "error: --engine ray needs Ray, which is not installed; pip install 'attn-cli[ray]'"]
+    assert not (tmp_path / "s").exists()
+
+
+def test_without_ray_the_api_says_how_to_install_it(tiny, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(BadInput, match=r"pip install 'attn-cli\[ray\]'"):
+        tiny.heads("Hello there.", engine="ray")
+    assert tiny.heads("Hello there.").texts == 1  # the local engine needs no Ray
+
+
+def test_ray_options_go_with_engine_ray(corpus):
+    result = CliRunner().invoke(app, ["heads", "--file", str(corpus), "--workers", "2"])
+    assert result.exit_code == 2 and "--workers go with --engine ray" in result.stderr
+
+
+def test_minilm_on_ray_equals_minilm_here(cluster, tmp_path):
+    """No store: the parts are the local run's read-ahead windows (fold.part_size), the report the same."""
+    import attn_cli
+
+    model = attn_cli.load("minilm", device="cpu")
+    texts = sentences(40, seed=5)
+    here = model.heads(texts, batch_size=8, part_texts=16)
+    there = model.heads(texts, batch_size=8, part_texts=16, engine="ray", workers=1)
+    assert there.to_json_dict() == here.to_json_dict()
+
+
+def test_ray_data_reads_a_corpus_at_a_url_as_attn_reads_the_file(cluster, tmp_path):
+    """local:// is read by Ray Data as s3:// would be: the same texts in the same order (text_ids)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from attn_cli.analyses.ray_engine import url_texts
+    from attn_cli.plumbing.corpus import open_corpus
+
+    texts = sentences(50, seed=9)
+    (tmp_path / "lines.txt").write_text("\n".join([*texts[:20], "   ", *texts[20:]]) + "\n")
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    pq.write_table(pa.table({"body": [*texts[:10], None, *texts[10:]]}), tmp_path / "rows.parquet")
+    for name, column in (("lines.txt", "text"), ("rows.jsonl", "text"), ("rows.parquet", "body")):
+        expected = list(open_corpus(tmp_path / name, column).texts())
+        assert expected == texts
+        assert list(url_texts(f"local://{tmp_path / name}", column)) == expected, name
