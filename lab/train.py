@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
 
     chance = math.log(len(MARKS) + len(read_words()))  # uniform over the tokens the data draws
     title = f"The lab decoder's training (lab/train.py, seed {args.seed})"
-    args.figure.write_text(loss_svg(losses, chance, title, history), encoding="utf-8")
+    args.figure.write_text(loss_svg(losses, chance, title, history if args.every else None), encoding="utf-8")
     print(f"{args.steps} steps in {seconds:.0f} s ({cpu_seconds:.0f} s of CPU, probe reports included); "
           f"final loss (mean of the last 100) {sum(losses[-100:]) / len(losses[-100:]):.3f}; "
           f"wrote {args.out} and {args.figure}")

@@ -128,3 +128,12 @@ def test_the_full_training_regenerates_the_shipped_weights(train_module, tmp_pat
     assert sha256(tmp_path / "model.safetensors") == lab.WEIGHTS_SHA256
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
         assert (tmp_path / name).read_bytes() == (lab.lab_dir() / name).read_bytes(), name
+
+
+def test_training_without_probe_reports_still_draws_its_loss_figure(train_module, tmp_path):
+    """--every 0 (no probe reports, as the bit-for-bit check ran it) saves the model and a figure of the loss alone."""
+    figure = tmp_path / "loss.svg"
+    assert train_module.main(["--steps", "2", "--every", "0", "--out", str(tmp_path / "model"),
+                              "--figure", str(figure)]) == 0
+    assert (tmp_path / "model" / "model.safetensors").exists()
+    assert "<svg" in figure.read_text(encoding="utf-8")[:200] and "probe score" not in figure.read_text(encoding="utf-8")
