@@ -15,10 +15,11 @@ a copy's tokens after its first (nothing before a copy announces that it starts)
 
 Why rotary positions (a Llama config) and not GPT-2's learned ones: a previous-token head needs the same
 "one position back" at every position. With rotary positions that is one relative offset; with learned
-absolute positions every position's vector must learn it on its own, and GPT-2-shaped runs of this
-script stayed in the bag-of-tokens plateau for thousands of steps. (Rotary positions also carry past
-the rows trained on, but not well enough: trained on rows of 64 tokens, the induction score on the
-probe's 101 stayed near 0.75; the rows are 128 tokens, the probe's length and more.)
+absolute positions every position's vector must learn it on its own, and the earlier GPT-2 recipe
+stayed in the bag-of-tokens plateau for thousands of steps (README, "The lab decoder"). Rotary
+positions also carry past the rows trained on, but not well enough: trained on rows of 64 tokens,
+the induction score on the probe's 101 stayed near 0.75; the rows are 128 tokens, the probe's
+length and more.
 
 Reproducible: a fixed seed for the data (random.Random) and the initialisation (torch), one CPU thread and
 torch's deterministic algorithms, so a run regenerates the shipped model.safetensors bit for bit on the
