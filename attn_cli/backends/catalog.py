@@ -15,6 +15,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Callable
 
+from attn_cli.backends.lab import lab_dir
 from attn_cli.backends.minilm import minilm_dir
 
 if sys.version_info >= (3, 11):
@@ -29,7 +30,7 @@ NO_DIMENSIONS = {"architecture": None, "layers": None, "heads": None, "kv_heads"
 # Built-ins that are a Hugging Face model directory: where it is (raising ModelNotFound when not
 # installed). A built-in without an entry here (one with no config.json) is listed with its
 # description and no dimensions.
-BUILTIN_DIRECTORIES: dict[str, Callable[[], Path]] = {"minilm": minilm_dir}
+BUILTIN_DIRECTORIES: dict[str, Callable[[], Path]] = {"minilm": minilm_dir, "lab": lab_dir}
 
 
 class Source(str, Enum):

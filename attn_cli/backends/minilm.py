@@ -37,17 +37,17 @@ def minilm_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
-def verify_weights(path: Path, expected: str = WEIGHTS_SHA256) -> None:
-    """Refuse weights that are not the published file (a corrupted or tampered install)."""
+def verify_weights(path: Path, expected: str = WEIGHTS_SHA256, package: str = PACKAGE) -> None:
+    """Refuse weights that are not the published file (a corrupted or tampered install of `package`)."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as handle:
             while chunk := handle.read(1 << 22):
                 digest.update(chunk)
     except FileNotFoundError:
-        raise ModelNotFound(f"{path} is missing", f"reinstall {PACKAGE}") from None
+        raise ModelNotFound(f"{path} is missing", f"reinstall {package}") from None
     if digest.hexdigest() != expected:
         raise ModelIntegrityError(
             f"{path} does not match its known SHA-256 (got {digest.hexdigest()[:12]}…)",
-            f"reinstall it: pip install --force-reinstall {PACKAGE}",
+            f"reinstall it: pip install --force-reinstall {package}",
         )

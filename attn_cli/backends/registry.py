@@ -18,6 +18,8 @@ HF_MODULE = "attn_cli.backends.hf"
 _BUILTINS: dict[str, tuple[str, str]] = {
     "minilm": ("attn_cli.backends.minilm",
                "all-MiniLM-L6-v2: a 6-layer, 12-head pretrained BERT, bundled (the default)"),
+    "lab": ("attn_cli.backends.lab",
+            "the lab decoder: a 2-layer Llama-shaped decoder with an induction head, trained by lab/train.py"),
     "toy": ("attn_cli.backends.toy",
             "the textbook model: seeded embeddings, W_Q, W_K, W_V, W_O, every scoring function"),
 }
@@ -39,7 +41,7 @@ def backend_label(spec: str) -> str:
 
 
 def load_backend(spec: str, *, device: str = "auto", dtype: str = "auto", **options) -> Backend:
-    """Load a built-in name ("minilm", "toy"), a local model directory, or a hub id in the HF cache.
+    """Load a built-in name ("minilm", "lab", "toy"), a local model directory, or a hub id in the HF cache.
 
     options: the backend's own settings (its module's Options), checked before anything loads.
     """
@@ -47,7 +49,7 @@ def load_backend(spec: str, *, device: str = "auto", dtype: str = "auto", **opti
     from attn_cli.plumbing.errors import BadInput
 
     if not isinstance(spec, str) or not spec.strip():
-        raise BadInput(f"no model named: {spec!r}", "name one: minilm, toy, a model directory or a hub id "
+        raise BadInput(f"no model named: {spec!r}", "name one: minilm, lab, toy, a model directory or a hub id "
                        "(attn models lists them)")
     module = backend_module(spec)
     parsed = parse_options(backend_label(spec), module.Options, options)
