@@ -524,7 +524,8 @@ def test_non_finite_model_weights_are_refused(tmp_path):
     one_line_error(attn("heads", "hello", "a longer text", "--model", directory), 1, "layer 1: k", "NaN")
 
 
-def test_a_vision_model_is_refused(tmp_path):
+def test_a_vision_model_without_its_image_processor_is_one_line(tmp_path):
+    """Text on a whole vision checkpoint is refused in tests/test_vision.py; this one lacks its processor."""
     from transformers import ViTConfig, ViTModel
 
     from tests.conftest import save_tiny
@@ -532,7 +533,8 @@ def test_a_vision_model_is_refused(tmp_path):
     config = ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
                        image_size=32, patch_size=16)
     directory = save_tiny(ViTModel(config), tmp_path / "vit")
-    one_line_error(attn("inspect", "hello", "--model", directory), 1, "not a text model")
+    one_line_error(attn("inspect", "hello", "--model", directory), 1, "could not load the vision model",
+                   "needs config.json, its weights and preprocessor_config.json")
 
 
 def test_an_unreadable_pickle_under_allow_pickle_is_one_line(tiny_bert_dir, tmp_path):
