@@ -443,3 +443,16 @@ def test_a_forward_that_never_reaches_a_selected_layer_is_a_clear_error(minilm_b
                                  tokens=[[]], truncated=0))  # runs, but hands no layer over
     with pytest.raises(UnsupportedModel, match="no attention call reached attn"):
         run_heads(silent, ["Hello."], Selection(layers="0"))
+
+
+def test_the_forward_signature_is_read_once_per_backend_not_once_a_text(minilm_backend, monkeypatch):
+    """inspect.signature(model.forward) was asked for every text of every batch (4 % of `attn heads`)."""
+    import inspect
+
+    from attn_cli.backends import hf
+
+    calls, real = [], inspect.signature
+    monkeypatch.setattr(hf.inspect, "signature", lambda function: calls.append(function) or real(function))
+    for texts in (["One text.", "Two texts here."], ["A third one.", "And a fourth, longer text."]):
+        minilm_backend.capture_batch(texts, [0])
+    assert sum(function == minilm_backend.model.forward for function in calls) <= 1  # (transformers asks too)

@@ -357,3 +357,42 @@ def test_a_saved_datasets_directory_scores_like_its_lines(minilm, tmp_path):
                                    (tmp_path / "ds", "n", "column 'n' holds int64, not strings")]:
         result = runner.invoke(app, ["heads", "--file", str(path), "--column", column, "--layer", "0"])
         assert result.exit_code == 2 and fragment in result.stderr, result.stderr
+
+
+def test_the_examples_table_equals_its_rows_built_one_by_one():
+    """example_rows builds its columns at once: each row must equal the row-by-row rule: an edge's key first and
+    then its row's other kept keys, the weights of the kept keys, and a window of `context` tokens either side of
+    the query and its keys (position 0 alone when the text has no query)."""
+    from attn_cli.analyses.store_writer import example_rows
+
+    rng = np.random.default_rng(7)
+    count, heads, context = 9, 2, 2
+    tokens = [[f"w{text}.{i}" for i in range(int(rng.integers(3, 25)))] for text in range(count)]
+    length = np.array([len(text) for text in tokens])[:, None, None]
+    shape = (count, 1, heads)
+    query = np.where(rng.random(shape) < 0.3, -1, rng.integers(0, 1 << 20, shape) % length)
+    edge_key = np.where(query >= 0, rng.integers(0, 1 << 20, shape) % length, -1)
+    keys = rng.integers(0, 1 << 20, (*shape, partials.KEYS)) % length[..., None]
+    keys[..., 1] = np.where((rng.random(shape) < 0.5) & (edge_key >= 0), edge_key, keys[..., 1])  # the edge's key among its row's
+    keys[..., 3:] = np.where((rng.random(shape) < 0.5)[..., None], -1, keys[..., 3:])  # rows with fewer allowed keys
+    weights = np.where(keys >= 0, np.sort(rng.random(keys.shape), -1)[..., ::-1], 0).astype(np.float32)
+    batch = partials.Batch(text_ids=np.arange(count), tokens=tokens, values=rng.random((*shape, len(SCORES))),
+                           sink=np.full(shape, -1), query=query, edge_key=edge_key,
+                           edge_weight=np.where(query >= 0, rng.random(shape), np.nan), keys=keys, weights=weights)
+    rows = example_rows(partials.reduce(batch, (1, heads), 3, 2), [0], [0, 1], context).to_pylist()
+    assert {row["kind"] for row in rows} == {"top", "decile", "edge"}
+    assert any(row["query"] is None for row in rows)
+    for row in rows:
+        at = (row["text_id"], 0, row["head"])
+        pairs = list(zip(keys[at].tolist(), weights[at].tolist()))
+        if row["kind"] == "edge":
+            pairs = [(int(edge_key[at]), float(np.float32(batch.edge_weight[at])))] + [
+                pair for pair in pairs if pair[0] != edge_key[at]]
+        kept = [key for key, _ in pairs[:partials.KEYS] if key >= 0]
+        assert row["keys"] == kept
+        assert row["weights"] == [weight for _, weight in pairs[:len(kept)]]
+        marked = [int(query[at]), *kept] if query[at] >= 0 else [0]
+        first = max(0, min(marked) - context)
+        assert (row["window_start"], row["tokens"]) == (first, tokens[row["text_id"]][first:max(marked) + context + 1])
+        assert row["length"] == len(tokens[row["text_id"]])
+        assert row["query"] == (None if query[at] < 0 else int(query[at]))

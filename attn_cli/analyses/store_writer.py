@@ -259,31 +259,64 @@ def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], 
                                                        (pair, score, kind, decile, rank, value, text_id))
     views = merged.views
     view = np.searchsorted(views["text_id"] * pairs + views["group"], text_id * pairs + pair)  # views: sorted
-    query, keys, weights = views["query"][view], views["keys"][view].tolist(), views["weights"][view].tolist()
-    for row in np.flatnonzero(kind == 2):  # an edge: its key first, then the row's other strongest keys
-        edge_key = int(views["edge_key"][view[row]])
-        others = [(k, w) for k, w in zip(keys[row], weights[row]) if k != edge_key]
-        chosen = [(edge_key, float(views["edge_weight"][view[row]])), *others][:partials.KEYS]
-        keys[row], weights[row] = [k for k, _ in chosen], [w for _, w in chosen]
-    keys = [[k for k in row if k >= 0] for row in keys]
-    weights = [row[:len(kept)] for row, kept in zip(weights, keys)]
-    tokens = [merged.token_lists[int(t)] for t in text_id]
-    starts, windows = [], []
-    for q, kept, text in zip(query.tolist(), keys, tokens):
-        marked = [q, *kept] if q >= 0 else [0]
-        first = max(0, min(marked) - context)
-        starts.append(first)
-        windows.append(text[first:max(marked) + context + 1])
+    query = views["query"][view]
+    keys, weights = _edge_first(views, view, kind == 2)  # (N, KEYS) each
+    kept = keys >= 0  # (N, KEYS): -1 past a row's allowed keys (strongest first, so at its end)
+    count = kept.sum(1)
+    texts, text_of = np.unique(text_id, return_inverse=True)  # each text's tokens once, laid end to end
+    token_lists = [merged.token_lists[t] for t in texts.tolist()]
+    text_length = np.array([len(tokens) for tokens in token_lists], dtype=np.int64)
+    all_tokens = pa.array([token for tokens in token_lists for token in tokens], type=pa.string())
+    length = text_length[text_of]  # (N,)
+    # the window: `context` tokens either side of the query and its kept keys; position 0 alone with no query
+    marked = np.where(kept & (query >= 0)[:, None], keys, query.clip(0)[:, None])  # (N, KEYS): a key, else it
+    low, high = np.minimum(marked.min(1), query.clip(0)), np.maximum(marked.max(1), query.clip(0))
+    starts = np.maximum(0, low - context)
+    stops = np.minimum(high + context + 1, length)
+    sizes = stops - starts
+    # the windows' tokens, row after row: the index in all_tokens of each (text's first token + start + i)
+    first = (np.cumsum(text_length) - text_length)[text_of] + starts
+    within = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    windows = _lists(all_tokens.take(pa.array(np.repeat(first, sizes) + within)), sizes)
     names = np.array(SCORES + (None,), dtype=object)
     return pa.table({
         "layer": np.array(layers, dtype=np.int32)[pair // len(heads)],
         "head": np.array(heads, dtype=np.int32)[pair % len(heads)],
         "kind": np.array(["top", "decile", "edge"], dtype=object)[kind], "score": names[score],
         "decile": pa.array(decile, mask=decile < 0, type=pa.int32()), "rank": rank.astype(np.int32),
-        "text_id": text_id, "value": value, "length": np.array([len(t) for t in tokens], dtype=np.int32),
-        "window_start": np.array(starts, dtype=np.int32), "tokens": windows,
-        "query": pa.array(query, mask=query < 0, type=pa.int32()), "keys": keys, "weights": weights,
+        "text_id": text_id, "value": value, "length": length.astype(np.int32),
+        "window_start": starts.astype(np.int32), "tokens": windows,
+        "query": pa.array(query, mask=query < 0, type=pa.int32()),
+        "keys": _lists(pa.array(keys[kept], type=pa.int32()), count),
+        "weights": _lists(pa.array(weights[np.arange(partials.KEYS) < count[:, None]], type=pa.float32()), count),
     }, schema=schema.EXAMPLES_SCHEMA)
+
+
+def _edge_first(views: dict, view: np.ndarray, edge: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each example's keys and weights (N, KEYS) from its view; an edge's row puts the edge's key first, then
+    the row's other strongest keys in their order (KEYS in all)."""
+    keys, weights = views["keys"][view], views["weights"][view]  # (N, KEYS)
+    rows = np.flatnonzero(edge)
+    if len(rows) == 0:
+        return keys, weights
+    edge_key = views["edge_key"][view[rows]]  # (n,)
+    joined_keys = np.concatenate([edge_key[:, None], keys[rows]], 1)  # (n, KEYS + 1)
+    joined_weights = np.concatenate([views["edge_weight"][view[rows]][:, None].astype(np.float32), weights[rows]], 1)
+    dropped = np.concatenate([np.zeros((len(rows), 1), dtype=bool), keys[rows] == edge_key[:, None]], 1)
+    joined_keys[dropped] = -1  # the row's own copy of the edge key goes, to the end
+    order = np.argsort(dropped, axis=1, kind="stable")[:, :partials.KEYS]
+    keys, weights = keys.copy(), weights.copy()
+    keys[rows] = np.take_along_axis(joined_keys, order, 1)
+    weights[rows] = np.take_along_axis(joined_weights, order, 1)
+    return keys, weights
+
+
+def _lists(values, sizes: np.ndarray):
+    """A list column from its rows' values laid end to end (a pyarrow array) and each row's size."""
+    import pyarrow as pa
+
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), values)
 
 
 def _listed(pair, score, kind: int, decile: int, table: dict):

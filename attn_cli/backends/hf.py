@@ -283,14 +283,17 @@ class HFBackend:
         token_type_ids to a model that takes them (BERT; GPT-2, which adds them as embeddings), as
         model(**tokenizer(text)) would; never special_tokens_mask, nor what a model would only swallow into
         **kwargs (a Llama given a BERT tokenizer's token_type_ids)."""
-        parameters = self._forward_parameters()  # once a text, not once a name: inspect.signature is slow
+        parameters = self._forward_parameters()
         return {name: value for name, value in encoding.items() if name in parameters}
 
     def _takes_position_ids(self) -> bool:
         return "position_ids" in self._forward_parameters()
 
     def _forward_parameters(self):
-        return inspect.signature(self.model.forward).parameters
+        """The names model.forward takes: inspect.signature once per backend (it is slow, and asked per text)."""
+        if "_forward_names" not in self.__dict__:
+            self._forward_names = frozenset(inspect.signature(self.model.forward).parameters)
+        return self._forward_names
 
     def _encode(self, text: str, truncate: bool) -> tuple[dict, int | None]:
         """Tokenize one text, checking its length against the model's positions (not the tokenizer's limit)."""
