@@ -380,6 +380,8 @@ def load_hf_backend(
         # Whatever does not fit the devices goes to disk; the folder lives as long as the backend.
         offload = tempfile.TemporaryDirectory(prefix="attn-offload-")
         placement = {"device_map": device_map, "offload_folder": offload.name}
+    from attn_cli.backends.hf_files import saved_head
+
     check_config_file(directory)
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True,
@@ -407,25 +409,6 @@ def load_hf_backend(
     backend.classifier = model if head == "classifier" else None  # its logits: attn attribute's gradient target
     backend.offload_folder = offload
     return backend
-
-
-def saved_head(directory: Path) -> str | None:
-    """The head the checkpoint was saved with (config.json's architectures say so): "causal" (a decoder's
-    *ForCausalLM), "seq2seq" (an encoder–decoder's *ForConditionalGeneration, Marian's MTModel), "classifier"
-    (*ForSequenceClassification), or None."""
-    import json
-
-    try:
-        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-        architectures = [str(name) for name in config.get("architectures") or []]
-    except (OSError, ValueError, AttributeError, TypeError):
-        return None
-    if config.get("is_encoder_decoder") and any(name.endswith(("ForConditionalGeneration", "MTModel"))
-                                               for name in architectures):
-        return "seq2seq"
-    if any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures):
-        return "causal"
-    return "classifier" if any(name.endswith("ForSequenceClassification") for name in architectures) else None
 
 
 def model_info(name: str, model) -> ModelInfo:

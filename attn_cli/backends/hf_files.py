@@ -79,3 +79,22 @@ def _hub_snapshot(repo_id: str, revision: str | None, allow_pickle: bool) -> Pat
 
 def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def saved_head(directory: Path) -> str | None:
+    """The head the checkpoint was saved with (config.json's architectures say so): "causal" (a decoder's
+    *ForCausalLM), "seq2seq" (an encoder–decoder's *ForConditionalGeneration, Marian's MTModel), "classifier"
+    (*ForSequenceClassification), or None."""
+    import json
+
+    try:
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        architectures = [str(name) for name in config.get("architectures") or []]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+    if config.get("is_encoder_decoder") and any(name.endswith(("ForConditionalGeneration", "MTModel"))
+                                               for name in architectures):
+        return "seq2seq"
+    if any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures):
+        return "causal"
+    return "classifier" if any(name.endswith("ForSequenceClassification") for name in architectures) else None
