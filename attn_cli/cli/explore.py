@@ -15,10 +15,13 @@ from attn_cli.cli.loading import Loading, loads_model
 EPILOG = (
     "Keys: ← → / h l heads, ↑ ↓ / k j layers, [ ] query token, tab the grid or the selected head (a small "
     "screen: the next page), PgUp PgDn scroll, e edit the sentence, v variant, s scores/weights, g grid metric, "
-    "x export, Esc clear the message, ? help, q or Ctrl-C quit. It needs a terminal.\n\n"
+    "x export, Esc clear the message, ? help, q or Ctrl-C quit; an encoder–decoder model: c next stack, t edit "
+    "the target. It needs a terminal.\n\n"
     "Examples:\n\n"
     "  attn explore \"The cat sat on the mat.\"\n\n"
-    "  attn explore \"I love you\" --model toy -O heads=2 -O causal=true"
+    "  attn explore \"I love you\" --model toy -O heads=2 -O causal=true\n\n"
+    "  attn explore \"The cat sat.\" --target \"Die Katze saß.\" --model Helsinki-NLP/opus-mt-en-de\n\n"
+    "  attn explore --image cat.png --model google/vit-base-patch16-224"
 )
 
 
@@ -29,6 +32,24 @@ def not_a_terminal(streams: dict) -> str | None:
         return None
     names = f"{', '.join(missing[:-1])} and {missing[-1]}" if len(missing) > 1 else missing[0]
     return f"attn explore needs a terminal: {names} {'is' if len(missing) == 1 else 'are'} not one"
+
+
+def check_look(text: str | None, target: str | None, image: Path | None) -> None:
+    """A sentence (and an encoder–decoder model's target), or an image file: never both, before the screen opens."""
+    from attn_cli.plumbing.errors import BadInput
+
+    if target is not None and not target.strip():
+        raise BadInput("the target is empty", "pass the decoder's text with --target, or leave it out")
+    if image is None:
+        return
+    if text is not None or target is not None:
+        raise BadInput("give either a sentence (and --target) or --image, not both",
+                       "a vision transformer reads the image only")
+    if str(image) == "-":
+        raise BadInput("attn explore reads its keys from stdin, so it cannot read the image there",
+                       "give the image as a file")
+    if not image.is_file():
+        raise BadInput(f"--image {image}: no such file")
 
 
 @loads_model
@@ -42,6 +63,12 @@ def explore_command(
              "1 on 2 cores).")] = None,
     export_dir: Annotated[Optional[Path], typer.Option("--export-dir",
         help="Where x writes its .svg, .html and .json files (default: the current directory).")] = None,
+    target: Annotated[Optional[str], typer.Option("--target",
+        help="Encoder–decoder models (BART, Marian, T5 …): the decoder runs teacher-forced on TARGET; TEXT is the "
+             "source. c shows the next stack (encoder, decoder, cross-attention), t edits the target.")] = None,
+    image: Annotated[Optional[Path], typer.Option("--image", metavar="FILE",
+        help="Look at an image (PNG, JPEG) with a vision transformer (ViT, DeiT, DINOv2, CLIP or SigLIP vision) "
+             "instead of text: the selected head's attention from the query token over the picture.")] = None,
 ) -> None:
     """Look around a model in a full-screen terminal app: every head, any sentence, without reloading."""
     with user_errors():
@@ -53,6 +80,7 @@ def explore_command(
                            "run it in a terminal; for output to a file or a pipe use attn inspect")
         if text is not None and not text.strip():
             raise BadInput("the text is empty", "pass a sentence, or leave it out for the example")
+        check_look(text, target, image)
         if export_dir is not None and not export_dir.is_dir():
             raise BadInput(f"--export-dir {export_dir}: not a directory")
         loading.options()  # a malformed -O fails here, before the screen opens
@@ -62,8 +90,9 @@ def explore_command(
         def load():
             return loading.load()
 
-        app = ExploreApp(load, text or DEFAULT_TEXT, model_name=loading.name,
-                         truncate=truncate, export_dir=export_dir, threads=threads)
+        app = ExploreApp(load, str(image) if image is not None else text or DEFAULT_TEXT, model_name=loading.name,
+                         truncate=truncate, export_dir=export_dir, threads=threads, target=target,
+                         image=image is not None)
         app.run()
         if app.error is not None:
             raise app.error

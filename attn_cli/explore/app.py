@@ -19,15 +19,16 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from attn_cli.plumbing.errors import AttnError
 from attn_cli.explore.drawn import Drawn
+from attn_cli.explore.keys import LookKeys
+from attn_cli.explore.kinds import STACK_KEY, query_below
 from attn_cli.explore.layout import MIN_HEIGHT, MIN_WIDTH, compact, detail_width, next_page, too_small
 from attn_cli.explore.session import DEFAULT_TEXT, Session, variant_message
 from attn_cli.explore.view import detail_place, status_line, variant_label
-from attn_cli.explore.widgets import (AttributionScreen, DetailView, GridView, HelpScreen, KeysLine, Pane,
-                                      SentenceInput, StripView, strip)
+from attn_cli.explore.widgets import DetailView, GridView, HelpScreen, KeysLine, Pane, SentenceInput, StripView, strip
 
 
 def _of(owner: str, name: str) -> property:
@@ -35,8 +36,9 @@ def _of(owner: str, name: str) -> property:
     return property(lambda self: getattr(getattr(self, owner), name))
 
 
-class ExploreApp(App[int]):
-    """The explorer. load_model() → Model runs in a thread; the rest is on the loaded model."""
+class ExploreApp(LookKeys, App[int]):
+    """The explorer. load_model() → Model runs in a thread; the rest is on the loaded model (the keys that change
+    what is looked at: explore/keys.py)."""
 
     TITLE = "attn explore"
     ENABLE_COMMAND_PALETTE = False
@@ -49,6 +51,8 @@ class ExploreApp(App[int]):
         Binding("left_square_bracket", "query(-1)", "query", show=False),
         Binding("right_square_bracket", "query(1)", "query", show=False),
         Binding("e", "edit", "edit"),
+        Binding(STACK_KEY, "stack", "stack"),  # an encoder–decoder model's (elsewhere off: keys.KINDS)
+        Binding("t", "edit_target", "target"),  # likewise
         Binding("v", "variant", "variant"),
         Binding("s", "scores", "scores"),
         Binding("g", "grid_metric", "grid"),
@@ -69,9 +73,11 @@ class ExploreApp(App[int]):
         _of("drawn", name) for name in ("headers", "grid_lines", "maps_lines", "panels"))
 
     def __init__(self, load_model, text: str = DEFAULT_TEXT, *, model_name: str = "", truncate: bool = False,
-                 export_dir: Path | None = None, threads: int | None = None):
+                 export_dir: Path | None = None, threads: int | None = None, target: str | None = None,
+                 image: bool = False):
         super().__init__()
-        self.session = Session(load_model, text, model_name=model_name, truncate=truncate, threads=threads)
+        self.session = Session(load_model, text, model_name=model_name, truncate=truncate, threads=threads,
+                               target=target, image=image)
         self.drawn = Drawn(self.console, lambda: self.console_options, strip)
         self.model_name = model_name
         self.export_dir = Path.cwd() if export_dir is None else export_dir
@@ -201,9 +207,10 @@ class ExploreApp(App[int]):
         if self.model is not None:
             self.select(*self.session.layer_after(step))
 
-    def action_query(self, step: int) -> None:
+    def action_query(self, step: int, line: bool = False) -> None:
+        """[ ] the next query token; ↑ ↓ on the selected head (`line`) its next row (an image: a row of patches)."""
         if self.model is not None:
-            self.set_query(self.query + step)
+            self.set_query(query_below(self.query, step, self.report) if line else self.query + step)
 
     def action_scores(self) -> None:
         if self.model is not None:
@@ -216,35 +223,6 @@ class ExploreApp(App[int]):
             self.session.next_metric()
             self.say(f"grid: {self.metric}", style="dim")
             self.redraw()
-
-    def action_variant(self) -> None:
-        if self.model is not None:
-            self.run_look(self.text, self.session.next_variant())
-
-    def action_edit(self) -> None:
-        if self.model is None:
-            return
-        box = self.query_one("#sentence", SentenceInput)
-        box.border_title = "a new sentence · Enter runs it · Esc keeps the old one"
-        box.value = self.text
-        box.cursor_position = len(self.text)
-        box.add_class("editing")
-        box.focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "sentence":
-            self.end_edit(event.value)
-
-    def end_edit(self, text: str | None) -> None:
-        """Close the edit box; run `text` if it is a new sentence (None: keep the old one)."""
-        box = self.query_one("#sentence", SentenceInput)
-        if not box.has_class("editing"):
-            return
-        box.remove_class("editing")
-        if self.focused is box:
-            self.query_one("#grid" if self.page == "grid" else "#detail").focus()
-        if text is not None and text != self.text:
-            self.run_look(text, self.variant)
 
     def action_switch(self, step: int) -> None:
         """tab (step 1) and shift+tab (-1) in the grid or the heatmap: beside each other, the focus goes to the
@@ -273,26 +251,6 @@ class ExploreApp(App[int]):
     def action_help(self) -> None:
         stacked = self.query_one("#body").has_class("stacked")
         self.push_screen(HelpScreen(detail_place(self.paged(), stacked)))
-
-    def action_attribute(self) -> None:
-        """a: the sentence's attribution (attn attribute --vs attention) in a screen of its own; m switches method."""
-        from attn_cli.analyses.attribute import METHODS
-
-        if self.model is None:
-            self.say("the model is still loading", style="yellow")
-            return
-        self.push_screen(AttributionScreen(list(METHODS), self.session.submit, self.attribution_of(self.text)))
-
-    def attribution_of(self, text: str):
-        def attribute(method: str):
-            from attn_cli.plumbing.errors import AttnError
-            from attn_cli.render.attribution_view import render_attribution
-
-            try:
-                return render_attribution(self.model.attribute(text, method=method, vs="attention"))
-            except AttnError as error:
-                return Text(f"error: {error}", style="red")
-        return attribute
 
     def action_quit_app(self) -> None:
         self.exit(0)
@@ -343,14 +301,15 @@ class ExploreApp(App[int]):
         page = self.page if isinstance(self.focused, StripView) else None
         hidden = self.query_one("#right", Pane).hidden_lines() if page not in (None, "grid") else 0
         return status_line(self.layer, self.head, self.query, self.report.tokens[self.query].text, page, self.paged(),
-                           hidden)
+                           hidden, self.session.stack)
 
     def redraw(self, grid: bool = True, header: bool = False, detail: bool = True) -> None:
         """Render what changed (header: text, variant or size; grid: the selected head or more) and show it."""
         if self.model is None:
             return
         if header or not self.header_lines:
-            header_view, self.header_lines = self.drawn.header_view(self.report, self.variant, self.size.width)
+            header_view, self.header_lines = self.drawn.header_view(self.session.reports[(self.text, "baseline")],
+                                                                    self.variant, self.size.width, self.session.stack)
             self.query_one("#header", Static).update(header_view)
         self.show_status()
         self.show_pages()

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from typing import Callable
 
-from rich.console import Console, ConsoleOptions, Group
+from rich.console import Console, ConsoleOptions
 from rich.segment import Segment
 from rich.text import Text
 
 from attn_cli.plumbing.errors import AttnError
+from attn_cli.render.terminal import axes
+from attn_cli.explore.kinds import header_view, pictures_view
 from attn_cli.explore.layout import body_split, compact, detail_width, grid_height, thumbnails_room
 from attn_cli.explore.view import (CachedGrid, grid_thumb, grid_view, grid_width, gutter, maps_view, mark_strips,
-                                   panel_view, row_lines, thumbnails_grid, variant_label)
+                                   panel_view, row_lines, thumbnails_grid)
 
 HEADER_MAX_LINES = 6
 
@@ -52,18 +54,14 @@ class Drawn:
                     cache.pop(key, None)
 
     # -- the header ---------------------------------------------------------------------------------
-    def header_view(self, report, variant: str, width: int):
-        """(view, lines): the model line and the tokens of `attn inspect`'s header, then the variant, and its
-        height in lines (at most HEADER_MAX_LINES) at `width`."""
-        from attn_cli.render.terminal import header
-
-        key = (id(report), variant, width)
+    def header_view(self, look, variant: str, width: int, stack: str | None = None):
+        """(view, lines): the model line and the tokens of `attn inspect`'s header, then the variant (a pair: its
+        tokens and the `stack` shown; kinds.header_view), and its height in lines (at most HEADER_MAX_LINES) at
+        `width`."""
+        key = (id(look), variant, width, stack)
         if key not in self.headers:
-            line = Text.assemble(("variant ", "dim"), (variant_label(variant), "bold magenta"))
-            if variant != "baseline":
-                line.append(" beside the baseline", style="dim")
-            view = Group(header(report, "attn explore"), line)
-            self.headers[key] = (report, view, min(HEADER_MAX_LINES, len(self.render_lines(view, width - 2))))
+            view = header_view(look, variant, stack)
+            self.headers[key] = (look, view, min(HEADER_MAX_LINES, len(self.render_lines(view, width - 2))))
         return self.headers[key][1:]
 
     # -- the grid -----------------------------------------------------------------------------------
@@ -119,18 +117,27 @@ class Drawn:
         per head, query, scores/weights and width (less the gutter's column)."""
         width -= 1  # the gutter
         base, other, error = heads
-        tokens = [token.text for token in report.tokens]
-        key = (id(base), id(other), error, scores, width)
+        tokens, keys = axes(report)  # keys: a cross-attention head's columns (the source), else None
+        picture = report.image is not None  # over an image: the query's row drawn on the picture
+        key = (id(base), id(other), error, scores, width, query if picture else None)
         if key not in self.maps_lines:
-            lines = self.render_lines(maps_view(layer, tokens, scores, base, other, variant, error), width)
-            self.maps_lines[key] = (base, other, lines, row_lines(lines, tokens))
+            if picture:
+                lines = self.render_lines(pictures_view(report, base, other, variant, error, layer, query, scores),
+                                          width)
+                self.maps_lines[key] = (base, other, lines, {})
+            else:
+                stack = report.layers[0].stack if report.layers else None
+                lines = self.render_lines(maps_view(layer, tokens, scores, base, other, variant, error, keys, stack),
+                                          width)
+                self.maps_lines[key] = (base, other, lines, row_lines(lines, tokens))
         _, _, lines, rows = self.maps_lines[key]
         if not panel:
             return lines, rows, []
         key = (id(base), id(other), variant, query, width)
         if key not in self.panels:
+            view = panel_view(tokens, query, base, other, variant, keys)
             self.panels[key] = (base, other, [self.line([Segment(" "), *line]) for line in
-                                              self.render_lines(panel_view(tokens, query, base, other, variant), width)])
+                                              self.render_lines(view, width)])
         return lines, rows, self.panels[key][2]
 
     def detail(self, session, width: int, layer: int | None = None, head: int | None = None,
@@ -156,9 +163,9 @@ class Drawn:
     def prerender(self, session, text: str, variant: str, variant_error: str, size: tuple[int, int]) -> None:
         """On the model thread, after a run: what showing `text` under `variant` will draw on a screen of `size`
         (the header, the grid's thumbnails, the selected head's heatmap and panel), into the caches."""
-        report = session.reports[(text, "baseline")]
-        shown = session.reports.get((text, variant), report) if variant != "baseline" else report
-        _, header_lines = self.header_view(report, variant, size[0])
+        report = session.look(text, "baseline")
+        shown = session.look(text, variant) if variant != "baseline" and (text, variant) in session.reports else report
+        _, header_lines = self.header_view(session.reports[(text, "baseline")], variant, size[0], session.stack)
         mark = (session.layer, session.head)
         columns, stacked = self.grid_layout(shown, session.metric, mark, size, header_lines)
         if session.metric == "weights" and not shown.matrices_left_out:

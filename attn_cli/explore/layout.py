@@ -53,12 +53,15 @@ def detail_width(width: int, grid_columns: int, stacked: bool) -> int:
     return width - 1 if stacked else width - grid_columns - 2
 
 
-def head_window(query: int, tokens: int, width: int) -> tuple[tuple[int, int], tuple[int, int]]:
+def head_window(query: int, tokens: int, width: int,
+                keys: int | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
     """((first row, end row), (first key, end key)) of a long text's matrix around `query`, for a detail view
     `width` columns wide: ROW_WINDOW rows centred on the query, as many keys (one character each, at most
-    COL_WINDOW) as fit beside the row labels, ending a little after the query."""
+    COL_WINDOW) as fit beside the row labels, ending a little after the query. keys: the key tokens where they
+    are not the `tokens` rows (cross-attention: target rows, source keys)."""
+    keys = tokens if keys is None else keys
     label = len(f"{tokens} ") + ROW_LABEL
     across = max(8, min(COL_WINDOW, width - label - 4))
     r0 = max(0, min(query - ROW_WINDOW // 2, tokens - ROW_WINDOW))
-    c0 = max(0, min(query - across + 8, tokens - across))
-    return (r0, min(tokens, r0 + ROW_WINDOW)), (c0, min(tokens, c0 + across))
+    c0 = max(0, min(query - across + 8, keys - across))
+    return (r0, min(tokens, r0 + ROW_WINDOW)), (c0, min(keys, c0 + across))

@@ -44,14 +44,29 @@ def variant_message(variant: str, error: str) -> str:
     return f"{variant_label(variant)}: {error}" if error else ""
 
 
+def stack_report(look, stack: str | None):
+    """The InspectReport a look shows: the look itself, or an encoder–decoder pair's (PairReport) `stack`."""
+    if stack is None or not hasattr(look, "stacks"):
+        return look
+    return next(report for report in look.stacks if report.layers and report.layers[0].stack == stack)
+
+
+def reports_in(look) -> list:
+    """The InspectReports of a look: itself, or a pair's stacks."""
+    return list(getattr(look, "stacks", [look]))
+
+
 class Session:
     """A model loaded once and the looks taken with it. load_model() → Model runs on the model thread."""
 
     def __init__(self, load_model, text: str = DEFAULT_TEXT, *, model_name: str = "", truncate: bool = False,
-                 threads: int | None = None):
+                 threads: int | None = None, target: str | None = None, image: bool = False):
         self.load_model = load_model
         self.model_name = model_name
-        self.text = text
+        self.text = text  # the sentence; an encoder–decoder model's source; with `image`, the image's file
+        self.target = target  # an encoder–decoder model's decoder text (teacher-forced); None: one stack
+        self.image = image  # a vision transformer looking at the image file `text`
+        self.stack: str | None = None  # the stack shown of a pair: "encoder", "decoder" or "cross"
         self.truncate = truncate
         self.threads = threads  # torch's CPU threads (None: model_threads' choice); the number used once loaded
         self.model = None
@@ -93,8 +108,8 @@ class Session:
             self.threads = model_threads(self.threads, torch.get_num_threads(), available_cores())
             torch.set_num_threads(self.threads)  # this thread's runs (the model thread runs them all)
             model = self.load_model()
-            self.stage = "running the model on the sentence"
-            report = model.inspect(self.text, top_k=TOP_K, truncate=self.truncate)
+            self.stage = f"running the model on the {'image' if self.image else 'sentence'}"
+            report = self.inspect(model, self.text, "baseline", self.target)
             # The model, torch, transformers and Textual are hundreds of thousands of objects that live as
             # long as the app: out of the collector's way, a full collection in the middle of a look scans
             # only what the session made since (a 300 ms pause became < 90 ms). Undone by close().
@@ -114,18 +129,77 @@ class Session:
         self.load_seconds = time.perf_counter() - self.started
         self.model = model
         self.reports[(self.text, "baseline")] = report
-        self.query = min(1, len(report.tokens) - 1)
-        layer, head = most_focused(report.heads())
+        stacks = [stack.layers[0].stack for stack in getattr(report, "stacks", []) if stack.layers]
+        self.stack = ("cross" if "cross" in stacks else stacks[0]) if stacks else None
+        self.query = 0 if self.image else min(1, len(self.report.tokens) - 1)  # an image: from [CLS]
+        layer, head = most_focused(self.report.heads())
         self.layer, self.head = layer, head.head
 
     # -- the looks ----------------------------------------------------------------------------------
+    def inspect(self, model, text: str, variant: str, target: str | None):
+        """One look on `model`: inspect of the sentence, of the source and `target` (a PairReport), or of the
+        image file `text` (whole matrices: the pictures need every query's row)."""
+        if self.image:
+            return model.inspect_image(text, top_k=TOP_K, variant=variant, full=True)
+        if target is not None:
+            return model.inspect(text, target=target, top_k=TOP_K, variant=variant)
+        return model.inspect(text, top_k=TOP_K, variant=variant, truncate=self.truncate)
+
+    def look(self, text: str, variant: str):
+        """The InspectReport of (text, variant) the screen draws: a pair's selected stack."""
+        return stack_report(self.reports[(text, variant)], self.stack)
+
     @property
     def report(self):
-        return self.reports[(self.text, "baseline")]
+        return self.look(self.text, "baseline")
 
     def shown_report(self):
         """The report the screen shows: the variant's when one is on (and ran), else the baseline."""
-        return self.reports.get((self.text, self.variant), self.report) if self.variant != "baseline" else self.report
+        if self.variant != "baseline" and (self.text, self.variant) in self.reports:
+            return self.look(self.text, self.variant)
+        return self.report
+
+    @property
+    def kind(self) -> str:
+        """What the session looks at: "text", an encoder–decoder "pair", or an "image"."""
+        return "image" if self.image else "pair" if self.target is not None else "text"
+
+    def variants(self) -> tuple[str, ...]:
+        """What `v` cycles through: the variants inspect runs on this kind of look (a pair: the baseline only)."""
+        return ("baseline",) if self.kind == "pair" else VARIANTS
+
+    def stacks(self) -> list[str]:
+        look = self.reports[(self.text, "baseline")]
+        return [report.layers[0].stack for report in getattr(look, "stacks", []) if report.layers]
+
+    def next_stack(self) -> str | None:
+        """The next stack of a pair (encoder → decoder → cross), the same layer and head where it has them, the
+        query row kept where the stack's rows reach it."""
+        stacks = self.stacks()
+        if not stacks:
+            return None
+        self.stack = stacks[(stacks.index(self.stack) + 1) % len(stacks)]
+        heads = self.all_heads()
+        if (self.layer, self.head) not in heads:
+            self.layer, self.head = self.layer_after(0) if self.layer in {layer for layer, _ in heads} else heads[0]
+        self.set_query(self.query)
+        return self.stack
+
+    def run_target(self, target: str):
+        """On the model thread: the shown source with a new target, (look, "") or (None, the error)."""
+        try:
+            return self.inspect(self.model, self.text, "baseline", target), ""
+        except AttnError as failure:
+            return None, failure.message + (f"; {failure.hint}" if failure.hint else "")
+        except Exception as failure:  # noqa: BLE001 - a message in the app, never a traceback
+            return None, f"{type(failure).__name__}: {failure}"
+
+    def show_target(self, target: str, look) -> None:
+        """The new target's look (run_target) is the one shown: every look before was of the old target."""
+        self.target, self.variant, self.variant_error = target, "baseline", ""
+        self.reports = {(self.text, "baseline"): look}
+        self.windows = {}
+        self.set_query(self.query)
 
     def wanted(self, text: str, variant: str) -> list[tuple[str, str]]:
         """The reports showing `text` under `variant` needs: the baseline's, and the variant's beside it."""
@@ -143,7 +217,7 @@ class Session:
             if key in self.reports:
                 continue
             try:
-                report = self.model.inspect(key[0], top_k=TOP_K, variant=key[1], truncate=self.truncate)
+                report = self.inspect(self.model, key[0], key[1], self.target)
             except AttnError as failure:
                 error = failure.message + (f"; {failure.hint}" if failure.hint else "")
             except Exception as failure:  # noqa: BLE001 - a message in the app, never a traceback
@@ -175,8 +249,9 @@ class Session:
             self.reports.pop(key, None)
         for key in [key for key in list(self.windows) if key[0] not in keep]:
             self.windows.pop(key, None)
-        reports = {id(report) for report in list(self.reports.values())}
-        heads = {id(head) for report in list(self.reports.values()) for _, head in report.heads()}
+        looks = list(self.reports.values())
+        reports = {id(look) for look in looks} | {id(report) for look in looks for report in reports_in(look)}
+        heads = {id(head) for look in looks for report in reports_in(look) for _, head in report.heads()}
         heads |= {id(head) for head in list(self.windows.values())}
         return reports, heads
 
@@ -201,7 +276,8 @@ class Session:
         self.query = max(0, min(query, len(self.report.tokens) - 1))
 
     def next_variant(self) -> str:
-        return VARIANTS[(VARIANTS.index(self.variant) + 1) % len(VARIANTS)]
+        variants = self.variants()
+        return variants[(variants.index(self.variant) + 1) % len(variants)]
 
     def next_metric(self) -> None:
         self.metric = GRID_METRICS[(GRID_METRICS.index(self.metric) + 1) % len(GRID_METRICS)]
@@ -218,12 +294,12 @@ class Session:
     # -- the selected head --------------------------------------------------------------------------
     def heads_to_show(self, text: str, variant: str, variant_error: str, layer: int, head: int, width: int):
         """(baseline head, variant head or None, error) of `text` for the detail view `width` columns wide."""
-        base = self.detail_head(self.reports[(text, "baseline")], layer, head, width)
+        base = self.detail_head(self.look(text, "baseline"), layer, head, width)
         if variant == "baseline":
             return base, None, ""
-        other_report = self.reports.get((text, variant))
-        if other_report is None:
+        if (text, variant) not in self.reports:
             return base, None, variant_error
+        other_report = self.look(text, variant)
         try:
             return base, self.detail_head(other_report, layer, head, width), ""
         except AttnError as error:
@@ -239,10 +315,15 @@ class Session:
         (run on the loaded model, once per window)."""
         if not report.matrices_left_out:
             return report.head(layer, head)
-        rows, cols = head_window(self.query, len(report.tokens), width)
-        key = (report.text, report.variant, layer, head, rows, cols)
+        rows, cols = head_window(self.query, len(report.tokens), width, len(report.key_axis))
+        text = self.text if self.kind == "pair" else report.text  # a pair's stack report holds the target's
+        key = (text, report.variant, self.stack, layer, head, rows, cols)
         if key not in self.windows:
-            windowed = self.model.inspect(report.text, layers=[layer], heads=[head], top_k=TOP_K,
-                                          variant=report.variant, truncate=self.truncate, rows=rows, cols=cols)
-            self.windows[key] = windowed.head(layer, head)
+            if self.kind == "pair":
+                windowed = self.model.inspect(text, target=self.target, stacks=self.stack, layers=[layer],
+                                              heads=[head], top_k=TOP_K, rows=rows, cols=cols)
+            else:
+                windowed = self.model.inspect(text, layers=[layer], heads=[head], top_k=TOP_K, variant=report.variant,
+                                              truncate=self.truncate, rows=rows, cols=cols)
+            self.windows[key] = stack_report(windowed, self.stack).head(layer, head)
         return self.windows[key]

@@ -39,11 +39,12 @@ def variant_label(variant: str) -> str:
 
 
 def status_line(layer: int, head: int, query: int, token: str, page: str | None, paged: bool,
-                hidden: int = 0) -> Text:
+                hidden: int = 0, stack: str | None = None) -> Text:
     """One line that changes with every move: where the selection is and, with the focus on the "grid" or the
     selected head's "heatmap" or "panel", what ↑↓ and tab do there (`paged`: one page at a time; `hidden`: the
-    selected head has lines below (1) or only above (-1) what its pane shows, which PgDn / PgUp reach)."""
-    line = Text(f"layer {layer} head {head} · query {query}:", style="bold")
+    selected head has lines below (1) or only above (-1) what its pane shows, which PgDn / PgUp reach; `stack`:
+    an encoder–decoder model's stack shown)."""
+    line = Text(f"{stack + ' ' if stack else ''}layer {layer} head {head} · query {query}:", style="bold")
     line.append_text(literal(token, "bold cyan"))
     if page is not None:
         where = {"grid": "tab: heatmap", "heatmap": "tab: query panel", "panel": "tab: grid"}[page]
@@ -150,7 +151,9 @@ def grid_width(report: InspectReport, thumb: int) -> int:
 
 def thumbnails_grid(report: InspectReport, mark: tuple[int, int] = NO_MARK) -> CachedGrid:
     layers = [(layer.layer, layer.heads) for layer in report.layers]
-    return CachedGrid(layers, f"All heads · {variant_label(report.variant)}", mark=mark)
+    stack = report.layers[0].stack if report.layers else None  # an encoder–decoder model's: say which
+    return CachedGrid(layers, f"All {stack} heads" if stack else f"All heads · {variant_label(report.variant)}",
+                      mark=mark)
 
 
 def grid_view(report: InspectReport, metric: str, mark: tuple[int, int]) -> RenderableType:
@@ -165,7 +168,8 @@ def grid_view(report: InspectReport, metric: str, mark: tuple[int, int]) -> Rend
     layer, head = mark
     value = _metric(report.head(layer, head), metric)
     parts.append(overview_grid(report, metric))
-    parts.append(Text.assemble(("selected: ", "dim"), (f"layer {layer} head {head}", "bold"), f" = {value:.2f}"))
+    parts.append(Text.assemble(("selected: ", "dim"), (f"layer {layer} head {head}", "bold"),
+                               f" = {value:.2f}" if math.isfinite(value) else " not defined"))
     return Group(*parts)
 
 
@@ -198,39 +202,53 @@ def gutter(lines: list[list[Segment]], rows: dict[int, int], selected: int) -> l
     return [[mark if rows.get(number) == selected else blank, *line] for number, line in enumerate(lines)]
 
 
-def head_matrix_view(head: HeadReport, tokens: list[str], layer: int, scores: bool, label: str = "") -> RenderableType:
-    """The selected head's weights (or scores) heatmap, exactly as `attn inspect` draws it."""
+def head_matrix_view(head: HeadReport, tokens: list[str], layer: int, scores: bool, label: str = "",
+                     keys: list[str] | None = None) -> RenderableType:
+    """The selected head's weights (or scores) heatmap, exactly as `attn inspect` draws it (keys: the column
+    tokens where they are not the rows', as a cross-attention head's)."""
     if scores:
-        view = scores_heatmap(head, tokens, layer)
+        view = scores_heatmap(head, tokens, layer, keys=keys)
         if label:
             view.title = f"{label}: {view.title}"
         return view
     if not label:
-        return weights_heatmap(head, tokens, layer)
+        return weights_heatmap(head, tokens, layer, keys=keys)
     return weights_heatmap(head, tokens, layer, title=f"{label}: {head_title(layer, head)} · weights = "
-                                                      f"{weights_formula(head)}")
+                                                      f"{weights_formula(head)}", keys=keys)
 
 
-def query_panel(head: HeadReport, tokens: list[str], query: int, label: str = "") -> RenderableType:
-    """The selected query token: its most-attended keys with weights, its entropy and self-weight."""
+def query_panel(head: HeadReport, tokens: list[str], query: int, label: str = "",
+                keys: list[str] | None = None) -> RenderableType:
+    """The selected query token: its most-attended keys with weights, its entropy and self-weight (keys: the key
+    tokens where they are not `tokens`; a cross-attention head has no self-weight, and says why)."""
     heading = Text.assemble(("query ", "dim"), (f"{query}:", "dim"), literal(tokens[query], "bold"))
     if label:
         heading = Text.assemble((f"{label} · ", "magenta"), heading)
-    keys = [Text.assemble(("→ ", "dim"), (f"{key.index}:", "dim"), literal(key.token, "bold"))
-            for key in head.top[query]]
-    pad = max((key.cell_len for key in keys), default=0)
+    listed = [Text.assemble(("→ ", "dim"), (f"{key.index}:", "dim"), literal(key.token, "bold"))
+              for key in head.top[query]]
+    pad = max((key.cell_len for key in listed), default=0)
     lines = [heading]
-    for text, key in zip(keys, head.top[query]):
+    for text, key in zip(listed, head.top[query]):
         text.pad_right(pad - text.cell_len + 1)
         text.append(f"{key.weight:.2f} ")
         text.append("█" * max(0, round(key.weight * 10)), style="yellow")
         lines.append(text)
-    allowed = _allowed(head, query, len(tokens))
+    allowed = _allowed(head, query, len(tokens if keys is None else keys))
     uniform = math.log(allowed) if allowed > 1 else 0.0
     lines += [Text.assemble(("entropy ", "dim"), f"{head.entropy[query]:.2f}",
                             (f" nats (uniform over {allowed}: {uniform:.2f})", "dim")),
-              Text.assemble(("self-weight ", "dim"), f"{head.self_weight[query]:.2f}")]
+              self_weight_line(head, query, tokens, keys)]
     return Group(*lines)
+
+
+def self_weight_line(head: HeadReport, query: int, tokens: list[str], keys: list[str] | None) -> Text:
+    """'self-weight 0.12', or for a cross-attention head why there is none (its report holds null)."""
+    if keys is None or math.isfinite(head.self_weight[query]):
+        return Text.assemble(("self-weight ", "dim"), f"{head.self_weight[query]:.2f}")
+    from attn_cli.math.measures import cross_tokens
+
+    return Text.assemble(("self-weight ", "dim"), "not defined: ",
+                         (f"{cross_tokens(len(tokens), len(keys))}, so no key is the query itself", "dim"))
 
 
 def _allowed(head: HeadReport, query: int, tokens: int) -> int:
@@ -249,22 +267,24 @@ def head_statistics(head: HeadReport, label: str = "") -> RenderableType:
 
 
 def maps_view(layer: int, tokens: list[str], scores: bool, base: HeadReport, other: HeadReport | None = None,
-              other_name: str = "", other_error: str = "") -> RenderableType:
-    """The selected head's heatmap; with a variant, the variant's beside the baseline's."""
+              other_name: str = "", other_error: str = "", keys: list[str] | None = None,
+              stack: str | None = None) -> RenderableType:
+    """The selected head's heatmap (titled with its `stack`, an encoder–decoder model's); with a variant, the
+    variant's beside the baseline's."""
     if other is None:
-        maps: RenderableType = head_matrix_view(base, tokens, layer, scores)
+        maps: RenderableType = head_matrix_view(base, tokens, layer, scores, stack or "", keys)
     else:
-        maps = SideBySide([head_matrix_view(base, tokens, layer, scores, "baseline"),
-                           head_matrix_view(other, tokens, layer, scores, variant_label(other_name))])
+        maps = SideBySide([head_matrix_view(base, tokens, layer, scores, "baseline", keys),
+                           head_matrix_view(other, tokens, layer, scores, variant_label(other_name), keys)])
     return Group(maps, Text(other_error, style="yellow")) if other_error else maps
 
 
 def panel_view(tokens: list[str], query: int, base: HeadReport, other: HeadReport | None = None,
-               other_name: str = "") -> RenderableType:
+               other_name: str = "", keys: list[str] | None = None) -> RenderableType:
     """The query panel and the head's statistics (for the baseline and the variant)."""
     if other is None:
-        return Group(Text(""), query_panel(base, tokens, query), Text(""), head_statistics(base))
+        return Group(Text(""), query_panel(base, tokens, query, keys=keys), Text(""), head_statistics(base))
     name = variant_label(other_name)
-    return Group(Text(""), SideBySide([query_panel(base, tokens, query, "baseline"),
-                                       query_panel(other, tokens, query, name)]),
+    return Group(Text(""), SideBySide([query_panel(base, tokens, query, "baseline", keys),
+                                       query_panel(other, tokens, query, name, keys)]),
                  Text(""), head_statistics(base, "baseline"), head_statistics(other, name))

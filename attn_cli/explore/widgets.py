@@ -25,12 +25,16 @@ from attn_cli.explore.view import CachedGrid
 
 KEYS = [
     ("← → / h l", "previous / next head (past the last head of a layer: the next layer)"),
-    ("↑ ↓ / k j", "previous / next layer (in the heatmap, after tab or a click: the query row)"),
-    ("[ ]", "previous / next query token, wherever the focus is"),
+    ("↑ ↓ / k j", "previous / next layer (in the heatmap, after tab or a click: the query row; over an image: "
+                  "the query patch a row up or down, [CLS] above the first row)"),
+    ("[ ]", "previous / next query token, wherever the focus is (over an image: the patch left / right)"),
     ("tab", "the grid or the selected head (small screens: grid → heatmap → query panel, shift+tab back)"),
     ("PgUp PgDn", "scroll the selected head's heatmaps or panel (the status line says where there is more)"),
     ("click", "a thumbnail selects its head; a heatmap row selects its query token"),
-    ("e", "edit the sentence and run the model again"),
+    ("e", "edit the sentence (an encoder–decoder model's source) and run the model again"),
+    ("t", "encoder–decoder models: edit the target (the decoder's text) and run the model again"),
+    ("c", "encoder–decoder models: the next stack, encoder → decoder → cross-attention (target rows × source "
+          "columns)"),
     ("v", "next variant: baseline, shared-k, no-scale, raw, cosine (beside the baseline)"),
     ("s", "scores / weights in the heatmap"),
     ("g", "grid metric: weight thumbnails, mean entropy, asymmetry"),
@@ -120,8 +124,8 @@ class GridView(StripView):
 class DetailView(StripView):
     BINDINGS = [*SWITCH,
         # j/k as ↓/↑ here: the app's j/k (the layer) only where neither view has the focus
-        Binding("up,k", "app.query(-1)", "query row", key_display="↑↓", show=True),
-        Binding("down,j", "app.query(1)", "query row", show=False),
+        Binding("up,k", "app.query(-1, True)", "query row", key_display="↑↓", show=True),
+        Binding("down,j", "app.query(1, True)", "query row", show=False),
         Binding("pageup", "scroll_pane(-1)", "scroll", show=False),
         Binding("pagedown", "scroll_pane(1)", "scroll", show=False),
     ]

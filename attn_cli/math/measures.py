@@ -20,11 +20,15 @@ class Symmetry:
     #                            are different tokens); the numbers are then NaN
 
 
+def cross_tokens(queries: int, keys: int) -> str:
+    """Why a cross-attention head has no symmetry and no self-weight: its queries and keys are other tokens."""
+    return f"cross-attention: queries are the {queries} target tokens and keys the {keys} source tokens"
+
+
 def not_applicable(heads: int, queries: int, keys: int) -> list["Symmetry"]:
     """Symmetry of a cross-attention head: S_ij and S_ji pair target token i with source token j and target j
     with source i, different tokens, so S − Sᵀ measures nothing (and is not defined when T_q ≠ T_k)."""
-    reason = (f"cross-attention: queries are the {queries} target tokens and keys the {keys} source tokens, "
-              "so S_ij and S_ji are not a pair of the same two tokens")
+    reason = f"{cross_tokens(queries, keys)}, so S_ij and S_ji are not a pair of the same two tokens"
     return [Symmetry(float("nan"), float("nan"), None, reason)] * heads
 
 

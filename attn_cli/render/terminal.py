@@ -181,15 +181,7 @@ def scores_formula(head: HeadReport) -> str:
 
 def header(report, command: str) -> RenderableType:
     """Model, device, dtype and the tokens. report: an InspectReport or a CompareReport."""
-    model = report.model
-    kv = f", {model.kv_heads} kv heads" if model.kv_heads != model.heads else ""
-    line = Text.assemble(
-        (command, "bold"), " · ", literal(model.name, "cyan"),
-        f" ({model.architecture}, {counted(model.layers, 'layer')} × {counted(model.heads, 'head')}{kv}, "
-        f"head dim {model.head_dim}"
-        f"{', causal' if model.causal else ''}) · {report.device} · {report.dtype}",
-    )
-    parts: list[RenderableType] = [line, unit_list(report.tokens, "tokens")]
+    parts: list[RenderableType] = [model_line(report, command), unit_list(report.tokens, "tokens")]
     words = getattr(report, "words", None)
     if words is not None:
         parts += [unit_list(words, "words"),
@@ -199,6 +191,18 @@ def header(report, command: str) -> RenderableType:
     if report.truncated_from is not None:
         parts.append(Text(f"truncated from {report.truncated_from} tokens (--truncate)", style="yellow"))
     return Group(*parts)
+
+
+def model_line(report, command: str) -> Text:
+    """'attn inspect · minilm (bert, 6 layers × 12 heads, head dim 32) · cpu · float32'."""
+    model = report.model
+    kv = f", {model.kv_heads} kv heads" if model.kv_heads != model.heads else ""
+    return Text.assemble(
+        (command, "bold"), " · ", literal(model.name, "cyan"),
+        f" ({model.architecture}, {counted(model.layers, 'layer')} × {counted(model.heads, 'head')}{kv}, "
+        f"head dim {model.head_dim}"
+        f"{', causal' if model.causal else ''}) · {report.device} · {report.dtype}",
+    )
 
 
 def unit_list(units, noun: str) -> Text:

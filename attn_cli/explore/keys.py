@@ -1,0 +1,114 @@
+"""The explorer's keys that change what is looked at, for ExploreApp (explore/app.py) to inherit: `e` a new
+sentence (an encoder–decoder model's source), `t` a new target, `c` the next stack, `v` the next variant, `a`
+the sentence's attribution. Which kind of look (Session.kind: a sentence, a source–target pair, an image) has
+which of them: KINDS."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from attn_cli.explore.kinds import STACK_KEY
+from attn_cli.explore.widgets import AttributionScreen, SentenceInput
+
+
+# The actions only some kinds of look have (Session.kind); every other action, every kind.
+KINDS = {"stack": ("pair",), "edit_target": ("pair",), "variant": ("text", "image"), "edit": ("text", "pair"),
+         "attribute": ("text",)}
+
+
+class LookKeys:
+    """Mixed into ExploreApp: uses its session, say(), run_look(), redraw() and widgets."""
+
+    editing = "sentence"  # what the edit box holds: the "sentence" (or "source"), or the "target"
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """The keys a kind of look has (KINDS): the others are off, and not on the keys line."""
+        kinds = KINDS.get(action)
+        return kinds is None or self.session.kind in kinds
+
+    def action_stack(self) -> None:
+        from attn_cli.render.seq2seq_view import STACK_TITLES
+
+        if self.model is not None:
+            stack = self.session.next_stack()
+            self.say(f"{stack}: {STACK_TITLES[stack]} ({STACK_KEY}: next stack)", style="dim")
+            self.redraw(header=True)
+
+    def action_variant(self) -> None:
+        if self.model is not None:
+            self.run_look(self.text, self.session.next_variant())
+
+    # -- the edit box -------------------------------------------------------------------------------
+    def action_edit(self) -> None:
+        if self.model is not None:
+            self.open_edit("source" if self.session.kind == "pair" else "sentence", self.text)
+
+    def action_edit_target(self) -> None:
+        if self.model is not None:
+            self.open_edit("target", self.session.target)
+
+    def open_edit(self, what: str, value: str) -> None:
+        box = self.query_one("#sentence", SentenceInput)
+        box.border_title = f"a new {what} · Enter runs it · Esc keeps the old one"
+        self.editing = what
+        box.value = value
+        box.cursor_position = len(value)
+        box.add_class("editing")
+        box.focus()
+
+    def on_input_submitted(self, event: SentenceInput.Submitted) -> None:
+        if event.input.id == "sentence":
+            self.end_edit(event.value)
+
+    def end_edit(self, text: str | None) -> None:
+        """Close the edit box; run `text` if it is a new sentence or target (None: keep the old one)."""
+        box = self.query_one("#sentence", SentenceInput)
+        if not box.has_class("editing"):
+            return
+        box.remove_class("editing")
+        if self.focused is box:
+            self.query_one("#grid" if self.page == "grid" else "#detail").focus()
+        if text is None:
+            return
+        if self.editing != "target":
+            if text != self.text:
+                self.run_look(text, self.variant)
+        elif not text.strip():
+            self.say("the target is empty: press t and type the decoder's text", style="yellow")
+        elif text != self.session.target:
+            self.say(f"running the model on the new target ({len(text)} characters) …", style="dim")
+            self.session.submit(self.target_in_thread, text)
+
+    def target_in_thread(self, target: str) -> None:
+        look, error = self.session.run_target(target)
+        self.call_from_thread(self.show_target, target, look, error)
+
+    def show_target(self, target: str, look, error: str) -> None:
+        if look is None:
+            self.say(f"error: {error}", style="red")
+            return
+        self.session.show_target(target, look)
+        self.drawn.forget(*self.session.forget_old_texts())
+        self.say(f"target: {len(look.target_tokens)} tokens", style="dim")
+        self.redraw(header=True)
+
+    # -- attribution --------------------------------------------------------------------------------
+    def action_attribute(self) -> None:
+        """a: the sentence's attribution (attn attribute --vs attention) in a screen of its own; m switches method."""
+        from attn_cli.analyses.attribute import METHODS
+
+        if self.model is None:
+            self.say("the model is still loading", style="yellow")
+        else:
+            self.push_screen(AttributionScreen(list(METHODS), self.session.submit, self.attribution_of(self.text)))
+
+    def attribution_of(self, text: str):
+        def attribute(method: str):
+            from attn_cli.plumbing.errors import AttnError
+            from attn_cli.render.attribution_view import render_attribution
+
+            try:
+                return render_attribution(self.model.attribute(text, method=method, vs="attention"))
+            except AttnError as error:
+                return Text(f"error: {error}", style="red")
+        return attribute

@@ -1,0 +1,79 @@
+"""What the explorer draws differently for an encoder–decoder pair and for an image (no Textual here).
+
+A pair (analyses/seq2seq.PairReport) is shown one stack at a time — encoder, decoder or cross-attention — each
+an InspectReport the usual views draw; its header lists the source's and the target's tokens and says what the
+stack's rows and columns are. An image (InspectReport.image) is drawn as render/image_view draws it for
+`attn inspect --image`: the selected head's attention from the query token laid over the picture.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from attn_cli.analyses.inspect_report import HeadReport
+
+STACK_KEY = "c"  # the key that shows the next stack (app.py binds it; the header names it)
+
+
+def header_view(look, variant: str, stack: str | None, command: str = "attn explore") -> RenderableType:
+    """The lines above the body: the model, then the tokens and the variant (a pair, which has no variants: the
+    source's and the target's tokens and the stack shown; an image: its file and patch grid)."""
+    from attn_cli.render.terminal import header
+
+    variant_line = Text.assemble(("variant ", "dim"), (variant.removeprefix("scoring="), "bold magenta"))
+    if variant != "baseline":
+        variant_line.append(" beside the baseline", style="dim")
+    if getattr(look, "image", None) is not None:
+        from attn_cli.render.image_view import header_line, image_lines
+
+        return Group(header_line(look, command), image_lines(look.image), variant_line)
+    if not hasattr(look, "stacks"):
+        return Group(header(look, command), variant_line)
+    from attn_cli.render.seq2seq_view import STACK_TITLES
+    from attn_cli.render.terminal import model_line, unit_list
+
+    axes = STACK_TITLES[stack].split(" · ")[-1]  # 'target rows (queries) × source columns (keys)'
+    return Group(model_line(look, command), unit_list(look.tokens, "source tokens"),
+                 unit_list(look.target_tokens, "target tokens (decoder inputs, teacher-forced)"),
+                 Text.assemble(("stack ", "dim"), (stack, "bold magenta"), (f": {axes} · {STACK_KEY}: next stack", "dim")))
+
+
+def picture_view(report, head: HeadReport, layer: int, query: int, scores: bool, label: str = "") -> RenderableType:
+    """The head's attention (or scores) from token `query` over the image, with the legend of `attn inspect`."""
+    from attn_cli.render.image_view import Picture, legend
+
+    grid = report.image
+    matrix = head.scores if scores else head.weights
+    row = grid.on_grid(np.asarray(matrix)[query])  # (rows, cols): the query's values on the patches
+    what = "scores" if scores else "attention"
+    title = f"{label + ': ' if label else ''}layer {layer} · head {head.head} · {what} from {query}:"
+    title += report.tokens[query].text
+    return Group(Text(title, style="bold"), Picture(grid, row), legend(row, what))
+
+
+def pictures_view(report, base: HeadReport, other: HeadReport | None, other_name: str, other_error: str, layer: int,
+                  query: int, scores: bool) -> RenderableType:
+    """The selected head's picture; with a variant, the variant's below the baseline's."""
+    if other is None:
+        parts = [picture_view(report, base, layer, query, scores)]
+    else:
+        parts = [picture_view(report, base, layer, query, scores, "baseline"), Text(""),
+                 picture_view(report, other, layer, query, scores, other_name.removeprefix("scoring="))]
+    return Group(*parts, *([Text(other_error, style="yellow")] if other_error else []))
+
+
+def query_below(query: int, step: int, report) -> int:
+    """↑ ↓ on the selected head: the next query row (`step` = ±1); over an image, the patch `step` rows down the
+    patch grid (the model's own tokens, [CLS] first, lie above its first row)."""
+    grid = report.image
+    if grid is None:
+        return query + step
+    first = len(grid.specials)
+    if query < first:
+        return query + step
+    moved = query + step * grid.cols
+    if moved < first:  # above the first row: the last of the model's own tokens ([CLS] for ViT), if any
+        return first - 1 if first else query
+    return moved if moved < len(report.tokens) else query
