@@ -238,3 +238,49 @@ def test_an_image_with_text_or_from_stdin_is_refused_before_the_screen_opens(tmp
         check_look(None, None, tmp_path / "missing.png")
     with pytest.raises(BadInput, match="the target is empty"):
         check_look("a source", " ", None)
+
+
+def test_the_query_patch_is_marked_on_the_picture(planted, monkeypatch):
+    """◆ sits on the query patch's centre cell (none for [CLS], which has no place on the image)."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    model, image = planted
+
+    async def scenario():
+        app = ExploreApp(lambda: model, str(image), model_name="planted", image=True)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            detail = app.query_one("#detail")
+            assert "◆" not in detail.text()
+            app.set_query(app.report.image.token_of(3, 2))  # the bottom row, third column of 4 × 4
+            await pilot.pause()
+            picture = [line for line in detail.text().splitlines() if "▀" in line]
+            marked = [(y, line.index("◆")) for y, line in enumerate(picture) if "◆" in line]
+            assert len(marked) == 1
+            y, x = marked[0]
+            first = picture[0].index("▀")
+            wide = len(picture[0].rstrip()) - first
+            assert 3 / 4 < y / len(picture) < 1 and 2 / 4 < (x - first) / wide < 3 / 4
+
+    run(scenario())
+
+
+def test_g_shows_every_head_small_over_the_image_from_the_query(planted, monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    model, image = planted
+
+    async def scenario():
+        app = ExploreApp(lambda: model, str(image), model_name="planted", image=True)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            app.select(0, 0)
+            await pilot.press("g")
+            assert app.metric == "pictures"
+            grid = app.query_one("#grid")
+            assert grid.text().startswith("Every head from 0:[CLS]")
+            assert "▸L0 H0" in grid.text() and "L1 H3" in grid.text()
+            await pilot.press("right_square_bracket")
+            assert grid.text().startswith("Every head from 1:r0c0")
+            await pilot.press("g")
+            assert app.metric == "entropy"
+
+    run(scenario())

@@ -197,7 +197,7 @@ class ExploreApp(LookKeys, App[int]):
 
     def set_query(self, query: int) -> None:
         self.session.set_query(query)
-        self.redraw(grid=False)
+        self.redraw(grid=self.metric == "pictures")  # every head's picture is from the query
 
     def action_head(self, step: int) -> None:
         if self.model is not None:
@@ -301,7 +301,7 @@ class ExploreApp(LookKeys, App[int]):
         page = self.page if isinstance(self.focused, StripView) else None
         hidden = self.query_one("#right", Pane).hidden_lines() if page not in (None, "grid") else 0
         return status_line(self.layer, self.head, self.query, self.report.tokens[self.query].text, page, self.paged(),
-                           hidden, self.session.stack)
+                           hidden, self.session.stack, self.session.image)
 
     def redraw(self, grid: bool = True, header: bool = False, detail: bool = True) -> None:
         """Render what changed (header: text, variant or size; grid: the selected head or more) and show it."""
@@ -319,7 +319,7 @@ class ExploreApp(LookKeys, App[int]):
             columns, stacked = self.drawn.grid_layout(shown, self.metric, mark, self.size, self.header_lines)
             self.query_one("#body").set_class(stacked, "stacked")
             self.grid_columns = columns
-            self.grid_renderable, lines = self.drawn.grid(shown, self.metric, mark, columns)
+            self.grid_renderable, lines = self.drawn.grid(shown, self.metric, mark, columns, self.query)
             self.query_one("#grid", GridView).show(lines, columns)
         if detail:
             self.query_one("#detail", DetailView).show(self.detail_strips())

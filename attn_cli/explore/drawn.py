@@ -18,7 +18,7 @@ from rich.text import Text
 
 from attn_cli.plumbing.errors import AttnError
 from attn_cli.render.terminal import axes
-from attn_cli.explore.kinds import header_view, pictures_view
+from attn_cli.explore.kinds import header_view, heads_pictures, pictures_view, pictures_width
 from attn_cli.explore.layout import body_split, compact, detail_width, grid_height, thumbnails_room
 from attn_cli.explore.view import (CachedGrid, grid_thumb, grid_view, grid_width, gutter, maps_view, mark_strips,
                                    panel_view, row_lines, thumbnails_grid)
@@ -75,6 +75,8 @@ class Drawn:
         if metric == "weights" and not shown.matrices_left_out:
             room = (10_000, width - 1) if paged else (grid_height(height, header_lines), thumbnails_room(width))
             columns = grid_width(shown, grid_thumb(shown, *room))
+        elif metric == "pictures":  # every head small over the image: a layer a row, where there is room
+            columns = min(width - 1 if paged else thumbnails_room(width), pictures_width(shown))
         else:
             columns = min(width - 1, self.table_width(shown, metric, mark))
         return body_split(width, columns, paged)
@@ -91,11 +93,11 @@ class Drawn:
         return max((Measurement.get(self.console, options, part).maximum for part in parts if isinstance(part, Fit)),
                    default=66) + 1
 
-    def grid(self, shown, metric: str, mark: tuple[int, int], width: int) -> tuple:
+    def grid(self, shown, metric: str, mark: tuple[int, int], width: int, query: int = 0) -> tuple:
         """(renderable, lines) of the grid: weight thumbnails rendered once per report and width (◂ placed
-        here), or a table."""
+        here), or a table, or over an image every head's picture from the `query` token."""
         if metric != "weights" or shown.matrices_left_out:
-            renderable = grid_view(shown, metric, mark)
+            renderable = heads_pictures(shown, mark, query) if metric == "pictures" else grid_view(shown, metric, mark)
             return renderable, self.render(renderable, width)
         _, grid, lines = self.thumbnail_lines(shown, width)
         return grid, mark_strips(lines, grid, mark)

@@ -280,7 +280,9 @@ class Session:
         return variants[(variants.index(self.variant) + 1) % len(variants)]
 
     def next_metric(self) -> None:
-        self.metric = GRID_METRICS[(GRID_METRICS.index(self.metric) + 1) % len(GRID_METRICS)]
+        """`g`: the next grid metric (an image also has every head's picture, after the thumbnails)."""
+        metrics = GRID_METRICS[:1] + ("pictures",) + GRID_METRICS[1:] if self.image else GRID_METRICS
+        self.metric = metrics[(metrics.index(self.metric) + 1) % len(metrics)]
 
     def neighbours(self) -> list[tuple[int, int]]:
         """The heads one key away (next, previous, the layers above and below): what to render while idle."""

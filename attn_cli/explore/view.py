@@ -39,16 +39,17 @@ def variant_label(variant: str) -> str:
 
 
 def status_line(layer: int, head: int, query: int, token: str, page: str | None, paged: bool,
-                hidden: int = 0, stack: str | None = None) -> Text:
+                hidden: int = 0, stack: str | None = None, picture: bool = False) -> Text:
     """One line that changes with every move: where the selection is and, with the focus on the "grid" or the
     selected head's "heatmap" or "panel", what ↑↓ and tab do there (`paged`: one page at a time; `hidden`: the
     selected head has lines below (1) or only above (-1) what its pane shows, which PgDn / PgUp reach; `stack`:
-    an encoder–decoder model's stack shown)."""
+    an encoder–decoder model's stack shown; `picture`: the head is drawn over an image, ↑↓ move the query patch)."""
     line = Text(f"{stack + ' ' if stack else ''}layer {layer} head {head} · query {query}:", style="bold")
     line.append_text(literal(token, "bold cyan"))
     if page is not None:
-        where = {"grid": "tab: heatmap", "heatmap": "tab: query panel", "panel": "tab: grid"}[page]
-        line.append(" · ↑↓ " + ("layers" if page == "grid" else "query rows") + ", "
+        where = {"grid": f"tab: {'picture' if picture else 'heatmap'}", "heatmap": "tab: query panel",
+                 "panel": "tab: grid"}[page]
+        line.append(" · ↑↓ " + ("layers" if page == "grid" else "query patch" if picture else "query rows") + ", "
                     + (where if paged else "tab switches") + {1: ", PgDn more", -1: ", PgUp back"}.get(hidden, ""),
                     style="dim")
     return line
