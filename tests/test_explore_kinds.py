@@ -284,3 +284,20 @@ def test_g_shows_every_head_small_over_the_image_from_the_query(planted, monkeyp
             assert app.metric == "entropy"
 
     run(scenario())
+
+
+def test_x_exports_the_whole_pair_as_html_and_json(marian, tmp_path):
+    import json
+
+    async def scenario():
+        app = ExploreApp(lambda: marian, SOURCE, model_name="marian", target=TARGET, export_dir=tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            await pilot.press("x")
+            await until(pilot, lambda: any(tmp_path.glob("*.json")))
+
+    run(scenario())
+    document = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert document["target"] == TARGET and {layer["stack"] for layer in document["layers"]} == {
+        "encoder", "decoder", "cross"}
+    assert len(list(tmp_path.glob("*-head.svg"))) == 1 and len(list(tmp_path.glob("*.html"))) == 1

@@ -401,7 +401,8 @@ class ExploreApp(LookKeys, App[int]):
             head = self.session.detail_head(report, self.layer, self.head, self.detail_width())
             written = export(self.export_dir, report, self.variant, self.layer, head, self.scores, self.exports,
                              lambda: self.export_screenshot(title=f"attn explore · {report.model.name}",
-                                                            simplify=True))
+                                                            simplify=True),
+                             self.session.reports[(self.text, "baseline")] if self.session.kind == "pair" else None)
         except (AttnError, OSError) as error:
             self.say(f"error: {getattr(error, 'message', None) or error}", style="red")
             return
