@@ -3,9 +3,6 @@ transformer (an image, its patches), driven by Textual's pilot on tiny random mo
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import numpy as np
 import pytest
 
@@ -13,6 +10,7 @@ pytest.importorskip("textual")
 
 from attn_cli.explore.app import ExploreApp  # noqa: E402
 from attn_cli.explore.session import Session  # noqa: E402
+from test_explore import run, until  # noqa: E402
 from test_seq2seq import SOURCE, TARGET, tiny_seq2seq  # noqa: E402
 from vision_models import halves, planted_left  # noqa: E402
 
@@ -31,19 +29,6 @@ def planted(tmp_path_factory):
 
     directory = planted_left(tmp_path_factory.mktemp("planted-vit"))
     return attn_cli.load(str(directory), device="cpu"), halves(tmp_path_factory.mktemp("img") / "halves.png")
-
-
-async def until(pilot, condition, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the app")
-        await pilot.pause(0.02)
-    await pilot.pause()
-
-
-def run(coroutine):
-    return asyncio.run(coroutine)
 
 
 def heatmap_axes(detail: str) -> tuple[list[str], list[str]]:
@@ -240,8 +225,9 @@ def test_an_image_with_text_or_from_stdin_is_refused_before_the_screen_opens(tmp
         check_look("a source", " ", None)
 
 
-def test_the_query_patch_is_marked_on_the_picture(planted, monkeypatch):
-    """◆ sits on the query patch's centre cell (none for [CLS], which has no place on the image)."""
+def test_the_query_patch_is_marked_and_g_shows_every_head_small_from_it(planted, monkeypatch):
+    """◆ sits on the query patch's centre cell (none for [CLS], which has no place on the image); `g` draws every
+    head's picture from the query."""
     monkeypatch.delenv("NO_COLOR", raising=False)
     model, image = planted
 
@@ -260,18 +246,7 @@ def test_the_query_patch_is_marked_on_the_picture(planted, monkeypatch):
             first = picture[0].index("▀")
             wide = len(picture[0].rstrip()) - first
             assert 3 / 4 < y / len(picture) < 1 and 2 / 4 < (x - first) / wide < 3 / 4
-
-    run(scenario())
-
-
-def test_g_shows_every_head_small_over_the_image_from_the_query(planted, monkeypatch):
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    model, image = planted
-
-    async def scenario():
-        app = ExploreApp(lambda: model, str(image), model_name="planted", image=True)
-        async with app.run_test(size=(160, 50)) as pilot:
-            await until(pilot, lambda: app.model is not None)
+            app.set_query(0)
             app.select(0, 0)
             await pilot.press("g")
             assert app.metric == "pictures"
