@@ -3,6 +3,8 @@ transformer (an image, its patches), driven by Textual's pilot on tiny random mo
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -276,3 +278,26 @@ def test_x_exports_the_whole_pair_as_html_and_json(marian, tmp_path):
     assert document["target"] == TARGET and {layer["stack"] for layer in document["layers"]} == {
         "encoder", "decoder", "cross"}
     assert len(list(tmp_path.glob("*-head.svg"))) == 1 and len(list(tmp_path.glob("*.html"))) == 1
+
+
+def test_under_no_color_the_picture_is_shaded_on_the_left(planted, monkeypatch):
+    """Textual drops the colours under NO_COLOR: the picture must then be render/image_view's shaded fallback (the
+    attention █ on the left half, blank on the right), not '▀' cells that all look alike."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    model, image = planted
+
+    async def scenario():
+        app = ExploreApp(lambda: model, str(image), model_name="planted", image=True)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            app.select(0, 0)
+            await pilot.pause()
+            lines = app.query_one("#detail").text().splitlines()
+            assert not any("▀" in line for line in lines)
+            shaded = [line[1:] for line in lines if line[1:2] == "█"]  # the image's rows (red left), the gutter cut
+            assert len(shaded) >= 8
+            for line in shaded:  # the image in shades, two spaces, the attention in shades: both lit on the left
+                image_part, attention = re.fullmatch(r"(█+[░▒▓]? +)(█+)", line.rstrip()).groups()
+                assert abs(len(attention) * 2 - len(image_part)) <= 3  # the attention's lit half is the image's
+
+    run(scenario())

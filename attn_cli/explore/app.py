@@ -78,7 +78,7 @@ class ExploreApp(LookKeys, App[int]):
         super().__init__()
         self.session = Session(load_model, text, model_name=model_name, truncate=truncate, threads=threads,
                                target=target, image=image)
-        self.drawn = Drawn(self.console, lambda: self.console_options, strip)
+        self.drawn = Drawn(self.console, lambda: self.console_options, strip, self.no_color)
         self.model_name = model_name
         self.export_dir = Path.cwd() if export_dir is None else export_dir
         self.error: BaseException | None = None  # a load failure, raised again by the command after the app

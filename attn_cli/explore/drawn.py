@@ -18,7 +18,7 @@ from rich.text import Text
 
 from attn_cli.plumbing.errors import AttnError
 from attn_cli.render.terminal import axes
-from attn_cli.explore.kinds import header_view, heads_pictures, pictures_view, pictures_width
+from attn_cli.explore.kinds import NoColour, header_view, heads_pictures, pictures_view, pictures_width
 from attn_cli.explore.layout import body_split, compact, detail_width, grid_height, thumbnails_room
 from attn_cli.explore.view import (CachedGrid, grid_thumb, grid_view, grid_width, gutter, maps_view, mark_strips,
                                    panel_view, row_lines, thumbnails_grid)
@@ -29,8 +29,10 @@ HEADER_MAX_LINES = 6
 class Drawn:
     """The caches of drawn lines, and how they are drawn: on `console` with options() (the screen's size)."""
 
-    def __init__(self, console: Console, options: Callable[[], ConsoleOptions], line: Callable = list):
+    def __init__(self, console: Console, options: Callable[[], ConsoleOptions], line: Callable = list,
+                 no_color: bool = False):
         self.console = console
+        self.no_color = no_color  # NO_COLOR: the pictures over an image are drawn in shades (kinds.NoColour)
         self.options = options
         self.line = line
         self.headers: dict = {}  # (report, variant, width) → (report, view, lines)
@@ -98,6 +100,8 @@ class Drawn:
         here), or a table, or over an image every head's picture from the `query` token."""
         if metric != "weights" or shown.matrices_left_out:
             renderable = heads_pictures(shown, mark, query) if metric == "pictures" else grid_view(shown, metric, mark)
+            if metric == "pictures" and self.no_color:
+                renderable = NoColour(renderable)
             return renderable, self.render(renderable, width)
         _, grid, lines = self.thumbnail_lines(shown, width)
         return grid, mark_strips(lines, grid, mark)
@@ -124,8 +128,8 @@ class Drawn:
         key = (id(base), id(other), error, scores, width, query if picture else None)
         if key not in self.maps_lines:
             if picture:
-                lines = self.render_lines(pictures_view(report, base, other, variant, error, layer, query, scores),
-                                          width)
+                view = pictures_view(report, base, other, variant, error, layer, query, scores)
+                lines = self.render_lines(NoColour(view) if self.no_color else view, width)
                 self.maps_lines[key] = (base, other, lines, {})
             else:
                 stack = report.layers[0].stack if report.layers else None

@@ -114,6 +114,21 @@ def pictures_width(report) -> int:
     return across * (max(6, report.image.cols) + 1)
 
 
+class NoColour:
+    """`renderable` drawn as on a console without colour (render/image_view's pictures then shade the image and
+    the attention): under NO_COLOR Textual keeps its console in colour and drops the colours on output, which
+    would leave a picture of '▀' in one colour."""
+
+    def __init__(self, renderable):
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        plain = Console(width=options.max_width, no_color=True, color_system=None)
+        for line in plain.render_lines(self.renderable, options.update(width=options.max_width), pad=False):
+            yield from line
+            yield Segment.line()
+
+
 def query_below(query: int, step: int, report) -> int:
     """↑ ↓ on the selected head: the next query row (`step` = ±1); over an image, the patch `step` rows down the
     patch grid (the model's own tokens, [CLS] first, lie above its first row)."""
