@@ -185,6 +185,7 @@ def test_the_planted_head_lights_the_left_half_of_the_image(planted, size, monke
         async with app.run_test(size=size) as pilot:
             await until(pilot, lambda: app.model is not None)
             assert app.query == 0 and app.report.tokens[0].text == "[CLS]"  # from [CLS] by default
+            assert "raw" not in app.session.variants() and "shared-k" in app.session.variants()
             app.select(0, 0)
             await pilot.press("tab")  # the picture (on a compact screen, its own page)
             await pilot.pause()

@@ -16,6 +16,7 @@ from rich.style import Style
 from rich.text import Text
 
 from attn_cli.analyses.inspect_report import HeadReport
+from attn_cli.explore.view import variant_label
 
 STACK_KEY = "c"  # the key that shows the next stack (app.py binds it; the header names it)
 
@@ -25,7 +26,7 @@ def header_view(look, variant: str, stack: str | None, command: str = "attn expl
     source's and the target's tokens and the stack shown; an image: its file and patch grid)."""
     from attn_cli.render.terminal import header
 
-    variant_line = Text.assemble(("variant ", "dim"), (variant.removeprefix("scoring="), "bold magenta"))
+    variant_line = Text.assemble(("variant ", "dim"), (variant_label(variant), "bold magenta"))
     if variant != "baseline":
         variant_line.append(" beside the baseline", style="dim")
     if getattr(look, "image", None) is not None:
@@ -40,7 +41,8 @@ def header_view(look, variant: str, stack: str | None, command: str = "attn expl
     axes = STACK_TITLES[stack].split(" · ")[-1]  # 'target rows (queries) × source columns (keys)'
     return Group(model_line(look, command), unit_list(look.tokens, "source tokens"),
                  unit_list(look.target_tokens, "target tokens (decoder inputs, teacher-forced)"),
-                 Text.assemble(("stack ", "dim"), (stack, "bold magenta"), (f": {axes} · {STACK_KEY}: next stack", "dim")))
+                 Text.assemble(("stack ", "dim"), (stack, "bold magenta"),
+                               (f": {axes} · {STACK_KEY}: next stack", "dim")))
 
 
 def picture_view(report, head: HeadReport, layer: int, query: int, scores: bool, label: str = "") -> RenderableType:
@@ -91,7 +93,7 @@ def pictures_view(report, base: HeadReport, other: HeadReport | None, other_name
         parts = [picture_view(report, base, layer, query, scores)]
     else:
         parts = [picture_view(report, base, layer, query, scores, "baseline"), Text(""),
-                 picture_view(report, other, layer, query, scores, other_name.removeprefix("scoring="))]
+                 picture_view(report, other, layer, query, scores, variant_label(other_name))]
     return Group(*parts, *([Text(other_error, style="yellow")] if other_error else []))
 
 

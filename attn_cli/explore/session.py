@@ -44,6 +44,13 @@ def variant_message(variant: str, error: str) -> str:
     return f"{variant_label(variant)}: {error}" if error else ""
 
 
+def error_line(failure: Exception) -> str:
+    """A failed run as the app's message line says it: attn's message and hint, else the exception's."""
+    if isinstance(failure, AttnError):
+        return failure.message + (f"; {failure.hint}" if failure.hint else "")
+    return f"{type(failure).__name__}: {failure}"
+
+
 def stack_report(look, stack: str | None):
     """The InspectReport a look shows: the look itself, or an encoder–decoder pair's (PairReport) `stack`."""
     if stack is None or not hasattr(look, "stacks"):
@@ -129,7 +136,7 @@ class Session:
         self.load_seconds = time.perf_counter() - self.started
         self.model = model
         self.reports[(self.text, "baseline")] = report
-        stacks = [stack.layers[0].stack for stack in getattr(report, "stacks", []) if stack.layers]
+        stacks = self.stacks()
         self.stack = ("cross" if "cross" in stacks else stacks[0]) if stacks else None
         self.query = 0 if self.image else min(1, len(self.report.tokens) - 1)  # an image: from [CLS]
         layer, head = most_focused(self.report.heads())
@@ -165,8 +172,11 @@ class Session:
         return "image" if self.image else "pair" if self.target is not None else "text"
 
     def variants(self) -> tuple[str, ...]:
-        """What `v` cycles through: the variants inspect runs on this kind of look (a pair: the baseline only)."""
-        return ("baseline",) if self.kind == "pair" else VARIANTS
+        """What `v` cycles through: the variants inspect runs on this kind of look (a pair: the baseline only; an
+        image: not raw, which needs each layer's input, kept for text models only)."""
+        if self.kind == "pair":
+            return ("baseline",)
+        return tuple(variant for variant in VARIANTS if variant != "raw") if self.image else VARIANTS
 
     def stacks(self) -> list[str]:
         look = self.reports[(self.text, "baseline")]
@@ -189,10 +199,8 @@ class Session:
         """On the model thread: the shown source with a new target, (look, "") or (None, the error)."""
         try:
             return self.inspect(self.model, self.text, "baseline", target), ""
-        except AttnError as failure:
-            return None, failure.message + (f"; {failure.hint}" if failure.hint else "")
         except Exception as failure:  # noqa: BLE001 - a message in the app, never a traceback
-            return None, f"{type(failure).__name__}: {failure}"
+            return None, error_line(failure)
 
     def show_target(self, target: str, look) -> None:
         """The new target's look (run_target) is the one shown: every look before was of the old target."""
@@ -218,10 +226,8 @@ class Session:
                 continue
             try:
                 report = self.inspect(self.model, key[0], key[1], self.target)
-            except AttnError as failure:
-                error = failure.message + (f"; {failure.hint}" if failure.hint else "")
             except Exception as failure:  # noqa: BLE001 - a message in the app, never a traceback
-                error = f"{type(failure).__name__}: {failure}"
+                error = error_line(failure)
             else:
                 self.reports[key] = report
                 continue

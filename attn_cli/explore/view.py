@@ -43,7 +43,8 @@ def status_line(layer: int, head: int, query: int, token: str, page: str | None,
     """One line that changes with every move: where the selection is and, with the focus on the "grid" or the
     selected head's "heatmap" or "panel", what ↑↓ and tab do there (`paged`: one page at a time; `hidden`: the
     selected head has lines below (1) or only above (-1) what its pane shows, which PgDn / PgUp reach; `stack`:
-    an encoder–decoder model's stack shown; `picture`: the head is drawn over an image, ↑↓ move the query patch)."""
+    an encoder–decoder model's stack shown; `picture`: the head is drawn over an image, ↑↓ move the query
+    patch)."""
     line = Text(f"{stack + ' ' if stack else ''}layer {layer} head {head} · query {query}:", style="bold")
     line.append_text(literal(token, "bold cyan"))
     if page is not None:
