@@ -35,11 +35,13 @@ KEYS = [
     ("t", "encoder–decoder models: edit the target (the decoder's text) and run the model again"),
     ("c", "encoder–decoder models: the next stack, encoder → decoder → cross-attention (target rows × source "
           "columns)"),
-    ("v", "next variant: baseline, shared-k, no-scale, raw, cosine (beside the baseline)"),
+    ("v", "next variant: baseline, shared-k, no-scale, raw, cosine (beside the baseline; no raw over an image, "
+          "none for encoder–decoder models yet)"),
     ("s", "scores / weights in the heatmap"),
-    ("g", "grid metric: weight thumbnails, mean entropy, asymmetry"),
+    ("g", "grid metric: weight thumbnails, (over an image) every head's picture, mean entropy, asymmetry"),
     ("x", "export what is on screen: .svg (the screen), -head.svg (figure), .html, .json"),
-    ("a", "attribution of the sentence (attn attribute) beside the attention rollout; m: next method"),
+    ("a", "attribution of the sentence (attn attribute) beside the attention rollout; m: next method (a "
+          "sentence only)"),
     ("?", "this help"),
     ("q", "quit"),
 ]
