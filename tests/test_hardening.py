@@ -185,25 +185,33 @@ def test_scores_that_overflow_from_finite_q_and_k_are_refused_by_every_command(t
 
 def test_scores_that_overflow_in_a_hugging_face_model_are_refused(tmp_path):
     """A GPT-2 whose layer 0 q and k projections are ×1e25: the captured q, k of layer 0 are finite (~1e24),
-    their scores are not. Its layer 1 has a NaN in W_K: generate checks each step's q, k, v as inspect does."""
+    their scores are not. Another whose layer 1 has a NaN in W_K: generate checks each step's q, k, v as
+    inspect does. (One model with both once passed by chance: layer 0's overflow reaches layer 1's q too.)"""
     import torch
     from transformers import GPT2LMHeadModel
 
     from tests.conftest import save_tiny, tiny_gpt2_config
 
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(tiny_gpt2_config())
-    width = model.config.n_embd
-    with torch.no_grad():
-        model.transformer.h[0].attn.c_attn.weight[:, : 2 * width] *= 1e25  # (d, 3d): the q and k columns
-        model.transformer.h[1].attn.c_attn.weight[0, width] = float("nan")  # k's first column
-    directory = save_tiny(model, tmp_path / "huge")
-    gpt2 = ("--model", directory)
+    def gpt2_with(change, name: str) -> tuple[str, str]:
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(tiny_gpt2_config())
+        with torch.no_grad():
+            change(model, model.config.n_embd)
+        return "--model", save_tiny(model, tmp_path / name)
+
+    def huge(model, width):  # (d, 3d): the q and k columns of layer 0
+        model.transformer.h[0].attn.c_attn.weight[:, : 2 * width] *= 1e25
+
+    def nan_k(model, width):  # k's first column of layer 1; layer 0 stays finite, so q of layer 1 is too
+        model.transformer.h[1].attn.c_attn.weight[0, width] = float("nan")
+
+    gpt2 = gpt2_with(huge, "huge")
     for command in (("inspect", "hello world", *gpt2, "--layer", "0"), ("heads", "hello", "a longer text", *gpt2,
                     "--layer", "0"), ("generate", "hello world", *gpt2, "--layer", "0", "-n", "2"),
                     ("compare", "hello world", *gpt2, "--layer", "0")):
         one_line_error(attn(*command), 1, "scores overflowed")
-    one_line_error(attn("generate", "hello world", *gpt2, "--layer", "1", "-n", "2"), 1, "layer 1: k", "NaN")
+    one_line_error(attn("generate", "hello world", *gpt2_with(nan_k, "nan-k"), "--layer", "1", "-n", "2"), 1,
+                   "layer 1: k", "NaN")
 
 
 @pytest.mark.parametrize("content", [b"", b"\x00" * 64, os.urandom(4096), b"\xff" * 8 + b"{}"])
