@@ -6,7 +6,9 @@ How README.md is read (fenced blocks only; everything else is prose):
   equal the rest of the block. A line that is only `…` stands for any number of lines (the README's
   own way to leave lines out); trailing spaces and trailing blank lines do not count, nor do
   float32 round-off numbers (`3.2e-7`, any `d.de-N` with N ≥ 7: the asymmetry of an exactly
-  symmetric head depends on the machine's arithmetic).
+  symmetric head depends on the machine's arithmetic), nor the last digits of a number shown with 7 or
+  more significant digits (`0.1411008`, `6.021477222442627`): it matches within 1e-6 relative, since
+  float32 sums differ in their last places across CPUs and library versions.
 - A ```bash block: every line is a command that must exit 0 (`# …` is a comment).
 - A ```python block runs; when the next block is introduced by a line starting "Output", that block
   is what it must print.
@@ -51,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 ANY_LINES = "…"
 ROUND_OFF = r"\d\.\de-(?:[7-9]|\d\d)"  # below 1e-6: float32 round-off, not a result
+NUMBER = re.compile(r"-?\d+\.\d+(?:e-?\d+)?")  # a decimal number as the commands print one
 
 
 @dataclass(frozen=True)
@@ -112,24 +115,46 @@ def normalise(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.rstrip().split("\n"))
 
 
-def pattern(shown: str, varies: list[str]) -> re.Pattern:
-    """The shown output as a regex: `…` lines match any lines, each varying TEXT any characters."""
+def pattern(shown: str, varies: list[str]) -> tuple[re.Pattern, list[float]]:
+    """The shown output as a regex: `…` lines match any lines, each varying TEXT any characters, and each
+    number shown with 7 or more significant digits any number (a group, checked by `close`); the second
+    value is those numbers, in order."""
     wild = re.compile("(" + "|".join([ROUND_OFF] + [re.escape(text) for text in varies]) + ")")
-    parts = []
+    parts, long_numbers = [], []
     for line in normalise(shown).split("\n"):
         if line == ANY_LINES:
             parts.append(r"(?:[^\n]*\n)*?")
             continue
         pieces = wild.split(line)  # literal, wildcard, literal, …
-        parts.append("".join(re.escape(piece) if index % 2 == 0
+        parts.append("".join(literal(piece, long_numbers) if index % 2 == 0
                              else ROUND_OFF if re.fullmatch(ROUND_OFF, piece) else "[^\n]*?"
                              for index, piece in enumerate(pieces)) + r"\n")
-    return re.compile("".join(parts))
+    return re.compile("".join(parts)), long_numbers
+
+
+def literal(text: str, long_numbers: list[float]) -> str:
+    """Text as a regex, its numbers of 7+ significant digits as groups (their values appended)."""
+    out, last = [], 0
+    for found in NUMBER.finditer(text):
+        digits = found.group().lstrip("-").split("e")[0].replace(".", "").lstrip("0")
+        if len(digits) < 7:
+            continue
+        out += [re.escape(text[last:found.start()]), "(" + NUMBER.pattern + ")"]
+        long_numbers.append(float(found.group()))
+        last = found.end()
+    return "".join(out + [re.escape(text[last:])])
+
+
+def close(printed: float, shown: float) -> bool:
+    """Within float32 round-off: 1e-6 relative (about 8 units in float32's last place)."""
+    return abs(printed - shown) <= 1e-6 * max(abs(shown), abs(printed))
 
 
 def assert_shows(block: Block, shown: str, printed: str) -> None:
     varies = [value for name, value in block.marks if name == "varies"]
-    if pattern(shown, varies).fullmatch(normalise(printed) + "\n"):
+    regex, long_numbers = pattern(shown, varies)
+    found = regex.fullmatch(normalise(printed) + "\n")
+    if found and all(close(float(value), number) for value, number in zip(found.groups(), long_numbers)):
         return
     diff = "\n".join(difflib.unified_diff(normalise(shown).split("\n"), normalise(printed).split("\n"),
                                           "README.md (shown)", "printed now", lineterm=""))
@@ -309,3 +334,14 @@ def test_ci_runs_the_readme_test_command():
     test_command = [block for block in read_blocks(quickstart) if block.language == "bash"][1].text.strip()
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").rstrip().split("\n")
     assert ci[-1] == test_command
+
+
+def test_long_numbers_match_within_round_off_and_no_further():
+    """A 7-digit number may differ in its last place (1e-6 relative), not in an earlier one."""
+    block = Block(line=0, language="", text="")
+    assert_shows(block, "w 0.1411008 x 6.021477222442627", "w 0.1411009 x 6.021477699279785")
+    for printed in ("w 0.1412008 x 6.021477222442627", "w 0.1411008 x 6.021487222442627", "w 0.14 x 6.0"):
+        with pytest.raises(pytest.fail.Exception):
+            assert_shows(block, "w 0.1411008 x 6.021477222442627", printed)
+    with pytest.raises(pytest.fail.Exception):  # fewer digits are shown as they are printed
+        assert_shows(block, "w 0.141101", "w 0.141102")
