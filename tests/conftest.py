@@ -89,6 +89,12 @@ def tiny_gpt2_dir(tmp_path_factory):
     return save_tiny(GPT2Model(tiny_gpt2_config()), tmp_path_factory.mktemp("tiny-gpt2"))
 
 
+@pytest.fixture(scope="session")
+def tiny_gpt2_lm_dir(tmp_path_factory):
+    """save_tiny_gpt2_lm() once for the session: the tests that only read it share one directory."""
+    return save_tiny_gpt2_lm(tmp_path_factory.mktemp("tiny-gpt2-lm"))
+
+
 def tiny_llama_config():
     """2 layers, hidden 64, RoPE, 8 query heads reading 2 kv heads; MiniLM's vocabulary (its tokenizer is copied)."""
     from transformers import LlamaConfig

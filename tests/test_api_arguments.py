@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from attn_cli.api import KINDS, Model, load  # load as imported: test_readme memoises attn_cli.api.load
 from attn_cli.plumbing.errors import AttnError, BadInput, ModelNotFound
-from conftest import isolate, save_tiny, tiny_gpt2_config
+from conftest import isolate
 
 EXAMPLES = int(os.environ.get("ATTN_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -48,13 +48,8 @@ def corpus(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def gpt2_lm(tmp_path_factory) -> Model:
-    import torch
-    from transformers import GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    return load(str(save_tiny(GPT2LMHeadModel(tiny_gpt2_config()), tmp_path_factory.mktemp("gpt2-lm"))),
-                         device="cpu")
+def gpt2_lm(tiny_gpt2_lm_dir) -> Model:
+    return load(str(tiny_gpt2_lm_dir), device="cpu")
 
 
 # ---- every case found so far, as a plain test

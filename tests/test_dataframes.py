@@ -14,7 +14,7 @@ import pytest
 
 from attn_cli.api import Model
 from attn_cli.plumbing.errors import BadInput, MissingPackage
-from conftest import cli_json, save_tiny_gpt2_lm
+from conftest import cli_json
 
 TEXT = "Hello, how are you?"
 OTHER = "Hello, who are you?"
@@ -67,12 +67,12 @@ def test_the_measure_is_a_column(minilm):
                             {"weights": "weight", "scores": "score", "norms": "norm"})
 
 
-def test_masked_scores_are_null_and_a_window_keeps_absolute_positions(tmp_path):
+def test_masked_scores_are_null_and_a_window_keeps_absolute_positions(tiny_gpt2_lm_dir):
     """A causal model: scores above the diagonal are masked (null, weight 0); --rows/--cols number the
     cells as in the whole matrix."""
     import attn_cli
 
-    model = attn_cli.load(str(save_tiny_gpt2_lm(tmp_path / "gpt2")), device="cpu")
+    model = attn_cli.load(str(tiny_gpt2_lm_dir), device="cpu")
     frame = model.inspect("the cat sat on the mat", layers=0, heads=1).to_pandas()
     above = frame["key"] > frame["query"]
     assert frame.loc[above, "score"].isna().all() and (frame.loc[above, "weight"] == 0).all()
@@ -143,10 +143,10 @@ def test_rollout_compare_and_diff_round_trip_the_json(minilm):
         assert (row["label_a"], row["label_b"]) == (head["label"]["a"], head["label"]["b"])
 
 
-def test_generate_is_one_row_per_generated_token_and_key(tmp_path):
+def test_generate_is_one_row_per_generated_token_and_key(tiny_gpt2_lm_dir):
     import attn_cli
 
-    report = attn_cli.load(str(save_tiny_gpt2_lm(tmp_path / "gpt2")), device="cpu").generate(
+    report = attn_cli.load(str(tiny_gpt2_lm_dir), device="cpu").generate(
         "the cat", max_new_tokens=3, layers=1, heads="0-1")
     frame = report.to_pandas()
     count, generated = len(report.tokens), len(report.tokens) - report.prompt_tokens

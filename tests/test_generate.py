@@ -14,8 +14,7 @@ from typer.testing import CliRunner
 
 import attn_cli
 from attn_cli.plumbing.errors import AttnError, BadInput
-from conftest import (assert_generated_rows_equal_one_forward_pass, isolate, save_tiny, tiny_gpt2_config,
-                      tiny_llama_config)
+from conftest import assert_generated_rows_equal_one_forward_pass, isolate, save_tiny, tiny_llama_config
 
 PROMPT = "the cat sat on the"
 
@@ -30,11 +29,8 @@ def llama_lm_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def gpt2_lm_dir(tmp_path_factory):
-    from transformers import GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    return save_tiny(GPT2LMHeadModel(tiny_gpt2_config()), tmp_path_factory.mktemp("tiny-gpt2-lm"))
+def gpt2_lm_dir(tiny_gpt2_lm_dir):
+    return tiny_gpt2_lm_dir
 
 
 @pytest.mark.parametrize("fixture", ["llama_lm_dir", "gpt2_lm_dir"])

@@ -19,7 +19,6 @@ from attn_cli.api import Model
 
 DisplayFormatter = pytest.importorskip("IPython.core.formatters").DisplayFormatter
 from attn_cli.render.figures import html_page
-from conftest import save_tiny_gpt2_lm
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "examples" / "attention.ipynb"
@@ -54,10 +53,10 @@ def frames(fragment: str) -> list[str]:
     return [attributes["srcdoc"] for _, attributes in elements.found]
 
 
-def test_every_report_with_a_page_displays_that_page(minilm, tmp_path):
+def test_every_report_with_a_page_displays_that_page(minilm, tiny_gpt2_lm_dir):
     import attn_cli
 
-    gpt2 = attn_cli.load(str(save_tiny_gpt2_lm(tmp_path / "gpt2")), device="cpu")
+    gpt2 = attn_cli.load(str(tiny_gpt2_lm_dir), device="cpu")
     reports = [minilm.inspect(TEXT), minilm.compare(TEXT, layers=0, heads="1-2"), minilm.heads([TEXT]),
                minilm.rollout(TEXT), minilm.diff(TEXT, "Hello, who are you?", layers=0),
                attn_cli.load("toy", heads=2, d_model=8).steps("I love you"),

@@ -33,7 +33,7 @@ def pane_after(command: str, tmp_path: Path, *, timeout: float = 240) -> list[st
             lines = subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout.split("\n")
             if "DONE" in lines:
                 return lines
-            time.sleep(0.5)
+            time.sleep(0.1)
         pytest.fail(f"the command did not finish in {timeout:.0f} s; the pane:\n" + "\n".join(lines))
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
