@@ -51,6 +51,10 @@ def attribution_scale(report, matrix, per_head: bool = False) -> Scale:
     return Scale.weights(matrix, per_head)
 
 
+def sources_title(report) -> str:
+    return f"where each output token comes from ({METHOD_NAMES.get(report.method, report.method)})"
+
+
 def attention_title(report) -> str:
     return f"raw attention rollout over {span_of(report.layers)}"
 
@@ -69,5 +73,4 @@ def render_attribution(report, per_head: bool = False) -> RenderableType:
     for index, row in enumerate(report.top):
         sources.add_row(row_label(index, tokens[index]), keys_text(row))
     return Group(header(report, "attn attribute"), SideBySide(maps, shrink=True) if len(maps) > 1 else maps[0],
-                 titled(f"where each output token comes from ({METHOD_NAMES.get(report.method, report.method)})",
-                        sources))
+                 titled(sources_title(report), sources))
