@@ -62,11 +62,12 @@ def attention_title(report) -> str:
 def render_attribution(report, per_head: bool = False) -> RenderableType:
     """per_head: each matrix coloured from its own smallest to its largest share (--scale head)."""
     tokens = [token.text for token in report.tokens]
+    label = "relevancy" if report.method in UNNORMALISED else "share"
     maps = [Heatmap(report.matrix, tokens, attribution_title(report), attribution_scale(report, report.matrix,
-                    per_head), hint="widen", label="relevancy" if report.method in UNNORMALISED else "share")]
+                    per_head), hint="widen", label=label, unit="matrix")]
     if report.attention is not None:
         maps.insert(0, Heatmap(report.attention, tokens, attention_title(report),
-                               Scale.weights(report.attention, per_head), hint="widen", label="share"))
+                               Scale.weights(report.attention, per_head), hint="widen", label="share", unit="matrix"))
     sources = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     sources.add_column("output", no_wrap=True)
     sources.add_column("input tokens (relevancy)" if report.method in UNNORMALISED else "input tokens (share)")
