@@ -30,7 +30,8 @@ class _ClosedStdout(io.TextIOWrapper):
 
 def prepare_process() -> None:
     """SIGTERM as an exception (cleanups run); closed descriptors 0–2 reopened on /dev/null so that no
-    file attn opens can land on them, and a closed stdout made an error to write to. Idempotent."""
+    file attn opens can land on them, a closed stdout made an error to write to, and COLUMNS and LINES
+    no larger than a terminal stdout is. Idempotent."""
     global _prepared
     if _prepared:
         return
@@ -48,6 +49,25 @@ def prepare_process() -> None:
         sys.stdout = _ClosedStdout(open(1, "wb", closefd=False), encoding="utf-8")
     if sys.stderr is None:  # nowhere to report to; the exit code still tells
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    fit_to_terminal(os.environ, sys.stdout)
+
+
+def fit_to_terminal(environ, stream) -> None:
+    """Lower COLUMNS and LINES in environ to the size of the terminal stream is, when they exceed it.
+    Rich (tables, help) takes COLUMNS over the terminal's own size; an inherited or stale one (exported
+    by a shell, then carried into a narrower tmux pane) would draw every line wider than the screen, and
+    the terminal would wrap them mid-word. A smaller value is the user's choice and stays; a file or pipe
+    keeps COLUMNS as given (it is how wide a file's tables are)."""
+    try:
+        if not stream.isatty():
+            return
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, ValueError, OSError):  # no stream, a closed one, or no size to read
+        return
+    for name, cells in (("COLUMNS", size.columns), ("LINES", size.lines)):
+        value = environ.get(name, "").strip()
+        if value.isdigit() and cells > 0 and int(value) > cells:
+            environ[name] = str(cells)
 
 
 def main() -> None:

@@ -206,3 +206,27 @@ def test_chromium_draws_the_attention_rollout_beside_the_method(offline_page, mi
     assert cell(0, 2, 0) == number(report.attention[2][0]) and report.attention[2][0] > 0.5
     assert cell(1, 2, 0) == number(report.matrix[2][0]) and report.matrix[2][0] < 0.05
     assert not requests and not errors
+
+
+def test_the_attribution_page_has_no_empty_band_and_its_legend_speaks_of_matrices(offline_page, minilm, tmp_path):
+    """No heads grid (one matrix per run, over layers); the info line under the caption says what hovering
+    shows until something is hovered (it was an empty grey band); the legends name no head."""
+    from conftest import open_page
+
+    from attn_cli.render.files import save_figure
+
+    page, requests, errors = offline_page
+    for vs, shared in ((None, ""), ("attention", ", the same for every matrix")):
+        path = tmp_path / f"attribute-{vs}.html"
+        save_figure(minilm.attribute(TEXT, vs=vs), path)
+        open_page(page, path)
+        assert page.locator("#grid").count() == 0 and page.locator("canvas.thumb").count() == 0
+        assert page.locator("#current").text_content().startswith("where each output token comes from (ALTI)")
+        info = page.locator("#info")
+        assert info.text_content().startswith("Hover a token") and "idle" in info.get_attribute("class")
+        legends = page.locator(".legend").all_text_contents()
+        assert legends == [" share 0 → 1.00: fixed scale" + shared] * (2 if vs else 1), legends
+        page.locator(".run[data-run='0'] table.matrix td[data-q='2'][data-k='2']").hover()
+        assert "“cat” (query 2) → “cat” (key 2): share" in info.text_content()
+        assert "idle" not in info.get_attribute("class")
+    assert not requests and not errors

@@ -306,3 +306,39 @@ def test_qwen3_per_head_q_and_k_norms_are_named_and_gemma_norm_scales_are_one_pl
             self.weight = torch.nn.Parameter(torch.zeros(4))
 
     assert torch.equal(_norm(GemmaRMSNorm()).scale, torch.ones(4, dtype=torch.float64))
+
+
+def split_words(narrow: list[str], wide: list[str]) -> list[tuple[str, str]]:
+    """Line breaks of narrow that cut a word of wide in two: the line's last piece is no word of wide,
+    but joined to the next line's first piece it is one."""
+    words = set(" ".join(wide).split())
+    cuts = []
+    for line, following in zip(narrow, narrow[1:]):
+        last, first = line.split()[-1:], following.split()[:1]
+        if last and first and last[0] not in words and last[0] + first[0] in words:
+            cuts.append((line, following))
+    return cuts
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_lab_view_fits_its_width_without_cutting_a_word(width):
+    """Every line within the width, every break between words (Rich's console at that width, as a terminal
+    of that many columns draws it); the strongest pairs fill the width they have (5 at 120, 4 at 80)."""
+    import io
+
+    from rich.console import Console
+
+    from attn_cli.render.circuits_view import CircuitsView
+
+    report = attn.load("lab", device="cpu").circuits()
+
+    def drawn(columns: int) -> list[str]:
+        buffer = io.StringIO()
+        Console(file=buffer, width=columns, color_system=None).print(CircuitsView(report))
+        return buffer.getvalue().splitlines()
+
+    lines = drawn(width)
+    assert max(len(line) for line in lines) <= width
+    assert split_words(lines, drawn(1000)) == []
+    pairs = next(line for line in lines if line.startswith(" K "))
+    assert pairs.count("→") == (5 if width >= 103 else 4)

@@ -51,6 +51,10 @@ def attribution_scale(report, matrix, per_head: bool = False) -> Scale:
     return Scale.weights(matrix, per_head)
 
 
+def sources_title(report) -> str:
+    return f"where each output token comes from ({METHOD_NAMES.get(report.method, report.method)})"
+
+
 def attention_title(report) -> str:
     return f"raw attention rollout over {span_of(report.layers)}"
 
@@ -58,16 +62,16 @@ def attention_title(report) -> str:
 def render_attribution(report, per_head: bool = False) -> RenderableType:
     """per_head: each matrix coloured from its own smallest to its largest share (--scale head)."""
     tokens = [token.text for token in report.tokens]
+    label = "relevancy" if report.method in UNNORMALISED else "share"
     maps = [Heatmap(report.matrix, tokens, attribution_title(report), attribution_scale(report, report.matrix,
-                    per_head), hint="widen", label="relevancy" if report.method in UNNORMALISED else "share")]
+                    per_head), hint="widen", label=label, unit="matrix")]
     if report.attention is not None:
         maps.insert(0, Heatmap(report.attention, tokens, attention_title(report),
-                               Scale.weights(report.attention, per_head), hint="widen", label="share"))
+                               Scale.weights(report.attention, per_head), hint="widen", label="share", unit="matrix"))
     sources = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     sources.add_column("output", no_wrap=True)
     sources.add_column("input tokens (relevancy)" if report.method in UNNORMALISED else "input tokens (share)")
     for index, row in enumerate(report.top):
         sources.add_row(row_label(index, tokens[index]), keys_text(row))
     return Group(header(report, "attn attribute"), SideBySide(maps, shrink=True) if len(maps) > 1 else maps[0],
-                 titled(f"where each output token comes from ({METHOD_NAMES.get(report.method, report.method)})",
-                        sources))
+                 titled(sources_title(report), sources))

@@ -136,7 +136,7 @@ def rollout_items(report, per_head: bool = False) -> list[Heat]:
 
 def rollout_page(report, per_head: bool = False) -> dict:
     return {"runs": [_one("rollout", report.matrix, per_head=per_head, noun="share ")], "start": [0, 0],
-            "caption": rollout_title(report)}
+            "caption": rollout_title(report), "unit": "matrix"}
 
 
 # -- attribute ------------------------------------------------------------------------------------------
@@ -157,14 +157,15 @@ def attribution_items(report, per_head: bool = False) -> list[Heat]:
 def attribution_page(report, per_head: bool = False) -> dict:
     """One run per matrix, drawn side by side: the attention rollout (with --vs attention), then the method's,
     in the terminal's and the SVG's order."""
-    from attn_cli.render.attribution_view import UNNORMALISED, attention_title, attribution_title
+    from attn_cli.render.attribution_view import UNNORMALISED, attention_title, attribution_title, sources_title
 
     # the unnormalised relevancy: coloured 0 → its largest value, as norms are
     kind, noun = ("norms", "relevancy ") if report.method in UNNORMALISED else ("weights", "share ")
     runs = [_one(attribution_title(report), report.matrix, kind, per_head=per_head, noun=noun)]
     if report.attention is not None:
         runs.insert(0, _one(attention_title(report), report.attention, per_head=per_head, noun="share "))
-    return {"runs": runs, "start": [0, 0], "caption": attribution_title(report)}
+    caption = sources_title(report) + (", beside the attention rollout" if report.attention is not None else "")
+    return {"runs": runs, "start": [0, 0], "caption": caption, "unit": "matrix"}
 
 
 # -- diff -----------------------------------------------------------------------------------------------

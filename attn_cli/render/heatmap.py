@@ -51,8 +51,9 @@ def row_label(index: int, token: str, digits: int = 0) -> Text:
     return Text.assemble((f"{index:>{digits}} ", "dim"), token_text(shown, "") if shown == token else literal(shown))
 
 
-def legend(scale: Scale, width: int, what: str | None = None, extra: str = "") -> Text:
-    """'weight 0 ░░▒▒▓▓██ 1 · fixed scale, brighter = more' cut to whole phrases that fit `width`."""
+def legend(scale: Scale, width: int, what: str | None = None, extra: str = "", unit: str = "head") -> Text:
+    """'weight 0 ░░▒▒▓▓██ 1 · fixed scale, brighter = more' cut to whole phrases that fit `width`. unit: what
+    the matrix is: a head (whose fixed scale is every head's), or, for rollout and attribute, a whole matrix."""
     what = what or {"weights": "weight", "scores": "score"}.get(scale.kind, "value")
     text = Text()
     text.append(f"{what} ", style="dim")
@@ -60,10 +61,11 @@ def legend(scale: Scale, width: int, what: str | None = None, extra: str = "") -
     for value in scale.stops(9 if scale.diverging else 8):
         text.append(scale.shade(value), style=Style(color=scale.colour(value)))
     text.append(f" {scale.high_label}")
-    phrases = {"weights": ["the same scale for every head", "brighter = more"],
+    shared = ["the same scale for every head"] if unit == "head" else []
+    phrases = {"weights": shared + ["brighter = more"],
                "scores": ["centred on 0", "brighter = further from 0"]}.get(scale.kind, ["brighter = more"])
     if scale.own:  # --scale head: said first (its range is at the ends), never taken for the fixed scale
-        phrases = ["per-head scale: this head's min → max", "brighter = more"]
+        phrases = [f"per-{unit} scale: this {unit}'s min → max", "brighter = more"]
     if extra:
         phrases.append(extra)
     for phrase in phrases:
@@ -82,7 +84,7 @@ class Heatmap:
 
     def __init__(self, matrix: np.ndarray | None, tokens: list[str], title: str, scale: Scale | None = None,
                  window: Window | None = None, hint: str = WINDOW_HINT, label: str | None = None,
-                 keys: list[str] | None = None):
+                 keys: list[str] | None = None, unit: str = "head"):
         self.matrix = None if matrix is None else np.asarray(matrix, dtype=np.float64)
         self.tokens = tokens
         self.keys = tokens if keys is None else keys
@@ -91,6 +93,7 @@ class Heatmap:
         self.window = window if window is not None and window.is_partial else None
         self.hint = hint
         self.label = label  # what the legend calls the values ("weight", "score" by the scale)
+        self.unit = unit  # what the matrix is, in the legend: a head, or a whole matrix (rollout, attribute)
         self.row0, self.col0 = (self.window.rows[0], self.window.cols[0]) if self.window else (0, 0)
         if self.matrix is not None:
             rows, cols = self.matrix.shape
@@ -146,7 +149,7 @@ class Heatmap:
         yield self.key_list(width)
         extra = fmt.note if fmt and fmt.note else ("" if numbers else
                                                    f"{self.numbers_width} columns show numbers")
-        yield legend(self.scale, width, self.label, extra=extra)
+        yield legend(self.scale, width, self.label, extra=extra, unit=self.unit)
 
     def cell(self, value: float, cell: int, fmt: CellFormat | None) -> Text:
         if not math.isfinite(value):

@@ -67,16 +67,33 @@ def image_svg(report, query=None) -> str:
     return svg.document(f"attn · {grid.source}")
 
 
-def image_page_data(report) -> dict:
-    """What image_page.js draws: the image, the grid, and every head's whole weight matrix (4 decimals)."""
-    grid = report.image
-    def rounded(matrix) -> list:  # float64 first: a float32's tolist() writes 17 digits
-        return np.round(np.asarray(matrix, dtype=np.float64), 4).tolist()
+LEVELS = 255  # a query row's weights on the patches, each a byte: 0 the row's smallest, 255 its largest
 
+
+def coded_rows(grid, weights) -> dict:
+    """A head's (T, T) weights as the page draws them, compact: each query row's weights on the patches, plus (as
+    the last row) the mean of the patches' rows, the query of a model without [CLS] — (T + 1, P) — coded per row in
+    one byte each (0 its smallest, 255 its largest), base64; and each row's smallest and largest, (T + 1, 2)
+    little-endian float32, base64. The page spreads a row from its smallest to its largest weight, so the bytes
+    are what it shows; decoded, low + code / 255 · (high − low) is within (high − low) / 510 of the weight."""
+    weights = np.nan_to_num(np.asarray(weights, dtype=np.float64))
+    first = len(grid.specials)
+    rows = np.vstack([weights[:, first:], weights[first:, first:].mean(axis=0, keepdims=True)])  # (T + 1, P)
+    low, high = rows.min(axis=1, keepdims=True), rows.max(axis=1, keepdims=True)  # (T + 1, 1) each
+    span = np.where(high > low, high - low, 1.0)
+    codes = np.rint((rows - low) / span * LEVELS).astype(np.uint8)  # (T + 1, P)
+    ranges = np.hstack([low, high]).astype("<f4")  # (T + 1, 2)
+    return {"codes": base64.b64encode(codes.tobytes()).decode("ascii"),
+            "ranges": base64.b64encode(ranges.tobytes()).decode("ascii")}
+
+
+def image_page_data(report) -> dict:
+    """What image_page.js draws: the image, the grid, and every head's query rows on the patches (coded_rows)."""
+    grid = report.image
     if hasattr(report, "matrix"):
-        heads = [{"title": "rollout", "weights": rounded(report.matrix)}]
+        heads = [{"title": "rollout", **coded_rows(grid, report.matrix)}]
     else:
-        heads = [{"title": f"L{layer} H{head.head}", "weights": rounded(head.weights)} for layer, head in report.heads()]
+        heads = [{"title": f"L{layer} H{head.head}", **coded_rows(grid, head.weights)} for layer, head in report.heads()]
     return {"title": f"attn · {report.model.name}", "text": grid.source, "image": data_url(grid.pixels),
             "rows": grid.rows, "cols": grid.cols, "specials": list(grid.specials), "heads": heads,
             "colours": [hex_colour(Scale("weights", 1.0).rgb(level / 32)) for level in range(33)]}

@@ -37,16 +37,26 @@
     return canvas;
   });
 
-  function queryRow(weights) { // the query's weights on the patches, row by row
-    if (query) return weights[first + query[0] * data.cols + query[1]].slice(first);
-    if (hasCls) return weights[0].slice(first);
-    const rows = weights.slice(first);
-    return rows[0].slice(first).map((_, key) => rows.reduce((sum, row) => sum + row[first + key], 0) / rows.length);
+  // A head's query rows on the patches (render/image_figures.py coded_rows): a byte per patch, 0 the row's
+  // smallest weight, 255 its largest, and each row's [smallest, largest] as float32; the last row the patches' mean.
+  const patches = data.rows * data.cols;
+  function decoded(text) {
+    const raw = atob(text), bytes = new Uint8Array(raw.length);
+    for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+    return bytes;
+  }
+  const coded = data.heads.map((head) => ({ codes: decoded(head.codes), ranges: new DataView(decoded(head.ranges).buffer) }));
+
+  function queryRow(head) { // the query's weights on the patches, row by row
+    const rows = head.codes.length / patches;
+    const index = query ? first + query[0] * data.cols + query[1] : hasCls ? 0 : rows - 1;
+    const low = head.ranges.getFloat32(8 * index, true), high = head.ranges.getFloat32(8 * index + 4, true);
+    return Array.from(head.codes.subarray(index * patches, (index + 1) * patches), (code) => low + code / 255 * (high - low));
   }
 
-  function draw(canvas, weights) {
+  function draw(canvas, head) {
     const context = canvas.getContext("2d");
-    const row = queryRow(weights);
+    const row = queryRow(head);
     const low = Math.min(...row), high = Math.max(...row);
     context.drawImage(image, 0, 0, canvas.width, canvas.height);
     const w = canvas.width / data.cols, h = canvas.height / data.rows;
@@ -66,7 +76,7 @@
   function drawAll() {
     status.textContent = "attention from " + (query ? "r" + query[0] + "c" + query[1] : (hasCls ? "[CLS]" : "the patches' mean")) +
       " · click a patch to make it the query · " + data.rows + " × " + data.cols + " patches";
-    data.heads.forEach((head, index) => draw(canvases[index], head.weights));
+    coded.forEach((head, index) => draw(canvases[index], head));
     document.body.dataset.ready = "1"; // drawn: what a test waits for
   }
 

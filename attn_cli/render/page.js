@@ -27,11 +27,14 @@
   }
   // the legend under a run's heading: which colour scale, and its range (the terminal's legend, in words)
   function num(v) { return Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2); }
+  // what one matrix of a run is: a head (the default), or the whole matrix over layers (rollout, attribute)
+  const UNIT = data.unit || "head";
   function legendText(run, s) {
     if (run.kind === "scores") return "−" + num(run.limit || 1) + " → 0 → " + num(run.limit || 1) + ": centred on 0, brighter = further from 0";
-    if (run.perHead) return num(s.low || 0) + " → " + num(s.limit || 1) + ": per-head scale, this head's min → max (--scale head)";
-    if (run.kind === "norms") return "0 → " + num(s.limit || 1) + ": this head's own largest";
-    return "0 → " + num(run.limit || 1) + ": fixed scale, the same for every head";
+    if (run.perHead) return num(s.low || 0) + " → " + num(s.limit || 1) + ": per-" + UNIT + " scale, this " + UNIT + "'s min → max (--scale head)";
+    if (run.kind === "norms") return "0 → " + num(s.limit || 1) + ": this " + UNIT + "'s own largest";
+    const shared = UNIT === "head" ? ", the same for every head" : data.runs.length > 1 ? ", the same for every " + UNIT : "";
+    return "0 → " + num(run.limit || 1) + ": fixed scale" + shared;
   }
   function legend(view, s) {
     const box = el("div", { class: "legend" }, view.body);
@@ -92,15 +95,15 @@
   el("label", { for: "head" }, controls, " Head ");
   const headSelect = el("select", { id: "head" }, controls);
   const current = el("span", { id: "current", class: "current" }, controls);
-  el("span", { class: "hint" }, controls,
-    "Hover a token to see whom it attends to (left) or who attends to it (right); click to keep it.");
   layerSelect.addEventListener("change", () => select(+layerSelect.value, state.head));
   headSelect.addEventListener("change", () => select(state.layer, +headSelect.value));
   const single = first.layers.length === 1 && first.layers[0].heads.length === 1;
   if (single && data.caption) {  // one matrix (rollout, heads' score grids): nothing to pick
     for (const node of controls.querySelectorAll("label, select")) node.style.display = "none";
-    if (data.runs.every((run) => run.lines === false)) controls.querySelector(".hint").textContent = "Hover a cell for its value.";
   }
+  // what the info line says while nothing is hovered: what hovering shows there
+  const HINT = data.runs.every((run) => run.lines === false) ? "Hover a cell for its value."
+    : "Hover a token to see whom it attends to (left) or who attends to it (right); click to keep it.";
 
   // -- every head at a glance ---------------------------------------------------------------------
   const headCount = first.layers.reduce((n, l) => n + l.heads.length, 0);
@@ -145,6 +148,7 @@
   const described = Math.max(1, data.runs.filter((run) => run.lines !== false).length);  // lines a hover writes
   const info = el("div", { id: "info", class: "info", style: "height:" + (1.5 * described + 0.2) + "em" },
     app, "");
+  function say(text) { info.textContent = text || HINT; info.classList.toggle("idle", !text); }
   // several runs (compare, steps): each one's head view above its heatmap, the runs side by side
   const runsBox = el("div", { id: "runs", class: data.runs.length > 1 ? "runs stacked" : "runs" }, app);
   const views = data.runs.map((run, index) => {
@@ -166,7 +170,7 @@
     current.textContent = single && data.caption ? data.caption : "layer " + layer + " · head " + head;
     for (const t of thumbs) t.classList.toggle("selected", +t.dataset.layer === layer && +t.dataset.head === head);
     for (const view of views) drawView(view);
-    info.textContent = "";
+    say("");
   }
 
   function drawView(view) {
@@ -241,9 +245,9 @@
         if (s.m[0].length <= 24) td.textContent = view.run.kind === "scores" ? scoreText(view.run, v) : cellText(v, s.limit);
         td.title = rowT[s.r0 + i] + " → " + colT[s.c0 + j] + ": " + fmt(v);
         td.addEventListener("mouseenter", () => {
-          info.textContent = "“" + rowT[s.r0 + i] + "” (" + axes[0] + " " + (s.r0 + i) + ") → “" + colT[s.c0 + j] +
+          say("“" + rowT[s.r0 + i] + "” (" + axes[0] + " " + (s.r0 + i) + ") → “" + colT[s.c0 + j] +
             "” (" + axes[1] + " " + (s.c0 + j) + "): " + noun(view.run) + fmt(v) +
-            " · " + view.run.name;
+            " · " + view.run.name);
         });
         return td;
       }));
@@ -288,7 +292,7 @@
       }
       if (side) lines.push(describe(view, s, side, index));
     }
-    info.textContent = lines.filter(Boolean).join("\n");
+    say(lines.filter(Boolean).join("\n"));
   }
 
   function describe(view, s, side, index) {

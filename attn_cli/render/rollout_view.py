@@ -22,5 +22,6 @@ def render_rollout(report, per_head: bool = False) -> RenderableType:
         sources.add_row(row_label(index, tokens[index]), keys_text(row))
     # rows sum to 1, like weights: the same fixed scale
     scale = Scale.weights(report.matrix, per_head)
-    return Group(header(report, "attn rollout"), Heatmap(report.matrix, tokens, title, scale, hint="widen"),
+    return Group(header(report, "attn rollout"),
+                 Heatmap(report.matrix, tokens, title, scale, hint="widen", unit="matrix"),
                  titled("where each output token comes from", sources))
