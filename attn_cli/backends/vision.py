@@ -114,7 +114,7 @@ class VisionBackend:
 
     def _text_refused(self, *args, **kwargs):
         raise UnsupportedModel(f"{self.info.name} is a vision model ({self.info.architecture}): it reads images, not text",
-                       "pass --image FILE (PNG or JPEG; - reads stdin) to attn inspect or attn rollout")
+                       "pass --image FILE (PNG or JPEG; - reads stdin) to attn inspect, attn rollout or attn heads")
 
     capture_batch = capture_padded = capture_generation = circuit_weights = _text_refused
 
