@@ -70,8 +70,8 @@ def _grids(report: HeadsReport, width: int) -> list[RenderableType]:
         title = Text(STACK_TITLES.get(stack, stack), style="bold")
         missing = list(profiles[0].not_defined)
         if missing:
-            title.append(f"\nnot defined: {', '.join(TOP_NAMES.get(name, name) for name in missing)} (queries are target "
-                         "tokens, keys source tokens)", style="dim")
+            title.append(f"\nnot defined: {', '.join(TOP_NAMES.get(name, name) for name in missing)} (target queries, "
+                         "source keys)", style="dim")
         parts += [title, _grid(profiles, width)]
     return parts
 
