@@ -43,23 +43,16 @@ def heads_alone(backend, texts, target: str | None, stacks, image: tuple | None,
 
 def heads_pair(backend, source: str, target: str, selection: Selection, stacks: Sequence[str]) -> HeadsReport:
     """Every selected head of every stack in `stacks` (encoder, decoder, cross), teacher-forced on target."""
-    from attn_cli.analyses.inspect import check_texts
+    from attn_cli.analyses.seq2seq import capture_stacks
     from attn_cli.backends.hf_seq2seq import stack_info
 
-    check_texts([source, target])
-    if not getattr(backend, "seq2seq", False):
-        raise BadInput(f"--target is for encoder–decoder models; {backend.info.name} has one stack of attention",
-                       "drop --target")
-    config = backend.model.config
-    chosen = {stack: selection.resolve(stack_info(backend.info, config, stack)) for stack in stacks}
-    source_tokens, target_tokens, captures = backend.capture_pair(
-        source, target, {stack: layers for stack, (layers, _) in chosen.items()})
+    chosen, source_tokens, target_tokens, captures = capture_stacks(backend, source, target, selection, stacks)
     profiles = [profile for stack, (layers, heads) in chosen.items()
                 for profile in score_capture(captures[stack], layers, heads, stack,
                                              CROSS_UNDEFINED if stack == "cross" else {})]
     return HeadsReport(model=backend.info, device=backend.device, dtype=backend.dtype, texts=1,
                        tokens=len(source_tokens) + len(target_tokens), heads=profiles, source="arguments",
-                       target=target, decoder_layers=stack_info(backend.info, config, "decoder").layers)
+                       target=target, decoder_layers=stack_info(backend.info, backend.model.config, "decoder").layers)
 
 
 def heads_image(backend, image, source: str, selection: Selection) -> HeadsReport:
