@@ -236,3 +236,16 @@ def _named(count: int):
     from attn_cli.data.capture import Token
 
     return [Token(index, f"t{index}", index, index == 0) for index in range(count)]
+
+
+def test_the_figure_has_a_row_per_stack_and_layer_blank_where_not_defined(tmp_path):
+    import attn_cli as attn_api
+    from attn_cli.render.command_figures import heads_grids
+
+    report = attn_api.load(str(build("marian", tmp_path / "marian")), device="cpu").heads(SOURCE, target=TARGET)
+    rows, cols, grids = heads_grids(report)
+    assert rows == [f"{stack} L{layer}" for stack in ("encoder", "decoder", "cross") for layer in (0, 1)]
+    assert cols == ["h0", "h1", "h2", "h3"]
+    assert np.isnan(grids["previous_token"][4:]).all() and not np.isnan(grids["previous_token"][:4]).any()
+    assert not np.isnan(grids["first_token"]).any()
+    assert grids["first_token"][5, 3] == pytest.approx(report.head(1, 3, "cross").scores["first_token"])
