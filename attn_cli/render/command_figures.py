@@ -88,7 +88,8 @@ def heads_page(report, per_head: bool = False) -> dict:
     runs = [_one(_score_title(name), grid, rowTokens=rows, colTokens=cols, noun="score ", lines=False,
                  axes=["layer", "head"])
             for name, grid in grids.items()]
-    return {"runs": runs, "start": [0, 0], "caption": f"{len(rows)} layers × {len(cols)} heads, each score 0 → 1"}
+    layers = "layers" if all(profile.stack is None for profile in report.heads) else "layers of the stacks"
+    return {"runs": runs, "start": [0, 0], "caption": f"{len(rows)} {layers} × {len(cols)} heads, each score 0 → 1"}
 
 
 # -- generate -------------------------------------------------------------------------------------------
