@@ -113,7 +113,8 @@ def test_every_defined_score_of_every_stack_equals_numpy_over_eager(pair_dir):
     tokens = model.inspect(SOURCE, target=TARGET, layers=0, heads=0)  # the same tokens, named
     source, target = tokens.tokens, tokens.target_tokens
     expected = eager(pair_dir, [t.id for t in source], [t.id for t in target])
-    assert {(p.stack, p.layer) for p in report.heads} == {(s, l) for s in ("encoder", "decoder", "cross") for l in (0, 1)}
+    stacks = ("encoder", "decoder", "cross")
+    assert {(p.stack, p.layer) for p in report.heads} == {(stack, layer) for stack in stacks for layer in (0, 1)}
     checked = 0
     for profile in report.heads:
         weights = expected[profile.stack][profile.layer][0, profile.head].double().numpy()
@@ -127,7 +128,8 @@ def test_every_defined_score_of_every_stack_equals_numpy_over_eager(pair_dir):
             elif value is None:
                 assert profile.scores[name] is None, (profile.stack, name)
             else:
-                assert abs(profile.scores[name] - value) <= TOLERANCE, (profile.stack, profile.layer, profile.head, name)
+                where = (profile.stack, profile.layer, profile.head, name)
+                assert abs(profile.scores[name] - value) <= TOLERANCE, where
                 checked += 1
         if cross:
             assert set(profile.not_defined) == {"previous_token", "duplicate_token", "induction", "self"}

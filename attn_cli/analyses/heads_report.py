@@ -110,7 +110,8 @@ class HeadsReport(Document):
 
         def row(profile: HeadProfile) -> dict:
             sink = profile.sink_key
-            return {**({} if profile.stack is None else {"stack": profile.stack}), "layer": profile.layer, "head": profile.head, "kv_head": profile.kv_head, "label": profile.label,
+            return {**({} if profile.stack is None else {"stack": profile.stack}),
+                    "layer": profile.layer, "head": profile.head, "kv_head": profile.kv_head, "label": profile.label,
                     **{column: value for name in SCORES for column, value in (
                         (name, profile.scores[name]), (f"{name}_std", profile.std[name]),
                         (f"{name}_scored", profile.scored[name]))},

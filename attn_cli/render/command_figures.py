@@ -56,7 +56,8 @@ def heads_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
     from attn_cli.math.head_scores import SCORES
 
     order = {None: 0, "encoder": 1, "decoder": 2, "cross": 3}
-    layers = sorted({(profile.stack, profile.layer) for profile in report.heads}, key=lambda row: (order[row[0]], row[1]))
+    layers = sorted({(profile.stack, profile.layer) for profile in report.heads},
+                    key=lambda row: (order[row[0]], row[1]))
     heads = sorted({profile.head for profile in report.heads})
     grids = {name: np.full((len(layers), len(heads)), np.nan) for name in SCORES}
     for profile in report.heads:

@@ -80,7 +80,8 @@ def _header(report: HeadsReport) -> Text:
     info = report.model
     shape = f"{counted(info.layers, 'layer')} × {counted(info.heads, 'head')}"
     if report.decoder_layers is not None:
-        shape = f"{info.layers} encoder + {counted(report.decoder_layers, 'decoder layer')} × {counted(info.heads, 'head')}"
+        decoder = counted(report.decoder_layers, "decoder layer")
+        shape = f"{info.layers} encoder + {decoder} × {counted(info.heads, 'head')}"
     line = Text.assemble(("attn heads", "bold"), f" · {info.name} ({info.architecture}, {shape}) · "
                          f"{report.device}, {report.dtype}\n")
     if report.probe is not None:
