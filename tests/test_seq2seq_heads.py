@@ -218,7 +218,7 @@ def test_a_vit_images_heads_equal_numpy_over_eager(tmp_path):
                                                            return_tensors="pt")["pixel_values"]
     with torch.no_grad():
         attentions = model(pixel_values=pixels, output_attentions=True).attentions
-    assert report.image["grid"] == {"rows": 4, "cols": 4} and len(report.heads) == 8
+    assert report.patch_grid["grid"] == {"rows": 4, "cols": 4} and len(report.heads) == 8
     for profile in report.heads:
         weights = attentions[profile.layer][0, profile.head].double().numpy()  # (17, 17)
         count = weights.shape[0]
@@ -232,6 +232,9 @@ def test_a_vit_images_heads_equal_numpy_over_eager(tmp_path):
             assert profile.scores[name] is None and profile.not_defined[name].startswith("an image")
     document = report.to_json_dict()
     assert document["image"]["grid"] == {"rows": 4, "cols": 4}
+    saved = attn("heads", "--image", picture, "--model", directory, "--save", tmp_path / "heads.svg")
+    assert saved.exit_code == 0, saved.stderr  # the scores' layers × heads grids, not the image's picture
+    assert "broad score" in (tmp_path / "heads.svg").read_text(encoding="utf-8")
 
 
 def _named(count: int):

@@ -51,7 +51,9 @@ class HeadsReport(Document):
     truncated: int = 0  # texts cut to the model's positions by --truncate
     target: str | None = None  # an encoder–decoder pair's target (the decoder ran teacher-forced on it); text: source
     decoder_layers: int | None = None  # … and its decoder's layers (model.layers: the encoder's)
-    image: dict | None = None  # an image's patch grid (PatchGrid.to_json) when the input was one
+    # an image's patch grid (PatchGrid.to_json; JSON "image") when the input was one. Not named image: a report
+    # with .image is drawn as a picture (render/files.py), and this one is a heads grid
+    patch_grid: dict | None = None
     thresholds: dict = field(default_factory=lambda: {
         "label": LABEL_THRESHOLD, "broad": BROAD_THRESHOLD, "sink_epsilon": SINK_EPSILON})
 
@@ -82,8 +84,8 @@ class HeadsReport(Document):
             from attn_cli.analyses.seq2seq import TEACHER_FORCED
 
             document.update(target=self.target, teacher_forcing=TEACHER_FORCED)
-        if self.image is not None:
-            document["image"] = dict(self.image)
+        if self.patch_grid is not None:
+            document["image"] = dict(self.patch_grid)
         document["heads"] = [
             {
                 **({} if profile.stack is None else {"stack": profile.stack}),

@@ -64,7 +64,7 @@ def heads_image(backend, image, source: str, selection: Selection) -> HeadsRepor
     capture = backend.capture_image(image, layers, source=source)
     return HeadsReport(model=backend.info, device=capture.device, dtype=capture.dtype, texts=1,
                        tokens=len(capture.tokens), heads=score_capture(capture, layers, heads, None, IMAGE_UNDEFINED),
-                       source=source, image=capture.image.to_json())
+                       source=source, patch_grid=capture.image.to_json())
 
 
 def score_capture(capture: Capture, layers: list[int], heads: list[int], stack: str | None,

@@ -96,7 +96,7 @@ def _header(report: HeadsReport) -> Text:
     else:
         texts = "1 text" if report.texts == 1 else f"{report.texts:,} texts"
         source = "" if report.source == "arguments" else f" from {report.source}"
-        line.append(_input_line(report) if report.target is not None or report.image is not None else
+        line.append(_input_line(report) if report.target is not None or report.patch_grid is not None else
                     f"{texts}{source}, {report.tokens:,} tokens; " +
                     ("scores of the one text" if report.texts == 1 else "means over the texts"))
     if report.interrupted:
@@ -109,10 +109,10 @@ def _header(report: HeadsReport) -> Text:
 
 def _input_line(report: HeadsReport) -> str:
     """What one pair or one image was: the decoder's target, or the image's grid."""
-    if report.image is not None:
-        grid = report.image["grid"]
-        return (f"image {report.image['source']}: {grid['rows']} × {grid['cols']} patches and "
-                f"{counted(len(report.image['special_tokens']), 'special token')}; scores of the one image")
+    if report.patch_grid is not None:
+        grid = report.patch_grid["grid"]
+        return (f"image {report.patch_grid['source']}: {grid['rows']} × {grid['cols']} patches and "
+                f"{counted(len(report.patch_grid['special_tokens']), 'special token')}; scores of the one image")
     return (f"1 pair, {report.tokens:,} tokens (source and target); the decoder teacher-forced on "
             f"“{_short(report.target, 40)}”")
 
