@@ -295,13 +295,14 @@ class Model:
         return attribute(self.backend, text, method, layers, Analysis.defaults(top_k=top_k).top_k, truncate, vs,
                          **options)
 
-    @door
+    @door(target=arguments.text)
     def heads(self, texts: str | Iterable[str] | None = None, *, file: str | Path | None = None,
               probe: str | None = None, seed: int = 0, probe_length: int | None = None, layers: Spec = "all",
               heads: Spec = "all", batch_size: int = 32, limit: int | None = None, truncate: bool = False,
               progress=None, store: str | Path | None = None, resume: bool = False, per_text: bool = False,
               top: int = 10, samples: int = 5, column: str = "text", part_texts: int = 2048, engine: str = "local",
-              address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0):
+              address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0,
+              target: str | None = None, stacks: str | Sequence[str] = "all", image=None):
         """What every selected head does: previous-token, duplicate-token, induction, first-token,
         last-token, punctuation, self, broad and sink scores, and a label, averaged over the texts.
 
@@ -319,9 +320,22 @@ class Model:
         gpus_per_worker GPUs) on the cluster at `address` (default: the one joined, or a local one); the
         report and the store are those of engine="local" (README "Corpus runs on Ray").
         Formulas: attn_cli.math.head_scores. report.head(0, 2).scores["previous_token"]; report.to_json_dict().
+        target: an encoder–decoder model's decoder runs teacher-forced on it, texts being the one source; every
+        head of the stacks asked for ("all", or some of "encoder,decoder,cross") is scored, each profile saying
+        its stack (report.head(1, 0, "cross")). A cross head's scores that pair query i with a key by position
+        (previous_token, duplicate_token, induction, self) are None, and profile.not_defined says why.
+        image: a vision transformer's image (a path, "-" or a PIL image) instead of texts: [CLS] and the patches.
         """
         from attn_cli.analyses.heads import PROBE_LENGTH, probe as make_probe, run_heads
 
+        if target is not None or image is not None or getattr(self.backend, "seq2seq", False):
+            corpus_only = {"--file": file, "--probe": probe, "--store": store, "--per-text": per_text or None,
+                           "--limit": limit, "--engine": None if engine == "local" else engine}
+            from attn_cli.analyses.heads_stacks import heads_alone
+
+            return heads_alone(self.backend, texts, target, stacks, None if image is None else _image(image),
+                               Selection(layers=layers, heads=heads),
+                               [name for name, value in corpus_only.items() if value is not None])
         given = [name for name, value in (("texts", texts), ("file", file), ("probe", probe)) if value is not None]
         if len(given) != 1:
             raise BadInput("give one of texts, file or probe" if not given else f"{' and '.join(given)} "

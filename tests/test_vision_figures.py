@@ -149,4 +149,23 @@ def test_without_cls_the_page_draws_the_patches_mean_row(tmp_path, offline_page)
     least, most = int(np.argmin(row)), int(np.argmax(row))
     assert centre(least, False) == centre(least, True)
     assert centre(most, False) != centre(most, True)
+
+
+def test_the_page_opens_on_the_query_patch(planted_report, tmp_path, offline_page):
+    """--save FILE.html --query 1,2: the page starts from that patch, outlined; its button goes back to [CLS]."""
+    from conftest import open_page
+
+    from attn_cli.render.image_figures import image_html, image_page_data
+
+    assert image_page_data(planted_report)["query"] is None and image_page_data(planted_report, (1, 2))["query"] == [1, 2]
+    path = tmp_path / "image.html"
+    path.write_text(image_html(planted_report, (1, 2)), encoding="utf-8")
+    page, requests, errors = offline_page
+    open_page(page, path)
+    assert "attention from r1c2" in page.locator("#app p").first.text_content()
+    outline = page.evaluate("""() => Array.from(document.querySelector("canvas").getContext("2d")
+        .getImageData(2.5 * 56, 1.5 * 56 - 27, 1, 1).data)""")  # the patch's top edge (each patch 56 px)
+    assert outline[:3] == [0, 229, 255]
+    page.locator("button").first.click()
+    assert "attention from [CLS]" in page.locator("#app p").first.text_content()
     assert requests == [] and errors == []

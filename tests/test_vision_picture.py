@@ -159,3 +159,48 @@ def test_the_terminal_keeps_whole_matrices_past_the_cell_limit(planted, monkeypa
                                 env={"COLUMNS": "100", "NO_COLOR": "1"})
     assert result.exit_code == 0, result.output
     assert "left out" not in result.stdout and "attention from [CLS]" in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_the_query_patch_is_outlined_in_colour(planted, width):
+    """--query r,c: the border cells of that patch's place turn the outline's cyan, and only there; without a
+    query (from [CLS], not a patch) nothing is cyan."""
+    from attn_cli.data.image import query_row
+    from attn_cli.render.image_view import MARK, Picture
+
+    _, _, report = planted
+    row, _ = query_row(report.image, report.head(0, 0).weights, (1, 2))
+    plain = cells(Picture(report.image, row, width=width), width, color_system="truecolor")
+    drawn = cells(Picture(report.image, row, width=width, query=(1, 2)), width, color_system="truecolor")
+    lines, wide = len(drawn), len(drawn[0])  # 4 × 4 patches: patch (1, 2) is lines/4 … lines/2, columns wide/2 …
+    marked = {(y, x) for y, line in enumerate(drawn) for x, (_, top, bottom) in enumerate(line) if MARK in (top, bottom)}
+    assert marked and not any(MARK in (top, bottom) for line in plain for _, top, bottom in line)
+    ys, xs = {y for y, _ in marked}, {x for _, x in marked}
+    assert (min(ys), max(ys)) == (lines // 4, lines // 2 - 1) and (min(xs), max(xs)) == (wide // 2, 3 * wide // 4 - 1)
+    assert (lines // 4 + 1, wide // 2 + 2) not in marked  # an outline: the patch's inside keeps its picture
+    assert drawn[lines // 4 + 1][wide // 2 + 2] == plain[lines // 4 + 1][wide // 2 + 2]
+
+
+def test_without_colour_the_query_patch_is_outlined_in_ascii(planted):
+    from attn_cli.data.image import query_row
+    from attn_cli.render.image_view import Picture
+
+    _, _, report = planted
+    row, _ = query_row(report.image, report.head(0, 0).weights, (1, 2))
+    drawn = cells(Picture(report.image, row, width=40, query=(1, 2)), 82, no_color=True, color_system=None)
+    text = ["".join(char for char, _, _ in line) for line in drawn]
+    for picture in ([line[:40] for line in text], [line[42:] for line in text]):  # the image and the attention
+        assert picture[5][20:30] == "+--------+" and picture[9][20:30] == "+--------+"  # patch 1, 2: lines 5-9
+        assert all(line[20] == line[29] == "|" for line in picture[6:9])
+        assert "+" not in "".join(picture[:5] + picture[10:])
+    small = cells(Picture(report.image, row, width=8, query=(1, 2), with_image=False), 8, no_color=True,
+                  color_system=None)
+    assert ["".join(char for char, _, _ in line)[4:6] for line in small][1] == "++"  # a patch of 2 cells: filled
+
+
+def test_the_svg_outlines_the_query_patch(planted):
+    from attn_cli.render.image_figures import image_svg
+
+    _, _, report = planted
+    assert "#00e5ff" not in image_svg(report)
+    assert image_svg(report, (1, 2)).count('stroke="#00e5ff"') == len(report.heads())

@@ -31,6 +31,10 @@ class HeadProfile:
     scored: dict[str, int]  # SCORES → how many texts defined it
     label: str  # a SCORES name or "mixed" (heads.label)
     sink_key: SinkKey | None  # the key most rows put more than ε on, most often
+    # An encoder–decoder model's heads (analyses/heads_stacks.py): "encoder", "decoder" or "cross"; None otherwise
+    stack: str | None = None
+    # score → why it is not defined for this head (score_names.CROSS_UNDEFINED, IMAGE_UNDEFINED): null, not 0
+    not_defined: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -45,15 +49,24 @@ class HeadsReport(Document):
     probe: dict | None = None  # {"kind": "induction", "seed", "length", "text"} for --probe
     interrupted: bool = False  # stopped by Ctrl-C: the scores cover the texts done
     truncated: int = 0  # texts cut to the model's positions by --truncate
+    target: str | None = None  # an encoder–decoder pair's target (the decoder ran teacher-forced on it); text: source
+    decoder_layers: int | None = None  # … and its decoder's layers (model.layers: the encoder's)
+    # an image's patch grid (PatchGrid.to_json; JSON "image") when the input was one. Not named image: a report
+    # with .image is drawn as a picture (render/files.py), and this one is a heads grid
+    patch_grid: dict | None = None
     thresholds: dict = field(default_factory=lambda: {
         "label": LABEL_THRESHOLD, "broad": BROAD_THRESHOLD, "sink_epsilon": SINK_EPSILON})
 
-    def head(self, layer: int, head: int) -> HeadProfile:
-        """report.head(0, 2).scores["previous_token"]"""
-        for profile in self.heads:
-            if profile.layer == layer and profile.head == head:
-                return profile
-        raise BadInput(f"head {layer}.{head} is not in this report")
+    def head(self, layer: int, head: int, stack: str | None = None) -> HeadProfile:
+        """report.head(0, 2).scores["previous_token"]; an encoder–decoder model's: report.head(0, 2, "cross")."""
+        found = [profile for profile in self.heads if profile.layer == layer and profile.head == head
+                 and (stack is None or profile.stack == stack)]
+        if len(found) > 1:
+            raise BadInput(f"head {layer}.{head} is in several stacks: "
+                           f"{', '.join(profile.stack for profile in found)}", "name one: report.head(0, 2, 'cross')")
+        if not found:
+            raise BadInput(f"head {layer}.{head}{'' if stack is None else ' of ' + stack} is not in this report")
+        return found[0]
 
     def top(self, score: str, count: int = 5) -> list[HeadProfile]:
         """The heads with the highest mean of `score` (defined ones only), highest first."""
@@ -67,8 +80,15 @@ class HeadsReport(Document):
         document = corpus_document(self, "heads")
         if self.probe is not None:
             document["probe"] = dict(self.probe)
+        if self.target is not None:
+            from attn_cli.analyses.seq2seq import TEACHER_FORCED
+
+            document.update(target=self.target, teacher_forcing=TEACHER_FORCED)
+        if self.patch_grid is not None:
+            document["image"] = dict(self.patch_grid)
         document["heads"] = [
             {
+                **({} if profile.stack is None else {"stack": profile.stack}),
                 "layer": profile.layer,
                 "head": profile.head,
                 "kv_head": profile.kv_head,
@@ -78,6 +98,7 @@ class HeadsReport(Document):
                 "texts": self.texts,
                 "scored": dict(profile.scored),
                 "sink_key": None if profile.sink_key is None else asdict(profile.sink_key),
+                **({"not_defined": dict(profile.not_defined)} if profile.not_defined else {}),
             }
             for profile in self.heads
         ]
@@ -91,7 +112,8 @@ class HeadsReport(Document):
 
         def row(profile: HeadProfile) -> dict:
             sink = profile.sink_key
-            return {"layer": profile.layer, "head": profile.head, "kv_head": profile.kv_head, "label": profile.label,
+            return {**({} if profile.stack is None else {"stack": profile.stack}),
+                    "layer": profile.layer, "head": profile.head, "kv_head": profile.kv_head, "label": profile.label,
                     **{column: value for name in SCORES for column, value in (
                         (name, profile.scores[name]), (f"{name}_std", profile.std[name]),
                         (f"{name}_scored", profile.scored[name]))},

@@ -80,15 +80,12 @@ def _with_tokens(text: str, report: InspectReport) -> str:
     return text.replace('"heads": [', f'"queries": {queries}, "keys": {keys}, "heads": [', 1)
 
 
-def inspect_pair(backend, source: str, target: str | None, selection: Selection, analysis: Analysis,
-                 stacks: Sequence[str], progress: Progress | None = None) -> PairReport:
-    """Run the model once teacher-forced on target; one InspectReport per stack, in `stacks`' order."""
-    from attn_cli.analyses.variants import VARIANTS
+def capture_stacks(backend, source: str, target: str | None, selection: Selection, stacks: Sequence[str]):
+    """One teacher-forced forward of an encoder–decoder model: the (layers, heads) chosen per stack, the source's
+    and the decoder's tokens, and a Capture per stack (hf_seq2seq.capture_pair)."""
     from attn_cli.backends.hf_seq2seq import stack_info
 
     check_texts([source] if target is None else [source, target])
-    if target is None and list(stacks) != ["encoder"]:
-        raise BadInput("the decoder and cross-attention need a target", "pass --target TEXT")
     if not getattr(backend, "seq2seq", False):
         raise BadInput(f"--target is for encoder–decoder models; {backend.info.name} has one stack of attention",
                        "drop --target")
@@ -96,6 +93,17 @@ def inspect_pair(backend, source: str, target: str | None, selection: Selection,
     chosen = {stack: selection.resolve(stack_info(backend.info, config, stack)) for stack in stacks}
     source_tokens, target_tokens, captures = backend.capture_pair(
         source, target, {stack: layers for stack, (layers, _) in chosen.items()})
+    return chosen, source_tokens, target_tokens, captures
+
+
+def inspect_pair(backend, source: str, target: str | None, selection: Selection, analysis: Analysis,
+                 stacks: Sequence[str], progress: Progress | None = None) -> PairReport:
+    """Run the model once teacher-forced on target; one InspectReport per stack, in `stacks`' order."""
+    from attn_cli.analyses.variants import VARIANTS
+
+    if target is None and list(stacks) != ["encoder"]:
+        raise BadInput("the decoder and cross-attention need a target", "pass --target TEXT")
+    chosen, source_tokens, target_tokens, captures = capture_stacks(backend, source, target, selection, stacks)
     reports = []
     for stack, (layers, heads) in chosen.items():
         capture = captures[stack]

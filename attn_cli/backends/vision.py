@@ -114,7 +114,7 @@ class VisionBackend:
 
     def _text_refused(self, *args, **kwargs):
         raise UnsupportedModel(f"{self.info.name} is a vision model ({self.info.architecture}): it reads images, not text",
-                       "pass --image FILE (PNG or JPEG; - reads stdin) to attn inspect, rollout or explore")
+                       "pass --image FILE (PNG or JPEG; - reads stdin) to attn inspect, rollout, heads or explore")
 
     capture_batch = capture_padded = capture_generation = circuit_weights = _text_refused
 

@@ -35,7 +35,12 @@ EPILOG = (  # \\[ keeps Rich from reading [i,j] as markup
     "  attn heads --file s3://bucket/corpus/ --store heads-store/ --engine ray --address head:6379 --workers 8 "
     "--gpus-per-worker 1\n\n"
     "  attn heads --probe induction --model ./my-gpt2 --seed 1\n\n"
-    "  attn heads --probe retrieval --model ./my-gpt2 --probe-length 200"
+    "  attn heads --probe retrieval --model ./my-gpt2 --probe-length 200\n\n"
+    "  attn heads \"the cat sat\" --target \"die Katze sass\" --model Helsinki-NLP/opus-mt-en-de --stack cross\n\n"
+    "  attn heads --image cat.png --model google/vit-base-patch16-224\n\n"
+    "Encoder–decoder models: one SOURCE --target TARGET pair, every stack's heads (encoder, decoder, cross). "
+    "A cross head's queries are target tokens and its keys source tokens, so previous_token, duplicate_token, "
+    "induction and self are not defined for it (null in JSON, with the reason); the others read the keys only."
 )
 
 
@@ -92,16 +97,24 @@ def heads_command(
                                                    "model once (default: GPUs / --gpus-per-worker, else 1).")] = None,
     gpus_per_worker: Annotated[float, typer.Option("--gpus-per-worker", metavar="G", help="With --engine ray: GPUs a worker "
                                                    "takes (with --device-map, the model spreads over them).")] = 0.0,
+    target: opt.Target = None,
+    stack: opt.Stack = "all",
+    image: opt.Image = None,
 ) -> None:
     """What every head does: previous-token, duplicate, induction, [CLS]/[SEP], punctuation, self, broad, sink."""
     with user_errors():
         json_wanted = check_outputs(save, as_json, output, dpi)
-        sources = [name for name, given in (("TEXT", texts), ("--file", file), ("--probe", probe)) if given]
+        sources = [name for name, given in (("TEXT", texts), ("--file", file), ("--probe", probe), ("--image", image))
+                   if given]
         if len(sources) != 1:
             raise BadInput(f"{' and '.join(sources)} are separate sources" if sources else "no text given",
-                           "pass TEXT..., --file FILE or --probe induction|retrieval")
+                           "pass TEXT..., --file FILE, --probe induction|retrieval or --image FILE")
         if texts:
             texts = [read_text(text) for text in texts]
+        if target is not None:
+            if not texts or len(texts) != 1:
+                raise BadInput("--target goes with one source TEXT", "attn heads SOURCE --target TARGET --model SEQ2SEQ")
+            texts, target = texts[0], read_text(target)
         from attn_cli.analyses.ray_engine import check_engine, is_url
 
         on_ray = check_engine(engine.value, address, workers, gpus_per_worker)  # no Ray: how to install it
@@ -123,7 +136,7 @@ def heads_command(
                                   limit=limit, truncate=truncate, progress=progress, store=store, resume=resume,
                                   per_text=per_text, top=top, samples=samples, column=column, part_texts=part_texts,
                                   engine=engine.value, address=address, workers=workers,
-                                  gpus_per_worker=gpus_per_worker)
+                                  gpus_per_worker=gpus_per_worker, target=target, stacks=stack, image=image)
         from attn_cli.render.scale import counted
 
         if report.truncated:

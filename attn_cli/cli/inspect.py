@@ -77,11 +77,8 @@ def inspect_command(
              "over through the head), shown instead of the weights and added to the JSON as \"norms\".")]
         = Measure.weights,
     words: opt.Words = False,
-    target: Annotated[Optional[str], typer.Option("--target",
-        help="Encoder–decoder models (BART, Marian, T5 …): the decoder runs teacher-forced on TARGET; TEXT is "
-             "the source. Cross-attention heads are target rows × source columns.")] = None,
-    stack: Annotated[str, typer.Option("--stack",
-        help="Encoder–decoder models: encoder, decoder, cross (comma-separated) or all.")] = "all",
+    target: opt.Target = None,
+    stack: opt.Stack = "all",
     image: opt.Image = None,
     query: opt.Query = None,
 ) -> None:

@@ -31,6 +31,11 @@ Image = Annotated[Optional[str], typer.Option("--image", metavar="FILE",
          "vision) instead of text.")]
 Query = Annotated[Optional[str], typer.Option("--query", metavar="PATCH",
     help="With --image: draw the attention from this patch, given as ROW,COL (3,7). Default: from [CLS].")]
+Target = Annotated[Optional[str], typer.Option("--target",
+    help="Encoder–decoder models (BART, Marian, T5 …): the decoder runs teacher-forced on TARGET; TEXT is "
+         "the source. Cross-attention heads are target rows × source columns.")]
+Stack = Annotated[str, typer.Option("--stack", help="Encoder–decoder models: encoder, decoder, cross (comma-separated) "
+                                    "or all.")]
 Model = Annotated[Optional[str], typer.Option("--model", "-m", envvar="ATTN_MODEL", rich_help_panel=MODEL_PANEL,
     help="minilm (bundled), a local Hugging Face model directory, or a hub id in the HF cache.")]
 Layer = Annotated[str, typer.Option("--layer", "-l", help="Layers: 3, 0,2, 1-4 or all.")]

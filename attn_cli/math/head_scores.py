@@ -39,6 +39,10 @@ one [CLS] and one [SEP], so they never repeat). Three more scores are not weight
                (ties: the earliest key). Teacher-forced: rows read the copy as given.
 
 Padding is never a key or a row: `allowed` is False there.
+
+Cross-attention (an encoder–decoder's target queries × source keys, T_q ≠ T_k in general) keeps only the
+scores that read the keys alone: first_token, last_token, punctuation, broad and sink (cross_scores;
+score_names.CROSS_UNDEFINED says why the others are not defined).
 """
 
 from __future__ import annotations
@@ -222,10 +226,38 @@ class TextSums:
             (allowed & flags.punctuation[:, None, :]).any(-1),
             _diagonal(allowed, query),
         ]) & counted
-        rows_counted = has_target[:, :, None, :].to(weights.dtype)  # (7, B, 1, c)
-        self.numerator[:7] += (on_targets * rows_counted).sum(-1)
+        self._add_shares(slice(0, 7), on_targets, has_target)
+        self._add_spread(weights, counted, keys_allowed)
+        if flags.target is not None:
+            self._add_retrieval(weights, flags, start)
+
+    def add_cross(self, weights: torch.Tensor, allowed: torch.Tensor, keys: TokenFlags) -> None:
+        """Cross-attention: weights (B, h, c, T_k) of c target queries over the source's keys, allowed (B, c, T_k),
+        keys: the source's TokenFlags. Only the scores that read the keys alone are added (first_token,
+        last_token, punctuation, broad, sink; score_names.CROSS_UNDEFINED says why not the others): their sums
+        stay 0 / 0, NaN in result(). A query is never a key here, so a separator's weight on itself (the square
+        case's exception) does not arise: last_token is the weight on every source separator."""
+        keys_allowed = allowed.sum(-1)  # (B, c)
+        counted = keys_allowed >= 2  # (B, c)
+        marks = torch.stack([keys.separator, keys.punctuation], -1)  # (B, T_k, 2)
+        on_targets = torch.stack([weights[..., 0], *(weights @ marks[:, None].to(weights.dtype)).unbind(-1)])
+        has_target = torch.stack([  # (3, B, c)
+            allowed[..., 0],
+            (allowed & keys.separator[:, None, :]).any(-1),
+            (allowed & keys.punctuation[:, None, :]).any(-1),
+        ]) & counted
+        self._add_shares(slice(3, 6), on_targets, has_target)  # first_token, last_token, punctuation
+        self._add_spread(weights, counted, keys_allowed)
+
+    def _add_shares(self, scores: slice, on_targets: torch.Tensor, has_target: torch.Tensor) -> None:
+        """on_targets (n, B, h, c): each row's weight on the targets of the n scores `scores`; has_target (n, B, c)."""
+        rows_counted = has_target[:, :, None, :].to(on_targets.dtype)  # (n, B, 1, c)
+        self.numerator[scores] += (on_targets * rows_counted).sum(-1)
         # Σ_j A[i, j] over the counted rows: each is a softmax over two keys or more, so it sums to 1
-        self.denominator[:7] += rows_counted.sum(-1)
+        self.denominator[scores] += rows_counted.sum(-1)
+
+    def _add_spread(self, weights: torch.Tensor, counted: torch.Tensor, keys_allowed: torch.Tensor) -> None:
+        """broad and sink of weights (B, h, c, T) over the counted rows (B, c), keys_allowed (B, c)."""
         # broad: H(row) / log(allowed keys), over counted rows
         spread = measures.row_entropy(weights) / keys_allowed.to(weights.dtype).clamp_min(2).log()[:, None, :]
         counted_rows = counted[:, None, :].to(weights.dtype)  # (B, 1, c)
@@ -236,8 +268,6 @@ class TextSums:
         heavy = (weights > SINK_EPSILON).to(weights.dtype)  # (B, h, c, T)
         self.sink_rows += (counted_rows[:, :, None, :] @ heavy).squeeze(-2)  # (B, 1, 1, c) @ … -> (B, h, T)
         self.rows += counted.sum(-1, keepdim=True)
-        if flags.target is not None:
-            self._add_retrieval(weights, flags, start)
 
     def _add_retrieval(self, weights: torch.Tensor, flags: TokenFlags, start: int) -> None:
         """Rows whose next token is the needle's copy: a hit where the row's argmax key is the needle
@@ -265,6 +295,14 @@ def head_scores(weights: torch.Tensor, allowed: torch.Tensor, flags: TokenFlags)
     """Scores of whole matrices at once: weights (B, h, T, T), allowed (B, T, T). For tests and small inputs."""
     sums = TextSums(weights.shape[0], weights.shape[1], weights.shape[-1], weights.device, torch.float64)
     sums.add(weights.double(), allowed, flags, 0)
+    return sums.result()
+
+
+def cross_scores(weights: torch.Tensor, allowed: torch.Tensor, keys: TokenFlags):
+    """head_scores of cross-attention: weights (B, h, T_q, T_k), allowed (B, T_q, T_k), keys the source's flags.
+    NaN for the scores in CROSS_UNDEFINED (and retrieval); the sink key is a source position."""
+    sums = TextSums(weights.shape[0], weights.shape[1], weights.shape[-1], weights.device, torch.float64)
+    sums.add_cross(weights.double(), allowed, keys)
     return sums.result()
 
 

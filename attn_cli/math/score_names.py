@@ -13,3 +13,25 @@ SINK_EPSILON = 0.3  # a key holding more than this of a row's weight (Gu et al. 
 LABEL_THRESHOLD = 0.5  # a head is labelled by a weight share only when more than half its weight goes there
 BROAD_THRESHOLD = 0.85  # … else "broad" when its rows are this close to uniform
 MIXED = "mixed"
+
+# Scores a cross-attention head (target queries × source keys) does not have, and why. Each pairs query i
+# with a key by its position in the query's own sequence (i − 1, i itself, an earlier copy of token i), and
+# a cross head's keys are another sequence. The others read the keys only, so they stay defined: first_token
+# (the source's first token), last_token (the source's separators, EOS), punctuation (the source's
+# punctuation), broad (a row's entropy over the source keys it may attend) and sink (a source key most rows
+# put more than ε on). retrieval needs a probe's needle, which a pair has not.
+CROSS_UNDEFINED = {
+    "previous_token": "cross-attention: query i is a target token, key i − 1 a source token, not the one before it",
+    "duplicate_token": "cross-attention: the keys are source tokens, not earlier tokens of the query's target",
+    "induction": "cross-attention: the keys are source tokens, not tokens after an earlier copy in the target",
+    "self": "cross-attention: no token is both a query (target) and a key (source)",
+}
+# … and what an image's heads do not have: its patches carry no token ids (nothing repeats, so no duplicate
+# or induction target), and no patch is a separator or punctuation. previous_token (the patch before in raster
+# order), first_token ([CLS]), self, broad and sink read positions of one square matrix and stay defined.
+IMAGE_UNDEFINED = {
+    "duplicate_token": "an image: patches have no token ids, so none repeats another",
+    "induction": "an image: patches have no token ids, so none repeats another",
+    "last_token": "an image has no separator token ([SEP]/EOS)",
+    "punctuation": "an image has no punctuation",
+}

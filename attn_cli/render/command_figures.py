@@ -51,20 +51,24 @@ def _one(name: str, matrix, kind: str = "weights", per_head: bool = False, **ext
 # -- heads ----------------------------------------------------------------------------------------------
 
 def heads_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
-    """Row labels (L0 …), column labels (h0 …), and per score its (layers, heads) means, NaN where undefined."""
+    """Row labels (L0 …; an encoder–decoder model's "encoder L0" … "cross L1", a row per stack and layer), column
+    labels (h0 …), and per score its (rows, heads) means, NaN where undefined."""
     from attn_cli.math.head_scores import SCORES
 
-    layers = sorted({profile.layer for profile in report.heads})
+    order = {None: 0, "encoder": 1, "decoder": 2, "cross": 3}
+    layers = sorted({(profile.stack, profile.layer) for profile in report.heads},
+                    key=lambda row: (order[row[0]], row[1]))
     heads = sorted({profile.head for profile in report.heads})
     grids = {name: np.full((len(layers), len(heads)), np.nan) for name in SCORES}
     for profile in report.heads:
         for name in SCORES:
             value = profile.scores[name]
             if value is not None:
-                grids[name][layers.index(profile.layer), heads.index(profile.head)] = value
+                grids[name][layers.index((profile.stack, profile.layer)), heads.index(profile.head)] = value
     if np.isnan(grids["retrieval"]).all():  # defined only on --probe retrieval: no empty grid otherwise
         del grids["retrieval"]
-    return [f"L{layer}" for layer in layers], [f"h{head}" for head in heads], grids
+    rows = [f"L{layer}" if stack is None else f"{stack} L{layer}" for stack, layer in layers]
+    return rows, [f"h{head}" for head in heads], grids
 
 
 def _score_title(name: str) -> str:
@@ -85,7 +89,8 @@ def heads_page(report, per_head: bool = False) -> dict:
     runs = [_one(_score_title(name), grid, rowTokens=rows, colTokens=cols, noun="score ", lines=False,
                  axes=["layer", "head"])
             for name, grid in grids.items()]
-    return {"runs": runs, "start": [0, 0], "caption": f"{len(rows)} layers × {len(cols)} heads, each score 0 → 1"}
+    layers = "layers" if all(profile.stack is None for profile in report.heads) else "layers of the stacks"
+    return {"runs": runs, "start": [0, 0], "caption": f"{len(rows)} {layers} × {len(cols)} heads, each score 0 → 1"}
 
 
 # -- generate -------------------------------------------------------------------------------------------

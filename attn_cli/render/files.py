@@ -75,7 +75,7 @@ def save_figure(report, path: Path, panels=None, dpi: float | None = None, per_h
         from attn_cli.render.image_figures import image_html, image_svg
 
         svg_figure = lambda report, panels, per_head: image_svg(report, query)  # noqa: E731
-        html_page = lambda report, per_head: image_html(report)  # noqa: E731
+        html_page = lambda report, per_head: image_html(report, query)  # noqa: E731
     else:
         from attn_cli.render.figures import html_page, svg_figure
     suffix = path.suffix.lower()

@@ -31,6 +31,11 @@ TOP_LABEL = 20  # the type's chip and name in the top table
 TOP_NAMES = {"first_token": "first [CLS]/BOS", "last_token": "last [SEP]/EOS", "previous_token": "previous",
              "duplicate_token": "duplicate"}
 TOP_COUNT = 5
+# An encoder–decoder model's stacks: the title over each one's grid, and the letter before layer.head in the top list
+STACK_TITLES = {"encoder": "encoder self-attention · source × source",
+                "decoder": "decoder self-attention · target × target (causal)",
+                "cross": "cross-attention · target rows (queries) × source columns (keys)"}
+STACK_CODES = {"encoder": "e", "decoder": "d", "cross": "x"}
 
 
 class HeadsView:
@@ -45,13 +50,38 @@ class HeadsView:
 
 def render_heads(report: HeadsReport, width: int) -> RenderableType:
     parts: list[RenderableType] = [_header(report)]
-    parts += [_grid(report, width), _legend(width), Text(""), _top_table(report, width)]
+    parts += [*_grids(report, width), _legend(width), Text(""), _top_table(report, width)]
     return Group(*parts)
+
+
+def _stacks(report: HeadsReport) -> list[str | None]:
+    """The stacks of the report's heads in their order: [None] for a model with one."""
+    return list(dict.fromkeys(profile.stack for profile in report.heads))
+
+
+def _grids(report: HeadsReport, width: int) -> list[RenderableType]:
+    """One grid, or one per stack of an encoder–decoder model, each under its title (and what it does not have)."""
+    stacks = _stacks(report)
+    if stacks == [None]:
+        return [_grid(report.heads, width)]
+    parts: list[RenderableType] = []
+    for stack in stacks:
+        profiles = [profile for profile in report.heads if profile.stack == stack]
+        title = Text(STACK_TITLES.get(stack, stack), style="bold")
+        missing = list(profiles[0].not_defined)
+        if missing:
+            title.append(f"\nnot defined: {', '.join(TOP_NAMES.get(name, name) for name in missing)} (target queries, "
+                         "source keys)", style="dim")
+        parts += [title, _grid(profiles, width)]
+    return parts
 
 
 def _header(report: HeadsReport) -> Text:
     info = report.model
     shape = f"{counted(info.layers, 'layer')} × {counted(info.heads, 'head')}"
+    if report.decoder_layers is not None:
+        decoder = counted(report.decoder_layers, "decoder layer")
+        shape = f"{info.layers} encoder + {decoder} × {counted(info.heads, 'head')}"
     line = Text.assemble(("attn heads", "bold"), f" · {info.name} ({info.architecture}, {shape}) · "
                          f"{report.device}, {report.dtype}\n")
     if report.probe is not None:
@@ -66,7 +96,8 @@ def _header(report: HeadsReport) -> Text:
     else:
         texts = "1 text" if report.texts == 1 else f"{report.texts:,} texts"
         source = "" if report.source == "arguments" else f" from {report.source}"
-        line.append(f"{texts}{source}, {report.tokens:,} tokens; " +
+        line.append(_input_line(report) if report.target is not None or report.patch_grid is not None else
+                    f"{texts}{source}, {report.tokens:,} tokens; " +
                     ("scores of the one text" if report.texts == 1 else "means over the texts"))
     if report.interrupted:
         line.append(f"\nstopped by Ctrl-C: these are the {report.texts:,} texts done", style="bold yellow")
@@ -76,21 +107,31 @@ def _header(report: HeadsReport) -> Text:
     return line
 
 
+def _input_line(report: HeadsReport) -> str:
+    """What one pair or one image was: the decoder's target, or the image's grid."""
+    if report.patch_grid is not None:
+        grid = report.patch_grid["grid"]
+        return (f"image {report.patch_grid['source']}: {grid['rows']} × {grid['cols']} patches and "
+                f"{counted(len(report.patch_grid['special_tokens']), 'special token')}; scores of the one image")
+    return (f"1 pair, {report.tokens:,} tokens (source and target); the decoder teacher-forced on "
+            f"“{_short(report.target, 40)}”")
+
+
 def _cell_width(heads: int, width: int) -> int:
     """Characters per cell: 4 ("P.97"), or 1 ("P") when four do not fit; cells are one space apart."""
     return 4 if ROW_LABEL + heads * 5 <= width else 1
 
 
-def _grid(report: HeadsReport, width: int) -> Table:
-    layers = sorted({profile.layer for profile in report.heads})
-    heads = sorted({profile.head for profile in report.heads})
+def _grid(profiles: list[HeadProfile], width: int) -> Table:
+    layers = sorted({profile.layer for profile in profiles})
+    heads = sorted({profile.head for profile in profiles})
     cell = _cell_width(len(heads), width)
     table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 0, 0, 1), header_style="dim")
     table.add_column("", width=ROW_LABEL - 1, no_wrap=True, style="dim")
     for head in heads:
         table.add_column(str(head) if cell > 1 or head % 4 == 0 else "", width=cell, no_wrap=True,
                          overflow="crop")
-    by_place = {(profile.layer, profile.head): profile for profile in report.heads}
+    by_place = {(profile.layer, profile.head): profile for profile in profiles}
     for layer in layers:
         row = [f"L{layer}"]
         for head in heads:
@@ -134,26 +175,34 @@ def _legend(width: int) -> Text:
 
 def _top_table(report: HeadsReport, width: int) -> Group:
     corpus = report.texts > 1
-    title = "Top heads per score (layer.head score" + ("±std over texts" if corpus else "") + ")"
+    stacked = _stacks(report) != [None]
+    title = ("Top heads per score (" + ("e encoder, d decoder, x cross; " if stacked else "") + "layer.head score" +
+             ("±std over texts" if corpus else "") + ")")
     rows: list[RenderableType] = [Text(title, style="bold")]
     for name in SCORES:
         code, style, label = KINDS[name]
         line = Text.assemble((f" {code} ", style), f" {TOP_NAMES.get(name, label)}".ljust(TOP_LABEL - 3))
         ranked = report.top(name, TOP_COUNT)
+        reasons = {profile.stack: profile.not_defined[name] for profile in report.heads if name in profile.not_defined}
         if not ranked:
-            line.append("  " + _undefined(name), style="dim")
+            line.append("  " + (next(iter(reasons.values())) if reasons else _undefined(name)), style="dim")
+        # some heads have the score, others (cross heads) cannot: said at the end, room kept for it
+        note = f"  {', '.join(STACK_CODES.get(stack, stack) for stack in reasons)}: not defined" if ranked and reasons \
+            else ""
         for profile in ranked:
             entry = Text()
             entry.append("  ")
-            entry.append(f"{profile.layer}.{profile.head}", style="bold" if profile.label == name else "")
+            entry.append(f"{STACK_CODES.get(profile.stack, '')}{profile.layer}.{profile.head}",
+                         style="bold" if profile.label == name else "")
             entry.append(f" {_score(profile.scores[name])}")
             if corpus and profile.std[name] is not None:
                 entry.append(f"±{_score(profile.std[name])}", style="dim")
             if name == "sink" and profile.sink_key is not None:
                 entry.append(f" {_short(profile.sink_key.token)}", style="dim")
-            if len(line) + len(entry) > width:
+            if len(line) + len(entry) + len(note) > width:
                 break
             line.append_text(entry)
+        line.append(note, style="dim")
         line.no_wrap = True
         rows.append(line)
     return Group(*rows)

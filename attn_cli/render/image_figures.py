@@ -10,7 +10,7 @@ import io
 import numpy as np
 
 from attn_cli.data.image import query_row
-from attn_cli.render.image_view import spread
+from attn_cli.render.image_view import MARK, spread
 from attn_cli.render.scale import Scale, hex_colour
 from attn_cli.render.svg import Svg
 
@@ -45,7 +45,7 @@ def pictures(report, query) -> list[tuple[str, np.ndarray]]:
 
 def image_svg(report, query=None) -> str:
     """Every head's picture: the image, a rect per patch in the weights' heat colour, its opacity rising
-    from the least to the most attended patch."""
+    from the least to the most attended patch; the query patch (row, col), if any, outlined in MARK."""
     grid = report.image
     svg, url = Svg(), data_url(grid.pixels)
     height = SIDE * grid.pixels.shape[0] / grid.pixels.shape[1]
@@ -61,6 +61,10 @@ def image_svg(report, query=None) -> str:
             f'<rect x="{x + c * cell_w:.2f}" y="{y + 18 + r * cell_h:.2f}" width="{cell_w:.2f}" height="{cell_h:.2f}" '
             f'fill="{hex_colour(scale.rgb(float(shares[r, c])))}" fill-opacity="{OPACITY * shares[r, c]:.3f}"/>'
             for r in range(grid.rows) for c in range(grid.cols))
+        if query is not None and hasattr(report, "heads"):
+            rects += (f'<rect x="{x + query[1] * cell_w + 1:.2f}" y="{y + 18 + query[0] * cell_h + 1:.2f}" '
+                      f'width="{cell_w - 2:.2f}" height="{cell_h - 2:.2f}" fill="none" stroke="{hex_colour(MARK)}" '
+                      'stroke-width="2"/>')
         svg.add(svg.text(x, y + 13, title, 12) +
                 f'<image x="{x}" y="{y + 18}" width="{SIDE}" height="{height:.2f}" href="{url}" '
                 f'preserveAspectRatio="none"/>' + rects, x + SIDE, y + 18 + height)
@@ -87,8 +91,9 @@ def coded_rows(grid, weights) -> dict:
             "ranges": base64.b64encode(ranges.tobytes()).decode("ascii")}
 
 
-def image_page_data(report) -> dict:
-    """What image_page.js draws: the image, the grid, and every head's query rows on the patches (coded_rows)."""
+def image_page_data(report, query=None) -> dict:
+    """What image_page.js draws: the image, the grid, every head's query rows on the patches (coded_rows), and
+    the query patch it opens on ([row, col], or None for [CLS])."""
     grid = report.image
     if hasattr(report, "matrix"):
         heads = [{"title": "rollout", **coded_rows(grid, report.matrix)}]
@@ -96,10 +101,11 @@ def image_page_data(report) -> dict:
         heads = [{"title": f"L{layer} H{head.head}", **coded_rows(grid, head.weights)} for layer, head in report.heads()]
     return {"title": f"attn · {report.model.name}", "text": grid.source, "image": data_url(grid.pixels),
             "rows": grid.rows, "cols": grid.cols, "specials": list(grid.specials), "heads": heads,
+            "query": None if query is None or hasattr(report, "matrix") else list(query),
             "colours": [hex_colour(Scale("weights", 1.0).rgb(level / 32)) for level in range(33)]}
 
 
-def image_html(report) -> str:
+def image_html(report, query=None) -> str:
     from attn_cli.render.figures import html_document
 
-    return html_document(image_page_data(report), script="image_page.js")
+    return html_document(image_page_data(report, query), script="image_page.js")

@@ -6,7 +6,7 @@
   const app = document.getElementById("app");
   const first = data.specials.length;
   const hasCls = data.specials[0] === "[CLS]";
-  let query = null; // [row, col], or null: [CLS] (or the patches' mean without one)
+  let query = data.query; // [row, col] (--query, then clicks), or null: [CLS] (or the patches' mean without one)
   const status = document.createElement("p");
   const reset = document.createElement("button");
   reset.textContent = hasCls ? "query: [CLS]" : "query: the patches' mean";

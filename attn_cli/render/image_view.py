@@ -6,7 +6,9 @@ attention of one query over the patch grid (rows × cols) is stretched over the 
 takes its patch's weight) and laid over the image: the image is dimmed, and the heat colour of the
 weights' scale rises over it as the weight does (brightest = the query's most attended patch). Without
 colour (NO_COLOR, a pipe), the image is drawn in shades of its brightness and the attention as a
-second picture in shades of weight.
+second picture in shades of weight. A --query patch is outlined: in cyan (MARK, a colour the heat scale never
+takes) over the colour picture, in ASCII (+--+ and |) over the shaded ones; in a small picture, where a patch is a
+pixel or two, the outline fills it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ MAIN_WIDTH = 64  # the selected head's picture: at most this many cells wide
 MAIN_LINES = 24  # … and this many lines tall
 DIM = 0.3  # how bright the image stays on the least attended patch
 TINT = 0.5  # how much of the heat colour is laid over the most attended patch
+MARK = (0, 229, 255)  # the query patch's outline: cyan, as in the HTML page (image_page.js); not on the heat scale
 
 
 def resized(pixels: np.ndarray, width: int) -> np.ndarray:
@@ -68,6 +71,40 @@ def spread(weights: np.ndarray) -> np.ndarray:
     return np.ones_like(values) if high - low < 1e-12 else (values - low) / (high - low)
 
 
+def query_box(grid: PatchGrid, query: tuple[int, int], height: int, width: int) -> tuple[int, int, int, int]:
+    """The pixels of patch `query` (row, col) in a (height, width) picture, as stretched() lays the patches out:
+    (top, bottom, left, right), inclusive. A patch narrower than a pixel gets the pixel it falls on."""
+    row, col = query
+    ys = np.nonzero((np.arange(height) * grid.rows) // height == row)[0]
+    xs = np.nonzero((np.arange(width) * grid.cols) // width == col)[0]
+    top, bottom = (ys[0], ys[-1]) if len(ys) else (row * height // grid.rows,) * 2
+    left, right = (xs[0], xs[-1]) if len(xs) else (col * width // grid.cols,) * 2
+    return int(top), int(bottom), int(left), int(right)
+
+
+def outline_pixels(pixels: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
+    """(h, w, 3) pixels with the box's border (one pixel wide) in MARK."""
+    top, bottom, left, right = box
+    marked = pixels.copy()
+    marked[[top, bottom], left:right + 1] = MARK
+    marked[top:bottom + 1, [left, right]] = MARK
+    return marked
+
+
+def outline_cells(lines: list[str], box: tuple[int, int, int, int]) -> list[str]:
+    """Shaded lines (a line is two pixel rows) with the box (in pixels) outlined in ASCII: +--+ on its first
+    and last line, | on its sides between."""
+    top, bottom, left, right = box
+    first, last = top // 2, bottom // 2
+    marked = [list(line) for line in lines]
+    for number in range(first, last + 1):
+        if number in (first, last):
+            marked[number][left:right + 1] = ["+"] + ["-"] * (right - left - 1) + ["+"] if right > left else ["+"]
+        else:
+            marked[number][left] = marked[number][right] = "|"
+    return ["".join(line) for line in marked]
+
+
 def shade(values: np.ndarray) -> list[str]:
     """Each row of values in [0, 1] as shade characters (' ' under SHADE_FLOOR, then ░ ▒ ▓ █)."""
     index = np.minimum(len(SHADES) - 1, (values * len(SHADES)).astype(int))
@@ -79,9 +116,9 @@ class Picture:
     """One image with one query's attention over it, `width` cells wide (or as wide as there is room)."""
 
     def __init__(self, grid: PatchGrid, weights: np.ndarray | None, width: int = MAIN_WIDTH, title: str = "",
-                 lines: int = MAIN_LINES, with_image: bool = True):
+                 lines: int = MAIN_LINES, with_image: bool = True, query: tuple[int, int] | None = None):
         height, wide = grid.pixels.shape[:2]
-        self.grid, self.weights, self.title = grid, weights, title
+        self.grid, self.weights, self.title, self.query = grid, weights, title, query  # query: outlined
         self.with_image = with_image  # without colour: also the image in shades, beside the attention
         self.width = max(1, min(width, int(2 * lines * wide / height)))  # no taller than `lines`
 
@@ -95,18 +132,20 @@ class Picture:
             yield Text(self.title[:width], style="bold")
         weights = np.zeros((self.grid.rows, self.grid.cols)) if self.weights is None else self.weights
         pixels, share = overlay(self.grid.pixels, weights, width)
+        box = None if self.query is None else query_box(self.grid, self.query, *share.shape)
+        marked = (lambda lines: lines) if box is None else (lambda lines: outline_cells(lines, box))  # noqa: E731
         if console.color_system and not console.no_color:
-            yield from colour_lines(pixels)
+            yield from colour_lines(pixels if box is None else outline_pixels(pixels, box))
             return
         # No colour: the attention in shades; the main picture also the image, in shades of its brightness
         # (stretched from its darkest to its brightest pixel),
         # beside it (or above it, when narrow)
-        attention = shade(share[0::2] / 2 + share[1::2] / 2)
+        attention = marked(shade(share[0::2] / 2 + share[1::2] / 2))
         if not self.with_image:
             yield from (Text(line) for line in attention)
             return
         brightness = spread(resized(self.grid.pixels, width).mean(axis=2))  # (h, width), darkest 0 … brightest 1
-        image = shade(brightness[0::2] / 2 + brightness[1::2] / 2)
+        image = marked(shade(brightness[0::2] / 2 + brightness[1::2] / 2))
         if width * 2 + 2 <= options.max_width:
             yield from (Text(f"{left}  {right}") for left, right in zip(image, attention))
         else:
@@ -147,8 +186,9 @@ def render_image_report(report, query: tuple[int, int] | None = None) -> Rendera
     layer, head = heads[0] if len(heads) == 1 else most_focused(heads)
     row, name = query_row(grid, head.weights, query)
     chosen = "" if len(heads) == 1 else " (the most focused head; --layer L --head H picks one)"
-    parts += [Text(""), Text(f"layer {layer} head {head.head}: attention from {name}{chosen}", style="bold"),
-              Picture(grid, row), legend(row)]
+    outlined = "" if query is None else " (outlined)"
+    parts += [Text(""), Text(f"layer {layer} head {head.head}: attention from {name}{outlined}{chosen}", style="bold"),
+              Picture(grid, row, query=query), legend(row)]
     if len(heads) > 1:
         parts += [Text(""), Text(f"every head: attention from {name}, each picture from its least to its most attended patch", style="bold"),
                   small_pictures(grid, heads, query)]
@@ -172,12 +212,12 @@ def small_pictures(grid: PatchGrid, heads, query) -> RenderableType:
     """Every head as a small picture (as wide as the grid has columns, or twice), titled L·H, in a table
     as many across as fit."""
     return SmallPictures(grid, [(f"L{layer} H{head.head}", query_row(grid, head.weights, query)[0])
-                                for layer, head in heads])
+                                for layer, head in heads], query)
 
 
 class SmallPictures:
-    def __init__(self, grid: PatchGrid, pictures: list[tuple[str, np.ndarray]]):
-        self.grid, self.pictures = grid, pictures
+    def __init__(self, grid: PatchGrid, pictures: list[tuple[str, np.ndarray]], query: tuple[int, int] | None = None):
+        self.grid, self.pictures, self.query = grid, pictures, query
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = self.grid.cols * (2 if options.max_width >= 8 * (2 * self.grid.cols + 1) else 1)
@@ -185,8 +225,8 @@ class SmallPictures:
         across = max(1, (options.max_width + 1) // (width + 1))
         table = Table.grid(padding=(0, 1))
         for start in range(0, len(self.pictures), across):
-            table.add_row(*[Picture(self.grid, weights, width, title, with_image=False) for title, weights in
-                            self.pictures[start:start + across]])
+            table.add_row(*[Picture(self.grid, weights, width, title, with_image=False, query=self.query)
+                            for title, weights in self.pictures[start:start + across]])
         yield table
 
 
