@@ -228,9 +228,25 @@ def test_an_image_with_text_or_from_stdin_is_refused_before_the_screen_opens(tmp
         check_look("a source", " ", None)
 
 
-def test_the_query_patch_is_marked_and_g_shows_every_head_small_from_it(planted, monkeypatch):
-    """◆ sits on the query patch's centre cell (none for [CLS], which has no place on the image); `g` draws every
-    head's picture from the query."""
+def outlined_cells(widget) -> set[tuple[int, int]]:
+    """(line, cell) of the widget's cells drawn in the query outline's cyan (render/image_view.MARK)."""
+    from attn_cli.render.image_view import MARK
+
+    found = set()
+    for y, strip in enumerate(widget.strips):
+        x = 0
+        for segment in strip:
+            style = segment.style
+            colours = [] if style is None else [c for c in (style.color, style.bgcolor) if c is not None]
+            if any(tuple(c.get_truecolor()) == MARK for c in colours):
+                found.update((y, x + i) for i in range(segment.cell_length))
+            x += segment.cell_length
+    return found
+
+
+def test_the_query_patch_is_outlined_and_g_shows_every_head_small_from_it(planted, monkeypatch):
+    """The query patch is outlined in cyan on the picture as `attn inspect --query` outlines it (nothing for [CLS],
+    which has no place on the image), on the bottom row, third column; `g` draws every head's picture from the query."""
     monkeypatch.delenv("NO_COLOR", raising=False)
     model, image = planted
 
@@ -239,16 +255,19 @@ def test_the_query_patch_is_marked_and_g_shows_every_head_small_from_it(planted,
         async with app.run_test(size=(160, 50)) as pilot:
             await until(pilot, lambda: app.model is not None)
             detail = app.query_one("#detail")
-            assert "◆" not in detail.text()
+            assert not outlined_cells(detail)
             app.set_query(app.report.image.token_of(3, 2))  # the bottom row, third column of 4 × 4
             await pilot.pause()
-            picture = [line for line in detail.text().splitlines() if "▀" in line]
-            marked = [(y, line.index("◆")) for y, line in enumerate(picture) if "◆" in line]
-            assert len(marked) == 1
-            y, x = marked[0]
-            first = picture[0].index("▀")
-            wide = len(picture[0].rstrip()) - first
-            assert 3 / 4 < y / len(picture) < 1 and 2 / 4 < (x - first) / wide < 3 / 4
+            picture = [y for y, line in enumerate(detail.text().splitlines()) if "▀" in line]
+            cells = [x for y, line in enumerate(detail.text().splitlines()) if "▀" in line
+                     for x, char in enumerate(line) if char == "▀"]
+            marked = outlined_cells(detail)
+            assert marked
+            ys, xs = {y for y, _ in marked}, {x for _, x in marked}
+            top, height = picture[0], len(picture)
+            left, wide = min(cells), max(cells) + 1 - min(cells)
+            assert 3 / 4 <= (min(ys) - top) / height and max(ys) < top + height
+            assert 2 / 4 <= (min(xs) - left) / wide and (max(xs) + 1 - left) / wide <= 3 / 4 + 1e-9
             app.set_query(0)
             app.select(0, 0)
             await pilot.press("g")

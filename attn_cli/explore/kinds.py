@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.measure import Measurement
 from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
 
 from attn_cli.analyses.inspect_report import HeadReport
@@ -46,7 +44,8 @@ def header_view(look, variant: str, stack: str | None, command: str = "attn expl
 
 
 def picture_view(report, head: HeadReport, layer: int, query: int, scores: bool, label: str = "") -> RenderableType:
-    """The head's attention (or scores) from token `query` over the image, with the legend of `attn inspect`."""
+    """The head's attention (or scores) from token `query` over the image, with the legend of `attn inspect`, the
+    query patch outlined."""
     from attn_cli.render.image_view import Picture, legend
 
     grid = report.image
@@ -55,35 +54,13 @@ def picture_view(report, head: HeadReport, layer: int, query: int, scores: bool,
     what = "scores" if scores else "attention"
     title = f"{label + ': ' if label else ''}layer {layer} · head {head.head} · {what} from {query}:"
     title += report.tokens[query].text
-    patch = divmod(query - len(grid.specials), grid.cols) if query >= len(grid.specials) else None
-    return Group(Text(title, style="bold"), MarkedPicture(Picture(grid, row), grid, patch), legend(row, what))
+    return Group(Text(title, style="bold"), Picture(grid, row, query=query_patch(grid, query)), legend(row, what))
 
 
-class MarkedPicture:
-    """render/image_view's Picture with the query patch's centre cell drawn as ◆ (in colour; the model's own
-    tokens, [CLS] first, have no place on the image). patch: (row, column) on the patch grid, or None."""
-
-    MARK = Style(color="bright_cyan", bold=True)
-
-    def __init__(self, picture, grid, patch: tuple[int, int] | None):
-        self.picture, self.grid, self.patch = picture, grid, patch
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return self.picture.__rich_measure__(console, options)
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        lines = console.render_lines(self.picture, options, pad=False)
-        cells = [segment for segment in lines[0] if segment.text] if lines else []
-        if self.patch is not None and cells and all(segment.text == "▀" for segment in cells):  # colour: a cell each
-            row, col = self.patch
-            y = min(len(lines) - 1, int((row + 0.5) * len(lines) / self.grid.rows))
-            x = min(len(cells) - 1, int((col + 0.5) * len(cells) / self.grid.cols))
-            line = [segment for segment in lines[y] if segment.text]
-            line[x] = Segment("◆", self.MARK + Style(bgcolor=line[x].style.bgcolor))
-            lines[y] = line
-        for line in lines:
-            yield from line
-            yield Segment.line()
+def query_patch(grid, query: int) -> tuple[int, int] | None:
+    """Token `query`'s (row, column) on the patch grid: outlined on the pictures as `attn inspect --query` does;
+    None for the model's own tokens ([CLS] first), which have no place on the image."""
+    return divmod(query - len(grid.specials), grid.cols) if query >= len(grid.specials) else None
 
 
 def pictures_view(report, base: HeadReport, other: HeadReport | None, other_name: str, other_error: str, layer: int,
@@ -106,7 +83,7 @@ def heads_pictures(report, mark: tuple[int, int], query: int) -> RenderableType:
     pictures = [(f"{'▸' if (layer, head.head) == mark else ''}L{layer} H{head.head}",
                  grid.on_grid(np.asarray(head.weights)[query])) for layer, head in report.heads()]
     return Group(Text(f"Every head from {query}:{report.tokens[query].text}", style="bold"),
-                 SmallPictures(grid, pictures),
+                 SmallPictures(grid, pictures, query_patch(grid, query)),
                  Text("each from its least to its most attended patch", style="dim"))
 
 
