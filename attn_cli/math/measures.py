@@ -159,16 +159,59 @@ def self_weight(weights: torch.Tensor, offset: int = 0) -> torch.Tensor:
     return diagonal
 
 
+@dataclass(frozen=True)
+class TopKeyTensors:
+    """Per query row, the k most-attended keys, heaviest first, as tensors (..., Tq, k) each.
+
+    A row with fewer than k allowed keys is filled up with entries whose `kept` is False (masked keys
+    that topk picked to make up k, or padding past the last key); `pairs` leaves them out.
+    """
+
+    indices: torch.Tensor  # (..., Tq, k) int64 key index
+    weights: torch.Tensor  # (..., Tq, k)
+    kept: torch.Tensor  # (..., Tq, k) bool: an allowed key
+
+    def __getitem__(self, index) -> "TopKeyTensors":
+        """The same leading index of every field: top[h] is head h's (Tq, k)."""
+        return TopKeyTensors(self.indices[index], self.weights[index], self.kept[index])
+
+    def pairs(self) -> list:
+        """Nested lists (..., Tq, ≤k) of (key index, weight), the entries not kept left out."""
+        return _pairs(self.indices.tolist(), self.weights.tolist(), self.kept.tolist(), self.indices.dim() - 2)
+
+
+def top_key_tensors(weights: torch.Tensor, allowed: torch.Tensor, k: int, offset: int = 0) -> TopKeyTensors:
+    """Per query row, the k most-attended allowed keys: (..., Tq, k) each, filled up where a row has fewer.
+
+    weights (..., Tq, Tk), allowed broadcasting to it. offset: added to the key indices (a block of
+    columns whose first is key `offset`). Masked keys are never kept.
+    """
+    picked = min(k, weights.shape[-1])
+    values, indices = weights.topk(picked, dim=-1)  # (..., Tq, picked); masked keys have weight exactly 0 …
+    kept = allowed.expand_as(weights).gather(-1, indices)  # … so mark any that were picked to fill a short row
+    if picked < k:  # fewer keys than k: fill up to a fixed width, so blocks of rows concatenate
+        fill = (*indices.shape[:-1], k - picked)
+        indices = torch.cat([indices, indices.new_zeros(fill)], -1)
+        values = torch.cat([values, values.new_zeros(fill)], -1)
+        kept = torch.cat([kept, kept.new_zeros(fill)], -1)
+    return TopKeyTensors(indices + offset if offset else indices, values, kept)
+
+
+def cat_top_keys(blocks: list[TopKeyTensors]) -> TopKeyTensors:
+    """Blocks of query rows (..., c, k) -> (..., Tq, k), in order."""
+    if len(blocks) == 1:
+        return blocks[0]
+    return TopKeyTensors(*(torch.cat([getattr(b, name) for b in blocks], dim=-2)
+                           for name in ("indices", "weights", "kept")))
+
+
 def top_keys(weights: torch.Tensor, allowed: torch.Tensor, k: int) -> list:
     """Per query row, the k most-attended allowed keys as (key index, weight), heaviest first.
 
     weights (..., Tq, Tk), allowed broadcasting to it; nested lists (..., Tq, ≤k). Masked keys
     never appear, even when a row has fewer than k allowed.
     """
-    k = min(k, weights.shape[-1])
-    values, indices = weights.topk(k, dim=-1)  # (..., Tq, k); masked keys have weight exactly 0 …
-    keep = allowed.expand_as(weights).gather(-1, indices)  # … so drop any that were picked to fill a short row
-    return _pairs(indices.tolist(), values.tolist(), keep.tolist(), weights.dim() - 2)
+    return top_key_tensors(weights, allowed, k).pairs()
 
 
 def _pairs(indices: list, values: list, keep: list, leading: int) -> list:
