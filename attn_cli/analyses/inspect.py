@@ -128,7 +128,7 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
     reads = [kv or 0 for kv in kv_heads]
     q = layer.q[heads].float()  # (h, T, D)  (h, T_query, D) under cross-attention
     k = layer.k[reads].float()  # (h, T, D): each query head's key head  (h, T_key, D)
-    v = layer.v[reads].float()  # (h, T, D)
+    v = layer.v[reads].float() if analysis.vectors or analysis.norms else None  # (h, T, D): for outputs and norms
     bias = None if layer.bias is None else layer.bias.float()[heads]  # (h, T_q, T_k): T5's position bias
     dot_form = layer.scorer is None and bias is None  # scores are q·kᵀ·scale and nothing else
     rows = analyse_rows(q, k, v, layer.mask, layer.scorer_for(heads), top_k=analysis.top_k,
@@ -217,11 +217,11 @@ class HeadRows:
 
 
 def analyse_rows(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: AttentionMask, score: Callable, *,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask: AttentionMask, score: Callable, *,
     top_k: int, tolerance: float, window: Window, want_output: bool, dot_scale: float | None,
     cross: bool = False, bias: torch.Tensor | None = None,
 ) -> HeadRows:
-    """q (h, T, D), and each query head's k and v (h, T, D), float32. cross: q (h, T_query, D) and k, v
+    """q (h, T, D), and each query head's k and v (h, T, D), float32 (v only read for want_output). cross: q (h, T_query, D) and k, v
     (h, T_key, D) are different tokens; symmetry and self-weight are then not defined (NaN, and why).
     bias: (h, T_q, T_k) added to the scores before the softmax (T5's relative position bias): the scores
     reported include it, and symmetry is of the whole S.
@@ -276,15 +276,22 @@ def analyse_rows(
                   else measures.dense_symmetry(score(q, k) + bias, valid, tolerance) if symmetry is None
                   else symmetry.result(tolerance)),
         score_moments=moments.mean_variance(),
-        scores=torch.cat(kept_scores, dim=1) if keep else None,
-        weights=torch.cat(kept_weights, dim=1) if keep else None,
+        scores=_cat_rows(kept_scores) if keep else None,
+        weights=_cat_rows(kept_weights) if keep else None,
         output=output,
     )
+
+
+def _cat_rows(blocks: list[torch.Tensor]) -> torch.Tensor:
+    """Blocks of rows (h, r, cols) -> (h, rows, cols)."""
+    return blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1)
 
 
 def _widen(block: torch.Tensor, first: int, window: Window, fill: float) -> torch.Tensor:
     """Columns first:first + n of some rows (h, r, n), placed into the window's columns (fill where not computed)."""
     start, stop = window.cols
+    if first == start and first + block.shape[-1] == stop:  # the block's columns are the window's
+        return block
     out = torch.full((*block.shape[:-1], stop - start), fill, dtype=block.dtype, device=block.device)
     lo, hi = max(start, first), min(stop, first + block.shape[-1])
     if lo < hi:

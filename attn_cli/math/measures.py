@@ -44,7 +44,7 @@ class SymmetryAccumulator:
         self.left = torch.cat([q, k], dim=-1)  # (h, T, 2D) rows [q_i, k_i]
         self.right = torch.cat([k, -q], dim=-1)  # (h, T, 2D) rows [k_j, -q_j]
         self.scale = scale
-        q64, k64 = q[:, valid].double(), k[:, valid].double()  # (h, T_valid, D)
+        q64, k64 = (q.double(), k.double()) if self.valid is None else (q[:, valid].double(), k[:, valid].double())
         gram = (q64.transpose(-2, -1) @ q64) * (k64.transpose(-2, -1) @ k64)  # (h, D, D)
         self.scores_squared = scale**2 * gram.sum((-2, -1))  # (h,)
         self.diff_squared = torch.zeros_like(self.scores_squared)
@@ -52,7 +52,7 @@ class SymmetryAccumulator:
 
     def add(self, start: int, stop: int) -> None:
         """Pairs (i, j) with start <= i < stop and j >= start."""
-        diff = (self.left[:, start:stop] @ self.right[:, start:].transpose(-2, -1)) * self.scale  # (h, c, T - start)
+        diff = (self.left[:, start:stop] @ self.right[:, start:].transpose(-2, -1)).mul_(self.scale)  # (h, c, T - start)
         if self.valid is not None:
             pair = self.valid[start:stop, None] & self.valid[None, start:]
             diff = diff.masked_fill_(~pair, 0.0)
@@ -68,8 +68,8 @@ class SymmetryAccumulator:
 def _accumulate(accumulator, diff: torch.Tensor, block: int) -> None:
     """Add a block's S_ij − S_ji (h, c, T - start) to the sums: both orders of each pair inside the block
     are in it; a pair beyond it is there once ((j, i) falls in no block)."""
-    inside = diff[..., :block].double().square().sum((-2, -1))  # (h,)
-    beyond = diff[..., block:].double().square().sum((-2, -1))
+    inside = _float64(diff[..., :block]).square_().sum((-2, -1))  # (h,)
+    beyond = _float64(diff[..., block:]).square_().sum((-2, -1))
     accumulator.diff_squared += inside + 2 * beyond
     if diff.numel():
         accumulator.max_abs_diff = torch.maximum(accumulator.max_abs_diff, diff.abs().amax((-2, -1)).double())
@@ -120,10 +120,12 @@ class ScoreMoments:
 
     def add(self, scores: torch.Tensor, allowed: torch.Tensor) -> None:
         """scores (h, c, n), allowed (c, n)."""
-        kept = scores.double().masked_fill(~allowed, 0.0)
+        kept = _float64(scores)
+        if not bool(allowed.all()):
+            kept.masked_fill_(~allowed, 0.0)
         self.count += int(allowed.sum())
         self.total += kept.sum((-2, -1)).cpu()
-        self.squares += kept.square().sum((-2, -1)).cpu()
+        self.squares += kept.square_().sum((-2, -1)).cpu()
 
     def mean_variance(self) -> list[tuple[float, float]]:
         """(mean, variance) per head."""
@@ -132,6 +134,11 @@ class ScoreMoments:
         mean = self.total / self.count
         variance = (self.squares / self.count - mean.square()).clamp_min(0.0)
         return list(zip(mean.tolist(), variance.tolist()))
+
+
+def _float64(tensor: torch.Tensor) -> torch.Tensor:
+    """A float64 copy that may be changed in place (`.double()` of a float64 tensor would be the tensor itself)."""
+    return tensor.to(torch.float64, copy=True)
 
 
 def row_entropy(weights: torch.Tensor) -> torch.Tensor:
