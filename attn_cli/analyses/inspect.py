@@ -140,7 +140,7 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
     if analysis.vectors:
         named += [("q", q), ("k", k), ("v", v), ("output", rows.output)]
     arrays = {name: None if tensor is None else _array(tensor) for name, tensor in named}
-    top_indices, top_weights, top_kept = (_array(tensor) for tensor in (rows.top.indices, rows.top.weights, rows.top.kept))
+    top_indices, top_weights, top_kept = (_array(t) for t in (rows.top.indices, rows.top.weights, rows.top.kept))
     reports = []
     for i, (head, kv_head) in enumerate(zip(heads, kv_heads)):
         tensors = {name: arrays[name][i] for name in ("q", "k", "v", "output")} if analysis.vectors else {}
@@ -221,8 +221,9 @@ def analyse_rows(
     top_k: int, tolerance: float, window: Window, want_output: bool, dot_scale: float | None,
     cross: bool = False, bias: torch.Tensor | None = None,
 ) -> HeadRows:
-    """q (h, T, D), and each query head's k and v (h, T, D), float32 (v only read for want_output). cross: q (h, T_query, D) and k, v
-    (h, T_key, D) are different tokens; symmetry and self-weight are then not defined (NaN, and why).
+    """q (h, T, D), and each query head's k and v (h, T, D), float32 (v is read only for want_output).
+    cross: q (h, T_query, D) and k, v (h, T_key, D) are different tokens; symmetry and self-weight are then
+    not defined (NaN, and why).
     bias: (h, T_q, T_k) added to the scores before the softmax (T5's relative position bias): the scores
     reported include it, and symmetry is of the whole S.
 

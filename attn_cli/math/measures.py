@@ -52,7 +52,8 @@ class SymmetryAccumulator:
 
     def add(self, start: int, stop: int) -> None:
         """Pairs (i, j) with start <= i < stop and j >= start."""
-        diff = (self.left[:, start:stop] @ self.right[:, start:].transpose(-2, -1)).mul_(self.scale)  # (h, c, T - start)
+        diff = self.left[:, start:stop] @ self.right[:, start:].transpose(-2, -1)  # (h, c, T - start)
+        diff.mul_(self.scale)
         if self.valid is not None:
             pair = self.valid[start:stop, None] & self.valid[None, start:]
             diff = diff.masked_fill_(~pair, 0.0)
