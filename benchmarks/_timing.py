@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmarks: time whole processes and read their peak memory.
+"""Shared helpers for the benchmarks: time whole processes and read their peak memory, or calls in one process.
 
 Each run is one child process, started with subprocess.Popen and reaped with
 os.wait4, which returns that child's own rusage: its ru_maxrss is the peak
@@ -9,6 +9,10 @@ the reap, so it includes interpreter start-up and exit.
 Contenders run interleaved (A, B, A, B, ...) after untimed warm-up runs, so
 that drift on a shared, noisy machine hits both alike, and are summarised by
 medians. POSIX only (os.wait4).
+
+In one process (time_calls), each call is timed twice: wall (time.perf_counter) and CPU
+(time.process_time: this process, every thread of it). On a loaded machine the CPU seconds
+are the steadier figure, since waiting for a core is not counted.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 
 @dataclass
@@ -130,3 +135,56 @@ def emit_result(document: dict, path: str | None) -> None:
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(document, handle)
     print(f"BENCH score_s={document['score_s']:.4f} texts={document['texts']}", file=sys.stderr)
+
+
+@dataclass
+class Call:
+    wall_s: float
+    cpu_s: float  # time.process_time: every thread of this process
+
+
+def time_calls(contenders: dict[str, Callable], inputs: Sequence, warmup, sync: Callable[[], None] = lambda: None
+               ) -> dict[str, list[Call]]:
+    """Every contender once on `warmup` (untimed: first-call allocations, lazy imports), then each input through
+    every contender in turn (A, B, A, B, ...). sync() runs before each clock read (torch.cuda.synchronize)."""
+    for run in contenders.values():
+        run(warmup)
+    calls: dict[str, list[Call]] = {name: [] for name in contenders}
+    for item in inputs:
+        for name, run in contenders.items():
+            sync()
+            wall, cpu = time.perf_counter(), time.process_time()
+            run(item)
+            sync()
+            calls[name].append(Call(time.perf_counter() - wall, time.process_time() - cpu))
+    return calls
+
+
+def median_of(calls: list[Call], field: str = "wall_s") -> float:
+    return statistics.median(getattr(call, field) for call in calls)
+
+
+def print_calls(calls: dict[str, list[Call]]) -> None:
+    """One row per contender: median and p90 wall seconds, median CPU seconds."""
+    width = max(len(name) for name in calls) + 2
+    print(f"{'contender':<{width}} {'median s':>9} {'p90 s':>7} {'CPU s':>7}")
+    for name, runs in calls.items():
+        walls = [call.wall_s for call in runs]
+        p90 = statistics.quantiles(walls, n=10)[-1] if len(walls) > 1 else walls[0]
+        print(f"{name:<{width}} {median_of(runs):>9.4f} {p90:>7.4f} {median_of(runs, 'cpu_s'):>7.4f}")
+
+
+def print_call_ratio(calls: dict[str, list[Call]], ours: str, peer: str, target: float) -> bool:
+    """ours / peer of the medians, wall and CPU, each against `target`; the verdict (returned) is the wall ratio's."""
+    wall = median_of(calls[ours]) / median_of(calls[peer])
+    cpu = median_of(calls[ours], "cpu_s") / median_of(calls[peer], "cpu_s")
+    verdict = lambda ratio: "met" if ratio <= target else "NOT met"  # noqa: E731
+    print(f"\nratio attn / peer (per-look medians): wall {wall:.2f}x, CPU {cpu:.2f}x")
+    print(f"target: attn <= {target}x the peer: {verdict(wall)} (wall {wall:.2f}x); CPU time {verdict(cpu)} "
+          f"({cpu:.2f}x, the steadier figure on a loaded machine)")
+    return wall <= target
+
+
+def print_threads(torch) -> None:
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"torch threads {torch.get_num_threads()}; load average now {load}")

@@ -6,7 +6,8 @@ Builds a Marian-shaped model with random weights (opus-mt-en-de's sizes: 6 + 6 l
 (scores, weights, symmetry, entropy, top keys, score statistics). The peer, in the same process and
 interleaved pair by pair, is bare transformers: the same model with eager attention and
 `output_attentions=True` over the same source and decoder ids, its encoder, decoder and cross attentions
-turned into Python lists. Target: attn / peer ≤ 1.5× (per-pair medians).
+turned into Python lists. Target: attn / peer ≤ 1.5× (per-pair medians of wall time; the CPU-time
+ratio is printed beside it, the steadier figure on a loaded machine).
 
     .venv/bin/python benchmarks/bench_seq2seq.py [--pairs 30] [--device cpu] [--threads N]
 """
@@ -16,15 +17,15 @@ from __future__ import annotations
 import argparse
 import io
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _timing import print_header
+from _timing import print_call_ratio, print_calls, print_header, print_threads, time_calls
 
 TARGET_RATIO = 1.5
+OURS, PEER = "attn model.inspect(source, target=…)", "transformers eager output_attentions"
 PAIRS = [("The cat sat on the mat.", "Die Katze saß auf der Matte."),
          ("My neighbour reads every evening.", "Mein Nachbar liest jeden Abend."),
          ("The old train is late again today.", "Der alte Zug ist heute wieder spät."),
@@ -87,25 +88,14 @@ def main() -> int:
                                   (*out.encoder_attentions, *out.decoder_attentions, *out.cross_attentions)]))
 
     pairs = [PAIRS[i % len(PAIRS)] for i in range(args.pairs)]
-    contenders = {"attn model.inspect(source, target=…)": ours, "transformers eager output_attentions": peer}
-    for run in contenders.values():  # warm-up: first-call allocations and lazy imports
-        run(pairs[0])
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for pair in pairs:
-        for (name, samples), run in zip(times.items(), contenders.values()):
-            start = time.perf_counter()
-            run(pair)
-            samples.append(time.perf_counter() - start)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else lambda: None
+    calls = time_calls({OURS: ours, PEER: peer}, pairs, pairs[0], sync)
 
     print(f"attn_cli.load (Marian-shaped, random weights): {load_s:.2f} s (once)")
-    print(f"{'contender':<42} {'median s':>9} {'p90 s':>7}")
-    for name, samples in times.items():
-        p90 = statistics.quantiles(samples, n=10)[-1]
-        print(f"{name:<42} {statistics.median(samples):>9.4f} {p90:>7.4f}")
-    ratio = statistics.median(times[next(iter(times))]) / statistics.median(times["transformers eager output_attentions"])
-    met = ratio <= TARGET_RATIO
-    print(f"\nratio attn / peer: {ratio:.2f}x (attn also computes scores, symmetry, entropy, top keys)")
-    print(f"target: ratio <= {TARGET_RATIO}x: {'met' if met else 'NOT met'}")
+    print_threads(torch)
+    print()
+    print_calls(calls)
+    met = print_call_ratio(calls, OURS, PEER, TARGET_RATIO)
     return 0 if met else 1
 
 

@@ -56,6 +56,22 @@ def test_inspect_returns_a_report_with_arrays(minilm):
     assert [layer for layer, _ in report.heads()] == [layer for layer in range(6) for _ in range(12)]
 
 
+def test_a_heads_top_keys_are_rows_of_topkey_made_when_read(minilm):
+    """head.top keeps arrays; each row read is a list of TopKey (heaviest first, named by its token), and the
+    JSON written from the arrays equals the JSON of those TopKey rows."""
+    from attn_cli.analyses.inspect_report import TopKey, top_json
+
+    report = minilm.inspect(TEXT, top_k=4)
+    head = report.head(0, 2)
+    rows = [head.top[i] for i in range(len(head.top))]
+    assert len(rows) == 8 and all(isinstance(key, TopKey) for row in rows for key in row)
+    assert [[key.index for key in row] for row in rows] == np.argsort(-head.weights, kind="stable")[:, :4].tolist()
+    assert all(key.token == report.tokens[key.index].text and key.weight == head.weights[i, key.index]
+               for i, row in enumerate(rows) for key in row)
+    assert head.top == rows and head.top[-2:] == rows[-2:]
+    assert top_json(head.top) == top_json(rows)
+
+
 def test_cli_json_equals_to_json_dict(minilm):
     assert cli_json("inspect", TEXT) == minilm.inspect(TEXT).to_json_dict()
     selected = minilm.inspect(TEXT, layers="1-2", heads=[0, 3], top_k=2, variant="shared-k", vectors=True)

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from attn_cli.analyses import inspect as inspect_engine
 
-from attn_cli.math import scoring
+from attn_cli.math import measures, scoring
 from attn_cli.api import Model
 from attn_cli.math.masks import AttentionMask
 from attn_cli.data.selection import Window
@@ -39,6 +39,18 @@ def run_rows(q, k, v, mask, window=None, score=scaled):
     return inspect_engine.HeadRows(*(one(getattr(rows, name)) for name in inspect_engine.HeadRows.__dataclass_fields__))
 
 
+def test_top_keys_of_blocks_narrower_than_k_are_those_of_the_whole_matrix(monkeypatch, qkv):
+    """Causal blocks of 2 rows see 2, 4, … keys, fewer than k = 4 in the first: that block is filled up to k
+    with entries that are never a key, and the concatenated blocks list exactly the whole matrix's top keys."""
+    q, k, v = qkv
+    mask = AttentionMask(T, T, causal=True)
+    monkeypatch.setattr(inspect_engine, "CHUNK_CELLS", 2 * T)
+    rows = run_rows(q, k, v, mask, Window.whole(T))
+    assert rows.top.indices.shape == (T, 4)
+    assert rows.top.pairs() == measures.top_keys(rows.weights, mask.full(), 4)
+    assert [len(row) for row in rows.top.pairs()[:4]] == [1, 2, 3, 4]
+
+
 @pytest.mark.parametrize("mask", [
     AttentionMask(T, T, causal=False),
     AttentionMask(T, T, causal=True),
@@ -51,7 +63,7 @@ def test_row_blocks_give_the_whole_matrix_statistics(monkeypatch, qkv, mask):
     blocks = run_rows(q, k, v, mask, Window.whole(T))
     for name in ("entropy", "self_weight", "output", "weights"):
         torch.testing.assert_close(getattr(blocks, name), getattr(whole, name), rtol=1e-5, atol=1e-6)
-    assert [[i for i, _ in row] for row in blocks.top] == [[i for i, _ in row] for row in whole.top]
+    assert [[i for i, _ in row] for row in blocks.top.pairs()] == [[i for i, _ in row] for row in whole.top.pairs()]
     assert blocks.symmetry.relative == pytest.approx(whole.symmetry.relative, rel=1e-5)
     assert blocks.symmetry.max_abs_diff == pytest.approx(whole.symmetry.max_abs_diff, rel=1e-5)
     valid = mask.valid_keys()  # the definition, on the whole matrix over valid pairs

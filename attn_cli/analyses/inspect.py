@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from attn_cli.analyses.inspect_report import HeadReport, InspectReport, LayerReport, ScoreStats, TopKey
+from attn_cli.analyses.inspect_report import HeadReport, InspectReport, LayerReport, ScoreStats, TopKeys
 from attn_cli.data.capture import Capture, LayerCapture
 from attn_cli.data.selection import Analysis, Selection, Window
 from attn_cli.math import attention, measures
@@ -128,7 +128,7 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
     reads = [kv or 0 for kv in kv_heads]
     q = layer.q[heads].float()  # (h, T, D)  (h, T_query, D) under cross-attention
     k = layer.k[reads].float()  # (h, T, D): each query head's key head  (h, T_key, D)
-    v = layer.v[reads].float()  # (h, T, D)
+    v = layer.v[reads].float() if analysis.vectors or analysis.norms else None  # (h, T, D): for outputs and norms
     bias = None if layer.bias is None else layer.bias.float()[heads]  # (h, T_q, T_k): T5's position bias
     dot_form = layer.scorer is None and bias is None  # scores are q·kᵀ·scale and nothing else
     rows = analyse_rows(q, k, v, layer.mask, layer.scorer_for(heads), top_k=analysis.top_k,
@@ -140,6 +140,7 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
     if analysis.vectors:
         named += [("q", q), ("k", k), ("v", v), ("output", rows.output)]
     arrays = {name: None if tensor is None else _array(tensor) for name, tensor in named}
+    top_indices, top_weights, top_kept = (_array(t) for t in (rows.top.indices, rows.top.weights, rows.top.kept))
     reports = []
     for i, (head, kv_head) in enumerate(zip(heads, kv_heads)):
         tensors = {name: arrays[name][i] for name in ("q", "k", "v", "output")} if analysis.vectors else {}
@@ -154,7 +155,7 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
             symmetry=rows.symmetry[i],
             entropy=arrays["entropy"][i],
             self_weight=arrays["self_weight"][i],
-            top=[[TopKey(index, token_texts[index], weight) for index, weight in row] for row in rows.top[i]],
+            top=TopKeys(top_indices[i], top_weights[i], top_kept[i], token_texts),
             tensors=tensors,
             score_stats=score_stats(q[i], k[i], layer.scale, rows.score_moments[i], dot_form),
             formula=f"q·kᵀ·{layer.scale:.4g} + position bias" if bias is not None else formula if dot_form else None,
@@ -207,7 +208,7 @@ class HeadRows:
 
     entropy: torch.Tensor  # (h, T) nats
     self_weight: torch.Tensor  # (h, T)
-    top: list[list[list[tuple[int, float]]]]  # (h, T, ≤k) key index and weight, heaviest first
+    top: measures.TopKeyTensors  # (h, T, k) key index and weight, heaviest first (kept: not a short row's fill)
     symmetry: list[Symmetry]  # (h,)
     score_moments: list[tuple[float, float]]  # (h,) mean and variance of the allowed scores, as used (scaled)
     scores: torch.Tensor | None  # (h, rows, cols) the window of S, NaN where masked; None for an empty window
@@ -216,12 +217,13 @@ class HeadRows:
 
 
 def analyse_rows(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: AttentionMask, score: Callable, *,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask: AttentionMask, score: Callable, *,
     top_k: int, tolerance: float, window: Window, want_output: bool, dot_scale: float | None,
     cross: bool = False, bias: torch.Tensor | None = None,
 ) -> HeadRows:
-    """q (h, T, D), and each query head's k and v (h, T, D), float32. cross: q (h, T_query, D) and k, v
-    (h, T_key, D) are different tokens; symmetry and self-weight are then not defined (NaN, and why).
+    """q (h, T, D), and each query head's k and v (h, T, D), float32 (v is read only for want_output).
+    cross: q (h, T_query, D) and k, v (h, T_key, D) are different tokens; symmetry and self-weight are then
+    not defined (NaN, and why).
     bias: (h, T_q, T_k) added to the scores before the softmax (T5's relative position bias): the scores
     reported include it, and symmetry is of the whole S.
 
@@ -235,7 +237,7 @@ def analyse_rows(
     entropy = torch.empty(heads, count, device=q.device)
     self_weight = torch.empty(heads, count, device=q.device)
     output = torch.empty_like(q) if want_output else None
-    top: list[list[list[tuple[int, float]]]] = [[] for _ in range(heads)]
+    top = []  # TopKeyTensors (h, c, top_k) per block
     valid = mask.valid_keys()
     # A biased S is no longer a bilinear form of q and k: its symmetry comes from the whole S, after the loop
     symmetry = (None if cross or bias is not None else measures.SymmetryAccumulator(q, k, dot_scale, valid) if dot_scale is not None
@@ -255,8 +257,7 @@ def analyse_rows(
         weights = attention.masked_softmax(scores, allowed)  # (h, c, end - first); scores stay unmasked
         entropy[:, start:stop] = measures.row_entropy(weights)
         self_weight[:, start:stop] = measures.self_weight(weights, offset=start - first)  # w[i, i]
-        for head, rows in enumerate(measures.top_keys(weights, allowed, top_k)):
-            top[head] += [[(first + key, weight) for key, weight in row] for row in rows]
+        top.append(measures.top_key_tensors(weights, allowed, top_k, offset=first))
         if symmetry is not None:
             symmetry.add(start, stop)
         if output is not None:
@@ -271,20 +272,27 @@ def analyse_rows(
     return HeadRows(
         entropy=entropy,
         self_weight=self_weight,
-        top=top,
+        top=measures.cat_top_keys(top),
         symmetry=(measures.not_applicable(heads, count, k.shape[1]) if cross
                   else measures.dense_symmetry(score(q, k) + bias, valid, tolerance) if symmetry is None
                   else symmetry.result(tolerance)),
         score_moments=moments.mean_variance(),
-        scores=torch.cat(kept_scores, dim=1) if keep else None,
-        weights=torch.cat(kept_weights, dim=1) if keep else None,
+        scores=_cat_rows(kept_scores) if keep else None,
+        weights=_cat_rows(kept_weights) if keep else None,
         output=output,
     )
+
+
+def _cat_rows(blocks: list[torch.Tensor]) -> torch.Tensor:
+    """Blocks of rows (h, r, cols) -> (h, rows, cols)."""
+    return blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1)
 
 
 def _widen(block: torch.Tensor, first: int, window: Window, fill: float) -> torch.Tensor:
     """Columns first:first + n of some rows (h, r, n), placed into the window's columns (fill where not computed)."""
     start, stop = window.cols
+    if first == start and first + block.shape[-1] == stop:  # the block's columns are the window's
+        return block
     out = torch.full((*block.shape[:-1], stop - start), fill, dtype=block.dtype, device=block.device)
     lo, hi = max(start, first), min(stop, first + block.shape[-1])
     if lo < hi:

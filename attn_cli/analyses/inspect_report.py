@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -53,6 +53,56 @@ class TopKey:
     weight: float
 
 
+class TopKeys(Sequence):
+    """A head's most-attended keys per query row, (T, ≤k), kept as arrays: row i is a list of TopKey
+    made when it is read (top[i]), and JSON is written from the arrays, so a row nobody reads costs nothing.
+
+    indices, weights, kept (T, k) numpy: key index, weight (heaviest first), and False for the entries
+    that only fill up a row with fewer than k allowed keys (left out). names: the key tokens' texts.
+    """
+
+    def __init__(self, indices: np.ndarray, weights: np.ndarray, kept: np.ndarray, names: Sequence[str]):
+        self.indices, self.weights, self.kept, self.names = indices, weights, kept, names
+
+    @classmethod
+    def of(cls, top, names: Sequence[str]) -> "TopKeys":
+        """From math.measures.TopKeyTensors (T, k) of one head."""
+        return cls(*(_numpy(tensor) for tensor in (top.indices, top.weights, top.kept)), names)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, row):
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        return [TopKey(index, self.names[index], weight) for index, weight, ok in
+                zip(self.indices[row].tolist(), self.weights[row].tolist(), self.kept[row].tolist()) if ok]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"TopKeys({list(self)!r})"
+
+    def json(self) -> list[list[dict]]:
+        """The rows as JSON objects {"index", "token", "weight"}, straight from the arrays."""
+        names = self.names
+        return [[{"index": index, "token": names[index], "weight": num_json(weight)}
+                 for index, weight, ok in zip(row_i, row_w, row_ok) if ok]
+                for row_i, row_w, row_ok in zip(self.indices.tolist(), self.weights.tolist(), self.kept.tolist())]
+
+
+def _numpy(tensor) -> np.ndarray:
+    return tensor.detach().cpu().numpy()
+
+
+def top_json(top: Sequence[Sequence[TopKey]]) -> list[list[dict]]:
+    """A head's top keys as JSON: from TopKeys' arrays, or from any rows of TopKey."""
+    if isinstance(top, TopKeys):
+        return top.json()
+    return [[{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row] for row in top]
+
+
 @dataclass
 class HeadReport:
     """One head. Matrices cover `window` (rows × cols of the whole T × T); per-row statistics every row."""
@@ -66,7 +116,7 @@ class HeadReport:
     symmetry: Symmetry
     entropy: np.ndarray  # (T,) nats per query row
     self_weight: np.ndarray  # (T,) the diagonal of weights
-    top: list[list[TopKey]]  # (T, ≤k) most-attended keys per query
+    top: Sequence[list[TopKey]]  # (T, ≤k) most-attended keys per query (TopKeys: rows made when read)
     tensors: dict[str, np.ndarray] = field(default_factory=dict)  # q, k, v (T, D) and output, when kept
     score_stats: ScoreStats | None = None
     norms: np.ndarray | None = None  # (rows, cols) ‖α_ij · v_j·W_Oʰ‖ with --measure norm
@@ -282,9 +332,7 @@ def head_json(head: HeadReport, matrices: bool = True) -> dict:
                                  for key, value in asdict(head.score_stats).items()}
     record["entropy"] = vector_json(head.entropy)
     record["self_weight"] = vector_json(head.self_weight)
-    record["top"] = [
-        [{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row] for row in head.top
-    ]
+    record["top"] = top_json(head.top)
     if head.allowed is not None:
         record["allowed"] = np.asarray(head.allowed, dtype=bool).tolist()
     if matrices:

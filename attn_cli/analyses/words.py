@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, Sequence
 
 import torch
 
-from attn_cli.analyses.inspect_report import HeadReport, LayerReport, TopKey
+from attn_cli.analyses.inspect_report import HeadReport, LayerReport, TopKeys
 from attn_cli.data.capture import Capture
 from attn_cli.data.selection import Analysis, Selection, Window
 from attn_cli.data.words import Word, words_from_markers
@@ -62,8 +62,7 @@ def merge_head(head: HeadReport, groups: Sequence[Sequence[int]], texts: Sequenc
     allowed = ~torch.from_numpy(head.scores).isnan()  # (T, T): the scores are NaN where masked
     merged = merge_weights(weights, groups)  # (W, W), rows sum to 1
     merged_allowed = merge_mask(allowed, groups)  # (W, W)
-    top = [[TopKey(index, texts[index], weight) for index, weight in row]
-           for row in measures.top_keys(merged, merged_allowed, top_k)]
+    top = TopKeys.of(measures.top_key_tensors(merged, merged_allowed, top_k), texts)  # (W, ≤k)
     return HeadReport(
         head=head.head,
         kv_head=head.kv_head,

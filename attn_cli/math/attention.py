@@ -34,8 +34,11 @@ def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     is where a score that is not finite is refused: q and k can be finite while q·k overflows float32, and
     softmax would turn the row into NaN that JSON writes as null and the terminal as a blank heatmap.
     """
-    weights = torch.softmax(apply_mask(scores, allowed), dim=-1)
-    weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
+    if bool(allowed.all()):  # nothing masked: the same weights without a masked copy of the scores
+        weights = torch.softmax(scores, dim=-1)
+    else:
+        weights = torch.softmax(apply_mask(scores, allowed), dim=-1)
+        weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
     check_finite_weights(weights)
     return weights
 

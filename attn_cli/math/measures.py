@@ -48,7 +48,7 @@ class SymmetryAccumulator:
         self.left = torch.cat([q, k], dim=-1)  # (h, T, 2D) rows [q_i, k_i]
         self.right = torch.cat([k, -q], dim=-1)  # (h, T, 2D) rows [k_j, -q_j]
         self.scale = scale
-        q64, k64 = q[:, valid].double(), k[:, valid].double()  # (h, T_valid, D)
+        q64, k64 = (q.double(), k.double()) if self.valid is None else (q[:, valid].double(), k[:, valid].double())
         gram = (q64.transpose(-2, -1) @ q64) * (k64.transpose(-2, -1) @ k64)  # (h, D, D)
         self.scores_squared = scale**2 * gram.sum((-2, -1))  # (h,)
         self.diff_squared = torch.zeros_like(self.scores_squared)
@@ -56,7 +56,8 @@ class SymmetryAccumulator:
 
     def add(self, start: int, stop: int) -> None:
         """Pairs (i, j) with start <= i < stop and j >= start."""
-        diff = (self.left[:, start:stop] @ self.right[:, start:].transpose(-2, -1)) * self.scale  # (h, c, T - start)
+        diff = self.left[:, start:stop] @ self.right[:, start:].transpose(-2, -1)  # (h, c, T - start)
+        diff.mul_(self.scale)
         if self.valid is not None:
             pair = self.valid[start:stop, None] & self.valid[None, start:]
             diff = diff.masked_fill_(~pair, 0.0)
@@ -72,8 +73,8 @@ class SymmetryAccumulator:
 def _accumulate(accumulator, diff: torch.Tensor, block: int) -> None:
     """Add a block's S_ij − S_ji (h, c, T - start) to the sums: both orders of each pair inside the block
     are in it; a pair beyond it is there once ((j, i) falls in no block)."""
-    inside = diff[..., :block].double().square().sum((-2, -1))  # (h,)
-    beyond = diff[..., block:].double().square().sum((-2, -1))
+    inside = _float64(diff[..., :block]).square_().sum((-2, -1))  # (h,)
+    beyond = _float64(diff[..., block:]).square_().sum((-2, -1))
     accumulator.diff_squared += inside + 2 * beyond
     if diff.numel():
         accumulator.max_abs_diff = torch.maximum(accumulator.max_abs_diff, diff.abs().amax((-2, -1)).double())
@@ -124,10 +125,12 @@ class ScoreMoments:
 
     def add(self, scores: torch.Tensor, allowed: torch.Tensor) -> None:
         """scores (h, c, n), allowed (c, n)."""
-        kept = scores.double().masked_fill(~allowed, 0.0)
+        kept = _float64(scores)
+        if not bool(allowed.all()):
+            kept.masked_fill_(~allowed, 0.0)
         self.count += int(allowed.sum())
         self.total += kept.sum((-2, -1)).cpu()
-        self.squares += kept.square().sum((-2, -1)).cpu()
+        self.squares += kept.square_().sum((-2, -1)).cpu()
 
     def mean_variance(self) -> list[tuple[float, float]]:
         """(mean, variance) per head."""
@@ -136,6 +139,11 @@ class ScoreMoments:
         mean = self.total / self.count
         variance = (self.squares / self.count - mean.square()).clamp_min(0.0)
         return list(zip(mean.tolist(), variance.tolist()))
+
+
+def _float64(tensor: torch.Tensor) -> torch.Tensor:
+    """A float64 copy that may be changed in place (`.double()` of a float64 tensor would be the tensor itself)."""
+    return tensor.to(torch.float64, copy=True)
 
 
 def row_entropy(weights: torch.Tensor) -> torch.Tensor:
@@ -163,16 +171,59 @@ def self_weight(weights: torch.Tensor, offset: int = 0) -> torch.Tensor:
     return diagonal
 
 
+@dataclass(frozen=True)
+class TopKeyTensors:
+    """Per query row, the k most-attended keys, heaviest first, as tensors (..., Tq, k) each.
+
+    A row with fewer than k allowed keys is filled up with entries whose `kept` is False (masked keys
+    that topk picked to make up k, or padding past the last key); `pairs` leaves them out.
+    """
+
+    indices: torch.Tensor  # (..., Tq, k) int64 key index
+    weights: torch.Tensor  # (..., Tq, k)
+    kept: torch.Tensor  # (..., Tq, k) bool: an allowed key
+
+    def __getitem__(self, index) -> "TopKeyTensors":
+        """The same leading index of every field: top[h] is head h's (Tq, k)."""
+        return TopKeyTensors(self.indices[index], self.weights[index], self.kept[index])
+
+    def pairs(self) -> list:
+        """Nested lists (..., Tq, ≤k) of (key index, weight), the entries not kept left out."""
+        return _pairs(self.indices.tolist(), self.weights.tolist(), self.kept.tolist(), self.indices.dim() - 2)
+
+
+def top_key_tensors(weights: torch.Tensor, allowed: torch.Tensor, k: int, offset: int = 0) -> TopKeyTensors:
+    """Per query row, the k most-attended allowed keys: (..., Tq, k) each, filled up where a row has fewer.
+
+    weights (..., Tq, Tk), allowed broadcasting to it. offset: added to the key indices (a block of
+    columns whose first is key `offset`). Masked keys are never kept.
+    """
+    picked = min(k, weights.shape[-1])
+    values, indices = weights.topk(picked, dim=-1)  # (..., Tq, picked); masked keys have weight exactly 0 …
+    kept = allowed.expand_as(weights).gather(-1, indices)  # … so mark any that were picked to fill a short row
+    if picked < k:  # fewer keys than k: fill up to a fixed width, so blocks of rows concatenate
+        fill = (*indices.shape[:-1], k - picked)
+        indices = torch.cat([indices, indices.new_zeros(fill)], -1)
+        values = torch.cat([values, values.new_zeros(fill)], -1)
+        kept = torch.cat([kept, kept.new_zeros(fill)], -1)
+    return TopKeyTensors(indices + offset if offset else indices, values, kept)
+
+
+def cat_top_keys(blocks: list[TopKeyTensors]) -> TopKeyTensors:
+    """Blocks of query rows (..., c, k) -> (..., Tq, k), in order."""
+    if len(blocks) == 1:
+        return blocks[0]
+    return TopKeyTensors(*(torch.cat([getattr(b, name) for b in blocks], dim=-2)
+                           for name in ("indices", "weights", "kept")))
+
+
 def top_keys(weights: torch.Tensor, allowed: torch.Tensor, k: int) -> list:
     """Per query row, the k most-attended allowed keys as (key index, weight), heaviest first.
 
     weights (..., Tq, Tk), allowed broadcasting to it; nested lists (..., Tq, ≤k). Masked keys
     never appear, even when a row has fewer than k allowed.
     """
-    k = min(k, weights.shape[-1])
-    values, indices = weights.topk(k, dim=-1)  # (..., Tq, k); masked keys have weight exactly 0 …
-    keep = allowed.expand_as(weights).gather(-1, indices)  # … so drop any that were picked to fill a short row
-    return _pairs(indices.tolist(), values.tolist(), keep.tolist(), weights.dim() - 2)
+    return top_key_tensors(weights, allowed, k).pairs()
 
 
 def _pairs(indices: list, values: list, keep: list, leading: int) -> list:

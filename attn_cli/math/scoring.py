@@ -28,7 +28,7 @@ def scores(q: torch.Tensor, k: torch.Tensor, scale: float, scorer: Callable | No
     """
     if scorer is not None:
         return scorer(q, k, head)
-    return (q @ k.transpose(-2, -1)) * scale
+    return (q @ k.transpose(-2, -1)).mul_(scale)  # in place: the product is ours, one (Tq, Tk) fewer
 
 
 def dot(q: torch.Tensor, k: torch.Tensor, scale: float) -> QKS:
