@@ -47,10 +47,10 @@ def test_a_store_is_written_without_importing_pandas(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat on the mat\nthe dog ran after the cat\nI love you\n")
     script = (f"import sys, attn_cli; model = attn_cli.load('toy', heads=2, d_model=8); "
-              f"model.heads(file={str(corpus)!r}, store={str(tmp_path / 'store')!r}, per_text=False); "
+              f"model.heads(file={str(corpus)!r}, store={str(tmp_path / 'store')!r}, per_text=True, part_texts=2); "
               f"print(sorted(name for name in sys.modules if name.split('.')[0] == 'pandas'))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
-    assert (tmp_path / "store" / schema.EXAMPLES).is_file()
+    assert all((tmp_path / "store" / name).is_file() for name in (schema.EXAMPLES, schema.TEXTS))

@@ -161,9 +161,10 @@ class StoreWriter:
         if table is None:
             return arrow.from_rows([], schema.texts_schema(SCORES))
         order = np.lexsort((table["head_index"], table["layer_index"], table["text_id"]))
-        columns = [table["text_id"][order], table["length"][order].astype(np.int32),
-                   np.array(self.layers, dtype=np.int32)[table["layer_index"][order]],
-                   np.array(self.heads, dtype=np.int32)[table["head_index"][order]],
+        columns = [arrow.numbers(table["text_id"][order], pa.int64()),
+                   arrow.numbers(table["length"][order], pa.int32()),
+                   arrow.numbers(np.array(self.layers)[table["layer_index"][order]], pa.int32()),
+                   arrow.numbers(np.array(self.heads)[table["head_index"][order]], pa.int32()),
                    *[arrow.numbers(values, pa.float64(), np.isnan(values))  # NaN -> null
                      for values in (table[name][order] for name in SCORES)]]
         return pa.Table.from_arrays(columns, schema=schema.texts_schema(SCORES))
@@ -175,7 +176,8 @@ class StoreWriter:
         with atomic_path(self.path / schema.TEXTS, "--store") as temp:
             with pq.ParquetWriter(temp, schema.texts_schema(SCORES)) as writer:
                 for index in range(parts):
-                    writer.write_table(pq.read_table(self._folder(index) / schema.TEXTS))
+                    # ParquetFile.read, not read_table: read_table imports pandas
+                    writer.write_table(pq.ParquetFile(self._folder(index) / schema.TEXTS).read())
 
 
 def _write(table, path: Path) -> None:
