@@ -19,6 +19,7 @@ larger within 10 % of the smaller).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import sys
@@ -120,6 +121,10 @@ def timings(runs: dict) -> None:
         ratio = seconds_["store"] / seconds_["floor"]
         print(f"{what}: store / floor {ratio:.2f}x (target <= 1.5x: {'PASS' if ratio <= 1.5 else 'FAIL'}); "
               f"heads / floor {seconds_['heads'] / seconds_['floor']:.2f}x")
+    wall = medians["store"] / medians["floor"]
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"the target is written in wall time: {'met' if wall <= 1.5 else 'NOT met'} ({wall:.2f}x); load average "
+          f"after the runs {load} (a loaded machine moves the wall ratio: compare the CPU ratio)")
 
 
 def _interleave_fresh(contenders: dict, repeat: int, warmup: int, work: Path) -> dict:

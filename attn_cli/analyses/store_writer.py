@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attn_cli.data import arrow_columns as arrow
 from attn_cli.data import store_schema as schema
 from attn_cli.math import partials
 from attn_cli.math.head_scores import BROAD_THRESHOLD, LABEL_THRESHOLD, SCORES, SINK_EPSILON, label
@@ -144,28 +145,28 @@ class StoreWriter:
         self._tables(merged, parts, complete=True, examples=True)
 
     def _tables(self, merged: partials.Partial, parts: int, complete: bool, examples: bool) -> None:
-        import pyarrow as pa
-
         if examples:
             _write(example_rows(merged, self.layers, self.heads, self.context), self.path / schema.EXAMPLES)
             self.examples_written = time.monotonic()
-        _write(pa.Table.from_pylist(heads_rows(merged, self.layers, self.heads, self.info),
-                                    schema=schema.HEADS_SCHEMA), self.path / schema.HEADS)
+        _write(arrow.from_rows(heads_rows(merged, self.layers, self.heads, self.info), schema.HEADS_SCHEMA),
+               self.path / schema.HEADS)
         run = {**self.run, "texts": merged.texts, "tokens": merged.tokens, "truncated": merged.truncated,
                "parts": parts, "complete": complete}
-        _write(pa.Table.from_pylist([run], schema=schema.RUN_SCHEMA), self.path / schema.RUN)  # last: says done
+        _write(arrow.from_rows([run], schema.RUN_SCHEMA), self.path / schema.RUN)  # last: says done
 
     def _text_rows(self, rows: list[dict]):
         import pyarrow as pa
 
         table = {name: np.concatenate([batch[name] for batch in rows]) for name in rows[0]} if rows else None
         if table is None:
-            return schema.texts_schema(SCORES).empty_table()
+            return arrow.from_rows([], schema.texts_schema(SCORES))
         order = np.lexsort((table["head_index"], table["layer_index"], table["text_id"]))
-        columns = [table["text_id"][order], table["length"][order].astype(np.int32),
-                   np.array(self.layers, dtype=np.int32)[table["layer_index"][order]],
-                   np.array(self.heads, dtype=np.int32)[table["head_index"][order]],
-                   *[pa.array(table[name][order], from_pandas=True) for name in SCORES]]  # NaN -> null
+        columns = [arrow.numbers(table["text_id"][order], pa.int64()),
+                   arrow.numbers(table["length"][order], pa.int32()),
+                   arrow.numbers(np.array(self.layers)[table["layer_index"][order]], pa.int32()),
+                   arrow.numbers(np.array(self.heads)[table["head_index"][order]], pa.int32()),
+                   *[arrow.numbers(values, pa.float64(), np.isnan(values))  # NaN -> null
+                     for values in (table[name][order] for name in SCORES)]]
         return pa.Table.from_arrays(columns, schema=schema.texts_schema(SCORES))
 
     def _texts_table(self, parts: int) -> None:
@@ -175,7 +176,8 @@ class StoreWriter:
         with atomic_path(self.path / schema.TEXTS, "--store") as temp:
             with pq.ParquetWriter(temp, schema.texts_schema(SCORES)) as writer:
                 for index in range(parts):
-                    writer.write_table(pq.read_table(self._folder(index) / schema.TEXTS))
+                    # ParquetFile.read, not read_table: read_table imports pandas
+                    writer.write_table(pq.ParquetFile(self._folder(index) / schema.TEXTS).read())
 
 
 def _write(table, path: Path) -> None:
@@ -245,14 +247,9 @@ def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], 
     # each example: (pair, score index, kind 0 top / 1 decile / 2 edge, decile, rank), value, text_id
     parts = [_listed(top["group"] // scores, top["group"] % scores, 0, -1, top), _listed(
         edges["group"], np.full(len(edges["group"]), scores), 2, -1, edges)]
-    sample_group = samples["group"] // partials.FINE  # sorted: the kept lists are in group order
-    for group in np.unique(sample_group):
-        rows = np.arange(*np.searchsorted(sample_group, [group, group + 1]))
-        for decile, chosen in enumerate(partials.decile_samples(merged, int(group), schema.DECILES, rows)):
-            count = len(chosen)
-            parts.append((np.full(count, group // scores), np.full(count, group % scores), np.full(count, 1),
-                          np.full(count, decile), np.arange(count), samples["value"][chosen],
-                          samples["text_id"][chosen]))
+    chosen, group, decile, rank = partials.all_decile_samples(merged, schema.DECILES)
+    parts.append((group // scores, group % scores, np.full(len(chosen), 1), decile, rank, samples["value"][chosen],
+                  samples["text_id"][chosen]))
     pair, score, kind, decile, rank, value, text_id = (np.concatenate(column) for column in zip(*parts))
     order = np.lexsort((rank, decile, kind, score, pair))
     pair, score, kind, decile, rank, value, text_id = (column[order] for column in
@@ -266,7 +263,7 @@ def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], 
     texts, text_of = np.unique(text_id, return_inverse=True)  # each text's tokens once, laid end to end
     token_lists = [merged.token_lists[t] for t in texts.tolist()]
     text_length = np.array([len(tokens) for tokens in token_lists], dtype=np.int64)
-    all_tokens = pa.array([token for tokens in token_lists for token in tokens], type=pa.string())
+    all_tokens = arrow.strings([token for tokens in token_lists for token in tokens])
     length = text_length[text_of]  # (N,)
     # the window: `context` tokens either side of the query and its kept keys; position 0 alone with no query
     marked = np.where(kept & (query >= 0)[:, None], keys, query.clip(0)[:, None])  # (N, KEYS): a key, else it
@@ -277,19 +274,22 @@ def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], 
     # the windows' tokens, row after row: the index in all_tokens of each (text's first token + start + i)
     first = (np.cumsum(text_length) - text_length)[text_of] + starts
     within = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    windows = _lists(all_tokens.take(pa.array(np.repeat(first, sizes) + within)), sizes)
-    names = np.array(SCORES + (None,), dtype=object)
-    return pa.table({
-        "layer": np.array(layers, dtype=np.int32)[pair // len(heads)],
-        "head": np.array(heads, dtype=np.int32)[pair % len(heads)],
-        "kind": np.array(["top", "decile", "edge"], dtype=object)[kind], "score": names[score],
-        "decile": pa.array(decile, mask=decile < 0, type=pa.int32()), "rank": rank.astype(np.int32),
-        "text_id": text_id, "value": value, "length": length.astype(np.int32),
-        "window_start": starts.astype(np.int32), "tokens": windows,
-        "query": pa.array(query, mask=query < 0, type=pa.int32()),
-        "keys": _lists(pa.array(keys[kept], type=pa.int32()), count),
-        "weights": _lists(pa.array(weights[np.arange(partials.KEYS) < count[:, None]], type=pa.float32()), count),
-    }, schema=schema.EXAMPLES_SCHEMA)
+    windows = arrow.lists(all_tokens.take(arrow.numbers(np.repeat(first, sizes) + within, pa.int64())), sizes)
+    int32 = pa.int32()
+    columns = {
+        "layer": arrow.numbers(np.array(layers)[pair // len(heads)], int32),
+        "head": arrow.numbers(np.array(heads)[pair % len(heads)], int32),
+        "kind": arrow.strings(["top", "decile", "edge"]).take(arrow.numbers(kind, pa.int64())),
+        "score": arrow.strings([*SCORES, None]).take(arrow.numbers(score, pa.int64())),
+        "decile": arrow.numbers(decile, int32, decile < 0), "rank": arrow.numbers(rank, int32),
+        "text_id": arrow.numbers(text_id, pa.int64()), "value": arrow.numbers(value, pa.float64()),
+        "length": arrow.numbers(length, int32), "window_start": arrow.numbers(starts, int32), "tokens": windows,
+        "query": arrow.numbers(query, int32, query < 0),
+        "keys": arrow.lists(arrow.numbers(keys[kept], int32), count),
+        "weights": arrow.lists(arrow.numbers(weights[np.arange(partials.KEYS) < count[:, None]], pa.float32()),
+                               count),
+    }
+    return pa.Table.from_arrays(list(columns.values()), schema=schema.EXAMPLES_SCHEMA)
 
 
 def _edge_first(views: dict, view: np.ndarray, edge: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -309,14 +309,6 @@ def _edge_first(views: dict, view: np.ndarray, edge: np.ndarray) -> tuple[np.nda
     keys[rows] = np.take_along_axis(joined_keys, order, 1)
     weights[rows] = np.take_along_axis(joined_weights, order, 1)
     return keys, weights
-
-
-def _lists(values, sizes: np.ndarray):
-    """A list column from its rows' values laid end to end (a pyarrow array) and each row's size."""
-    import pyarrow as pa
-
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), values)
 
 
 def _listed(pair, score, kind: int, decile: int, table: dict):

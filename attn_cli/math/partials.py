@@ -290,27 +290,35 @@ def quantile(fine: np.ndarray, q: float, low: np.ndarray, high: np.ndarray) -> n
     return np.where(total > 0, value, np.nan)
 
 
-def decile_samples(part: Partial, group: int, deciles: int = 10, rows: np.ndarray | None = None) -> list[np.ndarray]:
+def decile_samples(part: Partial, group: int, deciles: int = 10) -> list[np.ndarray]:
     """Per decile (0 = the lowest tenth) of (l·H + h)·S + s = `group`: indices into part.samples of its
-    samples, smallest hash first (at most part.samples_n). rows: the group's samples, when known."""
-    fine = part.fine.reshape(-1, FINE)[group]
-    total = int(fine.sum())
-    before = np.cumsum(fine) - fine  # (FINE,) the rank of each bin's first text
+    samples, smallest hash first (at most part.samples_n)."""
+    rows, groups, decile, _ = all_decile_samples(part, deciles)
+    return [rows[(groups == group) & (decile == d)] for d in range(deciles)]
+
+
+def all_decile_samples(part: Partial, deciles: int = 10) -> tuple[np.ndarray, ...]:
+    """Every group's decile samples at once: (rows into part.samples, group, decile, rank), each (n,), sorted by
+    (group, decile, rank); rank 0 is the smallest hash (then text_id) of its group's decile."""
     samples = part.samples
-    rows = np.flatnonzero(samples["group"] // FINE == group) if rows is None else rows
-    bins = samples["group"][rows] % FINE
-    rows = rows[np.lexsort((samples["text_id"][rows], samples["value"][rows], bins))]  # by bin, then value
-    bins = samples["group"][rows] % FINE
-    starts = np.searchsorted(bins, bins, side="left")
-    kept = np.bincount(bins, minlength=FINE)[bins]  # m of each row's bin
-    rank = before[bins] + (np.arange(len(rows)) - starts + 0.5) * fine[bins] / np.maximum(kept, 1)
-    decile = np.minimum((rank * deciles // max(total, 1)).astype(np.int64), deciles - 1)
-    chosen = []
-    for d in range(deciles):
-        mine = rows[decile == d]
-        order = np.lexsort((samples["text_id"][mine], samples["hash"][mine]))
-        chosen.append(mine[order][:part.samples_n])
-    return chosen
+    group, bins = samples["group"] // FINE, samples["group"] % FINE
+    fine = part.fine.reshape(-1, FINE)  # (groups, FINE)
+    total = fine.sum(1)  # (groups,)
+    before = np.cumsum(fine, 1) - fine  # (groups, FINE): the rank of each bin's first text
+    rows = np.lexsort((samples["text_id"], samples["value"], bins, group))  # by group and bin, then value
+    group, bins = group[rows], bins[rows]
+    cell = group * FINE + bins
+    starts = np.searchsorted(cell, cell, side="left")
+    kept = np.bincount(cell, minlength=fine.size)[cell]  # m of each row's bin
+    counts = fine[group, bins]
+    rank = before[group, bins] + (np.arange(len(rows)) - starts + 0.5) * counts / np.maximum(kept, 1)
+    decile = np.minimum((rank * deciles // np.maximum(total[group], 1)).astype(np.int64), deciles - 1)
+    order = np.lexsort((samples["text_id"][rows], samples["hash"][rows], decile, group))
+    rows, group, decile = rows[order], group[order], decile[order]
+    block = group * deciles + decile
+    rank = np.arange(len(rows)) - np.searchsorted(block, block, side="left")
+    chosen = rank < part.samples_n
+    return rows[chosen], group[chosen], decile[chosen], rank[chosen]
 
 
 def sink_key(part: Partial, layer: int, head: int) -> tuple[int, str, int] | None:
