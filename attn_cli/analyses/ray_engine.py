@@ -10,10 +10,13 @@ the run's merge are the same in any order of completion: a Ray run is a local ru
 
 Why actors fed by the driver rather than Ray Data's map_batches: a text's text_id (its index in read
 order) and its part must not depend on how Ray Data splits and schedules blocks, and Ray Data has no
-global row index short of materialising the corpus; the driver numbers texts as it reads them (memory:
-a window of parts in flight). Restarts are Ray's own: an actor whose process dies is restarted
-(max_restarts) and its unfinished chunks are re-run on it (max_task_retries); a chunk's result depends
-only on its texts, so the re-run gives the same Partial. Corpora at object-store URLs (s3://, gs://, …)
+global row index short of materialising the corpus; mapping the driver's own chunks with map_batches
+would be exact, but Ray Data takes a list, not a running iterator (the corpus's chunks up front, or an
+actor pool and a model load per window). Here memory is a window of chunks in flight, a model load a
+worker a run. The CLI starts the workers (prestart) before it loads its own model, so the two overlap.
+Restarts are Ray's own: an actor whose process dies is restarted (max_restarts) and its unfinished
+chunks are re-run on it (max_task_retries); a chunk's result depends only on its texts, so the re-run
+gives the same Partial. Corpora at object-store URLs (s3://, gs://, …)
 are read by Ray Data (`url_texts`), in order.
 """
 
