@@ -10,7 +10,13 @@ and reports the timed call, model.heads(file=…), on stderr:
   ray2    --engine ray, two workers of --cpus/2 threads each (on 2 cores: one thread each, so they do not fight)
 
 A Ray contender's time includes starting its workers and loading the model in each: a cost per run that a
-longer corpus amortises (the table also gives texts/s after the first chunk is back, the steady rate).
+longer corpus amortises (the table also gives the seconds to the first chunk back, and texts/s after it:
+the steady rate). The timed call leaves out what the user also waits for (the cluster's start, the
+driver's own model load), so two whole processes are timed beside it, as a user runs them:
+
+  cli-local  attn heads --file CORPUS --device cpu --batch-size 32 --json -o FILE
+  cli-ray1   the same with --engine ray --workers 1: a local cluster of all this machine's CPUs started
+             and stopped inside, its one worker started before the driver loads its own model
 
     .venv/bin/python benchmarks/bench_ray.py [--texts 2000] [--repeat 3] [--cpus 2]
 """
@@ -49,13 +55,14 @@ def contender(name: str, corpus: str, cpus: int) -> None:
         ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)  # a new cluster
         options = {"engine": "ray", "workers": 1 if name == "ray1" else 2}
     seen = []
-    start = time.perf_counter()
+    cpu, start = time.process_time(), time.perf_counter()
     model.heads(file=corpus, batch_size=BATCH, progress=lambda done, total: seen.append((time.perf_counter(), done)),
                 **options)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     (first, first_done), (last, last_done) = seen[0], seen[-1]
     steady = (last_done - first_done) / (last - first) if last > first else float("nan")
-    print(f"BENCH score_s={elapsed:.4f} steady_texts_s={steady:.2f}", file=sys.stderr)
+    print(f"BENCH score_s={elapsed:.4f} steady_texts_s={steady:.2f} first_s={first - start:.4f} "
+          f"driver_cpu_s={cpu:.4f}", file=sys.stderr)
 
 
 def value(sample, kind: str) -> float:
@@ -85,18 +92,32 @@ def main() -> int:
     me = [sys.executable, str(Path(__file__).resolve())]
     contenders = {name: [*me, "--contender", name, "--corpus", str(corpus), "--cpus", str(args.cpus)]
                   for name in ("local", "ray1", "ray2")}
+    cli = [sys.executable, "-m", "attn_cli", "heads", "--file", str(corpus), "--device", "cpu", "--batch-size",
+           str(BATCH), "--json", "-o", str(work / "heads.json")]
+    contenders |= {"cli-local": cli, "cli-ray1": [*cli, "--engine", "ray", "--workers", "1"]}
     runs = interleave(contenders, args.repeat, args.warmup)
-    medians = {name: statistics.median(value(s, "score_s") for s in samples) for name, samples in runs.items()}
-    steady = {name: statistics.median(value(s, "steady_texts_s") for s in samples) for name, samples in runs.items()}
-    print(f"{'contender':<9} runs  call s   x local  texts/s  steady texts/s")
-    for name, seconds in medians.items():
-        print(f"{name:<9} {len(runs[name]):>4}  {seconds:>6.2f}  {seconds / medians['local']:>6.2f}x  "
-              f"{args.texts / seconds:>7.1f}  {steady[name]:>14.1f}")
-    ratio = medians["ray1"] / medians["local"]
-    print(f"ray, one worker / local: {ratio:.2f}x (target <= {TARGET}x: {'PASS' if ratio <= TARGET else 'FAIL'}); "
-          f"two workers / local: {medians['ray2'] / medians['local']:.2f}x")
+    calls = [name for name in runs if not name.startswith("cli-")]
+    median = {name: {kind: statistics.median(value(s, kind) for s in runs[name])
+                     for kind in ("score_s", "first_s", "steady_texts_s", "driver_cpu_s")} for name in calls}
+    print(f"{'the call':<9} runs  call s   x local  texts/s  first chunk s  steady texts/s  driver CPU s")
+    for name, of in median.items():
+        seconds = of["score_s"]
+        print(f"{name:<9} {len(runs[name]):>4}  {seconds:>6.2f}  {seconds / median['local']['score_s']:>6.2f}x  "
+              f"{args.texts / seconds:>7.1f}  {of['first_s']:>13.2f}  {of['steady_texts_s']:>14.1f}  "
+              f"{of['driver_cpu_s']:>12.2f}")
+    walls = {name: statistics.median(s.wall_s for s in runs[name]) for name in ("cli-local", "cli-ray1")}
+    print(f"\n{'process':<9} runs  wall s   x local")
+    for name, seconds in walls.items():
+        print(f"{name:<9} {len(runs[name]):>4}  {seconds:>6.2f}  {seconds / walls['cli-local']:>6.2f}x")
+    ratios = {"the call": median["ray1"]["score_s"] / median["local"]["score_s"],
+              "the whole process": walls["cli-ray1"] / walls["cli-local"]}
+    print()
+    for what, ratio in ratios.items():
+        print(f"ray, one worker / local, {what}: {ratio:.2f}x (target <= {TARGET}x: "
+              f"{'PASS' if ratio <= TARGET else 'FAIL'})")
+    print(f"ray, two workers / local, the call: {median['ray2']['score_s'] / median['local']['score_s']:.2f}x")
     print(f"after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
-    return 0 if ratio <= TARGET else 1
+    return 0 if all(ratio <= TARGET for ratio in ratios.values()) else 1
 
 
 if __name__ == "__main__":

@@ -219,3 +219,25 @@ def test_ray_data_reads_a_corpus_at_a_url_as_attn_reads_the_file(cluster, tmp_pa
         expected = list(open_corpus(tmp_path / name, column).texts())
         assert expected == texts
         assert list(url_texts(f"local://{tmp_path / name}", column)) == expected, name
+
+
+def test_the_cli_starts_its_workers_before_it_loads_its_model(cluster, tiny_bert_dir, small, tmp_path, monkeypatch):
+    """`attn heads --engine ray`: the workers are made (and load the model) first, while this process loads its
+    own, and the run takes those workers (one set made, none left over); the report is the local run's."""
+    import attn_cli.backends.registry as registry
+    from attn_cli.analyses import ray_engine
+
+    events = []
+    made, loads = ray_engine.Workers.__init__, registry.load_backend
+    monkeypatch.setattr(ray_engine.Workers, "__init__",
+                        lambda self, *args: (events.append("workers"), made(self, *args))[1])
+    monkeypatch.setattr(registry, "load_backend", lambda *args, **kwargs: (events.append("load"),
+                                                                            loads(*args, **kwargs))[1])
+    common = ["heads", "--file", str(small), "--model", str(tiny_bert_dir), "--device", "cpu", "--batch-size", "8",
+              "--json", "-o"]
+    here = CliRunner().invoke(app, [*common, str(tmp_path / "here.json")])
+    events.clear()
+    there = CliRunner().invoke(app, [*common, str(tmp_path / "there.json"), "--engine", "ray", "--workers", "2"])
+    assert here.exit_code == 0 and there.exit_code == 0, there.output
+    assert events == ["workers", "load"] and not ray_engine.PRESTARTED
+    assert (tmp_path / "here.json").read_text() == (tmp_path / "there.json").read_text()

@@ -10,17 +10,20 @@ the run's merge are the same in any order of completion: a Ray run is a local ru
 
 Why actors fed by the driver rather than Ray Data's map_batches: a text's text_id (its index in read
 order) and its part must not depend on how Ray Data splits and schedules blocks, and Ray Data has no
-global row index short of materialising the corpus; the driver numbers texts as it reads them (memory:
-a window of parts in flight). Restarts are Ray's own: an actor whose process dies is restarted
-(max_restarts) and its unfinished chunks are re-run on it (max_task_retries); a chunk's result depends
-only on its texts, so the re-run gives the same Partial. Corpora at object-store URLs (s3://, gs://, …)
+global row index short of materialising the corpus; mapping the driver's own chunks with map_batches
+would be exact, but Ray Data takes a list, not a running iterator (the corpus's chunks up front, or an
+actor pool and a model load per window). Here memory is a window of chunks in flight, a model load a
+worker a run. The CLI starts the workers (prestart) before it loads its own model, so the two overlap.
+Restarts are Ray's own: an actor whose process dies is restarted (max_restarts) and its unfinished
+chunks are re-run on it (max_task_retries); a chunk's result depends only on its texts, so the re-run
+gives the same Partial. Corpora at object-store URLs (s3://, gs://, …)
 are read by Ray Data (`url_texts`), in order.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from attn_cli.analyses import fold as folding
 from attn_cli.math import partials
@@ -31,6 +34,7 @@ INSTALL = "pip install 'attn-cli[ray]'"
 CHUNK_BATCHES = 4  # batches a task: the unit a worker runs and progress moves by
 IN_FLIGHT = 2  # chunks queued per worker: one running, one waiting, so a worker never idles on the driver
 RUNNING: list = []  # (actor, pid) of the run in progress: what a test kills
+PRESTARTED: list = []  # at most one Workers started by prestart() and not yet taken by a run
 URL_SCHEMES = ("s3://", "gs://", "gcs://", "abfs://", "az://", "hdfs://", "http://", "https://", "local://")
 
 
@@ -65,29 +69,86 @@ def is_url(path) -> bool:
     return str(path).startswith(URL_SCHEMES)
 
 
-class Scorer:
-    """A Ray actor: the model loaded once, then chunks of a part's batches scored into Partials."""
+class Job(NamedTuple):
+    """What a chunk is scored for: sent with every chunk (a few hundred bytes)."""
 
-    def __init__(self, loaded_as: dict, layers: list[int], heads: list[int], truncate: bool, needle: bool,
-                 shape: tuple[int, int], top: int, samples: int, per_text: bool, threads: int):
+    layers: list[int]
+    heads: list[int]
+    truncate: bool
+    needle: bool
+    shape: tuple[int, int]
+    top: int
+    samples: int
+    per_text: bool
+
+
+class Scorer:
+    """A Ray actor: the model loaded once, then chunks of a part's batches scored into Partials. What to
+    score (layers, heads, …: a Job) comes with each chunk, so an actor can start before the run's
+    selection is known (prestart) and a restarted one needs nothing but its constructor."""
+
+    def __init__(self, loaded_as: dict, threads: int):
         import torch
 
-        from attn_cli.analyses.heads import score_texts
         from attn_cli.backends.registry import load_backend
 
         torch.set_num_threads(threads)  # Ray's share of CPUs for this actor: workers on one node do not fight
-        backend = load_backend(loaded_as["model"], device=loaded_as["device"], dtype=loaded_as["dtype"],
-                               **loaded_as["options"])
-        self.score = lambda texts: score_texts(backend, texts, layers, heads, truncate, needle)
-        self.shape, self.top, self.samples, self.per_text = shape, top, samples, per_text
+        self.backend = load_backend(loaded_as["model"], device=loaded_as["device"], dtype=loaded_as["dtype"],
+                                    **loaded_as["options"])
 
     def pid(self) -> int:
         return os.getpid()
 
-    def run(self, batches: list[list[tuple[int, str]]]) -> tuple[partials.Partial, list[dict]]:
-        pending, rows = [partials.Partial(self.shape, self.top, self.samples)], []
-        folding.score_batches(self.score, batches, pending, rows, per_text=self.per_text)
-        return partials.merge_all(pending, self.shape, self.top, self.samples), rows
+    def run(self, job: Job, batches: list[list[tuple[int, str]]]) -> tuple[partials.Partial, list[dict]]:
+        from attn_cli.analyses.heads import score_texts
+
+        pending, rows = [partials.Partial(job.shape, job.top, job.samples)], []
+        score = lambda texts: score_texts(self.backend, texts, job.layers, job.heads, job.truncate, job.needle)
+        folding.score_batches(score, batches, pending, rows, per_text=job.per_text)
+        return partials.merge_all(pending, job.shape, job.top, job.samples), rows
+
+
+class Workers:
+    """The Scorer actors of one run, created (not waited for: each loads its model meanwhile) on the cluster
+    this process joined; `started`: the cluster is a local one started for them, stopped with them."""
+
+    def __init__(self, ray, loaded_as: dict, workers: int | None, gpus: float, started: bool):
+        resources = ray.cluster_resources()
+        if workers is None:
+            workers = max(1, int(resources.get("GPU", 0) // gpus)) if gpus else 1
+        if gpus and resources.get("GPU", 0) < gpus:
+            raise BadInput(f"--gpus-per-worker {gpus:g}: the Ray cluster has {resources.get('GPU', 0):g} GPUs",
+                           "join a cluster with GPUs (--address) or leave --gpus-per-worker out")
+        cpus = max(1, int(resources.get("CPU", 1) // workers))  # torch threads as many: workers do not fight
+        remote = ray.remote(Scorer).options(num_cpus=cpus, num_gpus=gpus or 0, max_restarts=-1,
+                                            max_task_retries=-1)
+        self.ray, self.started, self.asked = ray, started, None  # asked: _start's arguments
+        self.actors = [remote.remote(loaded_as, cpus) for _ in range(workers)]
+
+    def ready(self) -> list:
+        """The actors once every model is loaded (a worker's load error is raised here, as itself)."""
+        RUNNING[:] = [(actor, _get(self.ray, actor.pid.remote())) for actor in self.actors]
+        return self.actors
+
+    def stop(self) -> None:
+        for actor in self.actors:
+            self.ray.kill(actor, no_restart=True)
+        RUNNING.clear()
+        if self.started:
+            self.ray.shutdown()
+
+
+def prestart(loaded_as: dict, *, address: str | None = None, workers: int | None = None,
+             gpus_per_worker: float = 0.0) -> None:
+    """Join (or start) the cluster and start the workers now, before this process loads its own model:
+    their start (a Python process, torch, the model) overlaps the driver's. The next engine() run with the
+    same arguments takes them (`attn heads --engine ray`)."""
+    PRESTARTED.append(_start(loaded_as, address, workers, gpus_per_worker))
+
+
+def drop_prestarted() -> None:
+    while PRESTARTED:
+        PRESTARTED.pop().stop()
 
 
 def engine(loaded_as: dict, *, address: str | None = None, workers: int | None = None,
@@ -96,18 +157,39 @@ def engine(loaded_as: dict, *, address: str | None = None, workers: int | None =
     require_ray()
 
     def make(layers: list[int], heads: list[int], truncate: bool, needle: bool) -> Callable:
-        def fold_on_ray(score, texts: Iterable[str], shape, **options) -> folding.Folded:
-            started = connect(address)
+        def fold_on_ray(score, texts: Iterable[str], shape, *, top: int, samples: int, per_text: bool = False,
+                        **options) -> folding.Folded:
+            team = _workers(loaded_as, address, workers, gpus_per_worker)
             try:
-                return _fold(texts, shape, scorer=(loaded_as, layers, heads, truncate, needle), workers=workers,
-                             gpus=gpus_per_worker, **options)
+                job = Job(layers, heads, truncate, needle, shape, top, samples, per_text)
+                return _fold(texts, job, team, **options)
             finally:
-                if started:
-                    require_ray().shutdown()
+                team.stop()
 
         return fold_on_ray
 
     return make
+
+
+def _workers(loaded_as: dict, address: str | None, workers: int | None, gpus: float) -> Workers:
+    """The prestarted workers when they were asked for with these arguments, else new ones (a prestarted set
+    that does not match is stopped first: its actors hold the cluster's CPUs)."""
+    if PRESTARTED and PRESTARTED[0].asked == (loaded_as, address, workers, gpus) and require_ray().is_initialized():
+        return PRESTARTED.pop()
+    return _start(loaded_as, address, workers, gpus)
+
+
+def _start(loaded_as: dict, address: str | None, workers: int | None, gpus: float) -> Workers:
+    drop_prestarted()
+    started = connect(address)
+    try:
+        team = Workers(require_ray(), loaded_as, workers, gpus, started)
+    except BaseException:
+        if started:
+            require_ray().shutdown()
+        raise
+    team.asked = (loaded_as, address, workers, gpus)
+    return team
 
 
 def connect(address: str | None) -> bool:
@@ -127,10 +209,10 @@ def connect(address: str | None) -> bool:
     return address is None
 
 
-def _fold(texts, shape, *, scorer, workers, gpus, batch_size: int, part_texts: int, top: int, samples: int,
-          progress=None, total=None, keeper=None, per_text: bool = False) -> folding.Folded:
+def _fold(texts, job: Job, team: Workers, *, batch_size: int, part_texts: int, progress=None, total=None,
+          keeper=None) -> folding.Folded:
     ray = require_ray()
-    actors: list = []
+    shape, top, samples = job.shape, job.top, job.samples
     merged = partials.Partial(shape, top, samples)
     done = parts = 0
     open_parts: dict[int, dict] = {}  # index -> {"digest", "left", "partials", "rows"}
@@ -161,7 +243,7 @@ def _fold(texts, shape, *, scorer, workers, gpus, batch_size: int, part_texts: i
             progress(done, total)
 
     try:
-        actors += _start(ray, scorer, shape, top, samples, per_text, workers, gpus)  # inside: Ctrl-C kills them
+        actors = team.ready()  # inside the try: Ctrl-C while the models load stops them (the caller's finally)
         load += [0] * len(actors)
         window = IN_FLIGHT * len(actors)
         size = folding.part_size(part_texts, batch_size, keeper is not None)
@@ -181,7 +263,7 @@ def _fold(texts, shape, *, scorer, workers, gpus, batch_size: int, part_texts: i
                 while len(in_flight) >= window:
                     collect()
                 actor = load.index(min(load))  # the least busy worker
-                in_flight[actors[actor].run.remote(chunk)] = (index, actor)
+                in_flight[actors[actor].run.remote(job, chunk)] = (index, actor)
                 load[actor] += 1
         while in_flight:
             collect()
@@ -196,30 +278,7 @@ def _fold(texts, shape, *, scorer, workers, gpus, batch_size: int, part_texts: i
         if merged.texts == 0:
             raise
         return folding.Folded(merged, parts, True)
-    finally:
-        for actor in actors:
-            ray.kill(actor, no_restart=True)
-        RUNNING.clear()
     return folding.Folded(merged, parts, False)
-
-
-def _start(ray, scorer, shape, top, samples, per_text, workers, gpus) -> list:
-    """The workers, each with its model loaded: `workers` of them (default: the cluster's GPUs over
-    gpus-per-worker, else 1), each taking the cluster's CPUs over the workers (torch threads as many)."""
-    resources = ray.cluster_resources()
-    if workers is None:
-        workers = max(1, int(resources.get("GPU", 0) // gpus)) if gpus else 1
-    if gpus and resources.get("GPU", 0) < gpus:
-        raise BadInput(f"--gpus-per-worker {gpus:g}: the Ray cluster has {resources.get('GPU', 0):g} GPUs",
-                       "join a cluster with GPUs (--address) or leave --gpus-per-worker out")
-    cpus = max(1, int(resources.get("CPU", 1) // workers))
-    remote = ray.remote(Scorer).options(num_cpus=cpus, num_gpus=gpus or 0, max_restarts=-1, max_task_retries=-1)
-    loaded_as, layers, heads, truncate, needle = scorer
-    actors = [remote.remote(loaded_as, layers, heads, truncate, needle, shape, top, samples, per_text, cpus)
-              for _ in range(workers)]
-    pids = [_get(ray, actor.pid.remote()) for actor in actors]  # every model loaded: a failure surfaces here
-    RUNNING[:] = list(zip(actors, pids))
-    return actors
 
 
 def _get(ray, ref):

@@ -130,6 +130,10 @@ def heads_command(
         elif resume or per_text:
             raise BadInput(f"{'--resume' if resume else '--per-text'} goes with --store DIR")
         with progress_bar() as progress:
+            if on_ray:  # the workers start (and load the model) while this process loads its own
+                from attn_cli.analyses.ray_engine import prestart
+
+                prestart(loading.loaded_as(), address=address, workers=workers, gpus_per_worker=gpus_per_worker)
             loaded = loading.load()
             report = loaded.heads(texts or None, file=file, probe=probe and probe.value, seed=seed,
                                   probe_length=probe_length, layers=layer, heads=head, batch_size=batch_size,

@@ -38,6 +38,11 @@ class Loading:
         return model_options(self.option, revision=self.revision, allow_pickle=self.allow_pickle,
                              trust_remote_code=self.trust_remote_code, device_map=self.device_map)
 
+    def loaded_as(self) -> dict:
+        """What attn_cli.load records of this load (Model.loaded_as): what Ray workers load, given before the
+        model loads here (`attn heads --engine ray` starts its workers first)."""
+        return {"model": self.name, "device": self.device, "dtype": self.dtype.value, "options": self.options()}
+
     def load(self, model: str | None = None):
         """attn_cli.load with these choices, of `model` (another checkpoint: diff's B) or else this one."""
         from attn_cli.cli.common import load_model
