@@ -126,9 +126,9 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
     """
 
     reads = [kv or 0 for kv in kv_heads]
-    q = layer.q[heads].float()  # (h, T, D)  (h, T_query, D) under cross-attention
-    k = layer.k[reads].float()  # (h, T, D): each query head's key head  (h, T_key, D)
-    v = layer.v[reads].float() if analysis.vectors or analysis.norms else None  # (h, T, D): for outputs and norms
+    q = _heads_of(layer.q, heads).float()  # (h, T, D)  (h, T_query, D) under cross-attention
+    k = _heads_of(layer.k, reads).float()  # (h, T, D): each query head's key head  (h, T_key, D)
+    v = _heads_of(layer.v, reads).float() if analysis.vectors or analysis.norms else None  # (h, T, D): outputs, norms
     bias = None if layer.bias is None else layer.bias.float()[heads]  # (h, T_q, T_k): T5's position bias
     dot_form = layer.scorer is None and bias is None  # scores are q·kᵀ·scale and nothing else
     rows = analyse_rows(q, k, v, layer.mask, layer.scorer_for(heads), top_k=analysis.top_k,
@@ -141,6 +141,9 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
         named += [("q", q), ("k", k), ("v", v), ("output", rows.output)]
     arrays = {name: None if tensor is None else _array(tensor) for name, tensor in named}
     top_indices, top_weights, top_kept = (_array(t) for t in (rows.top.indices, rows.top.weights, rows.top.kept))
+    # each head's q and k variances over all its values, (h,) each, in one pass (the same numbers as head by head)
+    variances = list(zip(q.var(dim=(-2, -1), unbiased=False).tolist(), k.var(dim=(-2, -1), unbiased=False).tolist()))
+    head_dim = q.shape[-1]
     reports = []
     for i, (head, kv_head) in enumerate(zip(heads, kv_heads)):
         tensors = {name: arrays[name][i] for name in ("q", "k", "v", "output")} if analysis.vectors else {}
@@ -157,10 +160,15 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
             self_weight=arrays["self_weight"][i],
             top=TopKeys(top_indices[i], top_weights[i], top_kept[i], token_texts),
             tensors=tensors,
-            score_stats=score_stats(q[i], k[i], layer.scale, rows.score_moments[i], dot_form),
+            score_stats=score_stats(variances[i], head_dim, layer.scale, rows.score_moments[i], dot_form),
             formula=f"q·kᵀ·{layer.scale:.4g} + position bias" if bias is not None else formula if dot_form else None,
         ))
     return reports
+
+
+def _heads_of(tensor, heads: list[int]):
+    """tensor[heads] (h, T, D): every head in order is the tensor itself (no copy)."""
+    return tensor if heads == list(range(tensor.shape[0])) else tensor[heads]
 
 
 def _norms(layer: LayerCapture, heads: list[int], kv_heads: list[int | None], v, weights, window: Window):
@@ -178,19 +186,20 @@ def _norms(layer: LayerCapture, heads: list[int], kv_heads: list[int | None], v,
     return weights * value_norms(v[:, start:stop], layer.w_o, heads)[:, None, :]  # (h, rows, cols)
 
 
-def score_stats(q, k, scale: float, moments: tuple[float, float], dot_form: bool) -> ScoreStats:
-    """The head's score moments beside the √d prediction from its own q and k variances."""
+def score_stats(variances: tuple[float, float], head_dim: int, scale: float, moments: tuple[float, float],
+                dot_form: bool) -> ScoreStats:
+    """The head's score moments beside the √d prediction from its own q and k variances (variances)."""
     mean, variance = moments
-    q_variance, k_variance = float(q.var(unbiased=False)), float(k.var(unbiased=False))
+    q_variance, k_variance = variances
     return ScoreStats(
         mean=mean,
         variance=variance,
         unscaled_mean=mean / scale if dot_form and scale else None,
         unscaled_variance=variance / scale**2 if dot_form and scale else None,
-        head_dim=q.shape[-1],
+        head_dim=head_dim,
         q_variance=q_variance,
         k_variance=k_variance,
-        predicted_unscaled_variance=q.shape[-1] * q_variance * k_variance,
+        predicted_unscaled_variance=head_dim * q_variance * k_variance,
     )
 
 

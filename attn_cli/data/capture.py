@@ -83,24 +83,29 @@ class LayerCapture:
 def sequence_of(record: LayerCapture, index: int, real: "torch.Tensor") -> LayerCapture:
     """Sequence `index` of a batched layer record, padding positions removed. real: (T,) bool."""
     keep = real.nonzero().squeeze(1).to(record.q.device)  # (T_real,)
+    whole = len(keep) == record.q.shape[2]  # no padding: the sequence's rows are a view, not a copy
     return LayerCapture(
         layer=record.layer,
-        q=record.q[index].index_select(1, keep),  # (H, T_real, D)
-        k=record.k[index].index_select(1, keep),  # (H_kv, T_real, D)
-        v=record.v[index].index_select(1, keep),
+        q=_rows_of(record.q, index, keep, 1, whole),  # (H, T_real, D)
+        k=_rows_of(record.k, index, keep, 1, whole),  # (H_kv, T_real, D)
+        v=_rows_of(record.v, index, keep, 1, whole),
         mask=record.mask.for_sequence(index, keep),  # (T_real, T_real) rule or dense
         scale=record.scale,
-        inputs=_rows_of(record.inputs, index, keep),  # (T_real, d_model)
+        inputs=_rows_of(record.inputs, index, keep, 0, whole),  # (T_real, d_model)
         scorer=record.scorer,
-        concat=_rows_of(record.concat, index, keep),  # (T_real, H·D)
-        projected=_rows_of(record.projected, index, keep),  # (T_real, d_model)
+        concat=_rows_of(record.concat, index, keep, 0, whole),  # (T_real, H·D)
+        projected=_rows_of(record.projected, index, keep, 0, whole),  # (T_real, d_model)
         w_o=record.w_o,
     )
 
 
-def _rows_of(batched: "torch.Tensor | None", index: int, keep: "torch.Tensor") -> "torch.Tensor | None":
-    """Sequence `index` of a (B, T, width) tensor, rows `keep` only."""
-    return None if batched is None else batched[index].index_select(0, keep)
+def _rows_of(batched: "torch.Tensor | None", index: int, keep: "torch.Tensor", dim: int,
+             whole: bool) -> "torch.Tensor | None":
+    """Sequence `index` of a batched tensor ((B, H, T, D) with dim 1, (B, T, width) with dim 0), positions `keep`
+    only; whole: `keep` is every position, so the sequence itself (a view)."""
+    if batched is None:
+        return None
+    return batched[index] if whole else batched[index].index_select(dim, keep)
 
 
 @dataclass

@@ -76,8 +76,9 @@ def _accumulate(accumulator, diff: torch.Tensor, block: int) -> None:
     inside = _float64(diff[..., :block]).square_().sum((-2, -1))  # (h,)
     beyond = _float64(diff[..., block:]).square_().sum((-2, -1))
     accumulator.diff_squared += inside + 2 * beyond
-    if diff.numel():
-        accumulator.max_abs_diff = torch.maximum(accumulator.max_abs_diff, diff.abs().amax((-2, -1)).double())
+    if diff.numel():  # max |d| as max(max d, −min d): one pass, no |diff| temporary, the same number
+        low, high = torch.aminmax(diff.flatten(-2), dim=-1)  # (h,) each
+        accumulator.max_abs_diff = torch.maximum(accumulator.max_abs_diff, torch.maximum(high, -low).double())
 
 
 class BlockSymmetry:
