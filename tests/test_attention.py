@@ -153,3 +153,18 @@ def test_json_never_holds_nan_and_masked_scores_are_null():
     assert record["scores"][0][1] is None
     assert record["scores"][1][1] == 0.1234568  # 7 significant digits: float32 precision
     assert record["entropy"][1] is None
+
+
+def test_top_keys_with_a_k_far_above_the_key_count_keep_every_key_and_no_more():
+    """top_k = 10**21 (the API takes any positive int): every allowed key, heaviest first, and no padding to k."""
+    import torch
+
+    from attn_cli.math.measures import top_key_tensors
+
+    weights = torch.tensor([[[0.2, 0.5, 0.3], [1.0, 0.0, 0.0]]])  # (1, 2, 3)
+    allowed = torch.tensor([[True, True, True], [True, False, False]])
+    top = top_key_tensors(weights, allowed, 10**21)
+    assert top.indices.shape == (1, 2, 3)
+    assert top.pairs() == [[[(1, 0.5), (2, 0.30000001192092896), (0, 0.20000000298023224)], [(0, 1.0)]]]
+    block = top_key_tensors(weights[..., :2], allowed[:, :2], 10**21, keys=3)  # a block of 2 of the 3 keys
+    assert block.indices.shape == (1, 2, 3)

@@ -266,7 +266,7 @@ def analyse_rows(
         weights = attention.masked_softmax(scores, allowed)  # (h, c, end - first); scores stay unmasked
         entropy[:, start:stop] = measures.row_entropy(weights)
         self_weight[:, start:stop] = measures.self_weight(weights, offset=start - first)  # w[i, i]
-        top.append(measures.top_key_tensors(weights, allowed, top_k, offset=first))
+        top.append(measures.top_key_tensors(weights, allowed, top_k, offset=first, keys=k.shape[1]))
         if symmetry is not None:
             symmetry.add(start, stop)
         if output is not None:

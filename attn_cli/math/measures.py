@@ -193,17 +193,21 @@ class TopKeyTensors:
         return _pairs(self.indices.tolist(), self.weights.tolist(), self.kept.tolist(), self.indices.dim() - 2)
 
 
-def top_key_tensors(weights: torch.Tensor, allowed: torch.Tensor, k: int, offset: int = 0) -> TopKeyTensors:
-    """Per query row, the k most-attended allowed keys: (..., Tq, k) each, filled up where a row has fewer.
+def top_key_tensors(weights: torch.Tensor, allowed: torch.Tensor, k: int, offset: int = 0,
+                    keys: int | None = None) -> TopKeyTensors:
+    """Per query row, the k most-attended allowed keys: (..., Tq, min(k, keys)) each, filled up where a row has fewer.
 
     weights (..., Tq, Tk), allowed broadcasting to it. offset: added to the key indices (a block of
-    columns whose first is key `offset`). Masked keys are never kept.
+    columns whose first is key `offset`). keys: how many keys the whole matrix has (default Tk): blocks of
+    columns are filled up to min(k, keys), one width for all, never to a k larger than there are keys.
+    Masked keys are never kept.
     """
-    picked = min(k, weights.shape[-1])
+    width = min(k, weights.shape[-1] if keys is None else keys)
+    picked = min(width, weights.shape[-1])
     values, indices = weights.topk(picked, dim=-1)  # (..., Tq, picked); masked keys have weight exactly 0 …
     kept = allowed.expand_as(weights).gather(-1, indices)  # … so mark any that were picked to fill a short row
-    if picked < k:  # fewer keys than k: fill up to a fixed width, so blocks of rows concatenate
-        fill = (*indices.shape[:-1], k - picked)
+    if picked < width:  # a block narrower than the width: fill up to it, so blocks of rows concatenate
+        fill = (*indices.shape[:-1], width - picked)
         indices = torch.cat([indices, indices.new_zeros(fill)], -1)
         values = torch.cat([values, values.new_zeros(fill)], -1)
         kept = torch.cat([kept, kept.new_zeros(fill)], -1)
