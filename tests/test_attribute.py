@@ -223,7 +223,13 @@ def test_the_attribution_page_has_no_empty_band_and_its_legend_speaks_of_matrice
         assert page.locator("#grid").count() == 0 and page.locator("canvas.thumb").count() == 0
         assert page.locator("#current").text_content().startswith("where each output token comes from (ALTI)")
         info = page.locator("#info")
-        assert info.text_content().startswith("Hover a token") and "idle" in info.get_attribute("class")
+        assert info.text_content().startswith("Hover a token to see what it comes from (left) or goes into (right)")
+        assert "idle" in info.get_attribute("class")
+        # a token of a matrix over layers "comes from" its sources; no head "attends" here
+        page.locator(".run[data-run='0'] svg.headview .tok-left[data-i='2']").hover()
+        assert "“cat” (2) comes from " in info.text_content() and "attends" not in info.text_content()
+        page.locator(".run[data-run='0'] svg.headview .tok-right[data-i='2']").hover()
+        assert "“cat” (2) goes into " in info.text_content()
         legends = page.locator(".legend").all_text_contents()
         assert legends == [" share 0 → 1.00: fixed scale" + shared] * (2 if vs else 1), legends
         page.locator(".run[data-run='0'] table.matrix td[data-q='2'][data-k='2']").hover()

@@ -307,6 +307,8 @@ def test_command_pages_show_the_reports_numbers(offline_page, command_reports, t
     open_page(page, paths["rollout"])
     assert cell(page, 0, 2, 0) == weight(rollout["rollout"][2][0])
     assert page.locator("table.matrix td").count() == len(rollout["tokens"]) ** 2
+    page.locator("svg.headview .tok-left[data-i='2']").hover()  # a rolled-out row: where it comes from
+    assert f"“{rollout['tokens'][2]['text']}” (2) comes from " in page.locator("#info").text_content()
 
     report = command_reports["generate"]
     generated = report.to_json_dict()

@@ -16,6 +16,8 @@ from attn_cli.render.svg import Heat
 
 MAX_DETAIL = 16  # heads drawn in the SVG of generate; more: the most focused one, as the terminal shows
 HEADS_CAPTION = "rows: layers · columns: heads"
+# what a hovered token's row and column say on a page of one matrix over layers (rollout, attribute)
+OVER_LAYERS = ["comes from", "goes into"]
 
 
 def _tokens(report) -> list[str]:
@@ -141,7 +143,7 @@ def rollout_items(report, per_head: bool = False) -> list[Heat]:
 
 def rollout_page(report, per_head: bool = False) -> dict:
     return {"runs": [_one("rollout", report.matrix, per_head=per_head, noun="share ")], "start": [0, 0],
-            "caption": rollout_title(report), "unit": "matrix"}
+            "caption": rollout_title(report), "unit": "matrix", "verbs": OVER_LAYERS}
 
 
 # -- attribute ------------------------------------------------------------------------------------------
@@ -170,7 +172,7 @@ def attribution_page(report, per_head: bool = False) -> dict:
     if report.attention is not None:
         runs.insert(0, _one(attention_title(report), report.attention, per_head=per_head, noun="share "))
     caption = sources_title(report) + (", beside the attention rollout" if report.attention is not None else "")
-    return {"runs": runs, "start": [0, 0], "caption": caption, "unit": "matrix"}
+    return {"runs": runs, "start": [0, 0], "caption": caption, "unit": "matrix", "verbs": OVER_LAYERS}
 
 
 # -- diff -----------------------------------------------------------------------------------------------

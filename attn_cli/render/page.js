@@ -102,7 +102,11 @@
     for (const node of controls.querySelectorAll("label, select")) node.style.display = "none";
   }
   // what the info line says while nothing is hovered: what hovering shows there
+  // what hovering a token says, by side: a head's weights (the default), or a matrix over layers (rollout,
+  // attribute: data.verbs, e.g. ["comes from", "goes into"]), which no head "attends" with
+  const VERBS = data.verbs || ["attends to", "is attended by"];
   const HINT = data.runs.every((run) => run.lines === false) ? "Hover a cell for its value."
+    : data.verbs ? "Hover a token to see what it " + VERBS[0] + " (left) or " + VERBS[1] + " (right); click to keep it."
     : "Hover a token to see whom it attends to (left) or who attends to it (right); click to keep it.";
 
   // -- every head at a glance ---------------------------------------------------------------------
@@ -304,7 +308,7 @@
     pairs = pairs.filter((p) => p[1] !== null).sort((a, b) => b[1] - a[1]);
     pairs = pairs.filter((p, rank) => rank === 0 || Math.abs(p[1]) >= 0.005).slice(0, 5);
     const who = "“" + (side === "q" ? rowTok(view.run) : colTok(view.run))[index] + "” (" + index + ")";
-    const verb = side === "q" ? " attends to " : " is attended by ";
+    const verb = " " + VERBS[side === "q" ? 0 : 1] + " ";
     return view.run.name + ": " + who + verb + pairs.map((p) => p[0] + " " + fmt(p[1])).join(", ");
   }
 
