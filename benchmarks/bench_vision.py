@@ -4,9 +4,9 @@ A ViT-base-shaped model (12 layers × 12 heads, hidden 768, patch 16: 197 tokens
 weights is saved to a temporary directory and loaded once through `attn_cli.load`; each look is
 `model.inspect_image(image)` (the image processor, the forward with Q, K and V captured under
 sdpa, and every head's statistics and top keys: all 144 heads; their 197 × 197 matrices pass the
-default cell limit and are left out), interleaved image by image with the peer: bare transformers,
-the same checkpoint under eager attention with `output_attentions=True` (the image processor and the
-forward). Target: attn ≤ 1.5× the peer, per-look medians of wall time; the CPU-time ratio is printed
+default cell limit and are left out; writing JSON or drawing is not in a look, nor in the peer's),
+interleaved image by image with the peer: bare transformers, the same checkpoint under eager
+attention with `output_attentions=True` (the image processor and the forward). Target: attn ≤ 1.5× the peer, per-look medians of wall time; the CPU-time ratio is printed
 beside it (the steadier figure on a loaded machine).
 
     .venv/bin/python benchmarks/bench_vision.py [--looks 5] [--device cpu] [--threads N]

@@ -168,3 +168,49 @@ def test_top_keys_with_a_k_far_above_the_key_count_keep_every_key_and_no_more():
     assert top.pairs() == [[[(1, 0.5), (2, 0.30000001192092896), (0, 0.20000000298023224)], [(0, 1.0)]]]
     block = top_key_tensors(weights[..., :2], allowed[:, :2], 10**21, keys=3)  # a block of 2 of the 3 keys
     assert block.indices.shape == (1, 2, 3)
+
+
+def test_dense_symmetry_over_valid_pairs_is_the_definition():
+    """S − Sᵀ and ‖S‖ from a whole S (float32 sums of squares) against the float64 definition: 1e-6 relative
+    (float32 round-off of the differences and the sums); padding pairs count for nothing."""
+    generator = torch.Generator().manual_seed(3)
+    scores = torch.randn(3, 7, 7, generator=generator) * 4
+    valid = torch.tensor([True, True, False, True, True, True, False])
+    pair = valid[:, None] & valid[None, :]
+    whole = torch.where(pair, scores.double(), 0.0)
+    difference = whole - whole.transpose(-2, -1)
+    expected = torch.linalg.matrix_norm(difference) / torch.linalg.matrix_norm(whole)
+    padded = scores.clone()
+    padded[:, ~valid] = 1e4  # a padding row and column hold anything: never read
+    for got, relative, peak in zip(measures.dense_symmetry(padded, valid, 1e-5), expected, difference.abs().amax((-2, -1))):
+        assert got.relative == pytest.approx(float(relative), rel=1e-6)
+        assert got.max_abs_diff == pytest.approx(float(peak), rel=1e-6)
+        assert got.symmetric is False
+    [same] = measures.dense_symmetry(scores[:1] + scores[:1].transpose(-2, -1), torch.ones(7, dtype=torch.bool), 1e-5)
+    assert same.relative == 0.0 and same.max_abs_diff == 0.0 and same.symmetric  # S + Sᵀ is exactly symmetric
+
+
+def test_entropy_of_rows_with_zeros_tiny_weights_and_nan_is_xlogys():
+    """The guarded log against −Σ xlogy(w, w) in float64: 1e-6 absolute (float32 log and sum round-off);
+    a weight of 0 adds exactly 0, one below float32's smallest normal number next to nothing."""
+    generator = torch.Generator().manual_seed(4)
+    weights = torch.softmax(torch.randn(5, 9, generator=generator) * 3, dim=-1)
+    weights[1, :4] = 0.0
+    weights[1] /= weights[1].sum()
+    weights[2] = torch.tensor([1.0 - 2e-39] + [0.0] * 7 + [2e-39])  # a subnormal weight
+    weights[3] = float("nan")
+    expected = -torch.special.xlogy(weights.double(), weights.double()).sum(-1)
+    got = measures.row_entropy(weights)
+    torch.testing.assert_close(got[[0, 1, 2, 4]].double(), expected[[0, 1, 2, 4]], atol=1e-6, rtol=0)
+    assert torch.isnan(got[3]) and 0.0 <= float(got[2]) < 1e-36
+    assert measures.row_entropy(torch.eye(3, dtype=torch.float64)).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_head_variance_is_the_float64_variance_rounded_to_float32():
+    """Each head's population variance over (T, D), exactly the float64 value rounded once, for a strided view
+    (a captured q is (H, T, D) out of (T, H, D))."""
+    generator = torch.Generator().manual_seed(5)
+    x = (torch.randn(7, 3, 16, generator=generator) * 0.4 + 0.2).transpose(0, 1)  # (3, 7, 16), not contiguous
+    got = measures.head_variance(x)
+    assert got.dtype == torch.float32 and got.shape == (3,)
+    assert torch.equal(got, x.double().var(dim=(-2, -1), unbiased=False).float())

@@ -199,3 +199,20 @@ def test_compare_refuses_past_the_limit_without_full(llama):
         Model(llama).compare(text, layers="0", heads="0", cell_limit=1000)
     report = Model(llama).compare(text, layers="0", heads="0", cell_limit=1000, full=True)
     assert report.summaries["shared-k"].symmetric_heads == 1
+
+
+def test_one_block_takes_symmetry_from_its_own_scores(monkeypatch, qkv):
+    """When one block holds every row and key, S − Sᵀ comes from the scores already computed: no accumulator
+    (and no second product) is made; over several blocks the accumulator is, with the same result (1e-5 rel)."""
+    q, k, v = qkv
+    mask = AttentionMask(T, T, causal=True)
+    made = []
+    accumulator = measures.SymmetryAccumulator
+    monkeypatch.setattr(measures, "SymmetryAccumulator", lambda *args: made.append(1) or accumulator(*args))
+    whole = run_rows(q, k, v, mask)
+    assert made == []
+    monkeypatch.setattr(inspect_engine, "CHUNK_CELLS", 7 * T)
+    blocks = run_rows(q, k, v, mask)
+    assert made == [1]
+    assert whole.symmetry.relative == pytest.approx(blocks.symmetry.relative, rel=1e-5)
+    assert whole.symmetry.max_abs_diff == pytest.approx(blocks.symmetry.max_abs_diff, rel=1e-5)

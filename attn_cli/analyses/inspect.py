@@ -9,7 +9,9 @@ query rows at a time: memory O(h·T·(D + rows)), never O(T²).
 Every statistic attn reports per head is a function of single rows of S and
 softmax(S) (entropy, self-weight, top-k), or a sum over rows (symmetry). Rows
 a:b of S are q[a:b]·kᵀ·scale; the same columns, for the symmetry, are
-(q·k[a:b]ᵀ·scale)ᵀ. Matrices are kept only for the rows and columns asked for.
+(q·k[a:b]ᵀ·scale)ᵀ. When one block holds every row and key (a text or an image
+of up to ~590 tokens at 12 heads), the symmetry is S − Sᵀ of that block's scores.
+Matrices are kept only for the rows and columns asked for.
 All selected heads of a layer go through each block at once (h, c, n), so a
 short text costs a few tensor operations per layer, not per head.
 """
@@ -141,8 +143,7 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
         named += [("q", q), ("k", k), ("v", v), ("output", rows.output)]
     arrays = {name: None if tensor is None else _array(tensor) for name, tensor in named}
     top_indices, top_weights, top_kept = (_array(t) for t in (rows.top.indices, rows.top.weights, rows.top.kept))
-    # each head's q and k variances over all its values, (h,) each, in one pass (the same numbers as head by head)
-    variances = list(zip(q.var(dim=(-2, -1), unbiased=False).tolist(), k.var(dim=(-2, -1), unbiased=False).tolist()))
+    variances = list(zip(measures.head_variance(q).tolist(), measures.head_variance(k).tolist()))  # (h,) each
     head_dim = q.shape[-1]
     reports = []
     for i, (head, kv_head) in enumerate(zip(heads, kv_heads)):
@@ -237,8 +238,8 @@ def analyse_rows(
     reported include it, and symmetry is of the whole S.
 
     score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n): the heads' scoring (LayerCapture.scorer_for).
-    dot_scale: the scale when the scores are q·kᵀ·scale (symmetry then comes from a cheaper
-    identity), None for learned scorings.
+    dot_scale: the scale when the scores are q·kᵀ·scale (symmetry over several blocks then comes from a
+    cheaper identity), None for learned scorings.
     """
     keep = not window.is_empty
     heads, count = q.shape[0], q.shape[1]
@@ -248,8 +249,11 @@ def analyse_rows(
     output = torch.empty_like(q) if want_output else None
     top = []  # TopKeyTensors (h, c, top_k) per block
     valid = mask.valid_keys()
-    # A biased S is no longer a bilinear form of q and k: its symmetry comes from the whole S, after the loop
-    symmetry = (None if cross or bias is not None else measures.SymmetryAccumulator(q, k, dot_scale, valid) if dot_scale is not None
+    # One block of every row and key is the whole S: its symmetry comes from those scores, after the loop. A
+    # biased S is no longer a bilinear form of q and k: its symmetry comes from the whole S, recomputed after it.
+    whole = not cross and 0 < count <= block and mask.key_span(0, count) == (0, k.shape[1])
+    symmetry = (None if cross or whole or bias is not None
+                else measures.SymmetryAccumulator(q, k, dot_scale, valid) if dot_scale is not None
                 else measures.BlockSymmetry(q, k, score, valid))
     moments = measures.ScoreMoments(heads)
     kept_scores, kept_weights = [], []
@@ -283,6 +287,7 @@ def analyse_rows(
         self_weight=self_weight,
         top=measures.cat_top_keys(top),
         symmetry=(measures.not_applicable(heads, count, k.shape[1]) if cross
+                  else measures.dense_symmetry(scores, valid, tolerance) if whole  # the one block's scores: all of S
                   else measures.dense_symmetry(score(q, k) + bias, valid, tolerance) if symmetry is None
                   else symmetry.result(tolerance)),
         score_moments=moments.mean_variance(),

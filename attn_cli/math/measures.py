@@ -106,13 +106,22 @@ class BlockSymmetry:
 
 
 def dense_symmetry(scores: torch.Tensor, valid: torch.Tensor, tolerance: float) -> list[Symmetry]:
-    """The same measures from a whole S (h, T, T), for scores that are not a bilinear form of q and k (T5 adds its
-    relative position bias, itself not symmetric: bias(i − j) ≠ bias(j − i)). valid (T,): non-padding tokens."""
-    pair = valid[:, None] & valid[None, :]  # (T, T)
-    whole = scores.double().masked_fill(~pair, 0.0)
-    diff = whole - whole.transpose(-2, -1)
-    relative = diff.square().sum((-2, -1)).sqrt() / whole.square().sum((-2, -1)).sqrt().clamp_min(1e-300)
-    peaks = diff.abs().amax((-2, -1)) if diff.numel() else torch.zeros(len(scores), dtype=torch.float64)
+    """The same measures from a whole S (h, T, T) already computed: analyse_rows' scores when one block of rows
+    holds all of S, and scores that are not a bilinear form of q and k (T5 adds its relative position bias,
+    itself not symmetric: bias(i − j) ≠ bias(j − i)). valid (T,): non-padding tokens.
+
+    S − Sᵀ in float32 (each S_ij − S_ji rounded once); ‖S − Sᵀ‖² and ‖S‖² as float32 sums of squares
+    (torch's cascaded sum over a contiguous row: ~1e-7 relative, the float32 precision the result is
+    shown with). S − Sᵀ is antisymmetric, so its largest entry is max |S_ij − S_ji|: one reduction.
+    """
+    diff = scores - scores.transpose(-2, -1)  # (h, T, T)
+    if not bool(valid.all()):
+        pair = valid[:, None] & valid[None, :]  # (T, T)
+        diff.masked_fill_(~pair, 0.0)
+        scores = scores.masked_fill(~pair, 0.0)
+    diff_squared, scores_squared = (_sum_of_squares(x).double() for x in (diff, scores))  # (h,) each
+    relative = torch.where(scores_squared > 0, (diff_squared / scores_squared).sqrt(), 0.0)
+    peaks = diff.amax((-2, -1)) if diff.numel() else torch.zeros(len(scores))
     return [Symmetry(float(peak), float(rel), float(rel) <= tolerance) for peak, rel in zip(peaks.tolist(), relative.tolist())]
 
 
@@ -142,6 +151,24 @@ class ScoreMoments:
         return list(zip(mean.tolist(), variance.tolist()))
 
 
+def _sum_of_squares(matrices: torch.Tensor) -> torch.Tensor:
+    """Σ x² over each matrix: (h, T, T) -> (h,), one contiguous row per matrix (a cascaded float32 sum)."""
+    flat = matrices.reshape(matrices.shape[0], -1)  # (h, T·T)
+    return torch.linalg.vecdot(flat, flat)
+
+
+def head_variance(x: torch.Tensor) -> torch.Tensor:
+    """Each head's population variance over all its values: (h, T, D) -> (h,), in x's dtype.
+
+    Two passes in float64 (mean, then the mean squared deviation), rounded once to x's dtype: the value a
+    float32 `x.var(dim=(-2, -1), unbiased=False)` aims at (it may differ from torch's in the last bit), and
+    a quarter of its time (torch's float32 variance over several dimensions is a scalar Welford loop).
+    """
+    wide = x.double()  # (h, T, D)
+    deviation = wide - wide.mean(dim=(-2, -1), keepdim=True)
+    return deviation.square_().mean(dim=(-2, -1)).to(x.dtype)
+
+
 def _float64(tensor: torch.Tensor) -> torch.Tensor:
     """A float64 copy that may be changed in place (`.double()` of a float64 tensor would be the tensor itself)."""
     return tensor.to(torch.float64, copy=True)
@@ -152,8 +179,11 @@ def row_entropy(weights: torch.Tensor) -> torch.Tensor:
 
     Never below 0: a one-key row would give -0.0 (shown "-0.00"), and a merged row (--words) summing to
     1 + round-off a hair below 0; both are 0 nats.
+    A weight of 0 contributes 0·log(tiny) = 0 (tiny: the smallest normal number of the dtype; a weight
+    below it adds under 1e-36): the same sum as xlogy's, without its per-element case for 0.
     """
-    entropy = -torch.special.xlogy(weights, weights).sum(dim=-1)
+    logs = weights.clamp_min(torch.finfo(weights.dtype).tiny).log_()  # (..., Tq, Tk); NaN stays NaN
+    entropy = -logs.mul_(weights).sum(dim=-1)
     return entropy.clamp_min(0.0) + 0.0  # NaN stays NaN; -0.0 + 0.0 is +0.0
 
 
