@@ -42,7 +42,7 @@ KINDS: dict[str, Callable] = {
                      "samples", "part_texts", "workers"), arguments.index),
     **dict.fromkeys(("tolerance", "temperature", "epsilon", "ratio", "floor", "gpus_per_worker"), arguments.number),
     **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "pre_rope", "inputs", "sample",
-                     "words", "resume", "per_text"), arguments.flag),
+                     "words", "resume", "per_text", "keep_workers"), arguments.flag),
     **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype", "column", "method", "vs",
                      "engine", "address"), arguments.word),
     **dict.fromkeys(("variants", "stacks"), arguments.words),
@@ -302,7 +302,7 @@ class Model:
               progress=None, store: str | Path | None = None, resume: bool = False, per_text: bool = False,
               top: int = 10, samples: int = 5, column: str = "text", part_texts: int = 2048, engine: str = "local",
               address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0,
-              target: str | None = None, stacks: str | Sequence[str] = "all", image=None):
+              keep_workers: bool = False, target: str | None = None, stacks: str | Sequence[str] = "all", image=None):
         """What every selected head does: previous-token, duplicate-token, induction, first-token,
         last-token, punctuation, self, broad and sink scores, and a label, averaged over the texts.
 
@@ -318,7 +318,9 @@ class Model:
         Ctrl-C stops at the current batch: the report covers the texts done (report.interrupted).
         engine="ray": the batches are scored by `workers` Ray actors (each loads this model again, on
         gpus_per_worker GPUs) on the cluster at `address` (default: the one joined, or a local one); the
-        report and the store are those of engine="local" (README "Corpus runs on Ray").
+        report and the store are those of engine="local" (README "Corpus runs on Ray"). keep_workers=True: the
+        workers, their model loaded, stay alive for this process's next heads() with the same engine arguments
+        (which stops them after unless it keeps them too), so they start once, not a call.
         Formulas: attn_cli.math.head_scores. report.head(0, 2).scores["previous_token"]; report.to_json_dict().
         target: an encoder–decoder model's decoder runs teacher-forced on it, texts being the one source; every
         head of the stacks asked for ("all", or some of "encoder,decoder,cross") is scored, each profile saying
@@ -341,7 +343,7 @@ class Model:
             raise BadInput("give one of texts, file or probe" if not given else f"{' and '.join(given)} "
                            "are separate sources", "pass text, --file FILE or --probe induction")
         described, corpus_format = None, "arguments"
-        run_on = self._engine(engine, address, workers, gpus_per_worker)
+        run_on = self._engine(engine, address, workers, gpus_per_worker, keep_workers)
         if probe is not None:
             described = make_probe(self.backend, probe, seed, PROBE_LENGTH if probe_length is None else probe_length)
             texts, total, source, corpus_format = [described["text"]], 1, "probe", "probe"
@@ -365,15 +367,19 @@ class Model:
                          progress=progress, part_texts=part_texts, top=top, samples=samples,
                          per_text=per_text, keeper_of=keeper_of, engine=run_on)
 
-    def _engine(self, engine: str, address: str | None, workers: int | None, gpus_per_worker: float):
+    def _engine(self, engine: str, address: str | None, workers: int | None, gpus_per_worker: float,
+                keep_workers: bool = False):
         """None for engine="local"; for "ray", analyses/ray_engine.engine for this model (Ray checked first)."""
         from attn_cli.analyses import ray_engine
 
         if not ray_engine.check_engine(engine, address, workers, gpus_per_worker):
+            if keep_workers:
+                raise BadInput("keep_workers goes with engine='ray'")
             return None
         if self.loaded_as is None:
             raise BadInput("engine='ray' needs a model made by attn_cli.load (the workers load it the same way)")
-        return ray_engine.engine(self.loaded_as, address=address, workers=workers, gpus_per_worker=gpus_per_worker)
+        return ray_engine.engine(self.loaded_as, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
+                                 keep=keep_workers)
 
     @door
     def circuits(self):

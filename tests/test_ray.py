@@ -139,6 +139,30 @@ def test_a_killed_worker_is_restarted_and_the_result_is_exact(cluster, tiny, sma
     same_store(tmp_path / "ray", small_store)
 
 
+def test_kept_workers_serve_the_next_run_without_starting_again(cluster, tiny, small, small_store, tmp_path):
+    """keep_workers=True: the workers stay alive, their model loaded, and the next run with the same arguments
+    runs on the same processes (no Scorer made again); a run without it stops them after. Both stores exact."""
+    from attn_cli.analyses import ray_engine
+
+    def pids(seen):
+        return lambda done, total: seen.append(sorted(pid for _, pid in ray_engine.RUNNING))
+
+    first, then = [], []
+    tiny.heads(file=small, store=tmp_path / "first", per_text=True, engine="ray", workers=2, keep_workers=True,
+               progress=pids(first), **SMALL)
+    assert len(ray_engine.WAITING) == 1
+    tiny.heads(file=small, store=tmp_path / "then", per_text=True, engine="ray", workers=2, progress=pids(then),
+               **SMALL)
+    assert first[0] == then[0] == then[-1] and len(set(first[0])) == 2 and not ray_engine.WAITING
+    same_store(tmp_path / "first", small_store)
+    same_store(tmp_path / "then", small_store)
+
+
+def test_keep_workers_goes_with_engine_ray(tiny):
+    with pytest.raises(BadInput, match="keep_workers goes with engine='ray'"):
+        tiny.heads("Hello there.", keep_workers=True)
+
+
 def interrupt_after(texts: int):
     def progress(done, total):
         if done >= texts:
@@ -239,5 +263,5 @@ def test_the_cli_starts_its_workers_before_it_loads_its_model(cluster, tiny_bert
     events.clear()
     there = CliRunner().invoke(app, [*common, str(tmp_path / "there.json"), "--engine", "ray", "--workers", "2"])
     assert here.exit_code == 0 and there.exit_code == 0, there.output
-    assert events == ["workers", "load"] and not ray_engine.PRESTARTED
+    assert events == ["workers", "load"] and not ray_engine.WAITING
     assert (tmp_path / "here.json").read_text() == (tmp_path / "there.json").read_text()

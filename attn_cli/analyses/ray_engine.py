@@ -13,7 +13,9 @@ order) and its part must not depend on how Ray Data splits and schedules blocks,
 global row index short of materialising the corpus; mapping the driver's own chunks with map_batches
 would be exact, but Ray Data takes a list, not a running iterator (the corpus's chunks up front, or an
 actor pool and a model load per window). Here memory is a window of chunks in flight, a model load a
-worker a run. The CLI starts the workers (prestart) before it loads its own model, so the two overlap.
+worker a run. The CLI starts the workers (prestart) before it loads its own model, so the two overlap; an
+API caller may keep a run's workers, their model loaded, for its next run with the same arguments
+(keep_workers: a worker's start, seconds of imports and a model load, is then paid once, not a run).
 Restarts are Ray's own: an actor whose process dies is restarted (max_restarts) and its unfinished
 chunks are re-run on it (max_task_retries); a chunk's result depends only on its texts, so the re-run
 gives the same Partial. Corpora at object-store URLs (s3://, gs://, …)
@@ -34,7 +36,7 @@ INSTALL = "pip install 'attn-cli[ray]'"
 CHUNK_BATCHES = 4  # batches a task: the unit a worker runs and progress moves by
 IN_FLIGHT = 2  # chunks queued per worker: one running, one waiting, so a worker never idles on the driver
 RUNNING: list = []  # (actor, pid) of the run in progress: what a test kills
-PRESTARTED: list = []  # at most one Workers started by prestart() and not yet taken by a run
+WAITING: list = []  # at most one Workers waiting for a run: started by prestart(), or kept by the run before
 URL_SCHEMES = ("s3://", "gs://", "gcs://", "abfs://", "az://", "hdfs://", "http://", "https://", "local://")
 
 
@@ -123,12 +125,17 @@ class Workers:
         remote = ray.remote(Scorer).options(num_cpus=cpus, num_gpus=gpus or 0, max_restarts=-1,
                                             max_task_retries=-1)
         self.ray, self.started, self.asked = ray, started, None  # asked: _start's arguments
+        self.job = ray.get_runtime_context().get_job_id()  # this process's stay on the cluster: live()
         self.actors = [remote.remote(loaded_as, cpus) for _ in range(workers)]
 
     def ready(self) -> list:
         """The actors once every model is loaded (a worker's load error is raised here, as itself)."""
         RUNNING[:] = [(actor, _get(self.ray, actor.pid.remote())) for actor in self.actors]
         return self.actors
+
+    def live(self) -> bool:
+        """Whether this process is still on the cluster these workers run on (not since shut down or left)."""
+        return self.ray.is_initialized() and self.ray.get_runtime_context().get_job_id() == self.job
 
     def stop(self) -> None:
         for actor in self.actors:
@@ -143,28 +150,37 @@ def prestart(loaded_as: dict, *, address: str | None = None, workers: int | None
     """Join (or start) the cluster and start the workers now, before this process loads its own model:
     their start (a Python process, torch, the model) overlaps the driver's. The next engine() run with the
     same arguments takes them (`attn heads --engine ray`)."""
-    PRESTARTED.append(_start(loaded_as, address, workers, gpus_per_worker))
+    WAITING.append(_start(loaded_as, address, workers, gpus_per_worker))
 
 
-def drop_prestarted() -> None:
-    while PRESTARTED:
-        PRESTARTED.pop().stop()
+def drop_waiting() -> None:
+    """Stop the waiting workers, freeing their CPUs and GPUs (those of a cluster since left are gone already)."""
+    while WAITING:
+        team = WAITING.pop()
+        if team.live():
+            team.stop()
 
 
 def engine(loaded_as: dict, *, address: str | None = None, workers: int | None = None,
-           gpus_per_worker: float = 0.0) -> Callable:
-    """engine(layers, heads, truncate, needle) -> a fold with analyses/fold.fold's signature, run on Ray."""
+           gpus_per_worker: float = 0.0, keep: bool = False) -> Callable:
+    """engine(layers, heads, truncate, needle) -> a fold with analyses/fold.fold's signature, run on Ray. keep: the
+    workers stay alive after a run that was not interrupted, waiting for the next run with the same arguments
+    (a run without keep takes them and stops them after; so do the process's end and ray.shutdown())."""
     require_ray()
 
     def make(layers: list[int], heads: list[int], truncate: bool, needle: bool) -> Callable:
         def fold_on_ray(score, texts: Iterable[str], shape, *, top: int, samples: int, per_text: bool = False,
                         **options) -> folding.Folded:
-            team = _workers(loaded_as, address, workers, gpus_per_worker)
+            team, folded = _workers(loaded_as, address, workers, gpus_per_worker), None
             try:
                 job = Job(layers, heads, truncate, needle, shape, top, samples, per_text)
-                return _fold(texts, job, team, **options)
+                folded = _fold(texts, job, team, **options)
+                return folded
             finally:
-                team.stop()
+                if keep and folded is not None and not folded.interrupted:
+                    WAITING.append(team)
+                else:
+                    team.stop()
 
         return fold_on_ray
 
@@ -172,15 +188,15 @@ def engine(loaded_as: dict, *, address: str | None = None, workers: int | None =
 
 
 def _workers(loaded_as: dict, address: str | None, workers: int | None, gpus: float) -> Workers:
-    """The prestarted workers when they were asked for with these arguments, else new ones (a prestarted set
-    that does not match is stopped first: its actors hold the cluster's CPUs)."""
-    if PRESTARTED and PRESTARTED[0].asked == (loaded_as, address, workers, gpus) and require_ray().is_initialized():
-        return PRESTARTED.pop()
+    """The waiting workers when they were asked for with these arguments, else new ones (a waiting set that
+    does not match is stopped first: its actors hold the cluster's CPUs)."""
+    if WAITING and WAITING[0].asked == (loaded_as, address, workers, gpus) and WAITING[0].live():
+        return WAITING.pop()
     return _start(loaded_as, address, workers, gpus)
 
 
 def _start(loaded_as: dict, address: str | None, workers: int | None, gpus: float) -> Workers:
-    drop_prestarted()
+    drop_waiting()
     started = connect(address)
     try:
         team = Workers(require_ray(), loaded_as, workers, gpus, started)
