@@ -85,6 +85,38 @@ def test_a_batch_reduced_whole_equals_its_texts_reduced_one_by_one():
     assert_same(together, reduced(text_ids, True))
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 500), min_size=1, max_size=20, unique=True), st.integers(0, 2**32 - 1),
+       st.booleans(), st.integers(1, 12))
+def test_a_batch_reduced_in_the_order_of_its_ids_or_shuffled_keeps_what_one_sort_of_all_candidates_keeps(
+        text_ids, seed, ties, top):
+    """reduce sorts each group's texts alone (partials._top_columns): exactly the rows, in the order, that one
+    lexsort of every defined candidate by (group, value desc, text_id) keeps, ties and NaN included."""
+    generator = np.random.default_rng(seed)
+    shuffled = [int(t) for t in generator.permutation(text_ids)]  # a batch's texts are in length order, not id order
+    part = partials.reduce(batch(shuffled, seed, ties), SHAPE, top, 2)
+    values = batch(shuffled, seed, ties).values.reshape(len(shuffled), -1)  # (n, groups)
+    text, group = np.nonzero(~np.isnan(values))
+    ids = np.array(shuffled, dtype=np.int64)[text]
+    order = np.lexsort((ids, -values[text, group], group))
+    rank = np.array([np.sum(group[order][:i] == g) for i, g in enumerate(group[order])], dtype=np.int64)
+    kept = order[rank < top]
+    assert part.top["group"].tolist() == group[kept].tolist()
+    assert part.top["text_id"].tolist() == ids[kept].tolist()
+    assert equal(part.top["value"], values[text, group][kept])
+
+
+def test_a_batch_reduced_without_examples_has_the_same_sums_and_empty_lists():
+    whole = _concat_batches([_one(t, True) for t in range(9)])
+    full, bare = partials.reduce(whole, SHAPE, 3, 2), partials.reduce(whole, SHAPE, 3, 2, examples=False)
+    for name in ("count", "total", "squares", "low", "high", "hist", "fine"):
+        assert equal(getattr(full, name), getattr(bare, name)), name
+    assert full.sinks == bare.sinks and (full.texts, full.tokens) == (bare.texts, bare.tokens)
+    assert all(len(column) == 0 for table in (bare.top, bare.samples, bare.edges, bare.views)
+               for column in table.values())
+    assert bare.token_lists == {}
+
+
 def _concat_batches(batches: list[partials.Batch]) -> partials.Batch:
     fields = ("text_ids", "values", "sink", "query", "edge_key", "edge_weight", "keys", "weights")
     joined = {name: np.concatenate([getattr(b, name) for b in batches]) for name in fields}

@@ -74,7 +74,7 @@ def fold(score: Callable, texts: Iterable[str], shape: tuple[int, int], *, batch
 
                 try:
                     score_batches(score, _part_batches(part, batch_size), pending, rows, per_text=per_text,
-                                  scored=scored)
+                                  scored=scored, examples=keeper is not None)
                 except KeyboardInterrupt:
                     merged = partials.merge_all([merged, *pending], shape, top, samples)  # the report: texts done
                     raise
@@ -105,16 +105,18 @@ def part_size(part_texts: int, batch_size: int, kept: bool) -> int:
 
 
 def score_batches(score: Callable, batches: Iterable[list[tuple[int, str]]], pending: list[partials.Partial],
-                  rows: list[dict], *, per_text: bool, scored: Callable[[int], None] | None = None) -> None:
+                  rows: list[dict], *, per_text: bool, scored: Callable[[int], None] | None = None,
+                  examples: bool = True) -> None:
     """Score batches of (text_id, text) and merge each one's Partial into `pending` (a list the caller
     owns, holding at least one Partial of the right shape: after Ctrl-C it still holds the batches done).
     The one scoring loop of a part, run by the fold here and by a Ray worker (analyses/ray_engine.py) alike.
-    rows: the per-text rows (per_text). scored(count): after each batch."""
+    rows: the per-text rows (per_text). scored(count): after each batch. examples=False: no store is written,
+    so the Partials' example lists are not gathered (partials.reduce)."""
     first = pending[0]
     for batch in batches:
         result = score([text for _, text in batch])
         result.text_ids = np.array([text_id for text_id, _ in batch], dtype=np.int64)
-        pending.append(partials.reduce(result, first.shape, first.top_n, first.samples_n))
+        pending.append(partials.reduce(result, first.shape, first.top_n, first.samples_n, examples))
         if len(pending) > MERGE_EVERY:
             pending[:] = [partials.merge_all(pending, first.shape, first.top_n, first.samples_n)]
         if per_text:

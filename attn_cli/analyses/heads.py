@@ -174,8 +174,8 @@ class LayerScores:
         scale, scorer = record.scale, record.scorer
         for first in range(0, len(self.heads), self.per_chunk):
             chunk = self.heads[first:first + self.per_chunk]
-            q_heads = q[:, chunk]  # (B, h, T, D)
-            k_heads = k[:, [self.info.kv_head_of(head) for head in chunk]]  # (B, h, T, D): each head's kv head
+            q_heads = _heads_of(q, chunk)  # (B, h, T, D)
+            k_heads = _heads_of(k, [self.info.kv_head_of(head) for head in chunk])  # (B, h, T, D): each head's kv head
 
             def blocks():  # (start, weights (B, h, c, T) with masked cells 0, allowed (B, c, T)) per block of rows
                 for start in range(0, keys, self.rows):
@@ -225,6 +225,16 @@ class ChunkScores(NamedTuple):
     values: object  # (B, h, len(SCORES)) scores, NaN where undefined
     sink: object  # (B, h) each text's sink key, -1 for none
     view: View
+
+
+def _heads_of(tensor, heads: list[int]):
+    """tensor[:, heads] (B, h, T, D), contiguous, as advanced indexing gives it: a run of consecutive heads is
+    a slice copied (advanced indexing of the strided (B, H, T, D) view of a projection is several times slower)."""
+    import torch
+
+    if heads == list(range(heads[0], heads[0] + len(heads))):
+        return tensor[:, heads[0]:heads[0] + len(heads)].contiguous()
+    return tensor.index_select(1, torch.tensor(heads, device=tensor.device))
 
 
 def _batch_allowed(mask, real, start: int, stop: int):

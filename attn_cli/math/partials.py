@@ -154,8 +154,9 @@ def fixed(values: np.ndarray) -> np.ndarray:
     return np.rint(np.nan_to_num(values, nan=0.0) * SCALE).astype(np.int64)
 
 
-def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int) -> Partial:
-    """One batch of texts as a Partial."""
+def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int, examples: bool = True) -> Partial:
+    """One batch of texts as a Partial. examples=False: its lists (top, samples, edges, views, token lists) are
+    left empty, for a run that writes no store (the report reads only the sums, counts and sinks)."""
     layers, heads = shape
     scores = len(SCORES)
     values = batch.values  # (n, L, H, S)
@@ -177,16 +178,15 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int) -> 
     groups = layers * heads * scores
     part.fine = np.bincount(group * FINE + bins, minlength=groups * FINE).reshape(part.fine.shape)
     part.hist = np.bincount(group * BINS + hist_bin(value), minlength=groups * BINS).reshape(part.hist.shape)
-    part.top = _keep({"group": group, "value": value, "text_id": text_id}, top_n, descending=True)
-    part.samples = _keep({"group": group * FINE + bins, "hash": text_hash(text_id), "text_id": text_id,
-                          "value": value}, samples_n, descending=False)
-    has_edge = ~np.isnan(batch.edge_weight)  # (n, L, H)
-    t, l, h = np.nonzero(has_edge)
-    part.edges = _keep({"group": l * heads + h, "value": batch.edge_weight[t, l, h].astype(np.float64),
-                        "text_id": batch.text_ids[t]}, top_n, descending=True)
     t, l, h = np.nonzero(batch.sink >= 0)
     part.sinks = Counter(zip(l.tolist(), h.tolist(), (positions := batch.sink[t, l, h].tolist()),
                              [batch.tokens[text][position] for text, position in zip(t.tolist(), positions)]))
+    if not examples:
+        return part
+    part.top = _top_columns(values.reshape(len(values), -1), batch.text_ids, top_n)
+    part.samples = _keep({"group": group * FINE + bins, "hash": text_hash(text_id), "text_id": text_id,
+                          "value": value}, samples_n, descending=False)
+    part.edges = _top_columns(batch.edge_weight.reshape(len(values), -1).astype(np.float64), batch.text_ids, top_n)
     t, l, h = (axis.ravel() for axis in np.indices(batch.query.shape))
     part.views = {"text_id": batch.text_ids[t], "group": l * heads + h, "query": batch.query[t, l, h].astype(np.int64),
                   "edge_key": batch.edge_key[t, l, h].astype(np.int64),
@@ -227,12 +227,29 @@ def _concat(tables: list[dict]) -> dict:
     return {name: np.concatenate([table[name] for table in tables]) for name in tables[0]}
 
 
+def _top_columns(values: np.ndarray, text_ids: np.ndarray, size: int) -> dict:
+    """_keep(descending) of a batch's dense values (n texts, groups) float64, NaN where undefined, with text_ids
+    (n,): the same rows in the same order, by sorting each group's n texts alone instead of every candidate
+    at once (a batch's texts are few; its groups, layers × heads × scores, are many)."""
+    count, groups = values.shape
+    kept = min(size, count)
+    primary = np.where(np.isnan(values), np.inf, -values)  # (n, G): undefined last
+    order = np.lexsort((np.broadcast_to(text_ids[:, None], values.shape), primary), axis=0)  # (n, G) per group
+    defined = np.minimum((~np.isnan(values)).sum(0), kept)  # (G,) rows each group keeps
+    rows = order[:kept].T  # (G, kept): text indices, best first
+    chosen = np.arange(kept)[None, :] < defined[:, None]  # (G, kept)
+    group = np.broadcast_to(np.arange(groups)[:, None], rows.shape)[chosen]  # group-major, as _keep sorts
+    text = rows[chosen]
+    return {"group": group, "value": values[text, group], "text_id": text_ids[text]}
+
+
 def _keep(rows: dict, size: int, descending: bool) -> dict:
     """The first `size` rows of each group in the lists' total order: (group, value desc, text_id) for top
     texts and edges, (group, hash, text_id) for samples. Returned sorted in that order."""
     group, text_id = rows["group"], rows["text_id"]
-    primary = -rows["value"] if descending else rows["hash"]
-    order = np.lexsort((text_id, primary, group))
+    # samples: text_hash is a bijection of text_id and a text is in a group once, so (group, hash) is already a
+    # total order and the text_id key, which would never decide, is not sorted on
+    order = np.lexsort((text_id, -rows["value"], group) if descending else (rows["hash"], group))
     group = group[order]
     starts = np.r_[0, np.flatnonzero(np.diff(group)) + 1] if len(group) else np.zeros(0, dtype=np.int64)
     rank = np.arange(len(group)) - np.repeat(starts, np.diff(np.r_[starts, len(group)]))
