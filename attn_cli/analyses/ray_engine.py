@@ -82,6 +82,7 @@ class Job(NamedTuple):
     top: int
     samples: int
     per_text: bool
+    examples: bool = True  # the example lists only a store reads: False when none is written, as locally
 
 
 class Scorer:
@@ -106,7 +107,7 @@ class Scorer:
 
         pending, rows = [partials.Partial(job.shape, job.top, job.samples)], []
         score = lambda texts: score_texts(self.backend, texts, job.layers, job.heads, job.truncate, job.needle)
-        folding.score_batches(score, batches, pending, rows, per_text=job.per_text)
+        folding.score_batches(score, batches, pending, rows, per_text=job.per_text, examples=job.examples)
         return partials.merge_all(pending, job.shape, job.top, job.samples), rows
 
 
@@ -228,6 +229,7 @@ def connect(address: str | None) -> bool:
 def _fold(texts, job: Job, team: Workers, *, batch_size: int, part_texts: int, progress=None, total=None,
           keeper=None) -> folding.Folded:
     ray = require_ray()
+    job = job._replace(examples=keeper is not None)  # the local fold's rule: no store, no example lists
     shape, top, samples = job.shape, job.top, job.samples
     merged = partials.Partial(shape, top, samples)
     done = parts = 0
