@@ -40,6 +40,16 @@ def env() -> dict[str, str]:
     return variables
 
 
+@pytest.fixture(scope="module", autouse=True)
+def hangup_as_a_terminal_leaves_it():
+    """The children get SIGHUP's default action, as under a terminal. A suite run under nohup would pass SIG_IGN
+    down (a disposition survives exec), and attn keeps an ignored SIGHUP ignored (plumbing/interrupts), so a
+    hung-up run would go on to its end. Set here, in the main thread: the trials start children from threads."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, before)
+
+
 def start(kind: str, directory: Path, *extra: str) -> subprocess.Popen:
     process = subprocess.Popen([sys.executable, "-m", "attn_cli", "inspect", "-", "--model", "toy", *KINDS[kind],
                                 *extra], cwd=directory, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
