@@ -343,7 +343,9 @@ class Model:
             raise BadInput("give one of texts, file or probe" if not given else f"{' and '.join(given)} "
                            "are separate sources", "pass text, --file FILE or --probe induction")
         described, corpus_format = None, "arguments"
-        run_on = self._engine(engine, address, workers, gpus_per_worker, keep_workers)
+        from attn_cli.analyses.ray_engine import engine_for
+
+        run_on = engine_for(self.loaded_as, engine, address, workers, gpus_per_worker, keep_workers)
         if probe is not None:
             described = make_probe(self.backend, probe, seed, PROBE_LENGTH if probe_length is None else probe_length)
             texts, total, source, corpus_format = [described["text"]], 1, "probe", "probe"
@@ -366,20 +368,6 @@ class Model:
                          limit=limit, total=total, truncate=truncate, source=source, probe=described,
                          progress=progress, part_texts=part_texts, top=top, samples=samples,
                          per_text=per_text, keeper_of=keeper_of, engine=run_on)
-
-    def _engine(self, engine: str, address: str | None, workers: int | None, gpus_per_worker: float,
-                keep_workers: bool = False):
-        """None for engine="local"; for "ray", analyses/ray_engine.engine for this model (Ray checked first)."""
-        from attn_cli.analyses import ray_engine
-
-        if not ray_engine.check_engine(engine, address, workers, gpus_per_worker):
-            if keep_workers:
-                raise BadInput("keep_workers goes with engine='ray'")
-            return None
-        if self.loaded_as is None:
-            raise BadInput("engine='ray' needs a model made by attn_cli.load (the workers load it the same way)")
-        return ray_engine.engine(self.loaded_as, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
-                                 keep=keep_workers)
 
     @door
     def circuits(self):

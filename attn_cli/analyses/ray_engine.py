@@ -67,6 +67,19 @@ def check_engine(engine: str, address: str | None, workers: int | None, gpus_per
     return True
 
 
+def engine_for(loaded_as: dict | None, name: str, address: str | None, workers: int | None,
+               gpus_per_worker: float, keep_workers: bool = False) -> Callable | None:
+    """model.heads' engine: None for name "local", else engine() for the model loaded_as (Ray checked first).
+    keep_workers is the API's alone (no CLI flag), so it is checked here, not among check_engine's flags."""
+    if not check_engine(name, address, workers, gpus_per_worker):
+        if keep_workers:
+            raise BadInput("keep_workers goes with engine='ray'")
+        return None
+    if loaded_as is None:
+        raise BadInput("engine='ray' needs a model made by attn_cli.load (the workers load it the same way)")
+    return engine(loaded_as, address=address, workers=workers, gpus_per_worker=gpus_per_worker, keep=keep_workers)
+
+
 def is_url(path) -> bool:
     return str(path).startswith(URL_SCHEMES)
 
