@@ -62,6 +62,7 @@ class StoreWriter:
         self.path, self.parts = Path(path), Path(path) / schema.PARTS
         self.identity, self.run, self.layers, self.heads, self.info = identity, run, layers, heads, info
         self.per_text = identity["options"]["per_text"]
+        self.heads_written = None  # the Partial heads.parquet was last written from
         self.examples_written = time.monotonic()  # a run shorter than EXAMPLES_EVERY writes them once, at the end
         self.context = identity["options"]["context"]
         # what this run made, so that a corpus with no text leaves the directory as it found it
@@ -148,8 +149,10 @@ class StoreWriter:
         if examples:
             _write(example_rows(merged, self.layers, self.heads, self.context), self.path / schema.EXAMPLES)
             self.examples_written = time.monotonic()
-        _write(arrow.from_rows(heads_rows(merged, self.layers, self.heads, self.info), schema.HEADS_SCHEMA),
-               self.path / schema.HEADS)
+        if self.heads_written is not merged:  # finish() after the last part's progress(): the same table
+            _write(arrow.from_rows(heads_rows(merged, self.layers, self.heads, self.info), schema.HEADS_SCHEMA),
+                   self.path / schema.HEADS)
+            self.heads_written = merged
         run = {**self.run, "texts": merged.texts, "tokens": merged.tokens, "truncated": merged.truncated,
                "parts": parts, "complete": complete}
         _write(arrow.from_rows([run], schema.RUN_SCHEMA), self.path / schema.RUN)  # last: says done
@@ -263,7 +266,7 @@ def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], 
     texts, text_of = np.unique(text_id, return_inverse=True)  # each text's tokens once, laid end to end
     token_lists = [merged.token_lists[t] for t in texts.tolist()]
     text_length = np.array([len(tokens) for tokens in token_lists], dtype=np.int64)
-    all_tokens = arrow.strings([token for tokens in token_lists for token in tokens])
+    all_tokens = [token for tokens in token_lists for token in tokens]
     length = text_length[text_of]  # (N,)
     # the window: `context` tokens either side of the query and its kept keys; position 0 alone with no query
     marked = np.where(kept & (query >= 0)[:, None], keys, query.clip(0)[:, None])  # (N, KEYS): a key, else it
@@ -274,13 +277,13 @@ def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], 
     # the windows' tokens, row after row: the index in all_tokens of each (text's first token + start + i)
     first = (np.cumsum(text_length) - text_length)[text_of] + starts
     within = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    windows = arrow.lists(all_tokens.take(arrow.numbers(np.repeat(first, sizes) + within, pa.int64())), sizes)
+    windows = arrow.lists(arrow.picked(all_tokens, np.repeat(first, sizes) + within), sizes)
     int32 = pa.int32()
     columns = {
         "layer": arrow.numbers(np.array(layers)[pair // len(heads)], int32),
         "head": arrow.numbers(np.array(heads)[pair % len(heads)], int32),
-        "kind": arrow.strings(["top", "decile", "edge"]).take(arrow.numbers(kind, pa.int64())),
-        "score": arrow.strings([*SCORES, None]).take(arrow.numbers(score, pa.int64())),
+        "kind": arrow.picked(["top", "decile", "edge"], kind),
+        "score": arrow.picked([*SCORES, None], score),
         "decile": arrow.numbers(decile, int32, decile < 0), "rank": arrow.numbers(rank, int32),
         "text_id": arrow.numbers(text_id, pa.int64()), "value": arrow.numbers(value, pa.float64()),
         "length": arrow.numbers(length, int32), "window_start": arrow.numbers(starts, int32), "tokens": windows,
