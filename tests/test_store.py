@@ -163,6 +163,20 @@ def test_a_run_without_a_store_is_the_same_fold(minilm, corpus, store):
             assert stored[profile.layer, profile.head, name] == value  # identical, not close
 
 
+def test_the_heads_table_is_written_once_a_part_and_not_again_at_the_end(minilm, corpus, store, tmp_path,
+                                                                         monkeypatch):
+    """progress() writes the heads table after each part; finish() after the last part's progress() would write
+    the same table again, and does not. The store is the same as ever."""
+    import attn_cli.analyses.store_writer as writer
+
+    written = []
+    original = writer.heads_rows
+    monkeypatch.setattr(writer, "heads_rows", lambda *args: written.append(1) or original(*args))
+    minilm.heads(file=corpus, store=tmp_path / "again", per_text=True, **SMALL)
+    assert len(written) == 4  # 24 texts in parts of 7: one a part
+    same_tables(store, tmp_path / "again")
+
+
 # ---- resume
 
 
