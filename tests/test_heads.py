@@ -210,28 +210,82 @@ def test_the_batch_as_run_equals_the_texts_cut_apart(minilm_backend):
             assert one.scores[name] == pytest.approx(other.scores[name], abs=1e-5, nan_ok=True)
 
 
-def test_each_layer_is_scored_as_the_forward_makes_it_and_let_go(minilm_backend, monkeypatch):
-    """Memory stays bounded by one layer: when layer L reaches the scorer, nothing keeps layer L-1's q, k, v
-    (the engine scores each layer inside the forward and the backend keeps no records)."""
+@pytest.mark.parametrize("stack", [1, 2])
+def test_each_layer_is_scored_as_the_forward_makes_it_and_let_go(minilm_backend, monkeypatch, stack):
+    """Memory stays bounded by a stack of layers: when layer L reaches the scorer, nothing keeps an earlier
+    layer's v, and its q and k only while that layer waits in the stack (here of `stack` layers, at most)."""
     import gc
     import weakref
 
     import attn_cli.analyses.heads as engine
     from attn_cli.data.selection import Selection
 
-    seen, alive_at_arrival = [], []
+    seen, alive_at_arrival = [], []  # per earlier layer: weak references to its (q, k, v); whether each lives
     original = engine.LayerScores.add_padded
 
     def watching(self, run, record):
         gc.collect()
-        alive_at_arrival.append([ref() is not None for ref in seen])
-        seen.extend(weakref.ref(tensor) for tensor in (record.q, record.k, record.v))
+        alive_at_arrival.append([[ref() is not None for ref in refs] for refs in seen])
+        seen.append([weakref.ref(tensor) for tensor in (record.q, record.k, record.v)])
         original(self, run, record)
 
     monkeypatch.setattr(engine.LayerScores, "add_padded", watching)
+    monkeypatch.setattr(engine, "_stack_size", lambda q, k, heads: stack)
     report = engine.run_heads(minilm_backend, ["Hello, how are you?", "Fine."], Selection(), batch_size=2)
     assert report.texts == 2 and len(alive_at_arrival) == minilm_backend.info.layers
-    assert all(not any(alive) for alive in alive_at_arrival), alive_at_arrival
+    for layer, alive in enumerate(alive_at_arrival):
+        assert not any(v for _, _, v in alive), (layer, alive)
+        waiting = layer % stack  # the layers in its stack before it keep their q and k, no other layer does
+        assert alive == [[False] * 3] * (layer - waiting) + [[True, True, False]] * waiting, (layer, alive)
+
+
+def test_layers_scored_as_a_stack_equal_layers_scored_one_by_one(minilm_backend, monkeypatch):
+    """Stacking layers into one batch (LayerScores.flush) changes no number: every per-text score, sink key
+    and highlighted row of a padded batch are the same as with one layer at a time, for stacks of 2, 4 and 6."""
+    import numpy as np
+
+    import attn_cli.analyses.heads as engine
+
+    texts = ["Hello, how are you?", "The cat sat on the mat, and the cat slept.", "A b c a b c!", "Short."]
+    layers, heads = list(range(6)), [0, 2, 5, 7, 11]
+
+    def scored(stack: int | None):
+        monkeypatch.setattr(engine.LayerScores, "stacks", stack is not None)
+        monkeypatch.setattr(engine, "_stack_size", lambda q, k, h: stack or 1)
+        return engine.score_texts(minilm_backend, texts, layers, heads, truncate=False)
+
+    alone = scored(None)
+    for stack in (2, 4, 6):
+        stacked = scored(stack)
+        for name in ("values", "sink", "query", "edge_key", "edge_weight", "keys", "weights"):
+            assert np.array_equal(getattr(stacked, name), getattr(alone, name), equal_nan=True), (stack, name)
+
+
+def test_a_stack_never_outgrows_a_block():
+    import attn_cli.analyses.heads as engine
+
+    q = torch.zeros(32, 12, 30, 32)
+    size = engine._stack_size(q, q, 12)
+    assert size * 32 * 12 * 30 * 30 <= engine.CHUNK_CELLS and size * 2 * q.numel() <= 4 * engine.CHUNK_CELLS
+    assert engine._stack_size(torch.zeros(64, 12, 512, 32), torch.zeros(64, 12, 512, 32), 12) == 1  # long texts
+
+
+def test_a_batch_is_tokenized_as_its_texts_one_by_one(minilm_backend):
+    """_encode_batch (one tokenizer call for a batch) gives each text's ids and special-token marks as _encode does,
+    and the same errors: a text past the model's positions, or one cut with truncate."""
+    from attn_cli.plumbing.errors import InputTooLong
+
+    texts = ["Hello, how are you?", "naïve café — 你好!", " ", "The cat sat."]
+    for (batch, cut), text in zip(minilm_backend._encode_batch(texts, False), texts):
+        one, one_cut = minilm_backend._encode(text, False)
+        assert cut == one_cut is None
+        assert {k: batch[k] for k in ("input_ids", "special_tokens_mask")} == \
+            {k: one[k] for k in ("input_ids", "special_tokens_mask")}
+    long = "word " * 600
+    with pytest.raises(InputTooLong):
+        minilm_backend._encode_batch(["fine", long], False)
+    (_, none), (cut_encoding, cut) = minilm_backend._encode_batch(["fine", long], True)
+    assert none is None and cut == 602 and len(cut_encoding["input_ids"]) == minilm_backend.info.max_positions
 
 
 def test_planted_heads_are_labelled_right(planted_dir):

@@ -34,6 +34,8 @@ class FirstTokenWeights(LayerScores):
     """Per layer, per text and head, α = the mean over the text's rows of the weight on token 0:
     results hold (layer index, head slice, α (B, h))."""
 
+    stacks = False  # consume reads this batch's rows (self.flags), one layer at a time
+
     def consume(self, layer_index: int, heads: slice, blocks, row_weights=None) -> None:
         real = self.flags.real  # (B, T)
         total = 0.0

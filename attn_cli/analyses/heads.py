@@ -2,8 +2,10 @@
 and rows at a time → per-text scores (math/head_scores.py) → running totals over the corpus → a HeadsReport.
 
 Memory is bounded whatever the corpus: one batch of texts is held at a time, a Hugging Face
-model's layers are scored inside its forward as each is made (one layer's q, k, v alive at a
-time), and a block of weights is at most CHUNK_CELLS cells (never layers × heads × T × T).
+model's layers are scored inside its forward as they are made (a layer's v is let go at once; its
+q and k may wait for the next layers, to be scored with them as one batch, while the stack's weights
+fit one block and its q and k four), and a block of weights is at most CHUNK_CELLS cells (never
+layers × heads × T × T).
 Pure orchestration over a loaded backend: no loading, no printing.
 """
 
@@ -105,7 +107,7 @@ def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], 
     residual stream after every layer, where the backend can give it (capture_padded).
 
     A backend with capture_padded (Hugging Face) hands each layer over as its forward makes it, so
-    one layer's q and k are held at a time and the batch stays as the model ran it (no per-text
+    a stack's q and k at most are held at a time and the batch stays as the model ran it (no per-text
     copies); other backends (the toy) give one Capture per text, re-padded here.
     """
     make = scorer or LayerScores
@@ -126,6 +128,8 @@ def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], 
         scores.add_padded(run, record)
 
     run = padded(batch, layers, sink, truncate=truncate, **({} if hidden is None else {"hidden": hidden}))
+    if scores is not None:
+        scores.flush()
     if scores is None:  # the forward ran but never called attention for a selected layer
         raise UnsupportedModel(f"{backend.info.name}: no attention call reached attn for layers {layers}",
                                "its attention layers do not number themselves as the config says")
@@ -139,17 +143,52 @@ class LayerScores:
     Nothing is added to the corpus totals here, so a batch interrupted half way counts not at all.
     """
 
+    stacks = True  # add_padded may score several layers as one batch; False where consume reads one layer's rows
+
     def __init__(self, tokens: list[list], layers: list[int], heads: list[int], info, device, needle: bool = False):
         self.tokens, self.layers, self.heads, self.info = tokens, layers, heads, info
         self.flags = token_flags(tokens, device, needle)
-        count, keys = self.flags.ids.shape
-        self.per_chunk, self.rows = _block_sizes(count, len(heads), keys)
+        self.stacked_flags = {1: self.flags}  # layers in a stack -> the flags repeated that many times
+        self.waiting = []  # add_padded's layers not scored yet: (layer, q, k, record, allowed_rows)
         self.results = []
 
     def add_padded(self, run, record) -> None:
-        """A layer of a backend's batch as the model ran it (padded on the right)."""
-        allowed = lambda start, stop: _batch_allowed(record.mask, run.real, start, stop)  # noqa: E731
-        self.add(record.layer, record.q.float(), record.k.float(), record, allowed)
+        """A layer of a backend's batch as the model ran it (padded on the right). Short texts make small tensors,
+        whose per-operation cost is most of their scoring: layers wait (their q and k, a few MB) and are scored
+        as one batch of layers × texts while the stack's weights fit a block; flush() scores what still waits."""
+        mask = record.mask  # what waits: q, k, the mask and the scale; not the record (its v)
+        allowed = lambda start, stop: _batch_allowed(mask, run.real, start, stop)  # noqa: E731
+        layer = (record.layer, record.q.float(), record.k.float(), _Scaling(record.scale, record.scorer), allowed)
+        if not self.stacks or record.scorer is not None:
+            self.add(*layer)
+            return
+        if self.waiting and not _stackable(self.waiting[0], layer):
+            self.flush()
+        self.waiting.append(layer)
+        if len(self.waiting) >= _stack_size(layer[1], layer[2], len(self.heads)):
+            self.flush()
+
+    def flush(self) -> None:
+        """Score the layers add_padded left waiting, as one batch, and hand each layer its own rows back."""
+        import torch
+
+        waiting, self.waiting = self.waiting, []
+        if len(waiting) <= 1:
+            for layer in waiting:
+                self.add(*layer)
+            return
+        rows = [allowed for *_, allowed in waiting]
+        allowed = lambda start, stop: torch.cat([row(start, stop) for row in rows])  # noqa: E731
+        first = len(self.results)
+        self.add([layer for layer, *_ in waiting], torch.cat([q for _, q, *_ in waiting]),
+                 torch.cat([k for _, _, k, *_ in waiting]), waiting[0][3], allowed)
+        count = len(self.tokens)
+        stacked, self.results[first:] = self.results[first:], []
+        for chunk in stacked:  # (layers × B, …) -> a ChunkScores per layer, (B, …)
+            for at, layer_index in enumerate(chunk.layer):
+                part = slice(at * count, (at + 1) * count)
+                self.results.append(ChunkScores(layer_index, chunk.heads, chunk.values[part], chunk.sink[part],
+                                                View(*(field[part] for field in chunk.view))))
 
     def add_captures(self, captures: list[Capture], layer: int) -> None:
         """A layer of one Capture per text: q and k padded (on the right) into (B, H, T, D), masks into rows."""
@@ -160,9 +199,10 @@ class LayerScores:
         self.add(layer, _padded([r.q for r in records], keys), _padded([r.k for r in records], keys), records[0],
                  allowed)
 
-    def add(self, layer: int, q, k, record, allowed_rows) -> None:
+    def add(self, layer: int | list[int], q, k, record, allowed_rows) -> None:
         """q (B, H, T, D), k (B, H_kv, T, D), a LayerCapture (scale, scorer), allowed_rows(start, stop) ->
-        (B, c, T) bool, False at padding rows and keys."""
+        (B, c, T) bool, False at padding rows and keys. A list of layers (flush): q and k hold them one after
+        another along B, and so do the results' ChunkScores (layer: that list)."""
         import torch
 
         from attn_cli.math import attention
@@ -172,14 +212,16 @@ class LayerScores:
         count = len(self.tokens)
         keys = self.flags.ids.shape[1]
         scale, scorer = record.scale, record.scorer
-        for first in range(0, len(self.heads), self.per_chunk):
-            chunk = self.heads[first:first + self.per_chunk]
+        per_chunk, block_rows = _block_sizes(q.shape[0], len(self.heads), keys)
+        index = [self.layers.index(one) for one in layer] if isinstance(layer, list) else self.layers.index(layer)
+        for first in range(0, len(self.heads), per_chunk):
+            chunk = self.heads[first:first + per_chunk]
             q_heads = _heads_of(q, chunk)  # (B, h, T, D)
             k_heads = _heads_of(k, [self.info.kv_head_of(head) for head in chunk])  # (B, h, T, D): each head's kv head
 
             def blocks():  # (start, weights (B, h, c, T) with masked cells 0, allowed (B, c, T)) per block of rows
-                for start in range(0, keys, self.rows):
-                    stop = min(start + self.rows, keys)
+                for start in range(0, keys, block_rows):
+                    stop = min(start + block_rows, keys)
                     allowed = allowed_rows(start, stop)  # (B, c, T)
                     if scorer is None:
                         scores = scoring.scores(q_heads[:, :, start:stop], k_heads, scale)  # (B, h, c, T)
@@ -192,20 +234,50 @@ class LayerScores:
             def row_weights(row, chunk=chunk, q_heads=q_heads, k_heads=k_heads):  # (B, h) rows -> (B, h, T)
                 return edges.row_weights(q_heads, k_heads, row, allowed_rows, scale, scorer, chunk)
 
-            self.consume(self.layers.index(layer), slice(first, first + len(chunk)), blocks(), row_weights)
+            self.consume(index, slice(first, first + len(chunk)), blocks(), row_weights)
 
-    def consume(self, layer_index: int, heads: slice, blocks, row_weights) -> None:
-        """The weights of one layer's heads `heads`, a block of rows at a time, scored into `results`;
-        row_weights(row (B, h)) gives those rows' weights (B, h, T) again, for the examples' strongest keys."""
-        sums = TextSums(len(self.tokens), heads.stop - heads.start, self.flags.ids.shape[1], self.flags.ids.device)
+    def consume(self, layer_index: int | list[int], heads: slice, blocks, row_weights) -> None:
+        """The weights of one layer's heads `heads` (or a stack's: a list of layer indices), a block of rows at a
+        time, scored into `results`; row_weights(row (B, h)) gives those rows' weights (B, h, T) again, for the
+        examples' strongest keys."""
+        flags = self._flags(len(layer_index) if isinstance(layer_index, list) else 1)
+        sums = TextSums(flags.ids.shape[0], heads.stop - heads.start, flags.ids.shape[1], flags.ids.device)
         maxima = edges.ColumnMaxima()
         for start, weights, allowed in blocks:
-            sums.add(weights, allowed, self.flags, start)
+            sums.add(weights, allowed, flags, start)
             maxima.add(weights, allowed, start)
         values, sink = sums.result()  # (B, h, len(SCORES)), (B, h)
         row, key, weight = maxima.edge(sink)  # (B, h) each
         top_weights, top_keys = edges.strongest(row_weights(row), partials.KEYS)
         self.results.append(ChunkScores(layer_index, heads, values, sink, View(row, key, weight, top_keys, top_weights)))
+
+
+    def _flags(self, layers: int):
+        """The batch's TokenFlags repeated for a stack of `layers` layers: (layers × B, T) each."""
+        if layers not in self.stacked_flags:
+            self.stacked_flags[layers] = type(self.flags)(**{
+                name: None if value is None else value.repeat(layers, 1) for name, value in vars(self.flags).items()})
+        return self.stacked_flags[layers]
+
+
+class _Scaling(NamedTuple):
+    """What add() reads of a LayerCapture besides q and k."""
+
+    scale: float
+    scorer: object
+
+
+def _stackable(waiting: tuple, layer: tuple) -> bool:
+    """Two waiting layers score as one batch: the same scale and q and k shapes (a layer's own mask goes along)."""
+    return (waiting[3].scale == layer[3].scale and waiting[1].shape == layer[1].shape
+            and waiting[2].shape == layer[2].shape)
+
+
+def _stack_size(q, k, heads: int) -> int:
+    """Layers stacked at most: their weights one block (texts · layers · heads · T · T <= CHUNK_CELLS), and the
+    q and k they hold (short texts' q and k outweigh their T × T weights) at most 4 blocks (32 MB in float32)."""
+    count, _, keys, _ = q.shape
+    return max(1, min(CHUNK_CELLS // (count * heads * keys * keys), 4 * CHUNK_CELLS // (q.numel() + k.numel())))
 
 
 class View(NamedTuple):

@@ -70,7 +70,7 @@ class HFBackend:
     ) -> list[Capture]:
         """Run the texts as one padded batch; one Capture per text, its padding cut away."""
         self._one_stack()
-        encodings = [self._encode(text, truncate) for text in texts]
+        encodings = self._encode_batch(texts, truncate)
         batch = self._pad([encoding for encoding, _ in encodings], padding_side)
         recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, inject, keep_inputs, pre_rope,
                                  analysis_device=self.device)
@@ -174,7 +174,7 @@ class HFBackend:
         embeddings, and with the last one not replaced by the final norm's output (last_hidden_state).
         """
         self._one_stack()
-        encodings = [self._encode(text, truncate) for text in texts]
+        encodings = self._encode_batch(texts, truncate)
         batch = self._pad([encoding for encoding, _ in encodings], "right")
         run = PaddedRun(tokens=[self._tokens(encoding) for encoding, _ in encodings],
                         real=batch["attention_mask"].bool().to(self.device),
@@ -297,8 +297,20 @@ class HFBackend:
 
     def _encode(self, text: str, truncate: bool) -> tuple[dict, int | None]:
         """Tokenize one text, checking its length against the model's positions (not the tokenizer's limit)."""
+        return self._checked(text, self._tokenize(text), truncate)
+
+    def _encode_batch(self, texts: Sequence[str], truncate: bool) -> list[tuple[dict, int | None]]:
+        """_encode of each text, a fast tokenizer called once for the batch (it encodes a list in one call, a
+        third of the time of one call per text), without the word ids and offsets that only --words reads."""
+        if not getattr(self.tokenizer, "is_fast", False) or len(texts) < 2:
+            return [self._encode(text, truncate) for text in texts]
+        encoding = self.tokenizer(list(texts), return_special_tokens_mask=True)
+        return [self._checked(text, {name: values[i] for name, values in encoding.items()}, truncate)
+                for i, text in enumerate(texts)]
+
+    def _checked(self, text: str, encoding: dict, truncate: bool) -> tuple[dict, int | None]:
+        """_encode's checks of a text's encoding: ids the model embeds, and its length (cut with truncate)."""
         limit = self.info.max_positions
-        encoding = self._tokenize(text)
         count = len(encoding["input_ids"])
         vocab = getattr(self.model.config, "vocab_size", None)
         if vocab is not None and count and max(encoding["input_ids"]) >= vocab:
