@@ -261,6 +261,27 @@ def test_layers_scored_as_a_stack_equal_layers_scored_one_by_one(minilm_backend,
             assert np.array_equal(getattr(stacked, name), getattr(alone, name), equal_nan=True), (stack, name)
 
 
+def test_a_highlighted_row_gathered_from_its_block_equals_the_row_scored_again(minilm_backend, monkeypatch):
+    """Where one block holds every row, an example's row of weights is gathered from it; where rows come in
+    several blocks it is scored again (edges.row_weights). The same rows and keys; scores and weights equal to
+    1e-6 (float32 sums and products in another order)."""
+    import numpy as np
+
+    import attn_cli.analyses.heads as engine
+
+    texts = ["Hello, how are you?", "The cat sat on the mat, and the cat slept.", "Short."]
+    whole = engine.score_texts(minilm_backend, texts, [0, 3], list(range(12)), truncate=False)
+    monkeypatch.setattr(engine, "CHUNK_CELLS", 3 * 12 * 4 * 16)  # 4 rows a block
+    rows = engine.score_texts(minilm_backend, texts, [0, 3], list(range(12)), truncate=False)
+    for name in ("sink", "query", "edge_key", "keys"):
+        assert np.array_equal(getattr(rows, name), getattr(whole, name)), name
+    for name in ("values", "edge_weight", "weights"):  # sums over other blocks: float32 in another order
+        assert np.allclose(getattr(rows, name), getattr(whole, name), rtol=0, atol=1e-6, equal_nan=True), name
+    edge = whole.query >= 0  # the edge's own weight is the row's weight on the edge key, gathered or not
+    on_key = np.take_along_axis(whole.weights, (whole.keys == whole.edge_key[..., None]).argmax(-1)[..., None], -1)
+    assert np.array_equal(on_key[..., 0][edge], whole.edge_weight[edge].astype(np.float32))
+
+
 def test_a_stack_never_outgrows_a_block():
     import attn_cli.analyses.heads as engine
 

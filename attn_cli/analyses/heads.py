@@ -243,12 +243,19 @@ class LayerScores:
         flags = self._flags(len(layer_index) if isinstance(layer_index, list) else 1)
         sums = TextSums(flags.ids.shape[0], heads.stop - heads.start, flags.ids.shape[1], flags.ids.device)
         maxima = edges.ColumnMaxima()
+        whole = None  # the weights of every row (B, h, T, T), where one block held them all
         for start, weights, allowed in blocks:
             sums.add(weights, allowed, flags, start)
             maxima.add(weights, allowed, start)
+            whole = weights if start == 0 and weights.shape[-2] == weights.shape[-1] else None
         values, sink = sums.result()  # (B, h, len(SCORES)), (B, h)
         row, key, weight = maxima.edge(sink)  # (B, h) each
-        top_weights, top_keys = edges.strongest(row_weights(row), partials.KEYS)
+        if whole is not None:  # the rows are at hand: gathered, not scored again
+            picked = row.clamp_min(0)[..., None, None].expand(-1, -1, 1, whole.shape[-1])
+            chosen = whole.gather(2, picked)[:, :, 0]  # (B, h, T)
+        else:
+            chosen = row_weights(row)
+        top_weights, top_keys = edges.strongest(chosen, partials.KEYS)
         self.results.append(ChunkScores(layer_index, heads, values, sink, View(row, key, weight, top_keys, top_weights)))
 
 
