@@ -24,6 +24,22 @@ def test_the_group_hash_order_is_lexsorts(count, groups, seed, clash):
     assert np.array_equal(partials._group_hash_order(group, hashes), np.lexsort((hashes, group)))
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 300), st.integers(0, 2**12), st.integers(0, 2**32 - 1), st.sampled_from(["float32", "ties",
+                                                                                             "float64", "negative"]))
+def test_the_group_value_order_is_lexsorts(count, groups, seed, values):
+    rng = np.random.default_rng(seed)
+    group, text_id = rng.integers(0, groups + 1, count), rng.permutation(5 * count)[:count]
+    value = rng.random(count).astype(np.float32).astype(np.float64)  # scores: float32 values as float64
+    if values == "ties":  # equal values, and -0.0 beside 0.0: text_id decides
+        value = rng.choice([0.0, -0.0, 0.5, 1.0], count)
+    elif values == "float64":
+        value = rng.random(count)
+    elif values == "negative":
+        value = value - 0.5
+    assert np.array_equal(partials._group_value_order(group, value, text_id), np.lexsort((text_id, -value, group)))
+
+
 def test_the_group_hash_order_of_groups_too_wide_for_one_key_is_lexsorts():
     group = np.array([2**40, 3, 2**40, 0])
     hashes = partials.text_hash(np.arange(4))

@@ -177,6 +177,20 @@ def test_the_heads_table_is_written_once_a_part_and_not_again_at_the_end(minilm,
     same_tables(store, tmp_path / "again")
 
 
+def test_batches_merged_each_at_once_or_all_at_the_end_give_the_same_store(minilm, corpus, store, tmp_path,
+                                                                          monkeypatch):
+    import attn_cli.analyses.fold as folding
+
+    merges = []
+    original = folding.partials.merge_all
+    monkeypatch.setattr(folding.partials, "merge_all", lambda parts, *args: merges.append(len(parts)) or
+                        original(parts, *args))
+    monkeypatch.setattr(folding, "MERGE_BYTES", 1)  # a merge after every batch
+    minilm.heads(file=corpus, store=tmp_path / "each", per_text=True, **SMALL)
+    assert max(merges) == 2  # the batches so far and the next one (the store fixture merged each part at once)
+    same_tables(store, tmp_path / "each")
+
+
 # ---- resume
 
 

@@ -205,6 +205,12 @@ def _square_sums(units: np.ndarray) -> np.ndarray:
     return (parts[0].astype(object) << 32) + (parts[1].astype(object) << 17) + parts[2].astype(object)
 
 
+def size(part: Partial) -> int:
+    """A Partial's bytes in numpy arrays, about: its histograms and its kept lists (what a merge adds and sorts)."""
+    tables = (part.top, part.samples, part.edges, part.views)
+    return part.fine.nbytes + part.hist.nbytes + sum(column.nbytes for table in tables for column in table.values())
+
+
 def merge(first: Partial, second: Partial) -> Partial:
     """The Partial of both parts' texts (disjoint sets of texts), the same whatever the order."""
     return merge_all([first, second], first.shape, first.top_n, first.samples_n)
@@ -223,7 +229,9 @@ def merge_all(parts: list[Partial], shape: tuple[int, int], top_n: int, samples_
         setattr(merged, name, sum(getattr(part, name) for part in parts))
     merged.low = np.minimum.reduce([part.low for part in parts])
     merged.high = np.maximum.reduce([part.high for part in parts])
-    merged.sinks = sum((part.sinks for part in parts), Counter())
+    merged.sinks = Counter()
+    for part in parts:  # in place: Counter + Counter copies the tally at every step
+        merged.sinks.update(part.sinks)
     merged.top = _keep(_concat([part.top for part in parts]), top_n, descending=True)
     merged.samples = _keep(_concat([part.samples for part in parts]), samples_n, descending=False)
     merged.edges = _keep(_concat([part.edges for part in parts]), top_n, descending=True)
@@ -258,9 +266,31 @@ def _keep(rows: dict, size: int, descending: bool) -> dict:
     group, text_id = rows["group"], rows["text_id"]
     # samples: text_hash is a bijection of text_id and a text is in a group once, so (group, hash) is already a
     # total order and the text_id key, which would never decide, is not sorted on
-    order = np.lexsort((text_id, -rows["value"], group)) if descending else _group_hash_order(group, rows["hash"])
+    order = _group_value_order(group, rows["value"], text_id) if descending else _group_hash_order(group, rows["hash"])
     chosen = order[_run_rank(group[order]) < size]
     return {name: column[chosen] for name, column in rows.items()}
+
+
+def _group_value_order(group: np.ndarray, value: np.ndarray, text_id: np.ndarray) -> np.ndarray:
+    """np.lexsort((text_id, -value, group)), sooner: one stable sort of a uint64 key, the group in the high 32 bits
+    and the value's float32 bits reversed below (a non-negative float's bits order as it does), where every value
+    is a float32 (the scores and weights are) and no value is negative; lexsort otherwise. Rows tying on (group,
+    value) are then put in text_id order, among themselves only."""
+    if (len(group) < 2 or group.min() < 0 or group.max() >= 1 << 32 or not np.all(value >= 0)
+            or not np.array_equal(value.astype(np.float32), value)):
+        return np.lexsort((text_id, -value, group))
+    bits = (value + 0.0).astype(np.float32).view(np.uint32)  # + 0.0: -0.0 becomes 0.0, whose bits are 0
+    key = (group.astype(np.uint64) << np.uint64(32)) | (np.uint64(0xFFFFFFFF) - bits.astype(np.uint64))
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    tied = ordered[1:] == ordered[:-1]
+    if tied.any():
+        rows = np.zeros(len(order), dtype=bool)
+        rows[1:] |= tied
+        rows[:-1] |= tied
+        at = np.flatnonzero(rows)  # the tied rows' places: runs of one key each, already in key order
+        order[at] = order[at][np.lexsort((text_id[order[at]], ordered[at]))]
+    return order
 
 
 def _group_hash_order(group: np.ndarray, hashes: np.ndarray) -> np.ndarray:
