@@ -1,5 +1,5 @@
 """The fold's fast paths equal their definitions: the sorts, lookups and sums the store's lists and totals are
-built with (math/partials.py), and the writer's string gather (data/arrow_columns.py)."""
+built with (math/orders.py), and the writer's string gather (data/arrow_columns.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attn_cli.data import arrow_columns as arrow
-from attn_cli.math import partials
+from attn_cli.math import orders, partials
 
 
 @settings(max_examples=80, deadline=None)
@@ -21,7 +21,7 @@ def test_the_group_hash_order_is_lexsorts(count, groups, seed, clash):
     hashes = partials.text_hash(rng.permutation(10 * count)[:count])
     if clash and count > 1:  # two rows of one group whose hashes share their leading bits: lexsort decides
         group[1], hashes[1] = group[0], hashes[0] ^ np.uint64(1)
-    assert np.array_equal(partials._group_hash_order(group, hashes), np.lexsort((hashes, group)))
+    assert np.array_equal(orders.group_hash_order(group, hashes), np.lexsort((hashes, group)))
 
 
 @settings(max_examples=80, deadline=None)
@@ -37,13 +37,13 @@ def test_the_group_value_order_is_lexsorts(count, groups, seed, values):
         value = rng.random(count)
     elif values == "negative":
         value = value - 0.5
-    assert np.array_equal(partials._group_value_order(group, value, text_id), np.lexsort((text_id, -value, group)))
+    assert np.array_equal(orders.group_value_order(group, value, text_id), np.lexsort((text_id, -value, group)))
 
 
 def test_the_group_hash_order_of_groups_too_wide_for_one_key_is_lexsorts():
     group = np.array([2**40, 3, 2**40, 0])
     hashes = partials.text_hash(np.arange(4))
-    assert np.array_equal(partials._group_hash_order(group, hashes), np.lexsort((hashes, group)))
+    assert np.array_equal(orders.group_hash_order(group, hashes), np.lexsort((hashes, group)))
 
 
 @settings(max_examples=80, deadline=None)
@@ -57,11 +57,11 @@ def test_a_views_places_are_bisections(layers_heads, texts, seed, density, offse
     wanted = rng.choice(keys, 3 * len(keys) + 1) if len(keys) else keys
     if len(keys) == 0:
         return
-    assert np.array_equal(partials._places(keys, wanted, layers_heads), np.searchsorted(keys, wanted))
+    assert np.array_equal(orders.places(keys, wanted, layers_heads), np.searchsorted(keys, wanted))
     gaps = keys[:-1][np.diff(keys) > 1] + 1  # keys the views lack: in a gap, and past the last
     for absent in (*gaps[:1], keys[-1] + 1):
         with pytest.raises(ValueError, match="does not hold"):
-            partials._places(keys, np.r_[wanted, absent], layers_heads)
+            orders.places(keys, np.r_[wanted, absent], layers_heads)
 
 
 def _places_by_sort(cell, value, text_id):
@@ -81,13 +81,13 @@ def test_a_samples_place_in_its_cell_is_the_sorts(count, cells, seed, shuffled):
     if shuffled:  # not in cell order
         order = rng.permutation(count)
         cell, value, text_id = cell[order], value[order], text_id[order]
-    assert np.array_equal(partials._place_in_cell(cell, value, text_id), _places_by_sort(cell, value, text_id))
+    assert np.array_equal(orders.place_in_cell(cell, value, text_id), _places_by_sort(cell, value, text_id))
 
 
 def test_a_samples_place_in_a_cell_too_wide_for_pairs_is_the_sorts():
     rng = np.random.default_rng(0)
     cell, value, text_id = np.zeros(100, dtype=np.int64), rng.random(100), np.arange(100)
-    assert np.array_equal(partials._place_in_cell(cell, value, text_id), _places_by_sort(cell, value, text_id))
+    assert np.array_equal(orders.place_in_cell(cell, value, text_id), _places_by_sort(cell, value, text_id))
 
 
 @settings(max_examples=60, deadline=None)
@@ -95,8 +95,8 @@ def test_a_samples_place_in_a_cell_too_wide_for_pairs_is_the_sorts():
 def test_the_square_sums_are_exact(values, width):
     units = np.array(values * width, dtype=np.int64).reshape(width, len(values)).T  # (n, width)
     expected = [sum(int(a) ** 2 for a in units[:, column]) for column in range(width)]
-    assert partials._square_sums(units).tolist() == expected
-    assert partials._square_sums(np.full((3, 1), 1 << 32, dtype=np.int64)).tolist() == [3 << 64]  # x = 1.0
+    assert orders.square_sums(units).tolist() == expected
+    assert orders.square_sums(np.full((3, 1), 1 << 32, dtype=np.int64)).tolist() == [3 << 64]  # x = 1.0
 
 
 @settings(max_examples=60, deadline=None)

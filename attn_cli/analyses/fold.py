@@ -4,9 +4,10 @@ The corpus is cut into parts of `part_texts` consecutive texts (text_id = the in
 a part the texts run shortest first (ties: text_id), `batch_size` at a time, so a part is always batched
 the same way: scoring it again (`--resume`, or another machine) gives the same per-text values, and the
 partials (math/partials.py) merge exactly in any order. Each batch is reduced to a Partial as soon as it
-is scored and merged into its part's; a complete part goes to the keeper (the store writer: one folder
-a part) and is merged into the run's. With no keeper this is `attn heads` without a store: the same fold,
-nothing written. Memory: one part's texts and a Partial's bounded lists, never the corpus.
+is scored; the batches' Partials merge into the part's whenever they hold MERGE_BYTES; a complete part
+goes to the keeper (the store writer: one folder a part) and is merged into the run's. With no keeper
+this is `attn heads` without a store: the same fold, nothing written. Memory: one part's texts, a
+Partial's bounded lists and MERGE_BYTES of batch Partials, never the corpus.
 """
 
 from __future__ import annotations
