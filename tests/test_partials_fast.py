@@ -106,3 +106,21 @@ def test_picked_strings_are_takes(items, data):
     picked = arrow.picked(items, index)
     assert picked.equals(arrow.strings(items).take(pa.array(index, pa.int64())))
     assert picked.to_pylist() == [items[i] for i in index]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 4), st.sampled_from(["[CLS]",
+                                                                                                          ".", "a"])),
+                       st.integers(1, 4), max_size=30))
+def test_every_heads_sink_key_at_once_is_each_ones(tally):
+    from collections import Counter
+
+    part = partials.Partial((3, 3), 2, 2, sinks=Counter(tally))
+    for layer in range(3):
+        for head in range(3):
+            mine = [((p, t), n) for (l, h, p, t), n in tally.items() if (l, h) == (layer, head)]
+            expected = None
+            if mine:
+                (position, token), texts = min(mine, key=lambda item: (-item[1], item[0]))
+                expected = (position, token, texts)
+            assert partials.sink_keys(part).get((layer, head)) == expected == partials.sink_key(part, layer, head)

@@ -357,11 +357,11 @@ def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, devi
 
 def _profiles(merged: partials.Partial, layers: list[int], heads: list[int], info) -> list[HeadProfile]:
     mean, std = partials.mean_std(merged)
-    profiles = []
+    profiles, sinks = [], partials.sink_keys(merged)
     for li, layer in enumerate(layers):
         for hi, head in enumerate(heads):
             means = [_value(value) for value in mean[li, hi].tolist()]
-            sink = partials.sink_key(merged, li, hi)
+            sink = sinks.get((li, hi))
             profiles.append(HeadProfile(
                 layer=layer, head=head, kv_head=info.kv_head_of(head),
                 scores=dict(zip(SCORES, means)),

@@ -221,10 +221,10 @@ def heads_rows(merged: partials.Partial, layers: list[int], heads: list[int], in
     columns = {"mean": mean, "std": std, "min": merged.low, "max": merged.high, **quantiles}
     columns = {name: np.where(defined, values, np.nan).tolist() for name, values in columns.items()}
     count, hist = merged.count.tolist(), merged.hist.tolist()
-    rows = []
+    rows, sinks = [], partials.sink_keys(merged)
     for li, layer in enumerate(layers):
         for hi, head in enumerate(heads):
-            sink = partials.sink_key(merged, li, hi)
+            sink = sinks.get((li, hi))
             shared = {"layer": layer, "head": head, "kv_head": info.kv_head_of(head),
                       "label": label(columns["mean"][li][hi]),
                       "sink_position": None if sink is None else sink[0],

@@ -50,8 +50,11 @@ def picked(items: Sequence[str | None], index: np.ndarray) -> pa.Array:
     sizes = length[index]  # (n,)
     offsets = np.zeros(len(index) + 1, dtype=np.int32)
     np.cumsum(sizes, out=offsets[1:])
-    # each row's bytes: its item's first byte in the pool, then on; laid end to end
-    data = pool[np.repeat((np.cumsum(length) - length)[index] - offsets[:-1], sizes) + np.arange(offsets[-1])]
+    # each row's bytes: its item's first byte in the pool, then on; laid end to end (int32 where the pool and
+    # the result both fit: half the memory traffic of the per-byte arrays)
+    wide = np.int64 if max(len(pool), int(offsets[-1])) >= 1 << 31 else np.int32
+    shift = ((np.cumsum(length) - length)[index] - offsets[:-1]).astype(wide)
+    data = pool[np.repeat(shift, sizes) + np.arange(offsets[-1], dtype=wide)]
     null = np.array([item is None for item in items], dtype=bool)[index]
     return pa.Array.from_buffers(pa.string(), len(index),
                                  [_validity(null if null.any() else None), pa.py_buffer(offsets),

@@ -349,12 +349,17 @@ def all_decile_samples(part: Partial, deciles: int = 10) -> tuple[np.ndarray, ..
 def sink_key(part: Partial, layer: int, head: int) -> tuple[int, str, int] | None:
     """(position, token, texts) of the key this head most often sinks on (ties: the earlier position, then
     token), None if it never does."""
-    tally = [((position, token), texts) for (l, h, position, token), texts in part.sinks.items()
-             if l == layer and h == head]
-    if not tally:
-        return None
-    (position, token), texts = min(tally, key=lambda item: (-item[1], item[0]))
-    return position, token, texts
+    return sink_keys(part).get((layer, head))
+
+
+def sink_keys(part: Partial) -> dict[tuple[int, int], tuple[int, str, int]]:
+    """sink_key of every (layer index, head index) that sinks, in one pass over the tally."""
+    best: dict[tuple[int, int], tuple[int, str, int]] = {}
+    for (layer, head, position, token), texts in part.sinks.items():
+        known = best.get((layer, head))
+        if known is None or (-texts, position, token) < (-known[2], known[0], known[1]):
+            best[layer, head] = (position, token, texts)
+    return best
 
 
 # ---- a Partial as plain arrays and JSON (a part's files in a store; what a worker sends back)
