@@ -128,11 +128,10 @@ def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], 
         scores.add_padded(run, record)
 
     run = padded(batch, layers, sink, truncate=truncate, **({} if hidden is None else {"hidden": hidden}))
-    if scores is not None:
-        scores.flush()
     if scores is None:  # the forward ran but never called attention for a selected layer
         raise UnsupportedModel(f"{backend.info.name}: no attention call reached attn for layers {layers}",
                                "its attention layers do not number themselves as the config says")
+    scores.flush()  # the layers still waiting in a stack
     return scores.results, run.tokens, run.truncated
 
 
@@ -149,7 +148,7 @@ class LayerScores:
         self.tokens, self.layers, self.heads, self.info = tokens, layers, heads, info
         self.flags = token_flags(tokens, device, needle)
         self.stacked_flags = {1: self.flags}  # layers in a stack -> the flags repeated that many times
-        self.waiting = []  # add_padded's layers not scored yet: (layer, q, k, record, allowed_rows)
+        self.waiting = []  # add_padded's layers not scored yet: (layer, q, k, _Scaling, allowed_rows)
         self.results = []
 
     def add_padded(self, run, record) -> None:
