@@ -307,6 +307,8 @@ def test_a_batch_is_tokenized_as_its_texts_one_by_one(minilm_backend):
         minilm_backend._encode_batch(["fine", long], False)
     (_, none), (cut_encoding, cut) = minilm_backend._encode_batch(["fine", long], True)
     assert none is None and cut == 602 and len(cut_encoding["input_ids"]) == minilm_backend.info.max_positions
+    # capture_batch still tokenizes text by text: its Captures carry words, which need the word ids
+    assert all(capture.words is not None for capture in minilm_backend.capture_batch(texts[:2], [0]))
 
 
 def test_planted_heads_are_labelled_right(planted_dir):

@@ -70,7 +70,7 @@ class HFBackend:
     ) -> list[Capture]:
         """Run the texts as one padded batch; one Capture per text, its padding cut away."""
         self._one_stack()
-        encodings = self._encode_batch(texts, truncate)
+        encodings = [self._encode(text, truncate) for text in texts]  # with word ids: Capture.words reads them
         batch = self._pad([encoding for encoding, _ in encodings], padding_side)
         recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, inject, keep_inputs, pre_rope,
                                  analysis_device=self.device)
