@@ -13,10 +13,11 @@ from typing import Callable, Sequence
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
+from attn_cli.backends.hf_info import model_info
 from attn_cli.backends.vision import VISION_TYPES, load_vision_backend
 from attn_cli.backends.validate import (check_config_file, check_finite, check_finite_record, check_tokenizer,
                                        load_model)
-from attn_cli.data.capture import Capture, ModelInfo, Token, sequence_of
+from attn_cli.data.capture import Capture, Token, sequence_of
 from attn_cli.plumbing.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -421,38 +422,3 @@ def load_hf_backend(
     backend.classifier = model if head == "classifier" else None  # its logits: attn attribute's gradient target
     backend.offload_folder = offload
     return backend
-
-
-def model_info(name: str, model) -> ModelInfo:
-    """Dimensions and attention kind from the config and the attention modules."""
-    config = model.config
-    heads = config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    causal = any(
-        getattr(module, "is_causal", False) for module in model.modules() if hasattr(module, "layer_idx")
-    )
-    return ModelInfo(
-        name=name,
-        architecture=config.model_type,
-        layers=config.num_hidden_layers,
-        heads=heads,
-        kv_heads=getattr(config, "num_key_value_heads", None) or heads,
-        head_dim=head_dim,
-        causal=causal,
-        max_positions=usable_positions(model),
-    )
-
-
-def usable_positions(model) -> int | None:
-    """How many tokens the model can place: its own position limit, not the tokenizer's.
-
-    RoBERTa-style embeddings number positions from padding_idx + 1, so the first
-    padding_idx + 1 rows of the table are never a real token's position.
-    """
-    limit = getattr(model.config, "max_position_embeddings", None)
-    if limit is None:
-        return None
-    for name, module in model.named_modules():
-        if name.endswith("position_embeddings") and getattr(module, "padding_idx", None) is not None:
-            return limit - module.padding_idx - 1
-    return limit

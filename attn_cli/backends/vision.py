@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
+from attn_cli.backends.hf_info import model_info
 from attn_cli.backends.validate import check_finite, load_model
 from attn_cli.data.capture import Capture, Token, sequence_of
 from attn_cli.data.image import PatchGrid
@@ -63,8 +64,6 @@ class VisionBackend:
     """One loaded vision transformer: capture_image instead of capture_batch."""
 
     def __init__(self, name: str, model, processor, device: str):
-        from attn_cli.backends.hf import model_info
-
         self.model = model
         self.processor = processor
         self.device = device
