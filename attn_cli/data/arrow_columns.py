@@ -31,22 +31,17 @@ def numbers(values, type: pa.DataType, null: np.ndarray | None = None) -> pa.Arr
 
 def strings(items: Sequence[str | None]) -> pa.Array:
     """A string column; None is null."""
-    encoded = [b"" if item is None else item.encode("utf-8") for item in items]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
-    np.cumsum([len(item) for item in encoded], out=offsets[1:])
-    null = np.array([item is None for item in items], dtype=bool)
-    return pa.Array.from_buffers(pa.string(), len(encoded),
-                                 [_validity(null if null.any() else None), pa.py_buffer(offsets),
-                                  pa.py_buffer(b"".join(encoded))], null_count=int(null.sum()))
+    pool, length, null = _encoded(items)
+    offsets = np.zeros(len(length) + 1, dtype=np.int32)
+    np.cumsum(length, out=offsets[1:])
+    return _string_array(offsets, pool, null)
 
 
 def picked(items: Sequence[str | None], index: np.ndarray) -> pa.Array:
     """strings(items).take(index): the strings at index (n,) into items, gathered in numpy. Array.take would
     import pyarrow.compute on its first call (about 0.15 s of CPU, for nothing else the writer needs)."""
-    encoded = [b"" if item is None else item.encode("utf-8") for item in items]
+    pool, length, null = _encoded(items)
     index = np.asarray(index, dtype=np.int64)
-    length = np.array([len(item) for item in encoded], dtype=np.int64)  # (items,)
-    pool = np.frombuffer(b"".join(encoded), dtype=np.uint8)
     sizes = length[index]  # (n,)
     offsets = np.zeros(len(index) + 1, dtype=np.int32)
     np.cumsum(sizes, out=offsets[1:])
@@ -54,9 +49,19 @@ def picked(items: Sequence[str | None], index: np.ndarray) -> pa.Array:
     # the result both fit: half the memory traffic of the per-byte arrays)
     wide = np.int64 if max(len(pool), int(offsets[-1])) >= 1 << 31 else np.int32
     shift = ((np.cumsum(length) - length)[index] - offsets[:-1]).astype(wide)
-    data = pool[np.repeat(shift, sizes) + np.arange(offsets[-1], dtype=wide)]
-    null = np.array([item is None for item in items], dtype=bool)[index]
-    return pa.Array.from_buffers(pa.string(), len(index),
+    return _string_array(offsets, pool[np.repeat(shift, sizes) + np.arange(offsets[-1], dtype=wide)], null[index])
+
+
+def _encoded(items: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """items as UTF-8 laid end to end (uint8), each one's length in bytes (int64) and whether it is None."""
+    encoded = [b"" if item is None else item.encode("utf-8") for item in items]
+    length = np.array([len(item) for item in encoded], dtype=np.int64)
+    null = np.array([item is None for item in items], dtype=bool)
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), length, null
+
+
+def _string_array(offsets: np.ndarray, data: np.ndarray, null: np.ndarray) -> pa.Array:
+    return pa.Array.from_buffers(pa.string(), len(offsets) - 1,
                                  [_validity(null if null.any() else None), pa.py_buffer(offsets),
                                   pa.py_buffer(data)], null_count=int(null.sum()))
 
