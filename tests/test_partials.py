@@ -223,3 +223,14 @@ def test_strongest_keys_pad_past_the_row():
 def test_partials_of_different_shapes_refuse_to_merge():
     with pytest.raises(ValueError):
         partials.merge(partials.Partial(SHAPE, 3, 2), partials.Partial(SHAPE, 4, 2))
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_a_partial_merged_into_nothing_comes_back_as_merging_would_give_it(ties):
+    """merge(empty, part) returns part itself (a run's first part), which must equal a real merge."""
+    part = partials.reduce(batch([3, 1, 7, 4], seed=5, ties=ties), SHAPE, 3, 2)
+    empty = partials.Partial(SHAPE, 3, 2)
+    assert partials.merge(empty, part) is part
+    assert_same(part, partials.merge_all([empty, part], SHAPE, 3, 2))
+    with pytest.raises(ValueError, match="do not merge"):
+        partials.merge(partials.Partial(SHAPE, 4, 2), part)

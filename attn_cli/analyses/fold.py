@@ -88,8 +88,8 @@ def fold(score: Callable, texts: Iterable[str], shape: tuple[int, int], *, batch
                 done += kept.texts
                 if progress is not None:
                     progress(done, total)
-            merged = kept if parts == 0 else partials.merge(merged, kept)  # kept is canonical: merging it
-            parts += 1  # into the empty Partial would give it back as it is
+            merged = partials.merge(merged, kept)
+            parts += 1
             if keeper is not None:
                 keeper.progress(merged, parts)
     except KeyboardInterrupt as interrupt:

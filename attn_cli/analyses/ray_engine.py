@@ -266,7 +266,7 @@ def _fold(texts, job: Job, team: Workers, *, batch_size: int, part_texts: int, p
             current = partials.merge_all(open_parts.pop(index)["partials"], shape, top, samples)
             if keeper is not None:
                 keeper.write(index, current, state["rows"], state["digest"])
-            merged = current if parts == 0 else partials.merge(merged, current)  # as the local fold does
+            merged = partials.merge(merged, current)
             parts += 1
             if keeper is not None:
                 keeper.progress(merged, parts)
@@ -282,8 +282,7 @@ def _fold(texts, job: Job, team: Workers, *, batch_size: int, part_texts: int, p
             digest = folding.part_digest(part)
             kept = keeper.load(index, digest) if keeper is not None else None
             if kept is not None:
-                merged = kept if parts == 0 else partials.merge(merged, kept)
-                parts, done = parts + 1, done + kept.texts
+                merged, parts, done = partials.merge(merged, kept), parts + 1, done + kept.texts
                 keeper.progress(merged, parts)
                 if progress is not None:
                     progress(done, total)

@@ -204,7 +204,12 @@ def size(part: Partial) -> int:
 
 
 def merge(first: Partial, second: Partial) -> Partial:
-    """The Partial of both parts' texts (disjoint sets of texts), the same whatever the order."""
+    """The Partial of both parts' texts (disjoint sets of texts), the same whatever the order. Into an empty
+    first (no text yet: a run's start) second comes back as it is, which is what merging would give: the
+    Partials that reduce, merge_all and from_state make are already in their canonical order."""
+    if first.texts == 0 and (first.shape, first.top_n, first.samples_n) == (second.shape, second.top_n,
+                                                                             second.samples_n):
+        return second
     return merge_all([first, second], first.shape, first.top_n, first.samples_n)
 
 
