@@ -15,7 +15,7 @@ from attn_cli.math import measures
 from attn_cli.math import attention
 
 from attn_cli.math import scoring
-from attn_cli.plumbing.errors import BadInput
+from attn_cli.plumbing.errors import AttnError, BadInput
 from attn_cli.data.selection import parse_selection
 
 
@@ -56,6 +56,44 @@ def test_fully_masked_row_is_zeros_not_nan():
     weights = attention.masked_softmax(torch.randn(3, 3), allowed)
     assert not weights.isnan().any()
     assert (weights[1] == 0).all()
+
+
+def _filled(scores, allowed):
+    """The definition: masked cells -inf, softmax, rows with no key 0."""
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return weights.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
+
+
+@pytest.mark.parametrize("mask_shape", [(6, 6), (3, 1, 6, 6), (3, 4, 6, 6), (1, 6, 6)])
+def test_masked_softmax_is_bit_identical_to_filling_masked_cells(mask_shape):
+    """The mask goes in as a 0/-inf bias (broadcast over heads), rows with no key zeroed by index: the same bits
+    as masked_fill(-inf) + softmax, for every broadcast shape a caller passes, padding rows included."""
+    generator = torch.Generator().manual_seed(1)
+    scores = torch.randn(3, 4, 6, 6, generator=generator) * 4
+    allowed = torch.rand(mask_shape, generator=generator) > 0.4
+    allowed[..., 2, :] = False  # a row with no key (padding)
+    weights = attention.masked_softmax(scores, allowed)
+    assert torch.equal(weights, _filled(scores, allowed))
+    # a view that is not contiguous takes the broadcast fill: the same bits
+    transposed = scores.transpose(-1, -2).contiguous().transpose(-1, -2)
+    assert torch.equal(attention.masked_softmax(transposed, allowed), _filled(scores, allowed))
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), float("-inf")])
+def test_a_score_that_is_not_finite_is_ignored_where_masked_and_refused_where_allowed(bad):
+    allowed = causal(4)
+    scores = torch.randn(2, 4, 4)
+    scores[1, 1, 3] = bad  # masked (a key after the query): its row is as if it were finite
+    weights = attention.masked_softmax(scores, allowed)
+    assert not weights.isnan().any()
+    assert torch.equal(weights, _filled(scores, allowed))
+    if bad == float("-inf"):  # an allowed -inf is weight 0, as a very low finite score would be
+        scores[1, 3, 0] = bad
+        assert attention.masked_softmax(scores, allowed)[1, 3, 0] == 0
+        return
+    scores[1, 3, 0] = bad  # allowed: the row would be NaN
+    with pytest.raises(AttnError, match="overflowed"):
+        attention.masked_softmax(scores, allowed)
 
 
 def test_output_is_weights_times_values(qkv):

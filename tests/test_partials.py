@@ -193,7 +193,8 @@ def test_the_histogram_bins_are_the_stores():
     assert partials.BINS == store_schema.BINS
 
 
-def test_the_strongest_edge_skips_the_sink_key_and_rows_without_a_choice():
+@pytest.mark.parametrize("block", [3, 7])  # blocks of rows (max with rows), or every row at once (amax, row after)
+def test_the_strongest_edge_skips_the_sink_key_and_rows_without_a_choice(block):
     """Brute force over random weights and row blocks: the largest weight off the text's sink key, over rows
     with two allowed keys or more; ties to the earliest row, then key."""
     generator = torch.Generator().manual_seed(0)
@@ -203,8 +204,8 @@ def test_the_strongest_edge_skips_the_sink_key_and_rows_without_a_choice():
     weights = weights * allowed[:, None]
     sink = torch.tensor([[0, -1], [3, 0], [6, 2]])
     maxima = edges.ColumnMaxima()
-    for start in range(0, keys, 3):
-        maxima.add(weights[:, :, start:start + 3], allowed[:, start:start + 3], start)
+    for start in range(0, keys, block):
+        maxima.add(weights[:, :, start:start + block], allowed[:, start:start + block], start)
     row, key, weight = maxima.edge(sink)
     for b in range(count):
         for h in range(heads):

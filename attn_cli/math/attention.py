@@ -6,6 +6,8 @@ The readable path on purpose: scores (scoring.scores: q @ kᵀ · scale), mask, 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from attn_cli.plumbing.errors import AttnError
@@ -33,14 +35,37 @@ def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     Every path to weights comes here (inspect, compare, heads, generate, steps, the toy's forward), so this
     is where a score that is not finite is refused: q and k can be finite while q·k overflows float32, and
     softmax would turn the row into NaN that JSON writes as null and the terminal as a blank heatmap.
+
+    The mask is added as a bias (0 or -inf, the mask's own shape, broadcast over heads): the same scores as
+    filling masked cells with -inf wherever those cells are finite (x + 0 = x, x - inf = -inf), in a
+    fraction of masked_fill's time on a broadcast mask. A masked cell that is +inf or NaN makes its row NaN
+    there, so a NaN sends the row to the exact fill, which decides whether an allowed score caused it.
     """
     if bool(allowed.all()):  # nothing masked: the same weights without a masked copy of the scores
         weights = torch.softmax(scores, dim=-1)
-    else:
+        check_finite_weights(weights)
+        return weights
+    bias = torch.zeros(allowed.shape, dtype=scores.dtype, device=scores.device).masked_fill_(~allowed, -math.inf)
+    weights = torch.softmax(scores + bias, dim=-1)
+    zero_empty_rows(weights, allowed)
+    if bool(torch.isnan(weights.sum())):  # a score that is not finite: masked (ignored) or allowed (refused)
         weights = torch.softmax(apply_mask(scores, allowed), dim=-1)
         weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
-    check_finite_weights(weights)
+        check_finite_weights(weights)
     return weights
+
+
+def zero_empty_rows(weights: torch.Tensor, allowed: torch.Tensor) -> None:
+    """Rows of weights (..., Tq, Tk) whose allowed row (broadcast to them) has no key become 0, in place.
+    Only those rows are written (a padded batch has few), not every cell as a broadcast masked_fill_ would."""
+    empty = ~allowed.any(dim=-1)  # allowed's shape less its keys
+    if not bool(empty.any()):
+        return
+    if not weights.is_contiguous():
+        weights.masked_fill_(empty[..., None], 0.0)
+        return
+    rows = empty.expand(weights.shape[:-1]).reshape(-1).nonzero()[:, 0]  # flat indices of the empty rows
+    weights.view(-1, weights.shape[-1]).index_fill_(0, rows, 0.0)
 
 
 def check_finite_weights(weights: torch.Tensor) -> None:

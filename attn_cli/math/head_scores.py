@@ -265,7 +265,8 @@ class TextSums:
         self.denominator[BROAD] += counted_rows.sum(-1)
         # sink: per key, how many counted rows put more than ε on it (a row with one key has no choice
         # and is not counted): the counted rows' 0/1 marks summed by a (1, c) @ (c, T) product per head.
-        heavy = (weights > SINK_EPSILON).to(weights.dtype)  # (B, h, c, T)
+        # (B, h, c, T) 0/1 in weights' dtype, written as such (a bool mask converted after takes several times longer)
+        heavy = torch.gt(weights, SINK_EPSILON, out=torch.empty_like(weights))
         self.sink_rows += (counted_rows[:, :, None, :] @ heavy).squeeze(-2)  # (B, 1, 1, c) @ … -> (B, h, T)
         self.rows += counted.sum(-1, keepdim=True)
 
