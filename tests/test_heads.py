@@ -33,6 +33,25 @@ def scores_of(values: torch.Tensor) -> dict:
     return dict(zip(SCORES, values.tolist()))
 
 
+def test_token_flags_pad_each_texts_tokens_on_the_right():
+    """The batch's flags, built as one tensor per flag, equal each text's own flags laid out row by row:
+    ids, real, separators (special tokens after position 0, else the text's last token) and punctuation."""
+    texts = [tokens("[CLS]", "cat", ",", "sat", "[SEP]", special=("[CLS]", "[SEP]")),
+             tokens("cat", "."),  # no special token: the last token is the separator
+             tokens("[CLS]", "dog", "[SEP]", "cat", "[SEP]", ".", "sat", special=("[CLS]", "[SEP]")),
+             tokens("dog")]
+    flags = token_flags(texts)
+    assert flags.ids.shape == (4, 7)
+    for b, text in enumerate(texts):
+        n = len(text)
+        separators = [token.special and token.index > 0 for token in text]
+        separators = separators if any(separators) else [False] * (n - 1) + [True]
+        assert flags.ids[b, :n].tolist() == [token.id for token in text]
+        assert flags.real[b].tolist() == [True] * n + [False] * (7 - n)
+        assert flags.separator[b].tolist() == separators + [False] * (7 - n)
+        assert flags.punctuation[b].tolist() == [token.text in ",." for token in text] + [False] * (7 - n)
+
+
 # ---- the formulas, by hand
 
 HAND = [  # one head's weights over 4 tokens: [CLS] cat , cat  (bidirectional)

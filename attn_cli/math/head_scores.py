@@ -90,19 +90,18 @@ def token_flags(tokens: list[list], device="cpu", needle: bool = False) -> Token
     (analyses/heads.retrieval_probe): a token whose id comes again later is the needle's, and its later
     occurrence is the copy, which the row before it is to produce."""
     count, longest = len(tokens), max(len(text) for text in tokens)
+    lengths = torch.tensor([len(text) for text in tokens])
+    real = torch.arange(longest)[None, :] < lengths[:, None]  # (B, T): row-major, as the texts' tokens follow
+    flat = [token for text in tokens for token in text]  # one tensor per flag for the batch, not per text
     ids = torch.zeros(count, longest, dtype=torch.long)
-    real = torch.zeros(count, longest, dtype=torch.bool)
+    ids[real] = torch.tensor([token.id for token in flat], dtype=torch.long)
     separator = torch.zeros(count, longest, dtype=torch.bool)
+    separator[real] = torch.tensor([token.special and token.index > 0 for token in flat], dtype=torch.bool)
+    unmarked = ~separator.any(-1) & (lengths > 0)  # (B,) a text with no separator: its last token stands for one
+    separator[unmarked, lengths[unmarked] - 1] = True
     punctuation = torch.zeros(count, longest, dtype=torch.bool)
-    for b, text in enumerate(tokens):
-        n = len(text)
-        ids[b, :n] = torch.tensor([token.id for token in text])
-        real[b, :n] = True
-        marks = [token.special and token.index > 0 for token in text]
-        if not any(marks):
-            marks[-1] = True
-        separator[b, :n] = torch.tensor(marks)
-        punctuation[b, :n] = torch.tensor([not token.special and is_punctuation(token.text) for token in text])
+    punctuation[real] = torch.tensor([not token.special and is_punctuation(token.text) for token in flat],
+                                     dtype=torch.bool)
     flags = TokenFlags(ids.to(device), real.to(device), separator.to(device), punctuation.to(device))
     if needle:
         flags.target, flags.needle = (tensor.to(device) for tensor in needle_targets(ids, real))
