@@ -229,6 +229,38 @@ def test_the_batch_as_run_equals_the_texts_cut_apart(minilm_backend):
             assert one.scores[name] == pytest.approx(other.scores[name], abs=1e-5, nan_ok=True)
 
 
+def test_the_forward_stops_after_the_last_selected_layer(minilm_backend):
+    """Scoring layers 0 and 2 runs layers 0-2 (layer 2 only up to its attention): the later layers cannot change
+    their q and k. The scores equal those of a forward run to the end (asking for the hidden states runs it
+    all), and the model is left as it was: its own attention again, a plain forward as before."""
+    from attn_cli.analyses.heads import score_batch
+
+    model = minilm_backend.model
+    texts = ["Hello, how are you?", "The cat sat on the mat, and the cat slept."]
+    fed = minilm_backend.tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        before = model(**fed).last_hidden_state
+    entered = []
+    hooks = [layer.register_forward_pre_hook(lambda module, args, index=index: entered.append(index))
+             for index, layer in enumerate(model.encoder.layer)]
+    try:
+        stopped, _, _ = score_batch(minilm_backend, texts, [0, 2], list(range(12)), False)
+        assert entered == [0, 1, 2]
+        entered.clear()
+        whole, _, _ = score_batch(minilm_backend, texts, [0, 2], list(range(12)), False,
+                                  hidden=lambda run, states: None)
+        assert entered == list(range(6))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert [chunk.layer for chunk in stopped] == [chunk.layer for chunk in whole]
+    for one, other in zip(stopped, whole):
+        assert torch.equal(one.values.nan_to_num(-1), other.values.nan_to_num(-1)) and torch.equal(one.sink, other.sink)
+    assert model.config._attn_implementation == "sdpa"
+    with torch.inference_mode():
+        assert torch.equal(model(**fed).last_hidden_state, before)
+
+
 @pytest.mark.parametrize("stack", [1, 2])
 def test_each_layer_is_scored_as_the_forward_makes_it_and_let_go(minilm_backend, monkeypatch, stack):
     """Memory stays bounded by a stack of layers: when layer L reaches the scorer, nothing keeps an earlier

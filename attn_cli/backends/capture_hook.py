@@ -34,12 +34,21 @@ CAPTURE_NAME = "attn_capture"
 _UNSUPPORTED_KWARGS = ("softcap", "s_aux", "position_bias", "sinks")
 
 
+class LayersCaptured(Exception):
+    """Raised by a LayerRecorder with stop=True once every wanted layer is handed to its sink: nothing after
+    the last of them can change their q, k and v, so the forward is not run on (its caller catches this)."""
+
+
 class LayerRecorder:
     """Called by transformers for every attention layer during one forward pass."""
 
     def __init__(self, wanted_layers: set[int], delegate_name: str, inject=None, keep_inputs: bool = False,
                  pre_rope: bool = False, analysis_device=None, sink: Callable | None = None,
-                 key_of: Callable | None = None, keep_bias: bool = False):
+                 key_of: Callable | None = None, keep_bias: bool = False, stop: bool = False):
+        # stop (with a sink): raise LayersCaptured after the last wanted layer is handed over, before its own
+        # attention runs, for callers that read nothing but the records (attn heads: a 24-layer model asked for
+        # layers 0-1 runs two layers, not 24)
+        self.stop, self.handed = stop and sink is not None, set()
         # key_of(module) -> what wanted_layers and records are keyed by, where a layer number alone does not
         # name an attention (an encoder–decoder model's ("cross", 0)); None: the layer number.
         self.key_of = key_of
@@ -91,6 +100,9 @@ class LayerRecorder:
             )
             if self.sink is not None:
                 self.sink(record)
+                self.handed.add(slot)
+                if self.stop and self.handed >= self.wanted_layers:
+                    raise LayersCaptured
             else:
                 self.records[slot] = record
         delegate = delegate_for(self.delegate_name, module)

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from attn_cli.backends.capture_hook import LayerRecorder, capturing
+from attn_cli.backends.capture_hook import LayerRecorder, LayersCaptured, capturing
 from attn_cli.backends.hf_info import model_info
 from attn_cli.backends.vision import VISION_TYPES, load_vision_backend
 from attn_cli.backends.validate import (check_config_file, check_finite, check_finite_record, check_tokenizer,
@@ -185,11 +185,15 @@ class HFBackend:
             check_finite_record(record, run.real)
             sink(run, record)
 
+        # without hidden, nothing after the last selected layer's q, k and v is read: the forward stops there
         recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, analysis_device=self.device,
-                                 sink=handed)
+                                 sink=handed, stop=hidden is None)
         fed = {name: tensor.to(self.model.device) for name, tensor in batch.items()}
         with capturing(self.model, recorder), torch.inference_mode(), _untied_last_state(self.model.config):
-            outputs = self.model(**fed, **({"output_hidden_states": True} if hidden is not None else {}))
+            try:
+                outputs = self.model(**fed, **({"output_hidden_states": True} if hidden is not None else {}))
+            except LayersCaptured:
+                outputs = None
         if recorder.calls == 0:
             return self.capture_batch(texts, layers, truncate=truncate)  # raises UnsupportedModel, worded once
         if hidden is not None:
