@@ -10,7 +10,9 @@ warm-up, and reports its timed phase (after loading) on stderr:
   store   model.heads(file=…, store=DIR): the same plus the parts, examples and the four tables
   whole   the store run with the forward run to its end: attn stops it once the last selected layer's q and k
           are handed over (here layer 5's: its attention output, feed-forward and the pooler are never run),
-          which the floor, a plain forward, cannot; this shows what that stop is worth
+          which the floor, a plain forward, does not; this shows what that stop is worth
+  stopped the floor stopped where attn stops: the same forward through attn's capture hook, whose sink keeps
+          nothing, up to the last layer's q, k and v; store / stopped is the cost of scoring and the store alone
 
 It prints each as a ratio to the floor (target for the store run: <= 1.5x), then the peak RSS (ru_maxrss
 of the child) of a store run over --rss-lines corpora (default 10,000 and 100,000 lines; target: the
@@ -47,8 +49,8 @@ def contender(name: str, corpus: str, store: str | None) -> None:
         init = capture_hook.LayerRecorder.__init__
         capture_hook.LayerRecorder.__init__ = lambda self, *args, **kwargs: init(self, *args, **{**kwargs, "stop": False})
     cpu = time.process_time()
-    if name == "floor":
-        elapsed = floor(model.backend, corpus)
+    if name in ("floor", "stopped"):
+        elapsed = floor(model.backend, corpus, stopped=name == "stopped")
     else:
         start = time.perf_counter()
         model.heads(file=corpus, batch_size=BATCH, store=store if name in ("store", "whole") else None)
@@ -57,21 +59,31 @@ def contender(name: str, corpus: str, store: str | None) -> None:
     print(f"BENCH score_s={elapsed:.4f} cpu_s={time.process_time() - cpu:.4f}", file=sys.stderr)
 
 
-def floor(backend, corpus: str) -> float:
-    """The forward alone over attn's batches: parts of PART_TEXTS sorted by (length, text_id)."""
+def floor(backend, corpus: str, stopped: bool = False) -> float:
+    """The forward alone over attn's batches: parts of PART_TEXTS sorted by (length, text_id). stopped: through
+    attn's capture hook with a sink that keeps nothing, stopped after the last layer's q, k and v are made."""
+    import contextlib
+
     import torch
 
     from attn_cli.analyses.fold import PART_TEXTS
+    from attn_cli.backends.capture_hook import LayerRecorder, LayersCaptured, capturing
 
     texts = [line.rstrip("\n") for line in open(corpus, encoding="utf-8") if line.strip()]
     tokenizer, model = backend.tokenizer, backend.model
+    recorder = LayerRecorder(set(range(backend.info.layers)), model.config._attn_implementation,
+                             sink=lambda record: None, stop=True)
     start = time.perf_counter()
-    with torch.inference_mode():
+    with torch.inference_mode(), capturing(model, recorder) if stopped else contextlib.nullcontext():
         for first in range(0, len(texts), PART_TEXTS):
             part = sorted(enumerate(texts[first:first + PART_TEXTS]), key=lambda item: (len(item[1]), item[0]))
             for at in range(0, len(part), BATCH):
                 batch = tokenizer([text for _, text in part[at:at + BATCH]], padding=True, return_tensors="pt")
-                model(**batch)
+                recorder.handed.clear()
+                try:
+                    model(**batch)
+                except LayersCaptured:
+                    pass
     return time.perf_counter() - start
 
 
@@ -100,7 +112,7 @@ def main() -> int:
     print_header(f"attn heads --store benchmark: {args.texts} sentences of 10-30 words, all-MiniLM-L6-v2, "
                  f"all 72 heads, CPU, batch size {BATCH}")
     me = [sys.executable, str(Path(__file__).resolve())]
-    contenders = {name: [*me, "--contender", name, "--corpus", str(corpus)] for name in ("floor", "heads")}
+    contenders = {name: [*me, "--contender", name, "--corpus", str(corpus)] for name in ("floor", "stopped", "heads")}
     for name in ("store", "whole"):
         contenders[name] = [*me, "--contender", name, "--corpus", str(corpus), "--store", str(work / "s")]
     if args.repeat > 0:  # --repeat 0: only the memory runs
@@ -133,7 +145,8 @@ def timings(runs: dict) -> None:
         ratio = seconds_["store"] / seconds_["floor"]
         print(f"{what}: store / floor {ratio:.2f}x (target <= 1.5x: {'PASS' if ratio <= 1.5 else 'FAIL'}); "
               f"heads / floor {seconds_['heads'] / seconds_['floor']:.2f}x; "
-              f"store with the whole forward / floor {seconds_['whole'] / seconds_['floor']:.2f}x")
+              f"store with the whole forward / floor {seconds_['whole'] / seconds_['floor']:.2f}x; "
+              f"store / stopped floor {seconds_['store'] / seconds_['stopped']:.2f}x")
     wall = medians["store"] / medians["floor"]
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"the target is written in wall time: {'met' if wall <= 1.5 else 'NOT met'} ({wall:.2f}x; the median of "
