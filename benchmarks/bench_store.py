@@ -141,6 +141,8 @@ def timings(runs: dict) -> None:
     for name, value in medians.items():
         print(f"{name:<8}  {len(runs[name]):>4}  {value:>9.2f}  {value / medians['floor']:>6.2f}x  "
               f"{cpu[name]:>6.2f}  {cpu[name] / cpu['floor']:>6.2f}x")
+    for name, samples in runs.items():  # round by round: how far the host's speed moved
+        print(f"  {name:<8} each round: {' '.join(f'{seconds(sample):.2f}' for sample in samples)} s")
     for what, seconds_ in (("wall", medians), ("CPU", cpu)):
         ratio = seconds_["store"] / seconds_["floor"]
         print(f"{what}: store / floor {ratio:.2f}x (target <= 1.5x: {'PASS' if ratio <= 1.5 else 'FAIL'}); "
