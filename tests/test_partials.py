@@ -3,6 +3,7 @@ split of the same texts, in any order, gives the identical Partial; the kept lis
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -235,3 +236,17 @@ def test_a_partial_merged_into_nothing_comes_back_as_merging_would_give_it(ties)
     assert_same(part, partials.merge_all([empty, part], SHAPE, 3, 2))
     with pytest.raises(ValueError, match="do not merge"):
         partials.merge(partials.Partial(SHAPE, 4, 2), part)
+
+
+def test_kept_token_lists_hold_one_string_object_per_distinct_token():
+    """A tokenizer hands every text new string objects; the texts a Partial keeps share one per token (a long
+    run keeps tens of thousands of texts), after reduce and after a part is read back from its files."""
+    data = batch([0, 1, 2], seed=1)
+    data.tokens = [["".join(["ca", "t"]) for _ in tokens] for tokens in data.tokens]  # equal, distinct objects
+    assert data.tokens[0][0] is not data.tokens[1][0]
+    part = partials.reduce(data, SHAPE, 3, 2)
+    arrays, meta = partials.to_state(part)
+    for kept in (part, partials.from_state(arrays, json.loads(json.dumps(meta)))):
+        tokens = [token for kept_tokens in kept.token_lists.values() for token in kept_tokens]
+        assert len(kept.token_lists) >= 2 and set(tokens) == {"cat"}
+        assert all(token is tokens[0] for token in tokens)

@@ -42,6 +42,7 @@ the smallest hashes among the texts it got.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -193,7 +194,7 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int, exa
                   "edge_key": batch.edge_key[t, l, h].astype(np.int64),
                   "edge_weight": batch.edge_weight[t, l, h].astype(np.float64),
                   "keys": batch.keys[t, l, h].astype(np.int64), "weights": batch.weights[t, l, h].astype(np.float32)}
-    part.token_lists = {int(text_id): list(tokens) for text_id, tokens in zip(batch.text_ids, batch.tokens)}
+    part.token_lists = {int(text_id): _shared(tokens) for text_id, tokens in zip(batch.text_ids, batch.tokens)}
     return _prune(part)
 
 
@@ -235,6 +236,12 @@ def merge_all(parts: list[Partial], shape: tuple[int, int], top_n: int, samples_
     merged.views = _concat([part.views for part in parts])
     merged.token_lists = {text_id: tokens for part in parts for text_id, tokens in part.token_lists.items()}
     return _prune(merged)
+
+
+def _shared(tokens: list[str]) -> list[str]:
+    """A text's tokens as the interpreter's one copy of each string: a tokenizer hands every text new string
+    objects, and the texts a long run keeps (tens of thousands) would otherwise hold a copy per token."""
+    return [sys.intern(token) for token in tokens]
 
 
 def _concat(tables: list[dict]) -> dict:
@@ -395,5 +402,5 @@ def from_state(arrays, meta: dict) -> Partial:
         setattr(part, table, {column: np.array(arrays[f"{table}.{column}"]) for column in fields})
     part.sinks = Counter({(layer, head, position, token): texts
                           for layer, head, position, token, texts in meta["sinks"]})
-    part.token_lists = {text_id: tokens for text_id, tokens in meta["token_lists"]}
+    part.token_lists = {text_id: _shared(tokens) for text_id, tokens in meta["token_lists"]}
     return part
