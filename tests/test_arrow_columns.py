@@ -27,6 +27,8 @@ def test_numbers_strings_and_lists_equal_pyarrow_arrays():
     assert arrow.numbers([True, False, True], pa.bool_()).equals(pa.array([True, False, True]))
     words = ["a", None, "", "été", "水"]
     assert arrow.strings(words).equals(pa.array(words, type=pa.string()))
+    index = np.array([4, 0, 3, 1, 3, 2, 4])  # repeats, None and multi-byte characters gathered
+    assert arrow.picked(words, index).equals(pa.array(words, type=pa.string()).take(pa.array(index)))
     listed = arrow.lists(arrow.strings(["x", "y", "z"]), np.array([2, 0, 1]))
     assert listed.equals(pa.array([["x", "y"], [], ["z"]], type=pa.list_(pa.string())))
 
