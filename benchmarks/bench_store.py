@@ -2,7 +2,7 @@
 
 A deterministic corpus of --texts sentences (_corpus.py); all 72 heads of the bundled all-MiniLM-L6-v2 on
 CPU, batch size 32. Each contender is one process (this file with --contender NAME), interleaved after a
-warm-up, and reports its timed phase (after loading) on stderr:
+warm-up (the order rotated each round), and reports its timed phase (after loading) on stderr:
 
   floor   a bare sdpa forward of the model over the same length-sorted batches attn runs (one part:
           texts sorted by length, then text_id), tokenizing included, nothing captured or scored
@@ -157,17 +157,21 @@ def timings(runs: dict) -> None:
 
 
 def _interleave_fresh(contenders: dict, repeat: int, warmup: int, work: Path) -> dict:
-    """_timing.interleave, with a new store directory for every store run (a store needs an empty one)."""
+    """_timing.interleave, with a new store directory for every store run (a store needs an empty one), and the
+    order rotated from round to round."""
     count = iter(range(10**6))
 
     def fresh(cmd: list[str]) -> list[str]:
         return [part if part != str(work / "s") else str(work / f"s{next(count)}") for part in cmd]
 
     samples = {name: [] for name in contenders}
+    names = list(contenders)
     for round_ in range(warmup + repeat):
-        for name, cmd in contenders.items():
+        # each round starts one contender later: over len(names) rounds each runs once in every position, so a
+        # host that slows under sustained load (the last of five back-to-back runs came out slowest) favours none
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
             print(f"  {'warm-up' if round_ < warmup else 'run'} {round_ + 1}: {name}", file=sys.stderr, flush=True)
-            sample = run_once(fresh(cmd))
+            sample = run_once(fresh(contenders[name]))
             if round_ >= warmup:
                 samples[name].append(sample)
     return samples
