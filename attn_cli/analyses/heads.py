@@ -246,7 +246,7 @@ class LayerScores:
         for start, weights, allowed in blocks:
             sums.add(weights, allowed, flags, start)
             maxima.add(weights, allowed, start)
-            whole = weights if start == 0 and weights.shape[-2] == weights.shape[-1] else None
+            whole = weights if edges.every_row(weights, start) else None
         values, sink = sums.result()  # (B, h, len(SCORES)), (B, h)
         row, key, weight = maxima.edge(sink)  # (B, h) each
         if whole is not None:  # the rows are at hand: gathered, not scored again
@@ -256,7 +256,6 @@ class LayerScores:
             chosen = row_weights(row)
         top_weights, top_keys = edges.strongest(chosen, partials.KEYS)
         self.results.append(ChunkScores(layer_index, heads, values, sink, View(row, key, weight, top_keys, top_weights)))
-
 
     def _flags(self, layers: int):
         """The batch's TokenFlags repeated for a stack of `layers` layers: (layers × B, T) each."""

@@ -48,9 +48,9 @@ def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     bias = torch.zeros(allowed.shape, dtype=scores.dtype, device=scores.device).masked_fill_(~allowed, -math.inf)
     weights = torch.softmax(scores + bias, dim=-1)
     zero_empty_rows(weights, allowed)
-    if bool(torch.isnan(weights.sum())):  # a score that is not finite: masked (ignored) or allowed (refused)
+    if _any_nan(weights):  # a score that is not finite: masked (ignored) or allowed (refused)
         weights = torch.softmax(apply_mask(scores, allowed), dim=-1)
-        weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
+        zero_empty_rows(weights, allowed)
         check_finite_weights(weights)
     return weights
 
@@ -70,11 +70,15 @@ def zero_empty_rows(weights: torch.Tensor, allowed: torch.Tensor) -> None:
 
 def check_finite_weights(weights: torch.Tensor) -> None:
     """AttnError (exit 1) when a row of weights is NaN: an allowed score was +inf or NaN (an allowed -inf only
-    gets weight 0, as a finite score that low would). One reduction over the weights, no temporaries: the
-    sum of a tensor with a NaN is NaN, and weights in [0, 1] cannot overflow it."""
-    if bool(torch.isnan(weights.sum())):
+    gets weight 0, as a finite score that low would)."""
+    if _any_nan(weights):
         raise AttnError("attention scores overflowed: q·kᵀ is not finite although q and k are",
                         "the weights are too large for float32 (corrupt or badly scaled); check the checkpoint")
+
+
+def _any_nan(weights: torch.Tensor) -> bool:
+    """One reduction, no temporaries: the sum of a tensor with a NaN is NaN (weights in [0, 1] cannot overflow)."""
+    return bool(torch.isnan(weights.sum()))
 
 
 def attend(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,11 @@ from attn_cli.math import attention, scoring
 WHOLE_MASK_CELLS = 1 << 21  # a (B, T, T) bool mask this small is built whole to pick rows from
 
 
+def every_row(weights: torch.Tensor, start: int) -> bool:
+    """Whether a block of rows start:start + c of weights (..., c, T) holds every row (T × T): one block."""
+    return start == 0 and weights.shape[-2] == weights.shape[-1]
+
+
 class ColumnMaxima:
     """Per (text, head, key): the largest weight any counted row puts on the key, and the first such row."""
 
@@ -32,7 +37,7 @@ class ColumnMaxima:
         single = allowed.sum(-1) == 1  # (B, c): a row with one key (causal row 0) has no choice
         if bool(single.any()):
             weights = weights.masked_fill(single[:, None, :, None], 0.0)
-        if start == 0 and weights.shape[-2] == weights.shape[-1]:  # every row in one block (short texts)
+        if every_row(weights, start):  # short texts
             # the column maxima alone (a tenth of max(-2)'s time, which also finds every column's row);
             # edge() finds the one row it needs in these weights
             self.best, self.whole = weights.amax(-2), weights
