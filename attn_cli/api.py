@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import functools
 import inspect as signatures
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Sequence, overload
+from typing import overload
 
+from attn_cli.analyses.compare import CompareReport
+from attn_cli.analyses.inspect import Progress, inspect_texts
+from attn_cli.analyses.inspect_report import InspectReport
 from attn_cli.data import arguments
 from attn_cli.data.capture import Capture, ModelInfo
-from attn_cli.analyses.inspect import Progress, inspect_texts
+from attn_cli.data.selection import Analysis, Selection, Span, Spec, parse_span
 from attn_cli.plumbing.errors import BadInput
-from attn_cli.analyses.compare import CompareReport
-from attn_cli.analyses.inspect_report import InspectReport
-from attn_cli.data.selection import Analysis, Selection, Spec, Span, parse_span
-
 
 # The kind of every argument of load and of Model's methods, by name: one name means one thing in every
 # method (a method whose argument means more says so with @door(name=kind)). None passes where None is the
@@ -38,21 +38,67 @@ KINDS: dict[str, Callable] = {
     "image": lambda value, name: value,  # a path, "-" or a PIL image: _image reads it, or says what it takes
     **dict.fromkeys(("layers", "heads", "layer", "head"), arguments.selection),
     **dict.fromkeys(("rows", "cols"), arguments.span),
-    **dict.fromkeys(("top_k", "cell_limit", "max_new_tokens", "seed", "probe_length", "batch_size", "limit", "top",
-                     "samples", "part_texts", "workers"), arguments.index),
+    **dict.fromkeys(
+        (
+            "top_k",
+            "cell_limit",
+            "max_new_tokens",
+            "seed",
+            "probe_length",
+            "batch_size",
+            "limit",
+            "top",
+            "samples",
+            "part_texts",
+            "workers",
+        ),
+        arguments.index,
+    ),
     **dict.fromkeys(("tolerance", "temperature", "epsilon", "ratio", "floor", "gpus_per_worker"), arguments.number),
-    **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "pre_rope", "inputs", "sample",
-                     "words", "resume", "per_text", "keep_workers"), arguments.flag),
-    **dict.fromkeys(("variant", "padding", "head_fusion", "probe", "device", "dtype", "column", "method", "vs",
-                     "engine", "address"), arguments.word),
+    **dict.fromkeys(
+        (
+            "propagate",
+            "truncate",
+            "full",
+            "vectors",
+            "norms",
+            "lazy",
+            "pre_rope",
+            "inputs",
+            "sample",
+            "words",
+            "resume",
+            "per_text",
+            "keep_workers",
+        ),
+        arguments.flag,
+    ),
+    **dict.fromkeys(
+        (
+            "variant",
+            "padding",
+            "head_fusion",
+            "probe",
+            "device",
+            "dtype",
+            "column",
+            "method",
+            "vs",
+            "engine",
+            "address",
+        ),
+        arguments.word,
+    ),
     **dict.fromkeys(("variants", "stacks"), arguments.words),
-    "target": lambda value, name: value if isinstance(value, str) else arguments.index(
-        value, name, "a token, a label or an output index"),
+    "target": lambda value, name: (
+        value if isinstance(value, str) else arguments.index(value, name, "a token, a label or an output index")
+    ),
     **dict.fromkeys(("file", "store"), arguments.path),
     **dict.fromkeys(("progress", "on_token"), arguments.callback),
     "model": lambda value, name: arguments.path(value, name, "a model name or a directory"),
-    "against": lambda value, name: value if isinstance(value, Model) else arguments.path(
-        value, name, "a Model, a model name or a directory"),
+    "against": lambda value, name: (
+        value if isinstance(value, Model) else arguments.path(value, name, "a Model, a model name or a directory")
+    ),
 }
 
 
@@ -63,8 +109,11 @@ def door(function=None, **overrides: Callable):
     if function is None:
         return lambda given: door(given, **overrides)
     signature = signatures.signature(function)
-    checks = {name: overrides.get(name) or KINDS[name] for name, parameter in signature.parameters.items()
-              if name != "self" and parameter.kind is not parameter.VAR_KEYWORD}  # KeyError: give it a kind
+    checks = {
+        name: overrides.get(name) or KINDS[name]
+        for name, parameter in signature.parameters.items()
+        if name != "self" and parameter.kind is not parameter.VAR_KEYWORD
+    }  # KeyError: give it a kind
 
     @functools.wraps(function)
     def checked(*args, **kwargs):
@@ -81,7 +130,7 @@ def door(function=None, **overrides: Callable):
 
 
 @door
-def load(model: str = "minilm", *, device: str = "auto", dtype: str = "auto", **options) -> "Model":
+def load(model: str = "minilm", *, device: str = "auto", dtype: str = "auto", **options) -> Model:
     """Load a model once: "minilm" (bundled), "toy", a local Hugging Face directory, or a hub id.
 
     device: auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps.
@@ -120,8 +169,10 @@ class Model:
 
     def __repr__(self) -> str:
         info = self.info
-        return (f"<attn Model {info.name!r}: {info.architecture}, {info.layers} layers × {info.heads} heads, "
-                f"{self.device}, {self.dtype}>")
+        return (
+            f"<attn Model {info.name!r}: {info.architecture}, {info.layers} layers × {info.heads} heads, "
+            f"{self.device}, {self.dtype}>"
+        )
 
     @overload
     def inspect(self, text: str, **kwargs) -> InspectReport: ...
@@ -130,12 +181,31 @@ class Model:
     def inspect(self, text: Sequence[str], **kwargs) -> list[InspectReport]: ...
 
     @door(text=arguments.texts)
-    def inspect(self, text, *, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
-                variant: str = "baseline", propagate: bool = False, truncate: bool = False,
-                padding: str | None = None, pre_rope: bool = False, rows: Span = None, cols: Span = None,
-                full: bool = False, vectors: bool = False, norms: bool = False, tolerance: float | None = None,
-                cell_limit: int | None = None, lazy: bool = False, words: bool = False,
-                progress: Progress | None = None, target: str | None = None, stacks: str | Sequence[str] = "all"):
+    def inspect(
+        self,
+        text,
+        *,
+        layers: Spec = "all",
+        heads: Spec = "all",
+        top_k: int | None = None,
+        variant: str = "baseline",
+        propagate: bool = False,
+        truncate: bool = False,
+        padding: str | None = None,
+        pre_rope: bool = False,
+        rows: Span = None,
+        cols: Span = None,
+        full: bool = False,
+        vectors: bool = False,
+        norms: bool = False,
+        tolerance: float | None = None,
+        cell_limit: int | None = None,
+        lazy: bool = False,
+        words: bool = False,
+        progress: Progress | None = None,
+        target: str | None = None,
+        stacks: str | Sequence[str] = "all",
+    ):
         """Every selected head's scores, weights, symmetry, entropy, self-weight and top keys.
 
         text: one text (one report) or a list of texts (run as one padded batch, one report each).
@@ -161,16 +231,30 @@ class Model:
         "encoder,decoder,cross"); the cross heads' matrices are target rows × source columns.
         """
         if target is not None or getattr(self.backend, "seq2seq", False):
-            return self._pair(text, target, stacks, _selection(layers, heads, rows, cols, full),
-                              Analysis.defaults(top_k=top_k, tolerance=tolerance, cell_limit=cell_limit), progress,
-                              plain=variant == "baseline" and not (propagate or pre_rope or vectors or norms or words))
+            return self._pair(
+                text,
+                target,
+                stacks,
+                _selection(layers, heads, rows, cols, full),
+                Analysis.defaults(top_k=top_k, tolerance=tolerance, cell_limit=cell_limit),
+                progress,
+                plain=variant == "baseline" and not (propagate or pre_rope or vectors or norms or words),
+            )
         texts = [text] if isinstance(text, str) else list(text)
         reports = inspect_texts(
-            self.backend, texts, _selection(layers, heads, rows, cols, full),
-            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit,
-                              norms=norms),
-            variant=variant, propagate=propagate, truncate=truncate, padding_side=padding, pre_rope=pre_rope,
-            lazy=lazy, words=words, progress=progress)
+            self.backend,
+            texts,
+            _selection(layers, heads, rows, cols, full),
+            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit, norms=norms),
+            variant=variant,
+            propagate=propagate,
+            truncate=truncate,
+            padding_side=padding,
+            pre_rope=pre_rope,
+            lazy=lazy,
+            words=words,
+            progress=progress,
+        )
         return reports[0] if isinstance(text, str) else reports
 
     def _pair(self, source, target, stacks, selection: Selection, analysis: Analysis, progress, plain: bool):
@@ -180,19 +264,37 @@ class Model:
         if not isinstance(source, str):
             raise BadInput("an encoder–decoder model takes one source text and its --target", "run each pair alone")
         if target is None:
-            raise BadInput(f"{self.info.name} is an encoder–decoder model: its decoder needs a target",
-                           "pass --target TEXT (the decoder runs teacher-forced on it)")
+            raise BadInput(
+                f"{self.info.name} is an encoder–decoder model: its decoder needs a target",
+                "pass --target TEXT (the decoder runs teacher-forced on it)",
+            )
         if not plain:
-            raise BadInput("variants, --propagate, --pre-rope, --words, --measure norm and q/k/v are not available "
-                           "for encoder–decoder models yet", "drop them")
+            raise BadInput(
+                "variants, --propagate, --pre-rope, --words, --measure norm and q/k/v are not available "
+                "for encoder–decoder models yet",
+                "drop them",
+            )
         return inspect_pair(self.backend, source, target, selection, analysis, parse_stacks(stacks), progress)
 
     @door
-    def inspect_image(self, image, *, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
-                      variant: str = "baseline", rows: Span = None, cols: Span = None, full: bool = False,
-                      vectors: bool = False, norms: bool = False, tolerance: float | None = None,
-                      cell_limit: int | None = None, lazy: bool = False,
-                      progress: Progress | None = None) -> InspectReport:
+    def inspect_image(
+        self,
+        image,
+        *,
+        layers: Spec = "all",
+        heads: Spec = "all",
+        top_k: int | None = None,
+        variant: str = "baseline",
+        rows: Span = None,
+        cols: Span = None,
+        full: bool = False,
+        vectors: bool = False,
+        norms: bool = False,
+        tolerance: float | None = None,
+        cell_limit: int | None = None,
+        lazy: bool = False,
+        progress: Progress | None = None,
+    ) -> InspectReport:
         """A vision transformer's attention over an image (README "Vision transformers"): a file path, "-"
         for stdin, or a PIL image. Tokens are [CLS], the model's other special tokens and the patches
         r{row}c{col}; report.image is the patch grid (rows, cols, the image as the model saw it).
@@ -200,38 +302,68 @@ class Model:
         from attn_cli.analyses.image import inspect_image
 
         picture, source = _image(image)
-        return inspect_image(self.backend, picture, source, _selection(layers, heads, rows, cols, full),
-                             Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors,
-                                               cell_limit=cell_limit, norms=norms),
-                             variant=variant, lazy=lazy, progress=progress)
+        return inspect_image(
+            self.backend,
+            picture,
+            source,
+            _selection(layers, heads, rows, cols, full),
+            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit, norms=norms),
+            variant=variant,
+            lazy=lazy,
+            progress=progress,
+        )
 
     @door
-    def compare(self, text: str, *, variants: Sequence[str] | str = ("shared-k",), propagate: bool = False,
-                layers: Spec = "all", heads: Spec = "all", top_k: int | None = None, truncate: bool = False,
-                full: bool = False, vectors: bool = False, tolerance: float | None = None,
-                cell_limit: int | None = None) -> CompareReport:
+    def compare(
+        self,
+        text: str,
+        *,
+        variants: Sequence[str] | str = ("shared-k",),
+        propagate: bool = False,
+        layers: Spec = "all",
+        heads: Spec = "all",
+        top_k: int | None = None,
+        truncate: bool = False,
+        full: bool = False,
+        vectors: bool = False,
+        tolerance: float | None = None,
+        cell_limit: int | None = None,
+    ) -> CompareReport:
         """The model beside counterfactual variants, head by head: runs, per-head diffs and summaries."""
         from attn_cli.analyses.compare import compare_text
 
-        return compare_text(self.backend, text, _selection(layers, heads, None, None, full),
-                            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors,
-                                              cell_limit=cell_limit),
-                            variants=variants, propagate=propagate, truncate=truncate)
+        return compare_text(
+            self.backend,
+            text,
+            _selection(layers, heads, None, None, full),
+            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit),
+            variants=variants,
+            propagate=propagate,
+            truncate=truncate,
+        )
 
     @door
-    def capture(self, text: str, *, layers: Spec = "all", truncate: bool = False, pre_rope: bool = False,
-                inputs: bool = False) -> Capture:
+    def capture(
+        self, text: str, *, layers: Spec = "all", truncate: bool = False, pre_rope: bool = False, inputs: bool = False
+    ) -> Capture:
         """The raw capture: tokens, and per selected layer q (H, T, D), k and v (H_kv, T, D), mask, scale.
 
         inputs: also keep each layer's input X (T, d_model).
         """
         chosen = Selection(layers=layers).resolve(self.info)[0]
-        return self.backend.capture_batch([text], chosen, truncate=truncate, keep_inputs=inputs,
-                                          pre_rope=pre_rope)[0]
+        return self.backend.capture_batch([text], chosen, truncate=truncate, keep_inputs=inputs, pre_rope=pre_rope)[0]
 
     @door
-    def diff(self, text: str, other: str | None = None, *, against: "Model | str | Path | None" = None,
-             layers: Spec = "all", heads: Spec = "all", top_k: int | None = None):
+    def diff(
+        self,
+        text: str,
+        other: str | None = None,
+        *,
+        against: Model | str | Path | None = None,
+        layers: Spec = "all",
+        heads: Spec = "all",
+        top_k: int | None = None,
+    ):
         """Every selected head on two texts (diff(a, b)), or on one text in this model and another
         checkpoint of the same shape and tokenizer (diff(text, against=other_model)): a DiffReport
         whose .heads are ranked most changed first. against may also name the checkpoint (a name, hub
@@ -240,8 +372,10 @@ class Model:
         from attn_cli.analyses.diff import diff_runs
 
         if (other is None) == (against is None):
-            raise BadInput("diff takes two texts, or one text and another model to run it against",
-                           "attn diff TEXT_A TEXT_B, or attn diff TEXT --against-model M")
+            raise BadInput(
+                "diff takes two texts, or one text and another model to run it against",
+                "attn diff TEXT_A TEXT_B, or attn diff TEXT --against-model M",
+            )
         selection, analysis = _selection(layers, heads, None, None, False), Analysis.defaults(top_k=top_k)
         if against is not None:
             if not isinstance(against, Model):
@@ -250,22 +384,48 @@ class Model:
         return diff_runs(self.backend, self.backend, text, other, selection, analysis, "texts")
 
     @door
-    def generate(self, prompt: str, *, max_new_tokens: int = 20, sample: bool = False, temperature: float = 1.0,
-                 seed: int | None = None, layers: Spec = "all", heads: Spec = "all", top_k: int | None = None,
-                 on_token=None):
+    def generate(
+        self,
+        prompt: str,
+        *,
+        max_new_tokens: int = 20,
+        sample: bool = False,
+        temperature: float = 1.0,
+        seed: int | None = None,
+        layers: Spec = "all",
+        heads: Spec = "all",
+        top_k: int | None = None,
+        on_token=None,
+    ):
         """Generate from `prompt` (greedy, or sampled at `temperature` with `seed`) and record each generated
         token's attention in the selected heads: a GenerateReport. on_token(text) sees the text as it comes.
         On an encoder–decoder model, prompt is the source: a PairGenerateReport of each generated token's decoder
         self-attention and cross-attention rows (on_token is not called)."""
         from attn_cli.analyses.generate import generate_from
 
-        return generate_from(self.backend, prompt, _selection(layers, heads, None, None, False),
-                             max_new_tokens=max_new_tokens, sample=sample, temperature=temperature, seed=seed,
-                             top_k=Analysis.defaults(top_k=top_k).top_k, on_token=on_token)
+        return generate_from(
+            self.backend,
+            prompt,
+            _selection(layers, heads, None, None, False),
+            max_new_tokens=max_new_tokens,
+            sample=sample,
+            temperature=temperature,
+            seed=seed,
+            top_k=Analysis.defaults(top_k=top_k).top_k,
+            on_token=on_token,
+        )
 
     @door(text=lambda value, name: value)
-    def rollout(self, text: str | None = None, *, image=None, layers: Spec = "all", head_fusion: str = "mean",
-                top_k: int | None = None, truncate: bool = False):
+    def rollout(
+        self,
+        text: str | None = None,
+        *,
+        image=None,
+        layers: Spec = "all",
+        head_fusion: str = "mean",
+        top_k: int | None = None,
+        truncate: bool = False,
+    ):
         """Attention rollout over the selected consecutive layers: a RolloutReport whose .matrix (T, T)
         says how much of each output token traces back to each input token. image (a file, "-" or a PIL
         image) instead of text: a vision transformer's rollout, report.image its patch grid."""
@@ -277,12 +437,22 @@ class Model:
             image = _image(image)
         else:
             text = arguments.text(text, "text")
-        return roll_out(self.backend, text, layers, head_fusion, Analysis.defaults(top_k=top_k).top_k, truncate,
-                        image=image)
+        return roll_out(
+            self.backend, text, layers, head_fusion, Analysis.defaults(top_k=top_k).top_k, truncate, image=image
+        )
 
     @door
-    def attribute(self, text: str, *, method: str = "alti", layers: Spec = "all", top_k: int | None = None,
-                  truncate: bool = False, vs: str | None = None, target: str | int | None = None):
+    def attribute(
+        self,
+        text: str,
+        *,
+        method: str = "alti",
+        layers: Spec = "all",
+        top_k: int | None = None,
+        truncate: bool = False,
+        vs: str | None = None,
+        target: str | int | None = None,
+    ):
         """Contributions through whole layers (residual, values and LayerNorms in), rolled out to the input
         tokens: an AttributionReport whose .matrix (T, T) says how much of each output token comes from each
         input token, and .per_layer (L, T, T) each layer's own. method: alti, globenc, value-zeroing, gradient
@@ -292,17 +462,41 @@ class Model:
         from attn_cli.analyses.attribute import attribute
 
         options = {} if target is None else {"target": target}
-        return attribute(self.backend, text, method, layers, Analysis.defaults(top_k=top_k).top_k, truncate, vs,
-                         **options)
+        return attribute(
+            self.backend, text, method, layers, Analysis.defaults(top_k=top_k).top_k, truncate, vs, **options
+        )
 
     @door(target=arguments.text)
-    def heads(self, texts: str | Iterable[str] | None = None, *, file: str | Path | None = None,
-              probe: str | None = None, seed: int = 0, probe_length: int | None = None, layers: Spec = "all",
-              heads: Spec = "all", batch_size: int = 32, limit: int | None = None, truncate: bool = False,
-              progress=None, store: str | Path | None = None, resume: bool = False, per_text: bool = False,
-              top: int = 10, samples: int = 5, column: str = "text", part_texts: int = 2048, engine: str = "local",
-              address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0,
-              keep_workers: bool = False, target: str | None = None, stacks: str | Sequence[str] = "all", image=None):
+    def heads(
+        self,
+        texts: str | Iterable[str] | None = None,
+        *,
+        file: str | Path | None = None,
+        probe: str | None = None,
+        seed: int = 0,
+        probe_length: int | None = None,
+        layers: Spec = "all",
+        heads: Spec = "all",
+        batch_size: int = 32,
+        limit: int | None = None,
+        truncate: bool = False,
+        progress=None,
+        store: str | Path | None = None,
+        resume: bool = False,
+        per_text: bool = False,
+        top: int = 10,
+        samples: int = 5,
+        column: str = "text",
+        part_texts: int = 2048,
+        engine: str = "local",
+        address: str | None = None,
+        workers: int | None = None,
+        gpus_per_worker: float = 0.0,
+        keep_workers: bool = False,
+        target: str | None = None,
+        stacks: str | Sequence[str] = "all",
+        image=None,
+    ):
         """What every selected head does: previous-token, duplicate-token, induction, first-token,
         last-token, punctuation, self, broad and sink scores, and a label, averaged over the texts.
 
@@ -328,20 +522,35 @@ class Model:
         (previous_token, duplicate_token, induction, self) are None, and profile.not_defined says why.
         image: a vision transformer's image (a path, "-" or a PIL image) instead of texts: [CLS] and the patches.
         """
-        from attn_cli.analyses.heads import PROBE_LENGTH, probe as make_probe, run_heads
+        from attn_cli.analyses.heads import PROBE_LENGTH, run_heads
+        from attn_cli.analyses.heads import probe as make_probe
 
         if target is not None or image is not None or getattr(self.backend, "seq2seq", False):
-            corpus_only = {"--file": file, "--probe": probe, "--store": store, "--per-text": per_text or None,
-                           "--limit": limit, "--engine": None if engine == "local" else engine}
+            corpus_only = {
+                "--file": file,
+                "--probe": probe,
+                "--store": store,
+                "--per-text": per_text or None,
+                "--limit": limit,
+                "--engine": None if engine == "local" else engine,
+            }
             from attn_cli.analyses.heads_stacks import heads_alone
 
-            return heads_alone(self.backend, texts, target, stacks, None if image is None else _image(image),
-                               Selection(layers=layers, heads=heads),
-                               [name for name, value in corpus_only.items() if value is not None])
+            return heads_alone(
+                self.backend,
+                texts,
+                target,
+                stacks,
+                None if image is None else _image(image),
+                Selection(layers=layers, heads=heads),
+                [name for name, value in corpus_only.items() if value is not None],
+            )
         given = [name for name, value in (("texts", texts), ("file", file), ("probe", probe)) if value is not None]
         if len(given) != 1:
-            raise BadInput("give one of texts, file or probe" if not given else f"{' and '.join(given)} "
-                           "are separate sources", "pass text, --file FILE or --probe induction")
+            raise BadInput(
+                "give one of texts, file or probe" if not given else f"{' and '.join(given)} are separate sources",
+                "pass text, --file FILE or --probe induction",
+            )
         described, corpus_format = None, "arguments"
         from attn_cli.analyses.ray_engine import engine_for
 
@@ -358,16 +567,44 @@ class Model:
             from attn_cli.analyses.store_writer import check_store, keeper_for
 
             check_store(Path(store), resume)
-            keeper_of = keeper_for(self.backend, Path(store), resume=resume, corpus=source,
-                                   corpus_format=corpus_format, options={
-                                       "batch_size": batch_size, "truncate": truncate, "limit": limit, "top": top,
-                                       "samples": samples, "column": column, "per_text": per_text,
-                                       "part_texts": part_texts, "layers": str(layers), "heads": str(heads),
-                                       "probe": described})
-        return run_heads(self.backend, texts, Selection(layers=layers, heads=heads), batch_size=batch_size,
-                         limit=limit, total=total, truncate=truncate, source=source, probe=described,
-                         progress=progress, part_texts=part_texts, top=top, samples=samples,
-                         per_text=per_text, keeper_of=keeper_of, engine=run_on)
+            keeper_of = keeper_for(
+                self.backend,
+                Path(store),
+                resume=resume,
+                corpus=source,
+                corpus_format=corpus_format,
+                options={
+                    "batch_size": batch_size,
+                    "truncate": truncate,
+                    "limit": limit,
+                    "top": top,
+                    "samples": samples,
+                    "column": column,
+                    "per_text": per_text,
+                    "part_texts": part_texts,
+                    "layers": str(layers),
+                    "heads": str(heads),
+                    "probe": described,
+                },
+            )
+        return run_heads(
+            self.backend,
+            texts,
+            Selection(layers=layers, heads=heads),
+            batch_size=batch_size,
+            limit=limit,
+            total=total,
+            truncate=truncate,
+            source=source,
+            probe=described,
+            progress=progress,
+            part_texts=part_texts,
+            top=top,
+            samples=samples,
+            per_text=per_text,
+            keeper_of=keeper_of,
+            engine=run_on,
+        )
 
     @door
     def circuits(self):
@@ -380,9 +617,19 @@ class Model:
         return run_circuits(self.backend)
 
     @door
-    def diagnose(self, texts: str | Iterable[str] | None = None, *, file: str | Path | None = None,
-                 epsilon: float | None = None, ratio: float | None = None, floor: float | None = None,
-                 batch_size: int = 32, limit: int | None = None, truncate: bool = False, progress=None):
+    def diagnose(
+        self,
+        texts: str | Iterable[str] | None = None,
+        *,
+        file: str | Path | None = None,
+        epsilon: float | None = None,
+        ratio: float | None = None,
+        floor: float | None = None,
+        batch_size: int = 32,
+        limit: int | None = None,
+        truncate: bool = False,
+        progress=None,
+    ):
         """The model's attention sinks and massive activations over one text, a list, any iterable or a
         file (as heads() reads them): a DiagnoseReport with the sink rate (Gu et al. 2024: the share of
         heads whose mean weight on the first token exceeds epsilon, default 0.3) per layer and over the
@@ -396,10 +643,19 @@ class Model:
         if (texts is None) == (file is None):
             raise BadInput("give one of texts or file", "pass text or --file FILE")
         texts, total, source, _ = _corpus(texts, file)
-        return run_diagnose(self.backend, texts, epsilon=SINK_EPSILON if epsilon is None else epsilon,
-                            ratio=MASSIVE_RATIO if ratio is None else ratio,
-                            floor=MASSIVE_FLOOR if floor is None else floor, batch_size=batch_size, limit=limit,
-                            total=total, truncate=truncate, source=source, progress=progress)
+        return run_diagnose(
+            self.backend,
+            texts,
+            epsilon=SINK_EPSILON if epsilon is None else epsilon,
+            ratio=MASSIVE_RATIO if ratio is None else ratio,
+            floor=MASSIVE_FLOOR if floor is None else floor,
+            batch_size=batch_size,
+            limit=limit,
+            total=total,
+            truncate=truncate,
+            source=source,
+            progress=progress,
+        )
 
     @door
     def steps(self, text: str, *, layer: int | str = 0, head: int | str = 0):
@@ -439,5 +695,6 @@ def _image(image) -> tuple:
 
 
 def _selection(layers: Spec, heads: Spec, rows: Span, cols: Span, full: bool) -> Selection:
-    return Selection(layers=layers, heads=heads, rows=parse_span(rows, "--rows"), cols=parse_span(cols, "--cols"),
-                     full=full)
+    return Selection(
+        layers=layers, heads=heads, rows=parse_span(rows, "--rows"), cols=parse_span(cols, "--cols"), full=full
+    )

@@ -25,8 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 
 @dataclass
@@ -79,8 +79,10 @@ def median_wall(samples: list[Sample]) -> float:
 
 def print_header(title: str) -> None:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"{title}\npython {platform.python_version()} on {platform.machine()}, "
-          f"{os.cpu_count()} CPUs, load average {load}\n")
+    print(
+        f"{title}\npython {platform.python_version()} on {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, load average {load}\n"
+    )
 
 
 def print_table(samples: dict[str, list[Sample]]) -> None:
@@ -90,8 +92,10 @@ def print_table(samples: dict[str, list[Sample]]) -> None:
     for name, runs in samples.items():
         walls = [s.wall_s for s in runs]
         rss = statistics.median(s.max_rss_mib for s in runs)
-        print(f"{name:<{width}}  {len(runs):>4}  {median_wall(runs):>8.3f}  {min(walls):>6.3f}  "
-              f"{max(walls):>7.3f}  {rss:>12.1f}  {runs[-1].stdout_bytes:>12}")
+        print(
+            f"{name:<{width}}  {len(runs):>4}  {median_wall(runs):>8.3f}  {min(walls):>6.3f}  "
+            f"{max(walls):>7.3f}  {rss:>12.1f}  {runs[-1].stdout_bytes:>12}"
+        )
     print()
 
 
@@ -114,7 +118,8 @@ def print_ratio(samples: dict[str, list[Sample]], ours: str, peer: str, target: 
     ours_s, peer_s = median_wall(samples[ours]), median_wall(samples[peer])
     ratio = ours_s / peer_s
     rss = statistics.median(s.max_rss_mib for s in samples[ours]) / statistics.median(
-        s.max_rss_mib for s in samples[peer])
+        s.max_rss_mib for s in samples[peer]
+    )
     width = max(len(ours), len(peer)) + 8
     print(f"{ours + ' median':<{width}} {ours_s:.3f} s")
     print(f"{peer + ' median':<{width}} {peer_s:.3f} s")
@@ -143,8 +148,9 @@ class Call:
     cpu_s: float  # time.process_time: every thread of this process
 
 
-def time_calls(contenders: dict[str, Callable], inputs: Sequence, warmup, sync: Callable[[], None] = lambda: None
-               ) -> dict[str, list[Call]]:
+def time_calls(
+    contenders: dict[str, Callable], inputs: Sequence, warmup, sync: Callable[[], None] = lambda: None
+) -> dict[str, list[Call]]:
     """Every contender once on `warmup` (untimed: first-call allocations, lazy imports), then each input through
     every contender in turn (A, B, A, B, ...). sync() runs before each clock read (torch.cuda.synchronize)."""
     for run in contenders.values():
@@ -180,8 +186,10 @@ def print_call_ratio(calls: dict[str, list[Call]], ours: str, peer: str, target:
     cpu = median_of(calls[ours], "cpu_s") / median_of(calls[peer], "cpu_s")
     verdict = lambda ratio: "met" if ratio <= target else "NOT met"  # noqa: E731
     print(f"\nratio attn / peer (per-look medians): wall {wall:.2f}x, CPU {cpu:.2f}x")
-    print(f"target: attn <= {target}x the peer: {verdict(wall)} (wall {wall:.2f}x); CPU time {verdict(cpu)} "
-          f"({cpu:.2f}x, the steadier figure on a loaded machine)")
+    print(
+        f"target: attn <= {target}x the peer: {verdict(wall)} (wall {wall:.2f}x); CPU time {verdict(cpu)} "
+        f"({cpu:.2f}x, the steadier figure on a loaded machine)"
+    )
     return wall <= target
 
 

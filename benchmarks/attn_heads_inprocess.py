@@ -7,8 +7,9 @@
 import argparse
 import time
 
-import attn_cli
 from _timing import emit_result
+
+import attn_cli
 
 
 def main() -> None:
@@ -22,9 +23,14 @@ def main() -> None:
     report = model.heads(file=args.corpus, batch_size=args.batch_size)
     elapsed = time.perf_counter() - start
     document = report.to_json_dict()
-    emit_result({"texts": report.texts, "score_s": elapsed,
-                 "heads": [{"layer": h["layer"], "head": h["head"], "scores": h["scores"]} for h in document["heads"]]},
-                args.out)
+    emit_result(
+        {
+            "texts": report.texts,
+            "score_s": elapsed,
+            "heads": [{"layer": h["layer"], "head": h["head"], "scores": h["scores"]} for h in document["heads"]],
+        },
+        args.out,
+    )
 
 
 if __name__ == "__main__":

@@ -21,16 +21,34 @@ import time
 from _timing import median_of, print_calls, print_header, print_threads, time_calls
 
 TARGET_SECONDS = 0.1
-SUBJECTS = ["The cat", "My neighbour", "A tired student", "The old train", "Her brother", "This model",
-            "The committee", "A small bird", "Our teacher", "The river"]
-PREDICATES = ["sat on the mat.", "reads every evening.", "missed the last bus home.", "is late again today.",
-              "sings when it rains."]
+SUBJECTS = [
+    "The cat",
+    "My neighbour",
+    "A tired student",
+    "The old train",
+    "Her brother",
+    "This model",
+    "The committee",
+    "A small bird",
+    "Our teacher",
+    "The river",
+]
+PREDICATES = [
+    "sat on the mat.",
+    "reads every evening.",
+    "missed the last bus home.",
+    "is late again today.",
+    "sings when it rains.",
+]
 
 
 def sentences(count: int) -> list[str]:
     """`count` different short sentences (6–10 tokens each)."""
-    return [f"{SUBJECTS[i % len(SUBJECTS)]} {PREDICATES[(i // len(SUBJECTS)) % len(PREDICATES)]}"
-            + ("" if i < len(SUBJECTS) * len(PREDICATES) else f" ({i})") for i in range(count)]
+    return [
+        f"{SUBJECTS[i % len(SUBJECTS)]} {PREDICATES[(i // len(SUBJECTS)) % len(PREDICATES)]}"
+        + ("" if i < len(SUBJECTS) * len(PREDICATES) else f" ({i})")
+        for i in range(count)
+    ]
 
 
 def main() -> int:
@@ -72,8 +90,11 @@ def main() -> int:
         io.StringIO().write(repr([layer[0].tolist() for layer in attentions]))
 
     texts = sentences(args.sentences)
-    contenders = {"attn model.inspect": attn, "attn model.inspect + JSON": attn_json,
-                  "transformers eager output_attentions": peer}
+    contenders = {
+        "attn model.inspect": attn,
+        "attn model.inspect + JSON": attn_json,
+        "transformers eager output_attentions": peer,
+    }
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else lambda: None
     calls = time_calls(contenders, texts, texts[0], sync)
 
@@ -82,10 +103,13 @@ def main() -> int:
     print()
     print_calls(calls)
     ours, peer_s = median_of(calls["attn model.inspect"]), median_of(calls["transformers eager output_attentions"])
-    cpu = median_of(calls["attn model.inspect"], "cpu_s") / median_of(calls["transformers eager output_attentions"],
-                                                                     "cpu_s")
-    print(f"\nratio attn / peer: wall {ours / peer_s:.2f}x, CPU {cpu:.2f}x "
-          "(attn also computes scores, symmetry, entropy, top keys)")
+    cpu = median_of(calls["attn model.inspect"], "cpu_s") / median_of(
+        calls["transformers eager output_attentions"], "cpu_s"
+    )
+    print(
+        f"\nratio attn / peer: wall {ours / peer_s:.2f}x, CPU {cpu:.2f}x "
+        "(attn also computes scores, symmetry, entropy, top keys)"
+    )
     met = ours <= TARGET_SECONDS
     print(f"target: attn per-sentence median <= {TARGET_SECONDS} s: {'met' if met else 'NOT met'} ({ours:.4f} s)")
     return 0 if met else 1

@@ -40,9 +40,13 @@ def main() -> int:
     model = attn_cli.load("minilm", device="cpu")
     tokens = len(model.backend.tokens(args.text)[0])
     print_header(f"attn attribute vs inspect, minilm, {tokens} tokens, repeat {args.repeat}")
-    contenders = {"inspect": lambda: model.inspect(args.text),
-                  **{method: (lambda method=method: model.attribute(args.text, method=method))
-                     for method in ("alti", "globenc", "value-zeroing", "gradient", "flow")}}
+    contenders = {
+        "inspect": lambda: model.inspect(args.text),
+        **{
+            method: (lambda method=method: model.attribute(args.text, method=method))
+            for method in ("alti", "globenc", "value-zeroing", "gradient", "flow")
+        },
+    }
     for run in contenders.values():  # warm-up
         run()
     times: dict[str, list[float]] = {name: [] for name in contenders}

@@ -29,8 +29,10 @@ def main() -> int:
     print_header(f"attn compare vs inspect, text {args.text!r}")
     attn = str(Path(sys.executable).with_name("attn"))
     variants = [arg for name in (args.variant or ["shared-k"]) for arg in ("--variant", name)]
-    contenders = {"attn compare --json": [attn, "compare", args.text, *variants, "--json"],
-                  "attn inspect --json": [attn, "inspect", args.text, "--json"]}
+    contenders = {
+        "attn compare --json": [attn, "compare", args.text, *variants, "--json"],
+        "attn inspect --json": [attn, "inspect", args.text, "--json"],
+    }
     samples = interleave(contenders, args.repeat, args.warmup)
     print_table(samples)
     print_stderr_notes(samples)

@@ -31,8 +31,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-WORDS = ("the quick brown fox jumps over a lazy dog near river while cat sleeps under warm sun and bird "
-         "sings songs about green hills far away").split()
+WORDS = (
+    "the quick brown fox jumps over a lazy dog near river while cat sleeps under warm sun and bird "
+    "sings songs about green hills far away"
+).split()
 
 
 def sentence(index: int) -> str:
@@ -45,8 +47,10 @@ def summary(name: str, samples: list[float], target: float | None = None) -> str
     median = statistics.median(ms)
     p90 = ms[min(len(ms) - 1, int(round(0.9 * (len(ms) - 1))))]
     verdict = "" if target is None else f"   target ≤ {target:.0f} ms: {'PASS' if median <= target else 'FAIL'}"
-    return (f"{name:<28} median {median:7.1f} ms   p90 {p90:7.1f}   min {ms[0]:6.1f}   max {ms[-1]:7.1f}   "
-            f"n={len(ms)}{verdict}")
+    return (
+        f"{name:<28} median {median:7.1f} ms   p90 {p90:7.1f}   min {ms[0]:6.1f}   max {ms[-1]:7.1f}   "
+        f"n={len(ms)}{verdict}"
+    )
 
 
 async def bench(args) -> None:
@@ -55,8 +59,12 @@ async def bench(args) -> None:
 
     width, height = (int(part) for part in args.size.split("x"))
     start = time.perf_counter()
-    app = ExploreApp(lambda: load(args.model, device=args.device), "The cat sat on the mat.", model_name=args.model,
-                     threads=args.threads)
+    app = ExploreApp(
+        lambda: load(args.model, device=args.device),
+        "The cat sat on the mat.",
+        model_name=args.model,
+        threads=args.threads,
+    )
     async with app.run_test(size=(width, height)) as pilot:
         while app.paints == 0 and app.error is None:
             await pilot.pause(0.01)
@@ -113,10 +121,13 @@ async def bench(args) -> None:
         inspect_only.append(time.perf_counter() - began)
 
     load_avg = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-    print(f"attn explore · {info.name} ({info.layers} layers × {info.heads} heads) on {args.device}, "
-          f"{width} × {height}")
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, torch threads {app.threads}, "
-          f"load average {load_avg}\n")
+    print(
+        f"attn explore · {info.name} ({info.layers} layers × {info.heads} heads) on {args.device}, {width} × {height}"
+    )
+    print(
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs, torch threads {app.threads}, "
+        f"load average {load_avg}\n"
+    )
     print(f"{'load (start → first screen)':<28} {load_s:.2f} s   (model load + first run: {app.load_seconds:.2f} s)")
     print(summary("move to another head", moves, 50))
     print(summary("move, nothing cached", cold))
@@ -131,8 +142,12 @@ def main() -> None:
     parser.add_argument("--size", default="160x50", help="terminal size WxH (default 160x50)")
     parser.add_argument("--moves", type=int, default=30, help="timed head moves (default 30)")
     parser.add_argument("--sentences", type=int, default=10, help="timed new sentences (default 10)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: attn explore's, torch's choice less one core)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: attn explore's, torch's choice less one core)",
+    )
     parser.add_argument("--think", type=float, default=0.3, help="idle seconds before each key (default 0.3)")
     asyncio.run(bench(parser.parse_args()))
 

@@ -33,8 +33,15 @@ def build_model(directory: Path) -> None:
     from attn_cli.backends.minilm import minilm_dir
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=30522, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
-                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=1024)
+    config = LlamaConfig(
+        vocab_size=30522,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+    )
     LlamaForCausalLM(config).eval().save_pretrained(directory)
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(minilm_dir() / name, directory / name)
@@ -63,9 +70,17 @@ def main() -> int:
 
     def plain() -> int:
         with torch.inference_mode():
-            out = backend.lm.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=args.tokens,
-                                      do_sample=False, temperature=None, top_k=None, top_p=None, use_cache=True,
-                                      pad_token_id=backend.tokenizer.pad_token_id)
+            out = backend.lm.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=args.tokens,
+                do_sample=False,
+                temperature=None,
+                top_k=None,
+                top_p=None,
+                use_cache=True,
+                pad_token_id=backend.tokenizer.pad_token_id,
+            )
         return out.shape[1] - ids.shape[1]
 
     contenders = {"attn model.generate (all 32 heads recorded)": attn, "transformers generate()": plain}

@@ -65,18 +65,44 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-heads-"))
     corpus = work / "corpus.txt"
     write_corpus(corpus, args.texts)
-    print_header(f"attn heads benchmark: {args.texts} sentences of 10-30 words, all-MiniLM-L6-v2, all 72 heads, "
-                 f"CPU, batch size {args.batch_size}")
+    print_header(
+        f"attn heads benchmark: {args.texts} sentences of 10-30 words, all-MiniLM-L6-v2, all 72 heads, "
+        f"CPU, batch size {args.batch_size}"
+    )
     batch = ["--batch-size", str(args.batch_size)]
     contenders = {
-        "attn heads (API)": [sys.executable, str(HERE / "attn_heads_inprocess.py"), str(corpus), *batch,
-                             "--out", str(work / "attn.json")],
-        "peer (eager, output_attentions)": [sys.executable, str(HERE / "peer_heads.py"), str(corpus), *batch,
-                                            "--out", str(work / "peer.json")],
+        "attn heads (API)": [
+            sys.executable,
+            str(HERE / "attn_heads_inprocess.py"),
+            str(corpus),
+            *batch,
+            "--out",
+            str(work / "attn.json"),
+        ],
+        "peer (eager, output_attentions)": [
+            sys.executable,
+            str(HERE / "peer_heads.py"),
+            str(corpus),
+            *batch,
+            "--out",
+            str(work / "peer.json"),
+        ],
     }
     if args.cli:
-        contenders["attn heads --file (CLI)"] = [sys.executable, "-m", "attn_cli", "heads", "--file", str(corpus),
-                                                 *batch, "--device", "cpu", "--json", "-o", str(work / "cli.json")]
+        contenders["attn heads --file (CLI)"] = [
+            sys.executable,
+            "-m",
+            "attn_cli",
+            "heads",
+            "--file",
+            str(corpus),
+            *batch,
+            "--device",
+            "cpu",
+            "--json",
+            "-o",
+            str(work / "cli.json"),
+        ]
     samples = interleave(contenders, args.repeat, args.warmup)
 
     width = max(len(name) for name in contenders)
@@ -86,16 +112,20 @@ def main() -> int:
         wall = statistics.median(s.wall_s for s in runs)
         rss[name] = statistics.median(s.max_rss_mib for s in runs)
         if name.endswith("(CLI)"):
-            print(f"{name:<{width}}  {len(runs):>4}  {'-':>9}  {args.texts / wall:>7.1f}  {wall:>15.2f}  "
-                  f"{rss[name]:>12.1f}   (texts/s of the whole process)")
+            print(
+                f"{name:<{width}}  {len(runs):>4}  {'-':>9}  {args.texts / wall:>7.1f}  {wall:>15.2f}  "
+                f"{rss[name]:>12.1f}   (texts/s of the whole process)"
+            )
             continue
         scoring = statistics.median(scoring_seconds(s) for s in runs)
         rates[name] = args.texts / scoring
-        print(f"{name:<{width}}  {len(runs):>4}  {scoring:>9.2f}  {rates[name]:>7.1f}  {wall:>15.2f}  "
-              f"{rss[name]:>12.1f}")
+        print(
+            f"{name:<{width}}  {len(runs):>4}  {scoring:>9.2f}  {rates[name]:>7.1f}  {wall:>15.2f}  {rss[name]:>12.1f}"
+        )
     print()
-    print_stderr_notes({name: [s for s in runs if "error" in s.stderr.lower()] or runs[:0]
-                        for name, runs in samples.items()})
+    print_stderr_notes(
+        {name: [s for s in runs if "error" in s.stderr.lower()] or runs[:0] for name, runs in samples.items()}
+    )
     attn, peer = "attn heads (API)", "peer (eager, output_attentions)"
     ratio = rates[attn] / rates[peer]
     memory = rss[attn] / rss[peer]

@@ -34,13 +34,16 @@ def main() -> int:
 
     print_header(f"attn inspect benchmark, text {args.text!r}")
     attn = str(Path(sys.executable).with_name("attn"))
-    contenders = {"attn inspect --json": [attn, "inspect", args.text, "--json"],
-                  "bare transformers": [sys.executable, str(PEER), args.text]}
+    contenders = {
+        "attn inspect --json": [attn, "inspect", args.text, "--json"],
+        "bare transformers": [sys.executable, str(PEER), args.text],
+    }
     samples = interleave(contenders, args.repeat, args.warmup)
     print_table(samples)
     print_stderr_notes(samples)
 
     return 0 if print_ratio(samples, "attn inspect --json", "bare transformers", TARGET_RATIO) else 1
+
 
 if __name__ == "__main__":
     sys.exit(main())

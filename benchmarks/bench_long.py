@@ -46,8 +46,15 @@ def build_model(directory: Path) -> None:
     from attn_cli.backends.minilm import minilm_dir
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=30522, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
-                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=65536)
+    config = LlamaConfig(
+        vocab_size=30522,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=65536,
+    )
     LlamaModel(config).save_pretrained(directory)
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(minilm_dir() / name, directory / name)
@@ -56,9 +63,14 @@ def build_model(directory: Path) -> None:
 def contenders(model: Path, text_file: Path, tokens: int) -> dict[str, list[str]]:
     attn = Path(sys.executable).with_name("attn")
     # exec: the shell becomes attn, so wait4's rusage is attn's own.
-    runs = {"attn inspect": ["sh", "-c", f"exec '{attn}' inspect - --model '{model}' --layer 3 --head 0 "
-                                         f"--top-k 5 --json < '{text_file}'"],
-            "bare sdpa forward": [sys.executable, str(PEER), "sdpa", str(model), str(text_file)]}
+    runs = {
+        "attn inspect": [
+            "sh",
+            "-c",
+            f"exec '{attn}' inspect - --model '{model}' --layer 3 --head 0 --top-k 5 --json < '{text_file}'",
+        ],
+        "bare sdpa forward": [sys.executable, str(PEER), "sdpa", str(model), str(text_file)],
+    }
     if tokens <= EAGER_MAX_TOKENS:
         runs["eager output_attentions"] = [sys.executable, str(PEER), "eager", str(model), str(text_file)]
     return runs
@@ -72,17 +84,21 @@ def verdicts(tokens: int, samples: dict) -> list[tuple[str, bool]]:
     attn, sdpa = samples["attn inspect"], samples["bare sdpa forward"]
     lines = [(f"time vs sdpa forward: {median_wall(attn) / median_wall(sdpa):.2f}x", True)]
     if tokens >= 16384:
-        lines = [(f"peak RSS {median_rss(attn):.0f} MiB (target <= 1536)", median_rss(attn) <= 1536),
-                 (f"time {median_wall(attn) / median_wall(sdpa):.2f}x the sdpa forward (target <= 1.5x)",
-                  median_wall(attn) / median_wall(sdpa) <= 1.5)]
+        lines = [
+            (f"peak RSS {median_rss(attn):.0f} MiB (target <= 1536)", median_rss(attn) <= 1536),
+            (
+                f"time {median_wall(attn) / median_wall(sdpa):.2f}x the sdpa forward (target <= 1.5x)",
+                median_wall(attn) / median_wall(sdpa) <= 1.5,
+            ),
+        ]
     if "eager output_attentions" in samples:
         eager = samples["eager output_attentions"]
         speed, size = median_wall(eager) / median_wall(attn), median_rss(eager) / median_rss(attn)
         target = tokens >= 4096
-        lines += [(f"{speed:.1f}x faster than eager" + (" (target >= 5x)" if target else ""),
-                   speed >= 5 or not target),
-                  (f"{size:.1f}x smaller than eager" + (" (target >= 3x)" if target else ""),
-                   size >= 3 or not target)]
+        lines += [
+            (f"{speed:.1f}x faster than eager" + (" (target >= 5x)" if target else ""), speed >= 5 or not target),
+            (f"{size:.1f}x smaller than eager" + (" (target >= 3x)" if target else ""), size >= 3 or not target),
+        ]
     return lines
 
 
@@ -101,6 +117,7 @@ def time_in_process(model: Path, text: str, tokens: int, repeat: int) -> dict[st
     tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     inputs = tokenizer(text, return_tensors="pt")
     sdpa = AutoModel.from_pretrained(model, local_files_only=True, attn_implementation="sdpa").eval()
+
     def attn() -> None:
         write_json(loaded.inspect(text, layers="3", heads="0", top_k=5, lazy=True), io.StringIO())
 
@@ -127,8 +144,10 @@ def time_in_process(model: Path, text: str, tokens: int, repeat: int) -> dict[st
 
 
 def print_in_process(seconds: dict[str, float]) -> None:
-    print("  in one process, models loaded (median s): " +
-          ", ".join(f"{name} {value:.2f}" for name, value in seconds.items()))
+    print(
+        "  in one process, models loaded (median s): "
+        + ", ".join(f"{name} {value:.2f}" for name, value in seconds.items())
+    )
     attn = seconds["attn inspect"]
     line = f"  in-process: attn {attn / seconds['bare sdpa forward']:.2f}x the sdpa forward"
     if "eager output_attentions" in seconds:
@@ -160,8 +179,9 @@ def main() -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", default="1024,4096,16384", help="token counts, comma-separated")
-    parser.add_argument("--no-in-process", dest="in_process", action="store_false",
-                        help="skip the timing with models already loaded")
+    parser.add_argument(
+        "--no-in-process", dest="in_process", action="store_false", help="skip the timing with models already loaded"
+    )
     add_common_args(parser)
     args = parser.parse_args()
     print_header("attn on long inputs (tiny Llama: hidden 256, 4 layers, 8 heads, 2 kv heads)")
@@ -180,8 +200,9 @@ def main() -> int:
                 print(f"  {line}{'' if ok else '  FAIL'}")
                 passed &= ok
             if args.in_process:
-                print_in_process(json.loads(in_child("time", str(model), str(text_file), str(tokens),
-                                                     str(args.repeat))))
+                print_in_process(
+                    json.loads(in_child("time", str(model), str(text_file), str(tokens), str(args.repeat)))
+                )
             print()
     return 0 if passed else 1
 

@@ -59,16 +59,21 @@ def contender(name: str, corpus: str, cpus: int) -> None:
         options = {"engine": "ray", "workers": 1 if name == "ray1" else 2}
     cold = timed_call(model, corpus, **options, **({"keep_workers": True} if name == "ray1" else {}))
     warm = timed_call(model, corpus, **options) if name in ("local", "ray1") else {}
-    print("BENCH " + " ".join(f"{kind}={figure:.4f}" for kind, figure in cold.items()) + "".join(
-        f" warm_{kind}={figure:.4f}" for kind, figure in warm.items()), file=sys.stderr)
+    print(
+        "BENCH "
+        + " ".join(f"{kind}={figure:.4f}" for kind, figure in cold.items())
+        + "".join(f" warm_{kind}={figure:.4f}" for kind, figure in warm.items()),
+        file=sys.stderr,
+    )
 
 
 def timed_call(model, corpus: str, **options) -> dict[str, float]:
     """model.heads(file=corpus): its seconds, those to the first progress, texts/s after it, driver CPU s."""
     seen = []
     cpu, start = time.process_time(), time.perf_counter()
-    model.heads(file=corpus, batch_size=BATCH, progress=lambda done, total: seen.append((time.perf_counter(), done)),
-                **options)
+    model.heads(
+        file=corpus, batch_size=BATCH, progress=lambda done, total: seen.append((time.perf_counter(), done)), **options
+    )
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     (first, first_done), (last, last_done) = seen[0], seen[-1]
     steady = (last_done - first_done) / (last - first) if last > first else float("nan")
@@ -97,39 +102,69 @@ def main() -> int:
     corpus = work / "corpus.txt"
     write_corpus(corpus, args.texts)
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    print_header(f"attn heads --engine ray benchmark: {args.texts} sentences of 10-30 words, all-MiniLM-L6-v2, "
-                 f"all 72 heads, CPU, batch size {BATCH}, {args.cpus} CPUs; before: {load}")
+    print_header(
+        f"attn heads --engine ray benchmark: {args.texts} sentences of 10-30 words, all-MiniLM-L6-v2, "
+        f"all 72 heads, CPU, batch size {BATCH}, {args.cpus} CPUs; before: {load}"
+    )
     me = [sys.executable, str(Path(__file__).resolve())]
-    contenders = {name: [*me, "--contender", name, "--corpus", str(corpus), "--cpus", str(args.cpus)]
-                  for name in ("local", "ray1", "ray2")}
-    cli = [sys.executable, "-m", "attn_cli", "heads", "--file", str(corpus), "--device", "cpu", "--batch-size",
-           str(BATCH), "--json", "-o", str(work / "heads.json")]
+    contenders = {
+        name: [*me, "--contender", name, "--corpus", str(corpus), "--cpus", str(args.cpus)]
+        for name in ("local", "ray1", "ray2")
+    }
+    cli = [
+        sys.executable,
+        "-m",
+        "attn_cli",
+        "heads",
+        "--file",
+        str(corpus),
+        "--device",
+        "cpu",
+        "--batch-size",
+        str(BATCH),
+        "--json",
+        "-o",
+        str(work / "heads.json"),
+    ]
     contenders |= {"cli-local": cli, "cli-ray1": [*cli, "--engine", "ray", "--workers", "1"]}
     runs = interleave(contenders, args.repeat, args.warmup)
     calls = [name for name in runs if not name.startswith("cli-")]
-    median = {name: {kind: statistics.median(value(s, kind) for s in runs[name])
-                     for kind in ("score_s", "first_s", "steady_texts_s", "driver_cpu_s")} for name in calls}
+    median = {
+        name: {
+            kind: statistics.median(value(s, kind) for s in runs[name])
+            for kind in ("score_s", "first_s", "steady_texts_s", "driver_cpu_s")
+        }
+        for name in calls
+    }
     print(f"{'the call':<9} runs  call s   x local  texts/s  first chunk s  steady texts/s  driver CPU s")
     for name, of in median.items():
         seconds = of["score_s"]
-        print(f"{name:<9} {len(runs[name]):>4}  {seconds:>6.2f}  {seconds / median['local']['score_s']:>6.2f}x  "
-              f"{args.texts / seconds:>7.1f}  {of['first_s']:>13.2f}  {of['steady_texts_s']:>14.1f}  "
-              f"{of['driver_cpu_s']:>12.2f}")
+        print(
+            f"{name:<9} {len(runs[name]):>4}  {seconds:>6.2f}  {seconds / median['local']['score_s']:>6.2f}x  "
+            f"{args.texts / seconds:>7.1f}  {of['first_s']:>13.2f}  {of['steady_texts_s']:>14.1f}  "
+            f"{of['driver_cpu_s']:>12.2f}"
+        )
     walls = {name: statistics.median(s.wall_s for s in runs[name]) for name in ("cli-local", "cli-ray1")}
     print(f"\n{'process':<9} runs  wall s   x local")
     for name, seconds in walls.items():
         print(f"{name:<9} {len(runs[name]):>4}  {seconds:>6.2f}  {seconds / walls['cli-local']:>6.2f}x")
-    ratios = {"the call": median["ray1"]["score_s"] / median["local"]["score_s"],
-              "the whole process": walls["cli-ray1"] / walls["cli-local"]}
+    ratios = {
+        "the call": median["ray1"]["score_s"] / median["local"]["score_s"],
+        "the whole process": walls["cli-ray1"] / walls["cli-local"],
+    }
     print()
     for what, ratio in ratios.items():
-        print(f"ray, one worker / local, {what}: {ratio:.2f}x (target <= {TARGET}x: "
-              f"{'PASS' if ratio <= TARGET else 'FAIL'})")
+        print(
+            f"ray, one worker / local, {what}: {ratio:.2f}x (target <= {TARGET}x: "
+            f"{'PASS' if ratio <= TARGET else 'FAIL'})"
+        )
     print(f"ray, two workers / local, the call: {median['ray2']['score_s'] / median['local']['score_s']:.2f}x")
     warm = {name: statistics.median(value(s, "warm_score_s") for s in runs[name]) for name in ("local", "ray1")}
-    print(f"warm, not checked: the same call again in the same process, local {warm['local']:.2f} s, ray1 on the "
-          f"workers the first call kept {warm['ray1']:.2f} s: {warm['ray1'] / warm['local']:.2f}x "
-          f"(ray1 warm / local cold: {warm['ray1'] / median['local']['score_s']:.2f}x)")
+    print(
+        f"warm, not checked: the same call again in the same process, local {warm['local']:.2f} s, ray1 on the "
+        f"workers the first call kept {warm['ray1']:.2f} s: {warm['ray1'] / warm['local']:.2f}x "
+        f"(ray1 warm / local cold: {warm['ray1'] / median['local']['score_s']:.2f}x)"
+    )
     print(f"after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     return 0 if all(ratio <= TARGET for ratio in ratios.values()) else 1
 

@@ -26,11 +26,13 @@ from _timing import print_call_ratio, print_calls, print_header, print_threads, 
 
 TARGET_RATIO = 1.5
 OURS, PEER = "attn model.inspect(source, target=…)", "transformers eager output_attentions"
-PAIRS = [("The cat sat on the mat.", "Die Katze saß auf der Matte."),
-         ("My neighbour reads every evening.", "Mein Nachbar liest jeden Abend."),
-         ("The old train is late again today.", "Der alte Zug ist heute wieder spät."),
-         ("A small bird sings when it rains.", "Ein kleiner Vogel singt, wenn es regnet."),
-         ("Our teacher missed the last bus home.", "Unser Lehrer verpasste den letzten Bus nach Hause.")]
+PAIRS = [
+    ("The cat sat on the mat.", "Die Katze saß auf der Matte."),
+    ("My neighbour reads every evening.", "Mein Nachbar liest jeden Abend."),
+    ("The old train is late again today.", "Der alte Zug ist heute wieder spät."),
+    ("A small bird sings when it rains.", "Ein kleiner Vogel singt, wenn es regnet."),
+    ("Our teacher missed the last bus home.", "Unser Lehrer verpasste den letzten Bus nach Hause."),
+]
 
 
 def build(directory: Path) -> None:
@@ -40,10 +42,22 @@ def build(directory: Path) -> None:
     from attn_cli.backends.minilm import minilm_dir
 
     torch.manual_seed(0)
-    config = MarianConfig(vocab_size=30522, d_model=512, encoder_layers=6, decoder_layers=6,
-                          encoder_attention_heads=8, decoder_attention_heads=8, encoder_ffn_dim=2048,
-                          decoder_ffn_dim=2048, max_position_embeddings=512, pad_token_id=0, eos_token_id=102,
-                          decoder_start_token_id=0, bos_token_id=101, forced_eos_token_id=102)
+    config = MarianConfig(
+        vocab_size=30522,
+        d_model=512,
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=8,
+        decoder_attention_heads=8,
+        encoder_ffn_dim=2048,
+        decoder_ffn_dim=2048,
+        max_position_embeddings=512,
+        pad_token_id=0,
+        eos_token_id=102,
+        decoder_start_token_id=0,
+        bos_token_id=101,
+        forced_eos_token_id=102,
+    )
     MarianMTModel(config).eval().save_pretrained(directory)
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(Path(minilm_dir()) / name, directory / name)
@@ -70,8 +84,11 @@ def main() -> int:
         start = time.perf_counter()
         model = attn_cli.load(str(directory), device=args.device)
         load_s = time.perf_counter() - start
-        eager = AutoModelForSeq2SeqLM.from_pretrained(directory, local_files_only=True,
-                                                      attn_implementation="eager").eval().to(args.device)
+        eager = (
+            AutoModelForSeq2SeqLM.from_pretrained(directory, local_files_only=True, attn_implementation="eager")
+            .eval()
+            .to(args.device)
+        )
     tokenizer = model.backend.tokenizer
 
     def ours(pair) -> None:
@@ -84,8 +101,14 @@ def main() -> int:
             inputs = tokenizer(pair[0], return_tensors="pt").to(args.device)
             target = torch.tensor([decoder_ids(model.backend, pair[1])], device=args.device)
             out = eager(**inputs, decoder_input_ids=target, output_attentions=True)
-        io.StringIO().write(repr([layer[0].tolist() for layer in
-                                  (*out.encoder_attentions, *out.decoder_attentions, *out.cross_attentions)]))
+        io.StringIO().write(
+            repr(
+                [
+                    layer[0].tolist()
+                    for layer in (*out.encoder_attentions, *out.decoder_attentions, *out.cross_attentions)
+                ]
+            )
+        )
 
     pairs = [PAIRS[i % len(PAIRS)] for i in range(args.pairs)]
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else lambda: None

@@ -21,8 +21,7 @@ from _timing import add_common_args, interleave, median_wall, print_header, prin
 
 TARGET_S = 0.3
 HEAVY = ("torch", "transformers")
-CHECK = ("import sys, attn_cli.cli; "
-         f"print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))")
+CHECK = f"import sys, attn_cli.cli; print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))"
 
 
 def heavy_imports() -> list[str]:
@@ -39,12 +38,15 @@ def main() -> int:
     print_header("attn start-up benchmark")
     loaded = heavy_imports()
     imports_ok = not loaded
-    print(f"import attn_cli.cli loads {', '.join(HEAVY)}: "
-          f"{'no -> OK' if imports_ok else 'YES (' + ', '.join(loaded) + ') -> FAIL'}\n")
+    print(
+        f"import attn_cli.cli loads {', '.join(HEAVY)}: "
+        f"{'no -> OK' if imports_ok else 'YES (' + ', '.join(loaded) + ') -> FAIL'}\n"
+    )
 
     attn = str(Path(sys.executable).with_name("attn"))
-    samples = interleave({"attn --help": [attn, "--help"], "python -c pass": [sys.executable, "-c", "pass"]},
-                         args.repeat, args.warmup)
+    samples = interleave(
+        {"attn --help": [attn, "--help"], "python -c pass": [sys.executable, "-c", "pass"]}, args.repeat, args.warmup
+    )
     print_table(samples)
     print_stderr_notes(samples)
 

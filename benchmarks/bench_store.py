@@ -47,7 +47,9 @@ def contender(name: str, corpus: str, store: str | None) -> None:
         from attn_cli.backends import capture_hook
 
         init = capture_hook.LayerRecorder.__init__
-        capture_hook.LayerRecorder.__init__ = lambda self, *args, **kwargs: init(self, *args, **{**kwargs, "stop": False})
+        capture_hook.LayerRecorder.__init__ = lambda self, *args, **kwargs: init(
+            self, *args, **{**kwargs, "stop": False}
+        )
     cpu = time.process_time()
     if name in ("floor", "stopped"):
         elapsed = floor(model.backend, corpus, stopped=name == "stopped")
@@ -71,14 +73,15 @@ def floor(backend, corpus: str, stopped: bool = False) -> float:
 
     texts = [line.rstrip("\n") for line in open(corpus, encoding="utf-8") if line.strip()]
     tokenizer, model = backend.tokenizer, backend.model
-    recorder = LayerRecorder(set(range(backend.info.layers)), model.config._attn_implementation,
-                             sink=lambda record: None, stop=True)
+    recorder = LayerRecorder(
+        set(range(backend.info.layers)), model.config._attn_implementation, sink=lambda record: None, stop=True
+    )
     start = time.perf_counter()
     with torch.inference_mode(), capturing(model, recorder) if stopped else contextlib.nullcontext():
         for first in range(0, len(texts), PART_TEXTS):
-            part = sorted(enumerate(texts[first:first + PART_TEXTS]), key=lambda item: (len(item[1]), item[0]))
+            part = sorted(enumerate(texts[first : first + PART_TEXTS]), key=lambda item: (len(item[1]), item[0]))
             for at in range(0, len(part), BATCH):
-                batch = tokenizer([text for _, text in part[at:at + BATCH]], padding=True, return_tensors="pt")
+                batch = tokenizer([text for _, text in part[at : at + BATCH]], padding=True, return_tensors="pt")
                 recorder.handed.clear()
                 try:
                     model(**batch)
@@ -109,8 +112,10 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-store-"))
     corpus = work / "corpus.txt"
     write_corpus(corpus, args.texts)
-    print_header(f"attn heads --store benchmark: {args.texts} sentences of 10-30 words, all-MiniLM-L6-v2, "
-                 f"all 72 heads, CPU, batch size {BATCH}")
+    print_header(
+        f"attn heads --store benchmark: {args.texts} sentences of 10-30 words, all-MiniLM-L6-v2, "
+        f"all 72 heads, CPU, batch size {BATCH}"
+    )
     me = [sys.executable, str(Path(__file__).resolve())]
     contenders = {name: [*me, "--contender", name, "--corpus", str(corpus)] for name in ("floor", "stopped", "heads")}
     for name in ("store", "whole"):
@@ -122,7 +127,9 @@ def main() -> int:
         for lines in args.rss_lines:
             path = work / f"rss-{lines}.txt"
             write_corpus(path, lines)
-            sample = run_once([*me, "--contender", "store", "--corpus", str(path), "--store", str(work / f"rss-{lines}")])
+            sample = run_once(
+                [*me, "--contender", "store", "--corpus", str(path), "--store", str(work / f"rss-{lines}")]
+            )
             peaks[lines] = sample.max_rss_mib
             print(f"peak RSS of a store run over {lines:,} lines: {peaks[lines]:.1f} MiB ({seconds(sample):.1f} s)")
         small, large = peaks[args.rss_lines[0]], peaks[args.rss_lines[-1]]
@@ -139,21 +146,27 @@ def timings(runs: dict) -> None:
     paired = statistics.median(seconds(store) / seconds(floor) for store, floor in zip(runs["store"], runs["floor"]))
     print(f"{'contender':<8}  runs  scoring s  x floor   CPU s  x floor")
     for name, value in medians.items():
-        print(f"{name:<8}  {len(runs[name]):>4}  {value:>9.2f}  {value / medians['floor']:>6.2f}x  "
-              f"{cpu[name]:>6.2f}  {cpu[name] / cpu['floor']:>6.2f}x")
+        print(
+            f"{name:<8}  {len(runs[name]):>4}  {value:>9.2f}  {value / medians['floor']:>6.2f}x  "
+            f"{cpu[name]:>6.2f}  {cpu[name] / cpu['floor']:>6.2f}x"
+        )
     for name, samples in runs.items():  # round by round: how far the host's speed moved
         print(f"  {name:<8} each round: {' '.join(f'{seconds(sample):.2f}' for sample in samples)} s")
     for what, seconds_ in (("wall", medians), ("CPU", cpu)):
         ratio = seconds_["store"] / seconds_["floor"]
-        print(f"{what}: store / floor {ratio:.2f}x (target <= 1.5x: {'PASS' if ratio <= 1.5 else 'FAIL'}); "
-              f"heads / floor {seconds_['heads'] / seconds_['floor']:.2f}x; "
-              f"store with the whole forward / floor {seconds_['whole'] / seconds_['floor']:.2f}x; "
-              f"store / stopped floor {seconds_['store'] / seconds_['stopped']:.2f}x")
+        print(
+            f"{what}: store / floor {ratio:.2f}x (target <= 1.5x: {'PASS' if ratio <= 1.5 else 'FAIL'}); "
+            f"heads / floor {seconds_['heads'] / seconds_['floor']:.2f}x; "
+            f"store with the whole forward / floor {seconds_['whole'] / seconds_['floor']:.2f}x; "
+            f"store / stopped floor {seconds_['store'] / seconds_['stopped']:.2f}x"
+        )
     wall = medians["store"] / medians["floor"]
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"the target is written in wall time: {'met' if wall <= 1.5 else 'NOT met'} ({wall:.2f}x; the median of "
-          f"each round's store / floor: {paired:.2f}x); load average after the runs {load} (a loaded machine moves "
-          f"the wall ratio: compare the CPU ratio)")
+    print(
+        f"the target is written in wall time: {'met' if wall <= 1.5 else 'NOT met'} ({wall:.2f}x; the median of "
+        f"each round's store / floor: {paired:.2f}x); load average after the runs {load} (a loaded machine moves "
+        f"the wall ratio: compare the CPU ratio)"
+    )
 
 
 def _interleave_fresh(contenders: dict, repeat: int, warmup: int, work: Path) -> dict:
@@ -169,7 +182,7 @@ def _interleave_fresh(contenders: dict, repeat: int, warmup: int, work: Path) ->
     for round_ in range(warmup + repeat):
         # each round starts one contender later: over len(names) rounds each runs once in every position, so a
         # host that slows under sustained load (the last of five back-to-back runs came out slowest) favours none
-        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
             print(f"  {'warm-up' if round_ < warmup else 'run'} {round_ + 1}: {name}", file=sys.stderr, flush=True)
             sample = run_once(fresh(contenders[name]))
             if round_ >= warmup:

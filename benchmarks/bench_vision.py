@@ -72,8 +72,10 @@ def main() -> int:
 
     print(f"attn_cli.load (ViT-base shape): {load_s:.2f} s (once)")
     print_threads(torch)
-    print(f"attn keeps every head's statistics and top keys"
-          f"{'; the matrices pass the cell limit and are left out' if left_out[-1] else ' and whole matrices'}\n")
+    print(
+        f"attn keeps every head's statistics and top keys"
+        f"{'; the matrices pass the cell limit and are left out' if left_out[-1] else ' and whole matrices'}\n"
+    )
     print_calls(calls)
     met = print_call_ratio(calls, OURS, PEER, TARGET_RATIO)
     return 0 if met else 1

@@ -19,8 +19,17 @@ from _timing import emit_result
 from transformers import AutoModel, AutoTokenizer
 
 EPSILON = 0.3
-NAMES = ("previous_token", "duplicate_token", "induction", "first_token", "last_token", "punctuation", "self",
-         "broad", "sink")
+NAMES = (
+    "previous_token",
+    "duplicate_token",
+    "induction",
+    "first_token",
+    "last_token",
+    "punctuation",
+    "self",
+    "broad",
+    "sink",
+)
 
 
 def punctuation(token: str) -> bool:
@@ -80,8 +89,9 @@ def main() -> None:
     squares = torch.zeros_like(total)
     count = torch.zeros_like(total)
     for first in range(0, len(texts), args.batch_size):
-        batch = tokenizer(texts[first:first + args.batch_size], padding=True, return_tensors="pt",
-                          return_special_tokens_mask=True)
+        batch = tokenizer(
+            texts[first : first + args.batch_size], padding=True, return_tensors="pt", return_special_tokens_mask=True
+        )
         special = batch.pop("special_tokens_mask").bool()
         real = batch["attention_mask"].bool()
         ids = batch["input_ids"]
@@ -99,11 +109,19 @@ def main() -> None:
             squares[layer] += values.square().sum(0)
     elapsed = time.perf_counter() - start
     mean = total / count
-    document = {"texts": len(texts), "score_s": elapsed,
-                "heads": [{"layer": l, "head": h,
-                           "scores": {n: None if mean[l, h, s].isnan() else float(mean[l, h, s])
-                                      for s, n in enumerate(NAMES)}}
-                          for l in range(layers) for h in range(heads)]}
+    document = {
+        "texts": len(texts),
+        "score_s": elapsed,
+        "heads": [
+            {
+                "layer": l,
+                "head": h,
+                "scores": {n: None if mean[l, h, s].isnan() else float(mean[l, h, s]) for s, n in enumerate(NAMES)},
+            }
+            for l in range(layers)
+            for h in range(heads)
+        ],
+    }
     emit_result(document, args.out)
 
 

@@ -54,7 +54,9 @@ class Probe:
         self.scorer = ray_engine.Scorer(loaded_as, threads)
         marks.append(("model loaded (Scorer: hash check, tokenizer, from_pretrained)", time.time()))
         self.marks = marks
-        self.heavy = sorted(name for name in ("rich", "typer", "textual", "pandas", "attn_cli.cli") if name in sys.modules)
+        self.heavy = sorted(
+            name for name in ("rich", "typer", "textual", "pandas", "attn_cli.cli") if name in sys.modules
+        )
         del torch
 
     def started(self):
@@ -68,14 +70,15 @@ class Probe:
 def probe(model, corpus: Path, cpus: int) -> None:
     import ray
 
-    from attn_cli.analyses import fold as folding, ray_engine
+    from attn_cli.analyses import fold as folding
+    from attn_cli.analyses import ray_engine
 
     texts = [line for line in corpus.read_text().splitlines() if line.strip()]
     batches = list(folding._part_batches(list(enumerate(texts)), BATCH))
     job = ray_engine.Job(list(range(6)), list(range(12)), False, False, (6, 12), 10, 5, False)
     asked = time.time()
     actor = ray.remote(Probe).options(num_cpus=cpus).remote(model.loaded_as, cpus)
-    refs = [actor.run.remote(job, batches[at:at + CHUNK]) for at in (0, CHUNK)]  # queued before it is ready
+    refs = [actor.run.remote(job, batches[at : at + CHUNK]) for at in (0, CHUNK)]  # queued before it is ready
     chunks = []
     for ref in refs:
         _, begun, ended = ray.get(ref)
@@ -87,15 +90,20 @@ def probe(model, corpus: Path, cpus: int) -> None:
         print(f"   {what:<64} {when - previous:+7.2f}")
         previous = max(previous, when)
     for number, (begun, ended, back) in enumerate(chunks, 1):
-        print(f"   chunk {number}: waited {begun - previous:5.2f}, scored {ended - begun:5.2f}, back {back - ended:5.2f}")
+        print(
+            f"   chunk {number}: waited {begun - previous:5.2f}, scored {ended - begun:5.2f}, back {back - ended:5.2f}"
+        )
         previous = back
-    print(f"   first chunk back {chunks[0][2] - asked:.2f} s after the actor was asked for; "
-          f"heavy modules in the worker: {heavy or 'none'}")
+    print(
+        f"   first chunk back {chunks[0][2] - asked:.2f} s after the actor was asked for; "
+        f"heavy modules in the worker: {heavy or 'none'}"
+    )
     ray.kill(actor)
 
 
 def real_call(model, corpus: Path) -> None:
-    from attn_cli.analyses import fold as folding, ray_engine
+    from attn_cli.analyses import fold as folding
+    from attn_cli.analyses import ray_engine
 
     marks, made, ready, cut = {}, ray_engine.Workers.__init__, ray_engine.Workers.ready, folding._part_batches
 
@@ -114,8 +122,13 @@ def real_call(model, corpus: Path) -> None:
 
     ray_engine.Workers.__init__, ray_engine.Workers.ready, folding._part_batches = making, readying, cutting
     start = time.time()
-    model.heads(file=str(corpus), batch_size=BATCH, engine="ray", workers=1,
-                progress=lambda done, total: marks.setdefault("first chunk back", time.time()))
+    model.heads(
+        file=str(corpus),
+        batch_size=BATCH,
+        engine="ray",
+        workers=1,
+        progress=lambda done, total: marks.setdefault("first chunk back", time.time()),
+    )
     marks["call returned"] = time.time()
     print("2. model.heads(engine='ray', workers=1): seconds after the call began")
     for what, when in marks.items():
@@ -141,8 +154,9 @@ def main() -> int:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     print(f"before: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     begun = time.time()
-    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR)
+    ray.init(
+        address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR
+    )
     print(f"ray.init (a local cluster, not part of either timing): {time.time() - begun:.2f} s")
     probe(model, corpus, args.cpus)
     real_call(model, corpus)

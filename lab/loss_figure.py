@@ -25,8 +25,9 @@ def running_mean(values: list[float], window: int = SMOOTH) -> list[float]:
 SCORE_COLOURS = ("#2ca02c", "#ff7f0e")  # the scores' lines, in the order given
 
 
-def loss_svg(losses: list[float], chance: float, title: str,
-             scores: dict[str, list[tuple[int, float]]] | None = None) -> str:
+def loss_svg(
+    losses: list[float], chance: float, title: str, scores: dict[str, list[tuple[int, float]]] | None = None
+) -> str:
     """Per-step loss (light) and its running mean (dark) against the step; a dashed line at `chance`,
     the loss of a model that only knows the tokens are uniform (log of their count). scores: name →
     (step, value in 0..1) points, drawn against the right-hand axis (the best head's probe scores)."""
@@ -34,9 +35,16 @@ def loss_svg(losses: list[float], chance: float, title: str,
     top = math.ceil(max(max(losses), chance) + 0.5)
     x = lambda step: LEFT + WIDTH * step / max(1, len(losses) - 1)  # noqa: E731
     y = lambda loss: TOP + HEIGHT * (1 - loss / top)  # noqa: E731
-    parts = [svg.text(LEFT, 22, title, 15, weight="bold"),
-             svg.text(LEFT, 40, f"cross-entropy on the copied tokens per step (light) and its mean over {SMOOTH} steps (dark), nats", 11,
-                      extra=' fill="#555"')]
+    parts = [
+        svg.text(LEFT, 22, title, 15, weight="bold"),
+        svg.text(
+            LEFT,
+            40,
+            f"cross-entropy on the copied tokens per step (light) and its mean over {SMOOTH} steps (dark), nats",
+            11,
+            extra=' fill="#555"',
+        ),
+    ]
     for tick in range(0, top + 1):
         parts.append(f'<line x1="{LEFT}" y1="{y(tick):.1f}" x2="{LEFT + WIDTH}" y2="{y(tick):.1f}" stroke="#eee"/>')
         parts.append(svg.text(LEFT - 8, y(tick) + 4, str(tick), 11, "end"))
@@ -44,10 +52,20 @@ def loss_svg(losses: list[float], chance: float, title: str,
     for step in range(0, len(losses) + 1, every):
         parts.append(svg.text(x(min(step, len(losses) - 1)), TOP + HEIGHT + 18, f"{step:,}", 11, "middle"))
     parts.append(svg.text(LEFT + WIDTH / 2, TOP + HEIGHT + 38, "training step", 12, "middle"))
-    parts.append(f'<line x1="{LEFT}" y1="{y(chance):.1f}" x2="{LEFT + WIDTH}" y2="{y(chance):.1f}" '
-                 'stroke="#c33" stroke-dasharray="5 4"/>')
-    parts.append(svg.text(LEFT + WIDTH - 4, y(chance) - 6, f"log {round(math.exp(chance))} = {chance:.2f}: "
-                          "no copying", 11, "end", extra=' fill="#c33"'))
+    parts.append(
+        f'<line x1="{LEFT}" y1="{y(chance):.1f}" x2="{LEFT + WIDTH}" y2="{y(chance):.1f}" '
+        'stroke="#c33" stroke-dasharray="5 4"/>'
+    )
+    parts.append(
+        svg.text(
+            LEFT + WIDTH - 4,
+            y(chance) - 6,
+            f"log {round(math.exp(chance))} = {chance:.2f}: no copying",
+            11,
+            "end",
+            extra=' fill="#c33"',
+        )
+    )
     parts.append(_polyline([(x(i), y(v)) for i, v in enumerate(losses)], "#9ecae1", 0.7))
     parts.append(_polyline([(x(i), y(v)) for i, v in enumerate(running_mean(losses))], "#08519c", 1.8))
     parts.extend(_scores(svg, scores or {}, x, len(losses)))
@@ -69,8 +87,16 @@ def _scores(svg: Svg, scores: dict[str, list[tuple[int, float]]], x, steps: int)
         parts.append(svg.text(LEFT + WIDTH + 40, y(value) + 4, f"{name} {value:.2f}", 11, extra=f' fill="{colour}"'))
     first = next(iter(scores.values()))
     every = first[1][0] - first[0][0] if len(first) > 1 else first[0][0]  # steps between reports
-    parts.append(svg.text(LEFT, TOP + HEIGHT + 56, "green, orange: the best head's induction and previous-token "
-                          f"score from attn heads --probe induction, every {every} steps", 11, extra=' fill="#555"'))
+    parts.append(
+        svg.text(
+            LEFT,
+            TOP + HEIGHT + 56,
+            "green, orange: the best head's induction and previous-token "
+            f"score from attn heads --probe induction, every {every} steps",
+            11,
+            extra=' fill="#555"',
+        )
+    )
     return parts
 
 

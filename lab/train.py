@@ -80,21 +80,37 @@ def build_tokenizer(vocab: dict[str, int]):
     tokenizer.normalizer = normalizers.Lowercase()
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="<bos> $A", pair="<bos> $A <bos> $B", special_tokens=[("<bos>", vocab["<bos>"])])
+        single="<bos> $A", pair="<bos> $A <bos> $B", special_tokens=[("<bos>", vocab["<bos>"])]
+    )
     tokenizer.add_special_tokens(list(SPECIALS))
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>",
-                                   unk_token="<unk>", pad_token="<pad>", model_max_length=POSITIONS)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        model_max_length=POSITIONS,
+    )
 
 
 def model_config(vocab_size: int):
     """2 layers × 4 heads of dimension 16, rotary positions, a small gated MLP, RMSNorm, tied embeddings."""
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=vocab_size, hidden_size=WIDTH, intermediate_size=MLP, num_hidden_layers=2,
-                       num_attention_heads=HEADS, num_key_value_heads=HEADS, max_position_embeddings=POSITIONS,
-                       initializer_range=INIT, tie_word_embeddings=True,
-                       bos_token_id=SPECIALS.index("<bos>"), eos_token_id=SPECIALS.index("<eos>"),
-                       pad_token_id=SPECIALS.index("<pad>"))
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=WIDTH,
+        intermediate_size=MLP,
+        num_hidden_layers=2,
+        num_attention_heads=HEADS,
+        num_key_value_heads=HEADS,
+        max_position_embeddings=POSITIONS,
+        initializer_range=INIT,
+        tie_word_embeddings=True,
+        bos_token_id=SPECIALS.index("<bos>"),
+        eos_token_id=SPECIALS.index("<eos>"),
+        pad_token_id=SPECIALS.index("<pad>"),
+    )
 
 
 def sequence(rng: random.Random, first: int, stop: int, length: int) -> tuple[list[int], list[bool]]:
@@ -121,8 +137,9 @@ def batch(rng: random.Random, bos: int, first: int, stop: int) -> tuple[torch.Te
     """(BATCH, LENGTH) input ids (<bos> then a sequence) and labels: the id where predictable, else IGNORED."""
     rows = [sequence(rng, first, stop, LENGTH - 1) for _ in range(BATCH)]
     ids = [[bos, *row] for row, _ in rows]
-    labels = [[IGNORED, *(token if known else IGNORED for token, known in zip(row, known_row))]
-              for row, known_row in rows]
+    labels = [
+        [IGNORED, *(token if known else IGNORED for token, known in zip(row, known_row))] for row, known_row in rows
+    ]
     return torch.tensor(ids), torch.tensor(labels)
 
 
@@ -195,9 +212,12 @@ def probe_scores(model) -> dict:
     with torch.no_grad():
         logits = model(input_ids=ids).logits[0, :-1]  # (2·length, V): row i predicts token i + 1
     losses = torch.nn.functional.cross_entropy(logits.float(), ids[0, 1:], reduction="none")
-    return {"induction": (induction.scores["induction"], induction.layer, induction.head),
-            "previous": (previous.scores["previous_token"], previous.layer, previous.head),
-            "first": losses[:length].mean().item(), "second": losses[length + 1:].mean().item()}
+    return {
+        "induction": (induction.scores["induction"], induction.layer, induction.head),
+        "previous": (previous.scores["previous_token"], previous.layer, previous.head),
+        "first": losses[:length].mean().item(),
+        "second": losses[length + 1 :].mean().item(),
+    }
 
 
 def save(model, directory: Path) -> None:
@@ -221,10 +241,13 @@ def main(argv: list[str] | None = None) -> int:
         found = probe_scores(model)
         history["induction"].append((step, found["induction"][0]))
         history["previous token"].append((step, found["previous"][0]))
-        print(f"step {step:5d}  loss {sum(losses[-100:]) / len(losses[-100:]):.3f}  probe: loss first half "
-              f"{found['first']:.2f}, second {found['second']:.2f}; best induction head "
-              "{1}.{2} {0:.2f}, previous-token head {4}.{5} {3:.2f}".format(*found["induction"], *found["previous"]),
-              file=sys.stderr, flush=True)
+        print(
+            f"step {step:5d}  loss {sum(losses[-100:]) / len(losses[-100:]):.3f}  probe: loss first half "
+            f"{found['first']:.2f}, second {found['second']:.2f}; best induction head "
+            "{1}.{2} {0:.2f}, previous-token head {4}.{5} {3:.2f}".format(*found["induction"], *found["previous"]),
+            file=sys.stderr,
+            flush=True,
+        )
 
     started, cpu = time.perf_counter(), time.process_time()
     model, losses = train(args.steps, args.seed, report=report if args.every else None, every=args.every or 1)
@@ -235,9 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     chance = math.log(len(MARKS) + len(read_words()))  # uniform over the tokens the data draws
     title = f"The lab decoder's training (lab/train.py, seed {args.seed})"
     args.figure.write_text(loss_svg(losses, chance, title, history if args.every else None), encoding="utf-8")
-    print(f"{args.steps} steps in {seconds:.0f} s ({cpu_seconds:.0f} s of CPU, probe reports included); "
-          f"final loss (mean of the last 100) {sum(losses[-100:]) / len(losses[-100:]):.3f}; "
-          f"wrote {args.out} and {args.figure}")
+    print(
+        f"{args.steps} steps in {seconds:.0f} s ({cpu_seconds:.0f} s of CPU, probe reports included); "
+        f"final loss (mean of the last 100) {sum(losses[-100:]) / len(losses[-100:]):.3f}; "
+        f"wrote {args.out} and {args.figure}"
+    )
     return 0
 
 

@@ -40,8 +40,12 @@ def tiny_bert_dir(tmp_path_factory):
 
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, max_position_embeddings=64,
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
     )
     directory = tmp_path_factory.mktemp("tiny-bert")
     BertModel(config).eval().save_pretrained(directory)
@@ -50,8 +54,15 @@ def tiny_bert_dir(tmp_path_factory):
 
 
 # attn's own settings and the colour switches: a test never sees the developer's
-USER_VARIABLES = ("ATTN_MODEL", "ATTN_DEVICE", "ATTN_DEBUG", "ATTN_ALLOW_MISSING_WEIGHTS", "NO_COLOR", "FORCE_COLOR",
-                  "TTY_COMPATIBLE")
+USER_VARIABLES = (
+    "ATTN_MODEL",
+    "ATTN_DEVICE",
+    "ATTN_DEBUG",
+    "ATTN_ALLOW_MISSING_WEIGHTS",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "TTY_COMPATIBLE",
+)
 
 
 def isolate(monkeypatch, columns: int) -> None:
@@ -99,8 +110,15 @@ def tiny_llama_config():
     """2 layers, hidden 64, RoPE, 8 query heads reading 2 kv heads; MiniLM's vocabulary (its tokenizer is copied)."""
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=30522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                       num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256)
+    return LlamaConfig(
+        vocab_size=30522,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
 
 
 def save_tiny_gpt2_lm(directory, **sizes):
@@ -127,8 +145,9 @@ def tiny_gpt2_config():
     """2 layers, 4 heads, 128 absolute positions; [CLS]/[SEP] ids as BOS/EOS (MiniLM's tokenizer is copied)."""
     from transformers import GPT2Config
 
-    return GPT2Config(vocab_size=30522, n_embd=64, n_layer=2, n_head=4, n_positions=128,
-                      bos_token_id=101, eos_token_id=102)
+    return GPT2Config(
+        vocab_size=30522, n_embd=64, n_layer=2, n_head=4, n_positions=128, bos_token_id=101, eos_token_id=102
+    )
 
 
 def assert_generated_rows_equal_one_forward_pass(directory, report, tolerance: float = 1e-5) -> None:
@@ -146,7 +165,7 @@ def assert_generated_rows_equal_one_forward_pass(directory, report, tolerance: f
     model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, attn_implementation="eager").eval()
     prompt = AutoTokenizer.from_pretrained(directory, local_files_only=True)(report.prompt, return_tensors="pt")
     ids = torch.tensor([[token.id for token in report.tokens]])  # (1, T)
-    assert torch.equal(ids[:, :report.prompt_tokens], prompt["input_ids"])
+    assert torch.equal(ids[:, : report.prompt_tokens], prompt["input_ids"])
     inputs = {"input_ids": ids}
     if "token_type_ids" in prompt:
         types = prompt["token_type_ids"]  # (1, P)
@@ -155,7 +174,7 @@ def assert_generated_rows_equal_one_forward_pass(directory, report, tolerance: f
         attentions = model(**inputs, output_attentions=True).attentions
     first, count = report.prompt_tokens - 1, len(report.tokens) - report.prompt_tokens
     for layer in report.layers:
-        expected = attentions[layer.layer][0, [head.head for head in layer.heads], first:first + count]  # (h, N, T)
+        expected = attentions[layer.layer][0, [head.head for head in layer.heads], first : first + count]  # (h, N, T)
         got = torch.from_numpy(np.stack([head.weights for head in layer.heads]))  # (h, N, T)
         visible = ~got.isnan()
         assert (got[visible] - expected[visible]).abs().max().item() <= tolerance, layer.layer
@@ -164,9 +183,19 @@ def assert_generated_rows_equal_one_forward_pass(directory, report, tolerance: f
 
 # ---- the system Chromium, driven by playwright (tests of HTML pages: skip with the reason when absent)
 
-CHROMIUM = next((path for path in (os.environ.get("ATTN_CHROMIUM"), shutil.which("chromium"),
-                                   shutil.which("chromium-browser"), shutil.which("google-chrome"))
-                 if path), None)
+CHROMIUM = next(
+    (
+        path
+        for path in (
+            os.environ.get("ATTN_CHROMIUM"),
+            shutil.which("chromium"),
+            shutil.which("chromium-browser"),
+            shutil.which("google-chrome"),
+        )
+        if path
+    ),
+    None,
+)
 
 
 @pytest.fixture(scope="module")
@@ -250,6 +279,7 @@ def cli_json(*args: str) -> dict:
     import json
 
     from typer.testing import CliRunner
+
     from attn_cli.cli import app
 
     result = CliRunner().invoke(app, [*args, "--json"])

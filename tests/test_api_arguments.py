@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import isolate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attn_cli.api import KINDS, Model, load  # load as imported: test_readme memoises attn_cli.api.load
 from attn_cli.plumbing.errors import AttnError, BadInput, ModelNotFound
-from conftest import isolate
 
 EXAMPLES = int(os.environ.get("ATTN_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -126,8 +126,11 @@ def test_every_argument_of_every_method_has_a_kind():
     """@door refuses to wrap a method with an argument it has no kind for; and every method is wrapped."""
     for function in (load, *(getattr(Model, name) for name in METHODS)):
         assert hasattr(function, "__wrapped__"), function.__name__
-        names = {name for name, p in inspect.signature(function).parameters.items()
-                 if name != "self" and p.kind is not p.VAR_KEYWORD}
+        names = {
+            name
+            for name, p in inspect.signature(function).parameters.items()
+            if name != "self" and p.kind is not p.VAR_KEYWORD
+        }
         assert names <= set(KINDS), function.__name__
 
 
@@ -137,38 +140,97 @@ def test_every_argument_of_every_method_has_a_kind():
 TEXTS = st.sampled_from(["the cat sat on the mat", "a b c", "早上好 , world", "I love you"])
 # Good values on the toy (1 layer, 4 heads), by argument name, combined as every method allows.
 GOOD = {
-    "text": TEXTS, "other": TEXTS, "prompt": TEXTS,
+    "text": TEXTS,
+    "other": TEXTS,
+    "prompt": TEXTS,
     "layers": st.sampled_from(["all", 0, "0", [0], (0,), range(1), "0-0", np.int64(0)]),
     "heads": st.sampled_from(["all", 1, "0,2", [3, 1], "1-3", np.arange(2), " * "]),
-    "layer": st.sampled_from([0, "0"]), "head": st.sampled_from([0, 3, "2", np.int64(1)]),
+    "layer": st.sampled_from([0, "0"]),
+    "head": st.sampled_from([0, 3, "2", np.int64(1)]),
     "rows": st.sampled_from(["0:2", (1, 3), "1:", ":2", [0, 2**70]]),
     "cols": st.sampled_from(["0:2", (0, 3), "2:"]),
-    "top_k": st.integers(1, 8) | st.just(2**70), "cell_limit": st.integers(10**5, 10**9),
-    "tolerance": st.floats(0, 1), "temperature": st.floats(0.1, 3),
-    "epsilon": st.floats(0, 1), "ratio": st.floats(0, 1e4), "floor": st.floats(0, 1e4),
-    "max_new_tokens": st.integers(1, 3), "seed": st.integers(-2**63, 2**64 - 1),
-    "probe_length": st.integers(2, 40), "batch_size": st.integers(1, 64), "limit": st.integers(1, 5),
+    "top_k": st.integers(1, 8) | st.just(2**70),
+    "cell_limit": st.integers(10**5, 10**9),
+    "tolerance": st.floats(0, 1),
+    "temperature": st.floats(0.1, 3),
+    "epsilon": st.floats(0, 1),
+    "ratio": st.floats(0, 1e4),
+    "floor": st.floats(0, 1e4),
+    "max_new_tokens": st.integers(1, 3),
+    "seed": st.integers(-(2**63), 2**64 - 1),
+    "probe_length": st.integers(2, 40),
+    "batch_size": st.integers(1, 64),
+    "limit": st.integers(1, 5),
     **dict.fromkeys(("propagate", "truncate", "full", "vectors", "norms", "lazy", "inputs", "sample"), st.booleans()),
     "pre_rope": st.just(False),  # the toy has no rotary embeddings (a BadInput that says so)
     "variant": st.sampled_from(["baseline", "shared-k", "no-scale", "cosine", "scoring=dot"]),
     "variants": st.sampled_from(["shared-k", ["no-scale", "cosine"], ("scoring=dot",)]),
-    "padding": st.sampled_from(["left", "right"]), "head_fusion": st.sampled_from(["mean", "max", "min"]),
-    "progress": st.just(lambda done, total: None), "on_token": st.just(lambda text: None),
-    "device": st.sampled_from(["cpu", "auto", " CPU "]), "dtype": st.sampled_from(["auto", "float32"]),
+    "padding": st.sampled_from(["left", "right"]),
+    "head_fusion": st.sampled_from(["mean", "max", "min"]),
+    "progress": st.just(lambda done, total: None),
+    "on_token": st.just(lambda text: None),
+    "device": st.sampled_from(["cpu", "auto", " CPU "]),
+    "dtype": st.sampled_from(["auto", "float32"]),
 }
 
 # Anything at all: wrong types, near misses (a number as a string, a float index, a bool), edge values.
 ANY = st.one_of(
-    st.none(), st.booleans(), st.integers(-3, 6), st.integers(-2**70, 2**70), st.floats(),
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 6),
+    st.integers(-(2**70), 2**70),
+    st.floats(),
     st.text(st.characters(codec=None, exclude_categories=()), max_size=12),
-    st.sampled_from(["", " ", "-", "all", "0", "-1", "1-0", "x", "\ud800", "a\udcff", "0:2", "2:1", ":",
-                     "shared-k", "raw", "bilinear", "left", "mean", "induction", "cpu", "cuda:7", "float16"]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "-",
+            "all",
+            "0",
+            "-1",
+            "1-0",
+            "x",
+            "\ud800",
+            "a\udcff",
+            "0:2",
+            "2:1",
+            ":",
+            "shared-k",
+            "raw",
+            "bilinear",
+            "left",
+            "mean",
+            "induction",
+            "cpu",
+            "cuda:7",
+            "float16",
+        ]
+    ),
     st.binary(max_size=6),
     st.lists(st.one_of(st.integers(-2, 6), st.text(max_size=2), st.none(), st.floats()), max_size=3),
-    st.tuples(st.integers(-2, 6), st.integers(-2, 6)), st.tuples(st.floats(), st.text(max_size=2)),
+    st.tuples(st.integers(-2, 6), st.integers(-2, 6)),
+    st.tuples(st.floats(), st.text(max_size=2)),
     st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
-    st.sampled_from([object(), b"", (), [], {}, set(), np.float32(1.5), np.int64(2), np.array([0, 1]),
-                     np.bool_(True), Path("nowhere"), lambda *a: None, 1j, float("inf"), 10**400]),
+    st.sampled_from(
+        [
+            object(),
+            b"",
+            (),
+            [],
+            {},
+            set(),
+            np.float32(1.5),
+            np.int64(2),
+            np.array([0, 1]),
+            np.bool_(True),
+            Path("nowhere"),
+            lambda *a: None,
+            1j,
+            float("inf"),
+            10**400,
+        ]
+    ),
 )
 
 
@@ -180,19 +242,28 @@ def good_call(method: str, corpus: Path):
         text = TEXTS | st.lists(TEXTS, min_size=1, max_size=3)
     elif method in ("heads", "diagnose"):  # one source of texts
         optional = {name: strategy for name, strategy in optional.items() if name not in ("seed", "probe_length")}
-        probes = [st.fixed_dictionaries({"probe": st.sampled_from(["induction", "retrieval"])},
-                                        optional={"seed": st.integers(-2**70, 2**70),
-                                                  "probe_length": GOOD["probe_length"]})] if method == "heads" else []
+        probes = (
+            [
+                st.fixed_dictionaries(
+                    {"probe": st.sampled_from(["induction", "retrieval"])},
+                    optional={"seed": st.integers(-(2**70), 2**70), "probe_length": GOOD["probe_length"]},
+                )
+            ]
+            if method == "heads"
+            else []
+        )
         return st.one_of(
             st.fixed_dictionaries({"texts": TEXTS | st.lists(TEXTS, min_size=1, max_size=4)}),
             st.fixed_dictionaries({"file": st.sampled_from([corpus, str(corpus)])}),
             *probes,
-        ).flatmap(lambda source: st.fixed_dictionaries({**{k: st.just(v) for k, v in source.items()}},
-                                                       optional=optional))
+        ).flatmap(
+            lambda source: st.fixed_dictionaries({**{k: st.just(v) for k, v in source.items()}}, optional=optional)
+        )
     elif method == "diff":  # two texts, or one against another model
-        return st.one_of(st.fixed_dictionaries({"text": TEXTS, "other": TEXTS}, optional=optional),
-                         st.fixed_dictionaries({"text": TEXTS, "against": st.sampled_from(["toy", Path("toy")])},
-                                               optional=optional))
+        return st.one_of(
+            st.fixed_dictionaries({"text": TEXTS, "other": TEXTS}, optional=optional),
+            st.fixed_dictionaries({"text": TEXTS, "against": st.sampled_from(["toy", Path("toy")])}, optional=optional),
+        )
     else:
         text = TEXTS
     first = "prompt" if method == "generate" else "text"
@@ -227,9 +298,16 @@ def test_good_values_still_work(toy, corpus, data, method):
 
 
 @FUZZ
-@given(model=st.just("toy") | ANY, device=GOOD["device"] | ANY, dtype=GOOD["dtype"] | ANY,
-       options=st.dictionaries(st.sampled_from(["d_model", "heads", "seed", "causal", "scoring", "revision"]),
-                               st.sampled_from([8, 16, "16", 2, True, "true", "dot", 3]) | ANY, max_size=2))
+@given(
+    model=st.just("toy") | ANY,
+    device=GOOD["device"] | ANY,
+    dtype=GOOD["dtype"] | ANY,
+    options=st.dictionaries(
+        st.sampled_from(["d_model", "heads", "seed", "causal", "scoring", "revision"]),
+        st.sampled_from([8, 16, "16", 2, True, "true", "dot", 3]) | ANY,
+        max_size=2,
+    ),
+)
 def test_arbitrary_load_arguments_raise_only_attn_errors(model, device, dtype, options):
     if isinstance(options.get("d_model"), int) and not 0 <= options["d_model"] <= 64:
         options["d_model"] = 16  # a valid toy of 2**70 dimensions would be refused only by memory
@@ -248,8 +326,13 @@ def test_generate_with_good_and_bad_values(gpt2_lm, data):
 
 
 @FEW
-@given(method=st.sampled_from(["inspect", "compare", "rollout"]), text=TEXTS | ANY, layers=st.just(0) | ANY,
-       top_k=GOOD["top_k"] | ANY, truncate=st.booleans() | ANY)
+@given(
+    method=st.sampled_from(["inspect", "compare", "rollout"]),
+    text=TEXTS | ANY,
+    layers=st.just(0) | ANY,
+    top_k=GOOD["top_k"] | ANY,
+    truncate=st.booleans() | ANY,
+)
 def test_minilm_takes_the_same_arguments(minilm_backend, method, text, layers, top_k, truncate):
     """The real tokenizer behind the same door: a lone surrogate or a number never reaches it."""
     outcome(lambda: getattr(Model(minilm_backend), method)(text, layers=layers, top_k=top_k, truncate=truncate))

@@ -26,13 +26,13 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from conftest import assert_generated_rows_equal_one_forward_pass, copy_minilm_tokenizer
 from typer.testing import CliRunner
 
-from attn_cli.backends.registry import load_backend
-from attn_cli.cli import app
 import attn_cli
 from attn_cli.api import Model
-from conftest import assert_generated_rows_equal_one_forward_pass, copy_minilm_tokenizer
+from attn_cli.backends.registry import load_backend
+from attn_cli.cli import app
 
 TOLERANCE = 1e-5
 SENTENCE = "The quick brown fox jumps over the lazy dog near the quiet river bank."
@@ -50,15 +50,29 @@ def _config(architecture: str, **overrides):
     """The tiny config of one architecture (hidden 64, 2 layers, intermediate 128)."""
     c = transformers
     factories = {
-        "bert": lambda: c.BertConfig(**TINY, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=128, max_position_embeddings=64),
+        "bert": lambda: c.BertConfig(
+            **TINY,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=64,
+        ),
         # RoBERTa's positions start after pad_token_id (1): a T-token text uses positions 2 … T+1.
-        "roberta": lambda: c.RobertaConfig(**TINY, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                           intermediate_size=128, max_position_embeddings=64),
-        "distilbert": lambda: c.DistilBertConfig(**TINY, dim=64, n_layers=2, n_heads=4, hidden_dim=128,
-                                                 max_position_embeddings=64),
-        "gpt2": lambda: c.GPT2Config(**TINY, n_embd=64, n_layer=2, n_head=4, n_inner=128, n_positions=128,
-                                     bos_token_id=None, eos_token_id=None),
+        "roberta": lambda: c.RobertaConfig(
+            **TINY,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=64,
+        ),
+        "distilbert": lambda: c.DistilBertConfig(
+            **TINY, dim=64, n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=64
+        ),
+        "gpt2": lambda: c.GPT2Config(
+            **TINY, n_embd=64, n_layer=2, n_head=4, n_inner=128, n_positions=128, bos_token_id=None, eos_token_id=None
+        ),
         "llama": lambda: c.LlamaConfig(**GQA),
         "qwen2": lambda: c.Qwen2Config(**GQA),
         "qwen3": lambda: c.Qwen3Config(**GQA, head_dim=8),
@@ -72,13 +86,24 @@ def _config(architecture: str, **overrides):
 
 DECODERS = {"gpt2", "llama", "qwen2", "qwen3", "mistral"}
 GQA_ARCHITECTURES = {"llama", "qwen2", "qwen3", "mistral"}
-NEEDS_QWEN3 = pytest.mark.skipif(not hasattr(transformers, "Qwen3Config"), reason="this transformers has no Qwen3Config")
-ARCHITECTURES = ["bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", pytest.param("qwen3", marks=NEEDS_QWEN3),
-                 "mistral"]
+NEEDS_QWEN3 = pytest.mark.skipif(
+    not hasattr(transformers, "Qwen3Config"), reason="this transformers has no Qwen3Config"
+)
+ARCHITECTURES = [
+    "bert",
+    "roberta",
+    "distilbert",
+    "gpt2",
+    "llama",
+    "qwen2",
+    pytest.param("qwen3", marks=NEEDS_QWEN3),
+    "mistral",
+]
 
 
-def save_tiny(directory: Path, config, dtype: torch.dtype | None = None, seed: int = 0,
-              auto=transformers.AutoModel) -> Path:
+def save_tiny(
+    directory: Path, config, dtype: torch.dtype | None = None, seed: int = 0, auto=transformers.AutoModel
+) -> Path:
     """A random model from `config` (auto: AutoModelForCausalLM for one with its language-model head),
     saved as safetensors with the MiniLM tokenizer beside it."""
     torch.manual_seed(seed)
@@ -253,8 +278,9 @@ def qwen2_mixed_dir(tmp_path_factory) -> Path:
 
 
 def qwen2_mixed_config():
-    config = transformers.Qwen2Config(**GQA, use_sliding_window=True, sliding_window=SLIDING_WINDOW,
-                                      max_window_layers=1)
+    config = transformers.Qwen2Config(
+        **GQA, use_sliding_window=True, sliding_window=SLIDING_WINDOW, max_window_layers=1
+    )
     assert config.layer_types == ["full_attention", "sliding_attention"]
     return config
 
@@ -283,8 +309,9 @@ GENERATORS = {  # every decoder above, saved with its language-model head
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=NEEDS_QWEN3) if name == "qwen3" else name
-                                  for name in GENERATORS])
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=NEEDS_QWEN3) if name == "qwen3" else name for name in GENERATORS]
+)
 def test_generated_rows_equal_one_forward_pass(name, tmp_path):
     """Each row recorded during generate() (a KV cache; a sliding layer's cache keeps only the window) is the
     row of one eager forward pass over prompt + generated ids, its keys at their own positions."""
@@ -343,9 +370,9 @@ def test_heads_of_a_group_read_the_same_key(tiny):
         for head in heads:
             assert head["k"] == heads[head["kv_head"] * group]["k"]
         first_keys = [heads[kv * group]["k"] for kv in range(document["model"]["kv_heads"])]
-        assert all(a != b for n, a in enumerate(first_keys) for b in first_keys[n + 1:])
+        assert all(a != b for n, a in enumerate(first_keys) for b in first_keys[n + 1 :])
         queries = [head["q"] for head in heads]
-        assert all(a != b for n, a in enumerate(queries) for b in queries[n + 1:])  # every head its own q
+        assert all(a != b for n, a in enumerate(queries) for b in queries[n + 1 :])  # every head its own q
 
 
 # --- RoPE ------------------------------------------------------------------------------------------

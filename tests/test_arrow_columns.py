@@ -34,13 +34,31 @@ def test_numbers_strings_and_lists_equal_pyarrow_arrays():
 
 
 def test_from_rows_equals_from_pylist_on_the_stores_schemas():
-    heads = [{field.name: None for field in schema.HEADS_SCHEMA} | {"layer": 0, "head": h, "kv_head": h,
-              "score": "previous", "count": 3 - h, "hist": [h, 0, 2], "sink_texts": 0, "label": "mixed",
-              "mean": None if h else 0.25, "q50": math.pi} for h in range(3)]
-    run = [{field.name: None for field in schema.RUN_SCHEMA} | {"store_version": 1, "texts": 2 ** 40,
-           "complete": False, "scores": ["a", "bé"], "bins": 20, "model": "{}"}]
-    for rows, table_schema in ((heads, schema.HEADS_SCHEMA), (run, schema.RUN_SCHEMA),
-                               ([], schema.texts_schema(("a", "b")))):
+    heads = [
+        {field.name: None for field in schema.HEADS_SCHEMA}
+        | {
+            "layer": 0,
+            "head": h,
+            "kv_head": h,
+            "score": "previous",
+            "count": 3 - h,
+            "hist": [h, 0, 2],
+            "sink_texts": 0,
+            "label": "mixed",
+            "mean": None if h else 0.25,
+            "q50": math.pi,
+        }
+        for h in range(3)
+    ]
+    run = [
+        {field.name: None for field in schema.RUN_SCHEMA}
+        | {"store_version": 1, "texts": 2**40, "complete": False, "scores": ["a", "bé"], "bins": 20, "model": "{}"}
+    ]
+    for rows, table_schema in (
+        (heads, schema.HEADS_SCHEMA),
+        (run, schema.RUN_SCHEMA),
+        ([], schema.texts_schema(("a", "b"))),
+    ):
         built = arrow.from_rows(rows, table_schema)
         assert built.equals(pa.Table.from_pylist(rows, schema=table_schema)) and built.schema == table_schema
 
@@ -48,11 +66,19 @@ def test_from_rows_equals_from_pylist_on_the_stores_schemas():
 def test_a_store_is_written_without_importing_pandas(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat on the mat\nthe dog ran after the cat\nI love you\n")
-    script = (f"import sys, attn_cli; model = attn_cli.load('toy', heads=2, d_model=8); "
-              f"model.heads(file={str(corpus)!r}, store={str(tmp_path / 'store')!r}, per_text=True, part_texts=2); "
-              f"print(sorted(name for name in sys.modules if name.split('.')[0] == 'pandas'))")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
+    script = (
+        f"import sys, attn_cli; model = attn_cli.load('toy', heads=2, d_model=8); "
+        f"model.heads(file={str(corpus)!r}, store={str(tmp_path / 'store')!r}, per_text=True, part_texts=2); "
+        f"print(sorted(name for name in sys.modules if name.split('.')[0] == 'pandas'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
     assert all((tmp_path / "store" / name).is_file() for name in (schema.EXAMPLES, schema.TEXTS))

@@ -5,18 +5,13 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
-import numpy as np
-
-from attn_cli.math import measures
-
-from attn_cli.math import attention
-
-from attn_cli.math import scoring
-from attn_cli.plumbing.errors import AttnError, BadInput
 from attn_cli.data.selection import parse_selection
+from attn_cli.math import attention, measures, scoring
+from attn_cli.plumbing.errors import AttnError, BadInput
 
 
 @pytest.fixture
@@ -174,18 +169,33 @@ def test_parse_selection_rejects_with_valid_range(spec):
 
 
 def test_json_never_holds_nan_and_masked_scores_are_null():
-    from attn_cli.math.measures import Symmetry
-    from attn_cli.data.capture import ModelInfo, Token
     from attn_cli.analyses.inspect_report import HeadReport, InspectReport, LayerReport
+    from attn_cli.data.capture import ModelInfo, Token
     from attn_cli.data.selection import Window
+    from attn_cli.math.measures import Symmetry
 
     array = lambda rows: np.array(rows, dtype=np.float32)  # noqa: E731
-    head = HeadReport(0, 0, 0.5, Window.whole(2), array([[1.0, np.nan], [0.25, 0.123456789]]),
-                      array([[1.0, 0.0], [0.4, 0.6]]), Symmetry(0.1, 0.2, False), array([0.0, np.nan]),
-                      array([1.0, 0.6]), [[], []])
-    report = InspectReport("a b", ModelInfo("m", "bert", 1, 1, 1, 2, True, 8), "cpu", "float32",
-                           [Token(0, "a", 1, False), Token(1, "b", 2, False)], [LayerReport(0, [head])],
-                           Window.whole(2))
+    head = HeadReport(
+        0,
+        0,
+        0.5,
+        Window.whole(2),
+        array([[1.0, np.nan], [0.25, 0.123456789]]),
+        array([[1.0, 0.0], [0.4, 0.6]]),
+        Symmetry(0.1, 0.2, False),
+        array([0.0, np.nan]),
+        array([1.0, 0.6]),
+        [[], []],
+    )
+    report = InspectReport(
+        "a b",
+        ModelInfo("m", "bert", 1, 1, 1, 2, True, 8),
+        "cpu",
+        "float32",
+        [Token(0, "a", 1, False), Token(1, "b", 2, False)],
+        [LayerReport(0, [head])],
+        Window.whole(2),
+    )
     text = json.dumps(report.to_json_dict(), allow_nan=False)  # raises on NaN
     record = json.loads(text)["layers"][0]["heads"][0]
     assert record["scores"][0][1] is None
@@ -220,7 +230,9 @@ def test_dense_symmetry_over_valid_pairs_is_the_definition():
     expected = torch.linalg.matrix_norm(difference) / torch.linalg.matrix_norm(whole)
     padded = scores.clone()
     padded[:, ~valid] = 1e4  # a padding row and column hold anything: never read
-    for got, relative, peak in zip(measures.dense_symmetry(padded, valid, 1e-5), expected, difference.abs().amax((-2, -1))):
+    for got, relative, peak in zip(
+        measures.dense_symmetry(padded, valid, 1e-5), expected, difference.abs().amax((-2, -1))
+    ):
         assert got.relative == pytest.approx(float(relative), rel=1e-6)
         assert got.max_abs_diff == pytest.approx(float(peak), rel=1e-6)
         assert got.symmetric is False

@@ -61,8 +61,9 @@ def test_the_decomposition_adds_up_to_the_first_layernorm_output(minilm_backend)
 
     for block in minilm_backend.encoder_blocks(TEXT, range(6)):
         _, outputs = decomposed(block)
-        expected = torch.nn.functional.layer_norm(block.pre_ln1, (block.pre_ln1.shape[-1],), block.ln1.weight,
-                                                  block.ln1.bias, block.ln1.eps)
+        expected = torch.nn.functional.layer_norm(
+            block.pre_ln1, (block.pre_ln1.shape[-1],), block.ln1.weight, block.ln1.bias, block.ln1.eps
+        )
         torch.testing.assert_close(outputs, expected, atol=2e-5, rtol=0)
 
 
@@ -142,8 +143,10 @@ def test_the_page_has_a_run_per_matrix(tmp_path, minilm):
 
     report = minilm.attribute(TEXT, method="value-zeroing", vs="attention")
     data = page_data(report)
-    assert [run["name"] for run in data["runs"]] == ["raw attention rollout over layers 0-5",
-                                                     "value zeroing over layers 0-5 (rows sum to 1)"]
+    assert [run["name"] for run in data["runs"]] == [
+        "raw attention rollout over layers 0-5",
+        "value zeroing over layers 0-5 (rows sum to 1)",
+    ]
     svg = svg_figure(report)
     assert "value zeroing over layers 0-5" in svg and "raw attention rollout" in svg
 
@@ -199,10 +202,13 @@ def test_chromium_draws_the_attention_rollout_beside_the_method(offline_page, mi
     save_figure(report, tmp_path / "attribute.html")
     open_page(page, tmp_path / "attribute.html")
     cell = lambda run, row, col: page.locator(  # noqa: E731
-        f".run[data-run='{run}'] table.matrix td[data-q='{row}'][data-k='{col}']").text_content()
+        f".run[data-run='{run}'] table.matrix td[data-q='{row}'][data-k='{col}']"
+    ).text_content()
     number = CellFormat(2, True).text
     assert [page.locator(".run h2").nth(run).text_content() for run in (0, 1)] == [
-        "raw attention rollout over layers 0-5", "ALTI over layers 0-5 (rows sum to 1)"]
+        "raw attention rollout over layers 0-5",
+        "ALTI over layers 0-5 (rows sum to 1)",
+    ]
     assert cell(0, 2, 0) == number(report.attention[2][0]) and report.attention[2][0] > 0.5
     assert cell(1, 2, 0) == number(report.matrix[2][0]) and report.matrix[2][0] < 0.05
     assert not requests and not errors

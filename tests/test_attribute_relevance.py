@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import cli_json, save_tiny_gpt2_lm
 
 from attn_cli.api import Model
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
-from conftest import cli_json, save_tiny_gpt2_lm
 
 REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "relevance_reference.json").read_text())
 TEXT = REFERENCE["text"]
@@ -70,8 +70,7 @@ def test_relevancy_rule():
     grads = torch.randn(3, 4, 4)
     mixed = gradient_weighted(weights, grads)
     np.testing.assert_allclose(mixed, (grads * weights).clamp(min=0).mean(0).double(), atol=1e-12)
-    np.testing.assert_allclose(relevancy([mixed, mixed]), (torch.eye(4) + mixed) @ (torch.eye(4) + mixed),
-                               atol=1e-6)
+    np.testing.assert_allclose(relevancy([mixed, mixed]), (torch.eye(4) + mixed) @ (torch.eye(4) + mixed), atol=1e-6)
     assert torch.equal(relevancy([torch.zeros(4, 4)]), torch.eye(4, dtype=torch.float64))
 
 
@@ -121,15 +120,22 @@ def test_json_names_the_target():
 
 
 def test_a_sequence_classifier_explains_a_class_logit(tmp_path):
+    from conftest import save_tiny
     from transformers import BertConfig, BertForSequenceClassification
 
     from attn_cli.api import load
-    from conftest import save_tiny
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=64, id2label={0: "negative", 1: "positive"},
-                        label2id={"negative": 0, "positive": 1})
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        id2label={0: "negative", 1: "positive"},
+        label2id={"negative": 0, "positive": 1},
+    )
     classifier = BertForSequenceClassification(config)
     save_tiny(classifier, tmp_path)
     model = load(str(tmp_path), device="cpu")

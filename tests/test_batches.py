@@ -69,8 +69,22 @@ def test_cli_batch_json_and_bad_padding(tiny_llama_dir):
     from attn_cli.cli import app
 
     runner = CliRunner()
-    result = runner.invoke(app, ["inspect", *TEXTS[:2], "--model", str(tiny_llama_dir), "--layer", "1",
-                                 "--head", "0", "--padding", "left", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "inspect",
+            *TEXTS[:2],
+            "--model",
+            str(tiny_llama_dir),
+            "--layer",
+            "1",
+            "--head",
+            "0",
+            "--padding",
+            "left",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["command"] == "inspect" and document["padding"] == "left"

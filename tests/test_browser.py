@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 SENTENCE = "Hello, how are you?"
-from conftest import open_page  # the browser and offline_page fixtures are conftest's
+from conftest import open_page  # the browser and offline_page fixtures are conftest's  # noqa: E402 (after the importorskip above)
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +33,10 @@ def pages(model, tmp_path_factory):
     files = {
         "inspect": (model.inspect(SENTENCE), folder / "inspect.html"),
         "compare": (model.compare(SENTENCE, layers=0, heads="1-2"), folder / "compare.html"),
-        "hostile": (model.inspect("</script><script>alert(1)</script> [b]x", layers=0, heads=0),
-                    folder / "hostile.html"),
+        "hostile": (
+            model.inspect("</script><script>alert(1)</script> [b]x", layers=0, heads=0),
+            folder / "hostile.html",
+        ),
         "norms": (model.inspect(SENTENCE, layers="0-1", norms=True), folder / "norms.html"),
     }
     for report, path in files.values():
@@ -110,7 +112,8 @@ def test_measure_norm_shows_the_norms_beside_the_weights(offline_page, pages, mo
     cell.hover()
     assert f"norm {norms[3, 2]:.2f}" in page.locator("#info").text_content()
     brightest = page.locator(".run[data-run='1'] svg.headview line").evaluate_all(
-        "lines => Math.max(...lines.map(l => +l.getAttribute('stroke-opacity')))")
+        "lines => Math.max(...lines.map(l => +l.getAttribute('stroke-opacity')))"
+    )
     assert brightest == pytest.approx(1, abs=1e-3)  # the head's largest norm is its full colour (4 decimals kept)
 
 
@@ -209,6 +212,7 @@ def test_svg_opens_in_chromium(browser, model, tmp_path):
 
 # -- no two labels of a figure overlap ------------------------------------------------------------------
 
+
 def text_boxes(path) -> list[tuple[str, float, float, float, float]]:
     """Every unrotated <text> of an SVG as (text, left, top, right, bottom) in px, from its x, y, anchor and
     font size (characters 0.6 em wide, as DejaVu Sans' are on average; wide ones count double)."""
@@ -218,7 +222,7 @@ def text_boxes(path) -> list[tuple[str, float, float, float, float]]:
         if node.get("transform"):  # the slanted key labels: parallel, one per column
             continue
         text, size = node.text or "", float(node.get("font-size"))
-        width = sum(2 if ord(ch) > 0x2e80 else 1 for ch in text) * size * 0.6
+        width = sum(2 if ord(ch) > 0x2E80 else 1 for ch in text) * size * 0.6
         x, y = float(node.get("x")), float(node.get("y"))
         left = {"start": x, "middle": x - width / 2, "end": x - width}[node.get("text-anchor", "start")]
         boxes.append((text, left, y - 0.8 * size, left + width, y + 0.2 * size))
@@ -226,8 +230,12 @@ def text_boxes(path) -> list[tuple[str, float, float, float, float]]:
 
 
 def overlaps(boxes) -> list[tuple[str, str]]:
-    return [(a[0], b[0]) for index, a in enumerate(boxes) for b in boxes[index + 1:]
-            if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]]
+    return [
+        (a[0], b[0])
+        for index, a in enumerate(boxes)
+        for b in boxes[index + 1 :]
+        if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]
+    ]
 
 
 @pytest.mark.parametrize("text", ["Hi", "Hi you", "a b c", "Hello, how are you?"])
@@ -236,8 +244,10 @@ def test_no_two_labels_of_an_svg_figure_overlap(model, tmp_path, text):
     from attn_cli.render.files import save_figure
     from attn_cli.render.terminal import Panel
 
-    for name, report, panels in (("default", model.inspect(text), None),
-                                 ("panels", model.inspect(text, layers=0, heads="0-1"), {Panel.weights, Panel.scores})):
+    for name, report, panels in (
+        ("default", model.inspect(text), None),
+        ("panels", model.inspect(text, layers=0, heads="0-1"), {Panel.weights, Panel.scores}),
+    ):
         path = tmp_path / f"{name}.svg"
         save_figure(report, path, panels)
         boxes = text_boxes(path)
@@ -249,10 +259,12 @@ def test_no_two_labels_of_an_svg_figure_overlap(model, tmp_path, text):
 
 # -- the figures of heads, generate, rollout and diff -------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def command_reports(model, tmp_path_factory):
-    import attn_cli
     from conftest import save_tiny_gpt2_lm
+
+    import attn_cli
 
     gpt2 = save_tiny_gpt2_lm(tmp_path_factory.mktemp("figure-gpt2"), n_embd=32, n_layer=2, n_head=2, n_positions=64)
     return {
@@ -335,9 +347,10 @@ def test_command_pages_show_the_reports_numbers(offline_page, command_reports, t
 def test_circuits_page_shows_the_composition_and_copying_numbers(offline_page, tmp_path):
     """attn circuits --save x.html: the K-composition grid (rows read, columns write) and the copying scores,
     a score between −0.05 and 0 written "0", never "-0.0"."""
+    from conftest import save_tiny_gpt2_lm
+
     import attn_cli
     from attn_cli.render.files import save_figure
-    from conftest import save_tiny_gpt2_lm
 
     page, requests, errors = offline_page
     report = attn_cli.load(str(save_tiny_gpt2_lm(tmp_path / "gpt2", n_layer=3)), device="cpu").circuits()

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import save_tiny, tiny_gpt2_config
 from typer.testing import CliRunner
 
 import attn_cli as attn
 from attn_cli.cli import app
 from attn_cli.math import circuits
-from conftest import save_tiny, tiny_gpt2_config
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -63,8 +63,9 @@ def test_composition_scores_equal_the_dense_formula():
                 if layer_of[writer] >= layer_of[reader]:
                     assert torch.isnan(scores[writer, reader])
                     continue
-                expected = frobenius(dense_ov[writer] @ right[reader]) / (frobenius(dense_ov[writer]) *
-                                                                          frobenius(right[reader]))
+                expected = frobenius(dense_ov[writer] @ right[reader]) / (
+                    frobenius(dense_ov[writer]) * frobenius(right[reader])
+                )
                 assert scores[writer, reader].item() == pytest.approx(expected.item(), abs=1e-12)
 
 
@@ -72,11 +73,13 @@ def test_position_split_equals_the_mean_squares_over_every_token_and_position():
     """The shares by brute force: every (t, t', i, j) of a 5-word vocabulary and 4 positions."""
     w_q, w_k, _, _ = random_heads(count=1, d=6, r=2, seed=1)
     generator = torch.Generator().manual_seed(2)
-    w_e, w_pos = torch.randn(5, 6, generator=generator, dtype=torch.float64), torch.randn(4, 6, generator=generator,
-                                                                                          dtype=torch.float64)
+    w_e, w_pos = (
+        torch.randn(5, 6, generator=generator, dtype=torch.float64),
+        torch.randn(4, 6, generator=generator, dtype=torch.float64),
+    )
     qk = w_q[0] @ w_k[0].T
     terms = {"ee": w_e @ qk @ w_e.T, "ep": w_e @ qk @ w_pos.T, "pe": w_pos @ qk @ w_e.T, "pp": w_pos @ qk @ w_pos.T}
-    mean_square = {name: (term ** 2).mean().item() for name, term in terms.items()}
+    mean_square = {name: (term**2).mean().item() for name, term in terms.items()}
     total = sum(mean_square.values())
     split = circuits.position_split(circuits.qk_circuit(w_q, w_k), w_e, w_pos)
     assert split.content.item() == pytest.approx(mean_square["ee"] / total, abs=1e-12)
@@ -87,8 +90,10 @@ def test_position_split_equals_the_mean_squares_over_every_token_and_position():
 def test_copying_score_of_the_full_ov_circuit_by_its_dense_eigenvalues():
     _, _, w_v, w_o = random_heads(count=2, d=6, r=2, seed=3)
     generator = torch.Generator().manual_seed(4)
-    w_e, w_u = torch.randn(9, 6, generator=generator, dtype=torch.float64), torch.randn(6, 9, generator=generator,
-                                                                                       dtype=torch.float64)
+    w_e, w_u = (
+        torch.randn(9, 6, generator=generator, dtype=torch.float64),
+        torch.randn(6, 9, generator=generator, dtype=torch.float64),
+    )
     ours = circuits.copying_scores(circuits.ov_circuit(w_v, w_o), w_e, w_u)
     for head in range(2):
         eigenvalues = torch.linalg.eigvals(w_e @ w_v[head] @ w_o[head] @ w_u)  # (9,) the vocab × vocab matrix
@@ -157,7 +162,7 @@ def test_a_head_whose_ov_is_plus_or_minus_the_identity_has_copying_score_plus_or
 
     def plant(model):
         for block in model.transformer.h:
-            block.attn.c_attn.weight[:, 2 * d:] = torch.eye(d)  # x·W_V: the value columns of Conv1D (d, 3d)
+            block.attn.c_attn.weight[:, 2 * d :] = torch.eye(d)  # x·W_V: the value columns of Conv1D (d, 3d)
             block.attn.c_proj.weight.copy_(sign * torch.eye(d))
 
     report = attn.load(str(planted_gpt2(tmp_path, plant, n_embd=d, n_head=1, n_layer=1)), device="cpu").circuits()
@@ -174,8 +179,8 @@ def test_a_planted_k_composition_stands_out(tmp_path):
     def plant(model):
         writer, reader = model.transformer.h[0].attn, model.transformer.h[1].attn
         u = torch.randn(d)
-        writer.c_proj.weight[1 * r:2 * r] = torch.outer(torch.randn(r), u)  # head 1's W_O: rows r:2r of (H·r, d)
-        reader.c_attn.weight[:, d + 2 * r:d + 3 * r] = torch.outer(u, torch.randn(r))  # head 2's W_K (d, r)
+        writer.c_proj.weight[1 * r : 2 * r] = torch.outer(torch.randn(r), u)  # head 1's W_O: rows r:2r of (H·r, d)
+        reader.c_attn.weight[:, d + 2 * r : d + 3 * r] = torch.outer(u, torch.randn(r))  # head 2's W_K (d, r)
 
     report = attn.load(str(planted_gpt2(tmp_path, plant)), device="cpu").circuits()
     strongest = report.top("k", 2)
@@ -200,8 +205,8 @@ def test_llama_rotary_and_grouped_query_heads(tiny_llama_dir):
     for head in (0, 5):
         kv = report.head(1, head).kv_head
         assert kv == head // 4
-        w_q = attention.q_proj.weight[head * r:(head + 1) * r].T.double()  # (d, r); RMSNorm weights are 1 here
-        w_k = attention.k_proj.weight[kv * r:(kv + 1) * r].T.double()
+        w_q = attention.q_proj.weight[head * r : (head + 1) * r].T.double()  # (d, r); RMSNorm weights are 1 here
+        w_k = attention.k_proj.weight[kv * r : (kv + 1) * r].T.double()
         dense = torch.linalg.svdvals(w_q @ w_k.T)[:r].detach().numpy()
         assert np.allclose(report.head(1, head).qk_singular, dense, atol=1e-9)
 
@@ -243,8 +248,11 @@ def test_lab_the_strongest_k_pairs_are_the_previous_token_head_into_the_inductio
     """It stands out among all pairs, not only into one reader: every layer-1 head of the lab decoder is an
     induction head, and the strongest K pairs of the whole grid are the previous-token head writing into each."""
     into, previous, report = _lab_k_composition()
-    readers = {(profile.layer, profile.head) for profile in attn.load("lab", device="cpu").heads(
-        probe="induction").heads if (profile.scores["induction"] or 0) >= 0.8}
+    readers = {
+        (profile.layer, profile.head)
+        for profile in attn.load("lab", device="cpu").heads(probe="induction").heads
+        if (profile.scores["induction"] or 0) >= 0.8
+    }
     top = report.top("k", len(readers))
     assert {pair.writer for pair in top} == {previous} and {pair.reader for pair in top} == readers
 
@@ -295,8 +303,16 @@ def test_qwen3_per_head_q_and_k_norms_are_named_and_gemma_norm_scales_are_one_pl
     from attn_cli.backends.circuit_weights import _norm
 
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=30522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=128)
+    config = Qwen3Config(
+        vocab_size=30522,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=128,
+    )
     report = attn.load(str(save_tiny(Qwen3Model(config), tmp_path)), device="cpu").circuits()
     assert any("q_norm" in note for note in report.notes)
 

@@ -22,10 +22,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import isolate
 from typer.testing import CliRunner
 
 from attn_cli.cli import app
-from conftest import isolate
 
 runner = CliRunner()
 
@@ -135,8 +135,7 @@ def test_json_document_contract():
 
 
 def test_json_selection_qkv_and_top_k():
-    result = attn("inspect", SENTENCE, "--layer", "2", "--head", "1-3", "--include", "qkv", "--top-k", "2",
-                  "--json")
+    result = attn("inspect", SENTENCE, "--layer", "2", "--head", "1-3", "--include", "qkv", "--top-k", "2", "--json")
     succeeded(result)
     document = parse_json(result.stdout)
     size = len(document["tokens"])
@@ -180,8 +179,7 @@ def test_terminal_default_view():
 
 
 def test_terminal_every_panel_for_one_head():
-    result = attn("inspect", "Hello", "--layer", "0", "--head", "2",
-                  "--show", "weights,scores,q,k,v,symmetry,top")
+    result = attn("inspect", "Hello", "--layer", "0", "--head", "2", "--show", "weights,scores,q,k,v,symmetry,top")
     succeeded(result)
     assert "layer 0 · head 2" in result.stdout
     for title in ("weights = softmax", "scores = q·kᵀ", "Symmetry", "most-attended keys"):
@@ -199,7 +197,9 @@ def test_terminal_qkv_panels_show_vectors_when_asked_for():
 def test_terminal_vector_table_numbers_are_not_clipped():
     result = attn("inspect", "Hello", "--layer", "0", "--head", "2", "--show", "q", "--include", "qkv")
     succeeded(result)
-    rows = [line for line in result.stdout.splitlines() if re.match(r"^\s*\d \[CLS\]|^\s*\d hello|^\s*\d \[SEP\]", line)]
+    rows = [
+        line for line in result.stdout.splitlines() if re.match(r"^\s*\d \[CLS\]|^\s*\d hello|^\s*\d \[SEP\]", line)
+    ]
     assert len(rows) == 3, result.stdout
     for row in rows:
         assert "…" not in row, row
@@ -300,9 +300,12 @@ def test_bad_usage_exits_2_with_one_line(args, stdin, fragments):
 
 @pytest.mark.parametrize(
     "args, fragment",
-    [(["inspect", "Hello", "--nope"], "No such option: --nope"), (["diff"], "Missing argument 'TEXT"),
-     (["inspect"], "no text given"),  # TEXT is optional since --image: attn's own one line
-     (["compare", "Hello", "--dtype", "float8"], "float8")],
+    [
+        (["inspect", "Hello", "--nope"], "No such option: --nope"),
+        (["diff"], "Missing argument 'TEXT"),
+        (["inspect"], "no text given"),  # TEXT is optional since --image: attn's own one line
+        (["compare", "Hello", "--dtype", "float8"], "float8"),
+    ],
 )
 def test_typer_usage_errors_are_one_line_too(args, fragment):
     """Errors Typer finds itself go through the console script's edge (main), not CliRunner's app."""
@@ -329,8 +332,9 @@ def test_missing_model_directory_exits_1():
 
 
 def test_uncached_hub_id_offline_exits_1():
-    line = assert_user_error(attn("inspect", "Hello", "--model", "org/not-cached-model", ok=False), 1,
-                             "org/not-cached-model")
+    line = assert_user_error(
+        attn("inspect", "Hello", "--model", "org/not-cached-model", ok=False), 1, "org/not-cached-model"
+    )
     assert "cache" in line.lower()
 
 
@@ -351,8 +355,9 @@ def pickle_model_dir(tiny_bert_dir, tmp_path_factory):
 
 
 def test_pickle_checkpoint_is_refused_by_default(pickle_model_dir):
-    line = assert_user_error(attn("inspect", "Hello", "--model", str(pickle_model_dir), ok=False), 1,
-                             "pytorch_model.bin", "--allow-pickle")
+    line = assert_user_error(
+        attn("inspect", "Hello", "--model", str(pickle_model_dir), ok=False), 1, "pytorch_model.bin", "--allow-pickle"
+    )
     assert "pickle" in line
 
 
@@ -367,8 +372,9 @@ def test_pickle_checkpoint_loads_with_allow_pickle(pickle_model_dir):
 def test_tokenizer_vocab_larger_than_the_model_is_a_clean_error(tmp_path, tiny_bert_dir):
     from transformers import BertConfig, BertModel
 
-    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64)
+    config = BertConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
+    )
     BertModel(config).save_pretrained(tmp_path)
     for path in tiny_bert_dir.iterdir():  # the real BERT tokenizer (ids up to 30521)
         if path.suffix != ".safetensors" and path.name != "config.json":
@@ -381,8 +387,9 @@ LONG_TEXT = " ".join(["word"] * 600)  # 602 tokens with [CLS] and [SEP]; MiniLM 
 
 
 def test_too_long_text_exits_1_and_suggests_truncate():
-    line = assert_user_error(attn("inspect", LONG_TEXT, "--layer", "0", "--head", "0", ok=False), 1,
-                             "positions", "--truncate")
+    line = assert_user_error(
+        attn("inspect", LONG_TEXT, "--layer", "0", "--head", "0", ok=False), 1, "positions", "--truncate"
+    )
     assert "602" in line and "512" in line
     among = assert_user_error(attn("heads", "A short one.", LONG_TEXT, "--layer", "0", ok=False), 1, "positions")
     assert f"the text {' '.join(LONG_TEXT.split()[:6])!r}"[:-1] in among  # which text of several: its first words
@@ -402,19 +409,23 @@ def test_truncate_keeps_the_first_512_tokens():
 
 
 def test_importing_the_cli_does_not_import_torch():
-    code = ("import sys, attn_cli.cli; "
-            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, "
-            "sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))[:5]")
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               env=subprocess_env(), timeout=60)
+    code = (
+        "import sys, attn_cli.cli; "
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, "
+        "sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))[:5]"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), timeout=60
+    )
     assert completed.returncode == 0, completed.stderr
 
 
 @pytest.mark.parametrize("how", ["console-script", "python-m"])
 def test_help(how, tmp_path):
     command = [str(console_script())] if how == "console-script" else [sys.executable, "-m", "attn_cli"]
-    completed = subprocess.run([*command, "--help"], capture_output=True, text=True, env=subprocess_env(),
-                               cwd=tmp_path, timeout=60)
+    completed = subprocess.run(
+        [*command, "--help"], capture_output=True, text=True, env=subprocess_env(), cwd=tmp_path, timeout=60
+    )
     assert completed.returncode == 0, completed.stderr
     assert "inspect" in completed.stdout
     assert completed.stderr == ""
@@ -424,10 +435,10 @@ def test_pipe_closed_early_exits_0_quietly(tmp_path):
     """`attn inspect SENTENCE --json | head -c 100`: a ~220 kB document into a reader that quits early."""
     attn_script = console_script()
     # Plain sh, no pipefail: attn's own exit status is saved to a file, its stderr to another.
-    command = (f'{{ "{attn_script}" inspect "{SENTENCE}" --json 2>attn.err; echo $? >attn.rc; }} '
-               "| head -c 100")
-    completed = subprocess.run(command, shell=True, capture_output=True, cwd=tmp_path, env=subprocess_env(),
-                               timeout=120)
+    command = f'{{ "{attn_script}" inspect "{SENTENCE}" --json 2>attn.err; echo $? >attn.rc; }} | head -c 100'
+    completed = subprocess.run(
+        command, shell=True, capture_output=True, cwd=tmp_path, env=subprocess_env(), timeout=120
+    )
     stderr = (tmp_path / "attn.err").read_text(errors="replace")
     assert completed.returncode == 0
     assert completed.stdout.startswith(b'{"schema_version": 1')
@@ -440,8 +451,18 @@ def test_pipe_closed_early_exits_0_quietly(tmp_path):
 
 
 def test_causal_heatmap_leaves_the_future_blank(tiny_llama_dir):
-    result = attn("inspect", "the cat sat on the mat", "--model", str(tiny_llama_dir), "--layer", "1",
-                  "--head", "5", "--show", "weights")
+    result = attn(
+        "inspect",
+        "the cat sat on the mat",
+        "--model",
+        str(tiny_llama_dir),
+        "--layer",
+        "1",
+        "--head",
+        "5",
+        "--show",
+        "weights",
+    )
     succeeded(result)
     rows = [line.rstrip() for line in result.stdout.splitlines() if re.match(r"^ *\d+ (?!tokens:)\S", line)]
     assert len(rows) == 8  # [CLS] the cat sat on the mat [SEP]
@@ -450,12 +471,21 @@ def test_causal_heatmap_leaves_the_future_blank(tiny_llama_dir):
         assert len(cells) == index + 1, row
 
 
-LOADING_FLAGS = {"--model", "--option", "--device", "--dtype", "--allow-pickle", "--revision", "--trust-remote-code",
-                 "--device-map"}
+LOADING_FLAGS = {
+    "--model",
+    "--option",
+    "--device",
+    "--dtype",
+    "--allow-pickle",
+    "--revision",
+    "--trust-remote-code",
+    "--device-map",
+}
 
 
-@pytest.mark.parametrize("command", ["inspect", "explore", "heads", "diagnose", "compare", "rollout", "diff",
-                                     "generate", "attribute"])
+@pytest.mark.parametrize(
+    "command", ["inspect", "explore", "heads", "diagnose", "compare", "rollout", "diff", "generate", "attribute"]
+)
 def test_every_command_that_loads_a_model_takes_the_same_loading_options(command):
     import typer.main
 
@@ -491,11 +521,31 @@ def test_the_loading_flags_reach_the_backend(monkeypatch, command):
         raise KeyboardInterrupt  # stop before any model loads
 
     monkeypatch.setattr("attn_cli.backends.registry.load_backend", refuse)
-    result = runner.invoke(app, [*command, "--model", "./somewhere", "--device-map", "auto", "--revision", "v1",
-                                 "-O", "allow_pickle=true", "--dtype", "float32"])
+    result = runner.invoke(
+        app,
+        [
+            *command,
+            "--model",
+            "./somewhere",
+            "--device-map",
+            "auto",
+            "--revision",
+            "v1",
+            "-O",
+            "allow_pickle=true",
+            "--dtype",
+            "float32",
+        ],
+    )
     assert result.exit_code == 130, result.output
-    assert seen == {"spec": "./somewhere", "device": "auto", "dtype": "float32", "device_map": "auto",
-                    "revision": "v1", "allow_pickle": "true"}
+    assert seen == {
+        "spec": "./somewhere",
+        "device": "auto",
+        "dtype": "float32",
+        "device_map": "auto",
+        "revision": "v1",
+        "allow_pickle": "true",
+    }
 
 
 def test_loads_model_needs_a_loading_parameter():

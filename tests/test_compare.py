@@ -84,9 +84,9 @@ def test_cosine_scores_lie_in_minus_one_one(compared):
 
 
 def test_propagated_baseline_reproduces_the_model_exactly_and_shared_k_uses_k(minilm_backend):
-    from attn_cli.math.attention import expand_kv
-    from attn_cli.backends.capture_hook import LayerRecorder, capturing
     from attn_cli.analyses.variants import VARIANTS
+    from attn_cli.backends.capture_hook import LayerRecorder, capturing
+    from attn_cli.math.attention import expand_kv
 
     model, tokenizer = minilm_backend.model, minilm_backend.tokenizer
     inputs = tokenizer(TEXT, return_tensors="pt")
@@ -131,8 +131,19 @@ def cli():
 
 
 def test_compare_json_document(cli):
-    result = cli("compare", "Hello, how are you?", "--layer", "1", "--head", "0-1", "--variant", "shared-k",
-                 "--variant", "no-scale", "--json")
+    result = cli(
+        "compare",
+        "Hello, how are you?",
+        "--layer",
+        "1",
+        "--head",
+        "0-1",
+        "--variant",
+        "shared-k",
+        "--variant",
+        "no-scale",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["schema_version"] == 1 and document["command"] == "compare"
@@ -144,8 +155,15 @@ def test_compare_json_document(cli):
     diff = document["diff"]["shared-k"]
     assert diff["summary"]["heads"] == 2 and diff["summary"]["symmetric_heads"] == 2
     head = diff["layers"][0]["heads"][0]
-    assert set(head) == {"head", "asymmetry", "self_weight", "entropy", "score_variance", "js_divergence",
-                         "top1_agreement"}
+    assert set(head) == {
+        "head",
+        "asymmetry",
+        "self_weight",
+        "entropy",
+        "score_variance",
+        "js_divergence",
+        "top1_agreement",
+    }
     assert set(head["self_weight"]) == {"baseline", "variant"}
 
 

@@ -4,11 +4,10 @@ headless Chromium, offline (test_browser.py's browser; skipped with its reason w
 from __future__ import annotations
 
 import pytest
+from conftest import open_page  # the browser and offline_page fixtures are conftest's
+from store_builder import INDUCTION, build_store
 
 from attn_cli.math.score_names import SCORES
-
-from store_builder import INDUCTION, build_store
-from conftest import open_page  # the browser and offline_page fixtures are conftest's
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"
 
@@ -19,8 +18,10 @@ def pages(tmp_path_factory):
     from attn_cli.render.dashboard_page import dashboard_html
 
     folder = tmp_path_factory.mktemp("dashboard")
-    built = {"plain": build_store(folder / "plain"),
-             "hostile": build_store(folder / "hostile", texts=9, hostile=HOSTILE)}
+    built = {
+        "plain": build_store(folder / "plain"),
+        "hostile": build_store(folder / "hostile", texts=9, hostile=HOSTILE),
+    }
     paths = {}
     for name, store in built.items():
         paths[name] = folder / f"{name}.html"
@@ -40,8 +41,10 @@ def test_the_finder_sorts_by_induction_and_a_click_opens_the_head(offline_page, 
     assert page.locator("#heads thead th.score").count() == len(SCORES)
     page.locator("th[data-score='induction']").click()
     assert rows(page)[0] == "1.4"  # the planted induction head first
-    values = [float(v.replace("-", "nan") or "nan") for v in
-              page.locator("#heads tbody tr td.num:nth-child(5)").all_text_contents()]
+    values = [
+        float(v.replace("-", "nan") or "nan")
+        for v in page.locator("#heads tbody tr td.num:nth-child(5)").all_text_contents()
+    ]
     assert values == sorted(values, reverse=True)
     page.locator("th[data-score='induction']").click()  # again: lowest first
     assert rows(page)[-1] == "1.4"
@@ -72,8 +75,9 @@ def test_hovering_a_token_shows_its_weight(offline_page, pages):
     query = first.locator(".tok.query").text_content()
     key.hover()
     tip = page.locator("#tip").text_content()
-    assert tip == (f'weight of query "{query}" on "{key.text_content()}" (position {key.get_attribute("data-pos")}): '
-                   f"{weight:.3f}")
+    assert tip == (
+        f'weight of query "{query}" on "{key.text_content()}" (position {key.get_attribute("data-pos")}): {weight:.3f}'
+    )
     # the query is among its own keys here, and still drawn as the query, not in a key's weight colour
     assert first.locator(".tok.query").get_attribute("style") is None
     first.locator(".tok.query").hover()

@@ -11,10 +11,10 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import cli_json
 
 from attn_cli.api import Model
 from attn_cli.plumbing.errors import BadInput, MissingPackage
-from conftest import cli_json
 
 TEXT = "Hello, how are you?"
 OTHER = "Hello, who are you?"
@@ -46,14 +46,24 @@ def assert_cells_equal_json(frame, document: dict, names: dict[str, str]) -> Non
         rows = frame[(frame["layer"] == layer) & (frame["head"] == head["head"])]
         assert rows["query"].tolist() == np.repeat(np.arange(count), count).tolist()
         for field, column in names.items():
-            np.testing.assert_allclose(frame_matrix(rows, column, count, count), json_matrix(head[field]),
-                                       rtol=1e-6, atol=0)
+            np.testing.assert_allclose(
+                frame_matrix(rows, column, count, count), json_matrix(head[field]), rtol=1e-6, atol=0
+            )
 
 
 def test_inspect_to_pandas_round_trips_the_json(minilm):
     frame = minilm.inspect(TEXT).to_pandas()
-    assert list(frame.columns) == ["text", "layer", "head", "query", "query_token", "key", "key_token", "weight",
-                                   "score"]
+    assert list(frame.columns) == [
+        "text",
+        "layer",
+        "head",
+        "query",
+        "query_token",
+        "key",
+        "key_token",
+        "weight",
+        "score",
+    ]
     assert set(frame["text"]) == {TEXT}
     assert_cells_equal_json(frame, cli_json("inspect", TEXT), {"weights": "weight", "scores": "score"})
     sums = frame.groupby(["layer", "head", "query"])["weight"].sum()
@@ -63,8 +73,11 @@ def test_inspect_to_pandas_round_trips_the_json(minilm):
 def test_the_measure_is_a_column(minilm):
     frame = minilm.inspect(TEXT, layers=0, norms=True).to_pandas()
     assert list(frame.columns)[-3:] == ["weight", "score", "norm"]
-    assert_cells_equal_json(frame, cli_json("inspect", TEXT, "--layer", "0", "--measure", "norm"),
-                            {"weights": "weight", "scores": "score", "norms": "norm"})
+    assert_cells_equal_json(
+        frame,
+        cli_json("inspect", TEXT, "--layer", "0", "--measure", "norm"),
+        {"weights": "weight", "scores": "score", "norms": "norm"},
+    )
 
 
 def test_masked_scores_are_null_and_a_window_keeps_absolute_positions(tiny_gpt2_lm_dir):
@@ -91,8 +104,12 @@ def test_heads_to_pandas_is_one_row_per_head_with_every_score(minilm):
     document = cli_json("heads", *texts)
     assert len(frame) == len(document["heads"]) == 72
     for row, head in zip(frame.to_dict("records"), document["heads"]):
-        assert (row["layer"], row["head"], row["kv_head"], row["label"]) == (head["layer"], head["head"],
-                                                                             head["kv_head"], head["label"])
+        assert (row["layer"], row["head"], row["kv_head"], row["label"]) == (
+            head["layer"],
+            head["head"],
+            head["kv_head"],
+            head["label"],
+        )
         for name in SCORES:
             for column, field in ((name, "scores"), (f"{name}_std", "std")):
                 expected = head[field][name]
@@ -100,11 +117,13 @@ def test_heads_to_pandas_is_one_row_per_head_with_every_score(minilm):
             assert row[f"{name}_scored"] == head["scored"][name]
         sink = head["sink_key"] or {"position": None, "token": None, "texts": None}
         assert (row["sink_token"], row["sink_texts"] if sink["texts"] is None else int(row["sink_texts"])) == (
-            sink["token"], sink["texts"])
+            sink["token"],
+            sink["texts"],
+        )
 
 
 def test_a_score_no_text_defines_is_a_float_column_of_nulls(minilm):
-    """"Hello there" has no punctuation: the punctuation score is undefined for every head, still a number column."""
+    """ "Hello there" has no punctuation: the punctuation score is undefined for every head, still a number column."""
     frame = minilm.heads(["Hello there"], layers=0).to_pandas()
     assert frame["punctuation"].isna().all() and frame["punctuation"].dtype == np.float64
 
@@ -115,25 +134,33 @@ def test_rollout_compare_and_diff_round_trip_the_json(minilm):
     rollout = minilm.rollout(TEXT).to_pandas()
     document = cli_json("rollout", TEXT)
     count = len(document["tokens"])
-    np.testing.assert_allclose(frame_matrix(rollout, "rollout", count, count), json_matrix(document["rollout"]),
-                               rtol=1e-6, atol=0)
+    np.testing.assert_allclose(
+        frame_matrix(rollout, "rollout", count, count), json_matrix(document["rollout"]), rtol=1e-6, atol=0
+    )
 
     compare = minilm.compare(TEXT, layers=0, heads="1-2").to_pandas()
     document = cli_json("compare", TEXT, "--layer", "0", "--head", "1-2")
     assert list(compare["run"].unique()) == list(document["runs"]) == ["baseline", "shared-k"]
     for name, run in document["runs"].items():
-        assert_cells_equal_json(compare[compare["run"] == name], {**document, "layers": run["layers"]},
-                                {"weights": "weight", "scores": "score"})
+        assert_cells_equal_json(
+            compare[compare["run"] == name],
+            {**document, "layers": run["layers"]},
+            {"weights": "weight", "scores": "score"},
+        )
 
     diff = minilm.diff(TEXT, OTHER, layers=0).to_pandas()
     document = cli_json("diff", TEXT, OTHER, "--layer", "0")
     assert [(row["layer"], row["head"]) for row in diff.to_dict("records")] == [
-        (head["layer"], head["head"]) for head in document["heads"]]  # most changed first, as in the JSON
+        (head["layer"], head["head"]) for head in document["heads"]
+    ]  # most changed first, as in the JSON
     assert len(diff.columns) == 2 + 2 * 3 + 2 + 2 + 2 * len(SCORES)  # no name taken twice (first_token is both)
     for row, head in zip(diff.to_dict("records"), document["heads"]):
-        for column, values in [("entropy", head["entropy"]), ("self_weight", head["self_weight"]),
-                               ("first_token", head["first_token"]),
-                               *[(f"score_{name}", head["scores"][name]) for name in SCORES]]:
+        for column, values in [
+            ("entropy", head["entropy"]),
+            ("self_weight", head["self_weight"]),
+            ("first_token", head["first_token"]),
+            *[(f"score_{name}", head["scores"][name]) for name in SCORES],
+        ]:
             for side in "ab":
                 if values[side] is None:
                     assert row[f"{column}_{side}"] != row[f"{column}_{side}"]  # NaN: undefined for that text
@@ -147,7 +174,8 @@ def test_generate_is_one_row_per_generated_token_and_key(tiny_gpt2_lm_dir):
     import attn_cli
 
     report = attn_cli.load(str(tiny_gpt2_lm_dir), device="cpu").generate(
-        "the cat", max_new_tokens=3, layers=1, heads="0-1")
+        "the cat", max_new_tokens=3, layers=1, heads="0-1"
+    )
     frame = report.to_pandas()
     count, generated = len(report.tokens), len(report.tokens) - report.prompt_tokens
     assert list(frame.columns) == ["layer", "head", "generated", "generated_token", "key", "key_token", "weight"]
@@ -173,8 +201,10 @@ def test_a_missing_package_is_one_error_naming_it(minilm, monkeypatch, method, p
     monkeypatch.setitem(sys.modules, package, None)  # as if not installed: importing it fails
     with pytest.raises(MissingPackage) as caught:
         getattr(report, method)()
-    assert str(caught.value) == (f"{method}() needs {package}, which is not installed; pip install {package} "
-                                 "(or pip install 'attn-cli[notebook]')")
+    assert str(caught.value) == (
+        f"{method}() needs {package}, which is not installed; pip install {package} "
+        "(or pip install 'attn-cli[notebook]')"
+    )
     assert "\n" not in str(caught.value)
 
 

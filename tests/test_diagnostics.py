@@ -22,22 +22,33 @@ RETRIEVAL = SCORES.index("retrieval")
 
 # ---- the sink rate, by hand
 
+
 def test_first_token_weight_is_the_mean_over_every_real_row():
     """α = (1/T) Σ_i A[i, 0] over the real rows (the causal first row's weight 1 counts), padding rows out."""
-    weights = torch.tensor([[[[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]],   # text 0, head 0
-                             [[1.0, 0.0, 0.0], [0.1, 0.9, 0.0], [0.0, 0.5, 0.5]]],  # text 0, head 1
-                            [[[1.0, 0.0, 0.0], [0.4, 0.6, 0.0], [0.0, 0.0, 0.0]],   # text 1: two tokens, row 2 padding
-                             [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]]], dtype=torch.float64)
+    weights = torch.tensor(
+        [
+            [
+                [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]],  # text 0, head 0
+                [[1.0, 0.0, 0.0], [0.1, 0.9, 0.0], [0.0, 0.5, 0.5]],
+            ],  # text 0, head 1
+            [
+                [[1.0, 0.0, 0.0], [0.4, 0.6, 0.0], [0.0, 0.0, 0.0]],  # text 1: two tokens, row 2 padding
+                [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]],
+            ],
+        ],
+        dtype=torch.float64,
+    )
     real = torch.tensor([[True, True, True], [True, True, False]])
     alpha = first_token_sums(weights, real) / real.sum(-1, keepdim=True)
-    expected = torch.tensor([[(1 + 0.5 + 0.2) / 3, (1 + 0.1 + 0) / 3], [(1 + 0.4) / 2, (1 + 0) / 2]], dtype=torch.float64)
+    expected = torch.tensor(
+        [[(1 + 0.5 + 0.2) / 3, (1 + 0.1 + 0) / 3], [(1 + 0.4) / 2, (1 + 0) / 2]], dtype=torch.float64
+    )
     assert torch.allclose(alpha, expected)
     # rates: layer = share of heads with α > ε; model = mean over layers. α: text 0 .567, .367; text 1 .7, .5
     per_layer, model = sink_rates(torch.stack([alpha, alpha.flip(-1)], 1), 0.4)  # (B, L=2, H=2)
     assert per_layer.tolist() == [[0.5, 0.5], [1.0, 1.0]] and model.tolist() == [0.5, 1.0]
     per_layer, _ = sink_rates(alpha[:, None], 0.5)
     assert per_layer.tolist() == [[0.5], [0.5]]  # text 1: 0.7 > 0.5, 0.5 is not more than 0.5
-
 
 
 def test_sink_rate_of_planted_heads(planted_dir):
@@ -78,14 +89,16 @@ def test_a_corpus_is_the_mean_of_its_texts(minilm_backend):
         assert layer.massive == sum(s.massive for s in singles) and layer.massive > 0  # 20× and > 5: [CLS] d99
         assert layer.massive_texts == sum(s.massive_texts for s in singles)
     assert together.recurring[0].massive_texts == 3  # the same (layer, dim) in every text
-    cut_apart = SimpleNamespace(info=minilm_backend.info, device="cpu", dtype="float32",
-                                capture_batch=minilm_backend.capture_batch)
+    cut_apart = SimpleNamespace(
+        info=minilm_backend.info, device="cpu", dtype="float32", capture_batch=minilm_backend.capture_batch
+    )
     per_text = run_diagnose(cut_apart, texts, batch_size=3)
     assert per_text.sink_rate == pytest.approx(together.sink_rate, abs=1e-6)
     assert per_text.largest is None and per_text.layers[0].massive is None  # no residual stream without it
 
 
 # ---- massive activations
+
 
 def test_layer_entries_by_hand():
     state = torch.ones(4, 5)  # median 1
@@ -95,7 +108,10 @@ def test_layer_entries_by_hand():
     median, entries, massive, dims = layer_entries(state, 7, ratio=100, floor=100, top=3)
     assert median == 1.0 and massive == 2 and dims == [0, 3]
     assert [(e.layer, e.position, e.dim, e.value, e.massive) for e in entries] == [
-        (7, 2, 3, -250.0, True), (7, 1, 0, 150.0, True), (7, 0, 4, 99.0, False)]
+        (7, 2, 3, -250.0, True),
+        (7, 1, 0, 150.0, True),
+        (7, 0, 4, 99.0, False),
+    ]
     assert layer_entries(state, 7, ratio=100, floor=200, top=1)[2] == 1  # the floor holds 150 back
     assert layer_entries(state, 7, ratio=200, floor=100, top=1)[2] == 1  # and the ratio
 
@@ -137,6 +153,7 @@ def test_planted_massive_activations_are_found_where_they_were_planted(massive_d
 
 # ---- the retrieval score
 
+
 def tokens_of(ids: list[int]) -> list[Token]:
     return [Token(i, f"t{token}", token, False) for i, token in enumerate(ids)]
 
@@ -154,10 +171,12 @@ def test_retrieval_score_by_hand():
     largest weight lands on it in the needle: |copied| / |needle|."""
     flags = token_flags([tokens_of([1, 2, 50, 51, 3, 50, 51, 4])], needle=True)
     weights = torch.full((1, 4, 8, 8), 1 / 8, dtype=torch.float64)
-    rows = {0: ([2, 3], 1.0),  # both rows on the needle token they copy
-            1: ([2, 0], 0.5),  # row 5's argmax is key 0: one of two
-            2: ([3, 2], 0.0),  # each row on the other needle token: the wrong one
-            3: ([5, 6], 0.0)}  # on the copy itself (token 50 at 5 is not the needle)
+    rows = {
+        0: ([2, 3], 1.0),  # both rows on the needle token they copy
+        1: ([2, 0], 0.5),  # row 5's argmax is key 0: one of two
+        2: ([3, 2], 0.0),  # each row on the other needle token: the wrong one
+        3: ([5, 6], 0.0),
+    }  # on the copy itself (token 50 at 5 is not the needle)
     for head, (keys, _) in rows.items():
         for row, key in zip((4, 5), keys):
             weights[0, head, row] = 0.0
@@ -181,7 +200,7 @@ def test_the_retrieval_probe_holds_a_needle_and_its_copy(name):
     described = probe(model.backend, "retrieval", seed=5, length=30)
     assert described["needle"] == 6 and described["length"] == 30 and 0 <= described["depth"] <= 30
     words = described["text"].split()
-    depth, needle = described["depth"], words[described["depth"]:described["depth"] + 6]
+    depth, needle = described["depth"], words[described["depth"] : described["depth"] + 6]
     assert len(words) == 42 and words[-6:] == needle and len(set(words)) == 36  # only the needle repeats
     capture = model.capture(described["text"], layers=[0])
     ids = [token.id for token in capture.tokens]
@@ -189,8 +208,9 @@ def test_the_retrieval_probe_holds_a_needle_and_its_copy(name):
     target, marked = needle_targets(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.bool))
     assert marked[0].nonzero().flatten().tolist() == list(range(first + depth, first + depth + 6))
     copy = first + 36  # where the copy starts: the row before each of its tokens is to produce it
-    assert [(row, ids[row + 1]) for row in range(len(ids)) if target[0, row] >= 0] == \
-        [(copy - 1 + k, ids[first + depth + k]) for k in range(6)]
+    assert [(row, ids[row + 1]) for row in range(len(ids)) if target[0, row] >= 0] == [
+        (copy - 1 + k, ids[first + depth + k]) for k in range(6)
+    ]
     assert probe(model.backend, "retrieval", seed=5, length=30) == described  # seeded
 
 
@@ -216,6 +236,7 @@ def test_a_retrieval_probe_too_long_for_the_model_is_cut_to_fit(tiny_gpt2_dir):
 
 
 # ---- the commands
+
 
 def invoke(*args: str):
     return runner.invoke(app, list(args), catch_exceptions=False)
@@ -249,13 +270,16 @@ def test_cli_diagnose_on_the_toy_says_it_has_no_residual_stream():
     assert "no residual stream" in result.stdout and "Sink rate" in result.stdout
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (("diagnose",), "no text given"),
-    (("diagnose", "hello", "--file", "x.txt"), "separate sources"),
-    (("diagnose", "hello", "--ratio", "-1"), "ratio"),
-    (("heads", "--probe", "needle"), "needle"),
-    (("diagnose", "--file", "EMPTY"), "no text to score"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (("diagnose",), "no text given"),
+        (("diagnose", "hello", "--file", "x.txt"), "separate sources"),
+        (("diagnose", "hello", "--ratio", "-1"), "ratio"),
+        (("heads", "--probe", "needle"), "needle"),
+        (("diagnose", "--file", "EMPTY"), "no text to score"),
+    ],
+)
 def test_cli_diagnose_bad_usage_exits_2(args, fragment, tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")

@@ -25,7 +25,9 @@ def perturbed_bert_dir(tiny_bert_dir, tmp_path_factory):
     head_dim = model.config.hidden_size // model.config.num_attention_heads
     with torch.no_grad():
         query = model.encoder.layer[1].attention.self.query.weight  # (d_model, H·D): head h is rows h·D:(h+1)·D
-        query[2 * head_dim:3 * head_dim] = torch.randn(head_dim, query.shape[1], generator=torch.Generator().manual_seed(7))
+        query[2 * head_dim : 3 * head_dim] = torch.randn(
+            head_dim, query.shape[1], generator=torch.Generator().manual_seed(7)
+        )
     model.save_pretrained(directory)
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(tiny_bert_dir / name, directory / name)
@@ -40,13 +42,16 @@ def test_a_model_against_itself_changes_nothing(tiny_bert_dir):
         assert change.js_divergence == pytest.approx(0, abs=1e-9) and change.top1_agreement == 1.0
         assert change.entropy.baseline == change.entropy.variant
         assert change.label[0] == change.label[1]
-        assert all(value.baseline == value.variant or (value.baseline != value.baseline and value.variant != value.variant)
-                   for value in change.scores.values())  # equal, or both undefined (NaN)
+        assert all(
+            value.baseline == value.variant or (value.baseline != value.baseline and value.variant != value.variant)
+            for value in change.scores.values()
+        )  # equal, or both undefined (NaN)
 
 
 def test_the_perturbed_head_ranks_first_and_earlier_layers_are_unchanged(tiny_bert_dir, perturbed_bert_dir):
     report = attn_cli.load(str(tiny_bert_dir), device="cpu").diff(
-        TEXT, against=attn_cli.load(str(perturbed_bert_dir), device="cpu"))
+        TEXT, against=attn_cli.load(str(perturbed_bert_dir), device="cpu")
+    )
     first = report.heads[0]
     assert (first.layer, first.head) == (1, 2) and first.js_divergence > 0.01
     assert all(change.js_divergence == 0 for change in report.heads if change.layer == 0)
@@ -93,8 +98,9 @@ def test_cli_diff_json_and_view(tiny_bert_dir, perturbed_bert_dir):
     from attn_cli.cli import app
 
     runner = CliRunner()
-    result = runner.invoke(app, ["diff", TEXT, "--model", str(tiny_bert_dir), "--against-model",
-                                 str(perturbed_bert_dir), "--json"])
+    result = runner.invoke(
+        app, ["diff", TEXT, "--model", str(tiny_bert_dir), "--against-model", str(perturbed_bert_dir), "--json"]
+    )
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["command"] == "diff" and document["mode"] == "models" and document["comparable"]

@@ -16,10 +16,11 @@ import pytest
 
 pytest.importorskip("textual")
 
-from attn_cli.api import Model, load  # noqa: E402
-from attn_cli.plumbing.errors import BadInput  # noqa: E402
-from attn_cli.explore.app import ExploreApp  # noqa: E402
 from conftest import modules_loaded_by  # noqa: E402
+
+from attn_cli.api import Model, load  # noqa: E402
+from attn_cli.explore.app import ExploreApp  # noqa: E402
+from attn_cli.plumbing.errors import BadInput  # noqa: E402
 
 TEXT = "The cat sat on the mat."
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,8 +60,11 @@ async def submit_sentence(pilot, app, text: str) -> None:
 
 def panel_numbers(head, query: int) -> list[str]:
     """What the side panel must show for this query row: top keys' weights, entropy, self-weight."""
-    return ([f"{key.index}:{key.token}" for key in head.top[query]] + [f"{key.weight:.2f}" for key in head.top[query]]
-            + [f"entropy {head.entropy[query]:.2f}", f"self-weight {head.self_weight[query]:.2f}"])
+    return (
+        [f"{key.index}:{key.token}" for key in head.top[query]]
+        + [f"{key.weight:.2f}" for key in head.top[query]]
+        + [f"entropy {head.entropy[query]:.2f}", f"self-weight {head.self_weight[query]:.2f}"]
+    )
 
 
 def test_keys_move_the_selection_and_show_the_apis_numbers(minilm):
@@ -203,10 +207,10 @@ def test_variant_shared_k_is_shown_beside_the_baseline_and_symmetric(minilm):
             await until(pilot, lambda: app.variant == "shared-k")
             shown = app.query_one("#detail").text()
             assert "baseline: layer 0 · head 0" in shown and "shared-k: layer 0 · head 0" in shown
-            statistics = shown[shown.index("\n shared-k\n"):]
+            statistics = shown[shown.index("\n shared-k\n") :]
             assert ": symmetric" in statistics
             assert app.shown_report().head(0, 0).symmetry.symmetric
-            assert "not symmetric" in shown[:shown.index("\n shared-k\n")]
+            assert "not symmetric" in shown[: shown.index("\n shared-k\n")]
             await pilot.press("s")
             assert "scores = q·kᵀ" in app.query_one("#detail").text()
             await pilot.press("g")
@@ -226,7 +230,7 @@ def test_export_writes_svg_html_and_json(toy, tmp_path):
             await pilot.press("l", "x")
             await pilot.pause()
         names = sorted(path.name for path in tmp_path.iterdir())
-        assert [name[name.rindex("-1") + 2:] for name in names] == ["-head.svg", ".html", ".json", ".svg"]
+        assert [name[name.rindex("-1") + 2 :] for name in names] == ["-head.svg", ".html", ".json", ".svg"]
         screen = next(tmp_path.glob("*1.svg")).read_text(encoding="utf-8")
         assert screen.startswith("<svg") and "attn" in screen
         document = json.loads(next(tmp_path.glob("*.json")).read_text(encoding="utf-8"))
@@ -272,6 +276,7 @@ def test_a_screen_shrunk_too_small_and_grown_again_is_drawn_as_before(minilm):
     """80 × 24 → 50 × 12 (too small) → 80 × 24 draws the screen it drew before, with no key pressed: the grid's
     page, scrolled to the selected layer, the grid still focused (the keys line and status say so); 160 × 50
     has room for the grid and the heatmap side by side."""
+
     async def scenario():
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
         async with app.run_test(size=(80, 24)) as pilot:
@@ -312,6 +317,7 @@ def test_a_small_screen_shows_one_page_at_a_time(minilm):
     """80 × 24: side by side the thumbnails were 2 × 2 characters and the query panel, the statistics and a
     variant's heatmap were below the fold with no key to reach them. Now the grid, the heatmap(s) and the
     panel are pages of the whole screen; tab goes to the next (the status line says which), shift+tab back."""
+
     async def scenario():
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
         async with app.run_test(size=(80, 24)) as pilot:
@@ -435,13 +441,21 @@ def test_without_a_terminal_it_says_so_before_loading(tmp_path):
     out = tmp_path / "out.txt"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     with open(out, "w") as stdout:
-        result = subprocess.run([sys.executable, "-m", "attn_cli", "explore", TEXT, "--model", str(tmp_path / "nope")],
-                                stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env,
-                                cwd=tmp_path, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-m", "attn_cli", "explore", TEXT, "--model", str(tmp_path / "nope")],
+            stdin=subprocess.PIPE,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: attn explore needs a terminal: stdin, stdout and stderr are not one; run it in a terminal; for "
-        "output to a file or a pipe use attn inspect"]
+        "output to a file or a pipe use attn inspect"
+    ]
     assert out.read_text() == ""
 
 
@@ -452,8 +466,13 @@ def test_the_terminal_check_names_each_stream_that_is_not_one():
 
     tty, file = SimpleNamespace(isatty=lambda: True), SimpleNamespace(isatty=lambda: False)
     assert not_a_terminal({"stdin": tty, "stdout": tty, "stderr": tty}) is None
-    assert not_a_terminal({"stdin": tty, "stdout": file, "stderr": tty}) == "attn explore needs a terminal: stdout is not one"
-    assert not_a_terminal({"stdin": None, "stdout": file}) == "attn explore needs a terminal: stdin and stdout are not one"
+    assert (
+        not_a_terminal({"stdin": tty, "stdout": file, "stderr": tty})
+        == "attn explore needs a terminal: stdout is not one"
+    )
+    assert (
+        not_a_terminal({"stdin": None, "stdout": file}) == "attn explore needs a terminal: stdin and stdout are not one"
+    )
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -462,13 +481,14 @@ def test_in_a_real_terminal(tmp_path):
     session = f"attn-explore-test-{os.getpid()}"
     status = tmp_path / "status"
     env = f"env -u COLUMNS -u LINES PYTHONPATH={ROOT} HF_HUB_OFFLINE=1"
-    command = (f"cd {tmp_path} && {env} {sys.executable} -m attn_cli explore 'The cat sat on the mat.' "
-               f"--model toy -O heads=4 -O layers=2; echo $? > {status}")
+    command = (
+        f"cd {tmp_path} && {env} {sys.executable} -m attn_cli explore 'The cat sat on the mat.' "
+        f"--model toy -O heads=4 -O layers=2; echo $? > {status}"
+    )
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command], check=True)
 
     def pane() -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True,
-                              text=True).stdout
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
 
     def wait_for(text: str, timeout: float = 60) -> str:
         deadline = time.monotonic() + timeout
@@ -550,25 +570,31 @@ def test_thumbnails_are_the_grids_own_pictures():
     from attn_cli.render.grid import HeadsGrid
 
     rng = np.random.default_rng(0)
-    for trial in range(12):
+    for _trial in range(12):
         rows, cols = (int(n) for n in rng.integers(1, 24, size=2))
-        layers = [(layer, [SimpleNamespace(head=head, weights=rng.dirichlet(np.ones(cols), size=rows))
-                           for head in range(4)]) for layer in range(3)]
+        layers = [
+            (layer, [SimpleNamespace(head=head, weights=rng.dirichlet(np.ones(cols), size=rows)) for head in range(4)])
+            for layer in range(3)
+        ]
         heads = [head for _, row in layers for head in row]
         for colour in ("truecolor", None):
             console = Console(width=200, color_system=colour, force_terminal=True)
             for width in (30, 60, 100, 160):
                 options = console.options.update(width=width, height=None, highlight=False)
                 grid = CachedGrid(layers, "All heads", mark=(1, 2))
-                assert grid.lines(console, options) == console.render_lines(HeadsGrid(layers, "All heads", mark=(1, 2)),
-                                                                            options, pad=False)
+                assert grid.lines(console, options) == console.render_lines(
+                    HeadsGrid(layers, "All heads", mark=(1, 2)), options, pad=False
+                )
                 thumb, half = grid.layout(console, width)
                 if thumb < 2:
                     continue
                 ink_floor = 0.0 if colour else 0.2
                 for head, picture in zip(heads, grid.pictures(thumb, half, ink_floor)):
-                    own = half_blocks(head.weights, grid.scale) if half else grid.thumbnail(head.weights, thumb,
-                                                                                            ink_floor)
+                    own = (
+                        half_blocks(head.weights, grid.scale)
+                        if half
+                        else grid.thumbnail(head.weights, thumb, ink_floor)
+                    )
                     assert [cells(grid.scale, line) for line in picture] == own
 
 
@@ -586,6 +612,7 @@ def test_the_model_leaves_the_screen_a_core():
 def test_a_new_sentence_is_drawn_by_the_worker_as_the_screen_draws_it(minilm):
     """The model thread renders the new look (grid, heatmap, panel); what the screen then shows is those
     lines, and they equal what the screen renders itself with nothing cached."""
+
     async def scenario():
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
         async with app.run_test(size=(160, 50)) as pilot:

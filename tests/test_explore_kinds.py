@@ -10,11 +10,12 @@ import pytest
 
 pytest.importorskip("textual")
 
-from attn_cli.explore.app import ExploreApp  # noqa: E402
-from attn_cli.explore.session import Session  # noqa: E402
 from test_explore import run, until  # noqa: E402
 from test_seq2seq import SOURCE, TARGET, tiny_seq2seq  # noqa: E402
 from vision_models import halves, planted_left  # noqa: E402
+
+from attn_cli.explore.app import ExploreApp  # noqa: E402
+from attn_cli.explore.session import Session  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def heatmap_axes(detail: str) -> tuple[list[str], list[str]]:
     """The heatmap's row tokens ('▶2 die', ' 3 katze' → die, katze) and its key list ('keys 0:the  1:cat')."""
     lines = detail.splitlines()
     keys_line = next(line for line in lines if line.strip().startswith("keys "))
-    keys = [entry.split(":", 1)[1] for entry in keys_line.strip()[len("keys "):].split()]
+    keys = [entry.split(":", 1)[1] for entry in keys_line.strip()[len("keys ") :].split()]
     first = next(i for i, line in enumerate(lines) if "key →" in line) + 1
     last = next(i for i, line in enumerate(lines) if line.strip().startswith("keys "))
     rows = [line.lstrip(" ▶").split()[1] for line in lines[first:last]]
@@ -76,8 +77,10 @@ def test_a_cross_head_reads_as_target_rows_by_source_columns_and_c_switches_the_
             assert "source tokens" in header and "target tokens" in header and "c: next stack" in header
             # the panel says why a cross head has no self-weight and no symmetry (the report holds null)
             detail = " ".join(app.query_one("#detail").text().split())
-            assert (f"self-weight not defined: cross-attention: queries are the {len(target)} target tokens and keys "
-                    f"the {len(source)} source tokens, so no key is the query itself") in detail
+            assert (
+                f"self-weight not defined: cross-attention: queries are the {len(target)} target tokens and keys "
+                f"the {len(source)} source tokens, so no key is the query itself"
+            ) in detail
             assert f"Symmetry not defined: {app.report.head(app.layer, app.head).symmetry.reason}" in detail
             keys_line = str(app.query_one("#keys").render())
             assert "c stack" in keys_line and "t target" in keys_line and "v variant" not in keys_line
@@ -110,8 +113,10 @@ def test_e_edits_the_source_and_t_the_target(marian):
             await pilot.press(*"der hund", "enter")
             await until(pilot, lambda: app.session.target == "der hund")
             expected = marian.inspect(SOURCE, target="der hund", top_k=5)
-            assert heatmap_axes(app.query_one("#detail").text()) == (texts(expected.target_tokens),
-                                                                     texts(expected.tokens))
+            assert heatmap_axes(app.query_one("#detail").text()) == (
+                texts(expected.target_tokens),
+                texts(expected.tokens),
+            )
             await pilot.press("e")
             await until(pilot, lambda: getattr(app.focused, "id", None) == "sentence")
             assert app.focused.value == SOURCE and "a new source" in app.focused.border_title
@@ -119,8 +124,10 @@ def test_e_edits_the_source_and_t_the_target(marian):
             await pilot.press(*"a dog barks", "enter")
             await until(pilot, lambda: app.text == "a dog barks")
             expected = marian.inspect("a dog barks", target="der hund", top_k=5)
-            assert heatmap_axes(app.query_one("#detail").text()) == (texts(expected.target_tokens),
-                                                                     texts(expected.tokens))
+            assert heatmap_axes(app.query_one("#detail").text()) == (
+                texts(expected.target_tokens),
+                texts(expected.tokens),
+            )
             await pilot.press("t")
             await until(pilot, lambda: getattr(app.focused, "id", None) == "sentence")
             app.focused.value = " "
@@ -170,8 +177,13 @@ def picture_brightness(strips) -> np.ndarray:
     for strip in strips:
         segments = [segment for segment in strip if segment.text.strip(" ")]
         if segments and all(set(segment.text) == {"▀"} for segment in segments):
-            rows.append([sum(segment.style.color.get_truecolor()) + sum(segment.style.bgcolor.get_truecolor())
-                         for segment in segments for _ in segment.text])
+            rows.append(
+                [
+                    sum(segment.style.color.get_truecolor()) + sum(segment.style.bgcolor.get_truecolor())
+                    for segment in segments
+                    for _ in segment.text
+                ]
+            )
     return np.array(rows, dtype=float)
 
 
@@ -194,13 +206,13 @@ def test_the_planted_head_lights_the_left_half_of_the_image(planted, size, monke
             brightness = picture_brightness(detail.strips)
             assert brightness.shape[0] >= 8
             wide = brightness.shape[1]
-            left, right = brightness[:, : wide // 2 - 1], brightness[:, wide // 2 + 1:]
+            left, right = brightness[:, : wide // 2 - 1], brightness[:, wide // 2 + 1 :]
             assert left.min() > 3 * right.max()  # every left cell lit, no right cell
             await pilot.press("down", "down", "right_square_bracket")  # [CLS] → r0c0 → r1c0 → r1c1
             assert app.status_view().plain.startswith("layer 0 head 0 · query 6:r1c1")
             assert "attention from 6:r1c1" in detail.text()
             brightness = picture_brightness(detail.strips)
-            assert brightness[:, : wide // 2 - 1].min() > 3 * brightness[:, wide // 2 + 1:].max()
+            assert brightness[:, : wide // 2 - 1].min() > 3 * brightness[:, wide // 2 + 1 :].max()
             await pilot.press("up", "up")
             assert app.query == 0
             assert "e edit" not in str(app.query_one("#keys").render())  # an image has no sentence to edit
@@ -259,8 +271,13 @@ def test_the_query_patch_is_outlined_and_g_shows_every_head_small_from_it(plante
             app.set_query(app.report.image.token_of(3, 2))  # the bottom row, third column of 4 × 4
             await pilot.pause()
             picture = [y for y, line in enumerate(detail.text().splitlines()) if "▀" in line]
-            cells = [x for y, line in enumerate(detail.text().splitlines()) if "▀" in line
-                     for x, char in enumerate(line) if char == "▀"]
+            cells = [
+                x
+                for y, line in enumerate(detail.text().splitlines())
+                if "▀" in line
+                for x, char in enumerate(line)
+                if char == "▀"
+            ]
             marked = outlined_cells(detail)
             assert marked
             ys, xs = {y for y, _ in marked}, {x for _, x in marked}
@@ -296,7 +313,10 @@ def test_x_exports_the_whole_pair_as_html_and_json(marian, tmp_path):
     run(scenario())
     document = json.loads(next(tmp_path.glob("*.json")).read_text())
     assert document["target"] == TARGET and {layer["stack"] for layer in document["layers"]} == {
-        "encoder", "decoder", "cross"}
+        "encoder",
+        "decoder",
+        "cross",
+    }
     assert len(list(tmp_path.glob("*-head.svg"))) == 1 and len(list(tmp_path.glob("*.html"))) == 1
 
 

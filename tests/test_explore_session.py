@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-
 import pytest
+from conftest import modules_loaded_by
 
 from attn_cli.api import load
-from conftest import modules_loaded_by
 from attn_cli.explore import layout
 from attn_cli.explore.session import KEEP_TEXTS, Session
 
@@ -139,7 +138,9 @@ def test_drawn_lines_are_rendered_once_and_forgotten_with_their_reports(toy):
     drawn = Drawn(console, lambda: console.options)
     lines, rows = drawn.detail(session, 60)
     text = "\n".join("".join(segment.text for segment in line) for line in lines)
-    assert "layer 0 · head 0" in text and "▶" in text and sorted(rows.values()) == list(range(len(session.report.tokens)))
+    assert (
+        "layer 0 · head 0" in text and "▶" in text and sorted(rows.values()) == list(range(len(session.report.tokens)))
+    )
     assert drawn.detail(session, 60)[0][1:] == lines[1:]  # drawn again from the kept lines
     assert len(drawn.maps_lines) == 1 and len(drawn.panels) == 1
     assert drawn.grid_layout(session.report, "weights", (0, 0), (160, 50), 4)[1] is False

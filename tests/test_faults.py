@@ -27,8 +27,17 @@ TEXT = " ".join(["the cat sat on the mat and"] * 12)  # 84 tokens: a run of a fe
 PRECIOUS = b"precious: written before the run"
 KINDS = {
     "json": ["--full", "-O", "layers=2", "-o", "out.json", "--save-tensors", "out.safetensors"],
-    "view": ["--full", "-O", "layers=2", "--save", "out.svg", "--save-tensors", "view.safetensors",
-             "-O", "save_weights=weights.safetensors"],
+    "view": [
+        "--full",
+        "-O",
+        "layers=2",
+        "--save",
+        "out.svg",
+        "--save-tensors",
+        "view.safetensors",
+        "-O",
+        "save_weights=weights.safetensors",
+    ],
 }
 TARGETS = {"json": ["out.json", "out.safetensors"], "view": ["out.svg", "view.safetensors", "weights.safetensors"]}
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
@@ -51,9 +60,14 @@ def hangup_as_a_terminal_leaves_it():
 
 
 def start(kind: str, directory: Path, *extra: str) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-m", "attn_cli", "inspect", "-", "--model", "toy", *KINDS[kind],
-                                *extra], cwd=directory, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, env=env())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "attn_cli", "inspect", "-", "--model", "toy", *KINDS[kind], *extra],
+        cwd=directory,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env(),
+    )
     process.stdin.write(TEXT.encode())
     process.stdin.close()
     process.stdin = None  # communicate() must not flush it again
@@ -78,8 +92,7 @@ def before_the_handlers(stderr: str) -> bool:
     install the handlers (the widest this window gets is on a loaded machine)."""
     frames = re.findall(r'File "([^"]+)"', stderr)
     ours = [frame for frame in frames if "attn_cli" in frame]
-    return all(frame.endswith(("attn_cli/__init__.py", "attn_cli/__main__.py", "attn_cli/launch.py"))
-               for frame in ours)
+    return all(frame.endswith(("attn_cli/__init__.py", "attn_cli/__main__.py", "attn_cli/launch.py")) for frame in ours)
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -114,9 +127,16 @@ def test_signals_at_random_moments_damage_nothing(tmp_path):
     chooser = random.Random(seed)
     # Half the signals at any moment of the first seconds (start-up, loading, the run), half while a
     # file is being written (the moment that used to destroy -o's old file).
-    trials = [(chooser.choice(list(KINDS)), chooser.choice([signal.SIGINT, signal.SIGTERM, signal.SIGTERM, signal.SIGHUP]), moment,
-               chooser.uniform(0.0, 3.0) if moment == "start" else chooser.uniform(0.0, 0.4))
-              for moment in ("start", "write") for _ in range(int(os.environ.get("ATTN_FAULT_TRIALS", "3")))]
+    trials = [
+        (
+            chooser.choice(list(KINDS)),
+            chooser.choice([signal.SIGINT, signal.SIGTERM, signal.SIGTERM, signal.SIGHUP]),
+            moment,
+            chooser.uniform(0.0, 3.0) if moment == "start" else chooser.uniform(0.0, 0.4),
+        )
+        for moment in ("start", "write")
+        for _ in range(int(os.environ.get("ATTN_FAULT_TRIALS", "3")))
+    ]
 
     def trial(numbered):
         index, (kind, signum, moment, delay) = numbered
@@ -126,8 +146,10 @@ def test_signals_at_random_moments_damage_nothing(tmp_path):
     with ThreadPoolExecutor(max_workers=2) as pool:
         outcomes = list(pool.map(trial, enumerate(trials)))
     for kind, signum, moment, delay, directory, code, stderr in outcomes:
-        context = (f"seed {seed}: {kind}, {signal.Signals(signum).name} {delay:.2f}s after the {moment} "
-                   f"→ exit {code}\n{stderr}")
+        context = (
+            f"seed {seed}: {kind}, {signal.Signals(signum).name} {delay:.2f}s after the {moment} "
+            f"→ exit {code}\n{stderr}"
+        )
         if code == 1 and before_the_handlers(stderr):
             # SIGINT during Python's own start-up or while attn_cli/launch.py itself is being imported,
             # before its handlers exist: Python's default KeyboardInterrupt (no file was touched yet).
@@ -146,9 +168,26 @@ def test_signals_at_random_moments_damage_nothing(tmp_path):
 def test_concurrent_runs_writing_the_same_file_leave_one_valid_document(tmp_path):
     target = tmp_path / "same.json"
     target.write_bytes(PRECIOUS)
-    processes = [subprocess.Popen([sys.executable, "-m", "attn_cli", "inspect", f"run number {index} of four",
-                                   "--model", "toy", "-o", str(target)], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, env=env()) for index in range(4)]
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "attn_cli",
+                "inspect",
+                f"run number {index} of four",
+                "--model",
+                "toy",
+                "-o",
+                str(target),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env(),
+        )
+        for index in range(4)
+    ]
     for process in processes:
         _, stderr = process.communicate(timeout=120)
         assert process.returncode == 0, stderr
@@ -173,9 +212,27 @@ def test_heads_stopped_mid_corpus(tmp_path, signum):
     SIGHUP (129) leave out.json exactly as it was; only Ctrl-C (130) writes the partial report."""
     target = tmp_path / "out.json"
     target.write_bytes(PRECIOUS)
-    process = subprocess.Popen([sys.executable, "-m", "attn_cli", "heads", "--file", "-", "--batch-size", "1",
-                                "--model", "toy", "-o", str(target)], cwd=tmp_path, stdin=subprocess.PIPE,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attn_cli",
+            "heads",
+            "--file",
+            "-",
+            "--batch-size",
+            "1",
+            "--model",
+            "toy",
+            "-o",
+            str(target),
+        ],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env(),
+    )
     process.stdin.write("".join(f"text number {index} of the corpus\n" for index in range(20)).encode())
     process.stdin.flush()  # left open: attn scores what it has, then waits for more
     waiting_for_input(process)

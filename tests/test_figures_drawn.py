@@ -39,8 +39,11 @@ def svg_size(svg: str) -> tuple[int, int]:
 
 def cell_box(svg: str, query: str, key: str) -> tuple[float, float, float]:
     """(x, y, size) in SVG px of the heatmap cell titled 'query → key'."""
-    for x, y, size, title in re.findall(r'<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="[\d.]+" '
-                                        r'fill="#[0-9a-f]{6}"><title>([^<]*)</title>', svg):
+    for x, y, size, title in re.findall(
+        r'<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="[\d.]+" '
+        r'fill="#[0-9a-f]{6}"><title>([^<]*)</title>',
+        svg,
+    ):
         if title.startswith(f"{query} → {key}:"):
             return float(x), float(y), float(size)
     raise AssertionError(f"no cell {query} → {key}")
@@ -98,7 +101,8 @@ def test_pdf_opens_with_the_svg_page_size_and_embedded_fonts(drawn):
     for font in fonts.values():
         font = font.get_object()
         descriptor = (font["/DescendantFonts"][0].get_object() if "/DescendantFonts" in font else font).get(
-            "/FontDescriptor")
+            "/FontDescriptor"
+        )
         if descriptor is not None:  # Type 3 fonts carry their glyphs inline
             assert any(key in descriptor.get_object() for key in ("/FontFile", "/FontFile2", "/FontFile3"))
     assert "the cat sat" in reader.pages[0].extract_text()
@@ -107,19 +111,30 @@ def test_pdf_opens_with_the_svg_page_size_and_embedded_fonts(drawn):
 def test_without_cairosvg_png_is_one_line_naming_the_extra_before_the_model_loads(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "cairosvg", None)  # import cairosvg raises ImportError
     for name in ("figure.png", "figure.pdf"):
-        result = attn("inspect", "hello", "--model", str(tmp_path / "no-such-model"), "--save", tmp_path / name,
-                      ok=False)
+        result = attn(
+            "inspect", "hello", "--model", str(tmp_path / "no-such-model"), "--save", tmp_path / name, ok=False
+        )
         assert result.exit_code == 2
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and "attn-cli[figures]" in lines[0] and "cairosvg" in lines[0], result.stderr
         assert not (tmp_path / name).exists()
 
 
-@pytest.mark.parametrize("args, words", [
-    (("--save", "x.svg", "--dpi", "300"), "--save x.svg is vector"),
-    (("--dpi", "300",), "no --save was given"),
-    (("--save", "x.png", "--dpi", "5"), "--dpi 5 is out of range"),
-    (("--save", "x.jpg"), "use FILE.png")])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("--save", "x.svg", "--dpi", "300"), "--save x.svg is vector"),
+        (
+            (
+                "--dpi",
+                "300",
+            ),
+            "no --save was given",
+        ),
+        (("--save", "x.png", "--dpi", "5"), "--dpi 5 is out of range"),
+        (("--save", "x.jpg"), "use FILE.png"),
+    ],
+)
 def test_dpi_and_format_mistakes_are_usage_errors(tmp_path, monkeypatch, args, words):
     monkeypatch.chdir(tmp_path)
     result = attn("inspect", "hello", "--model", "toy", *args, ok=False)
@@ -131,8 +146,11 @@ def test_a_png_past_cairos_size_is_refused_in_one_line(tmp_path):
     from attn_cli.render.raster import draw
 
     with pytest.raises(AttnError, match="lower --dpi"):
-        draw('<svg xmlns="http://www.w3.org/2000/svg" width="4000" height="10" viewBox="0 0 4000 10"></svg>',
-             ".png", 1200)
+        draw(
+            '<svg xmlns="http://www.w3.org/2000/svg" width="4000" height="10" viewBox="0 0 4000 10"></svg>',
+            ".png",
+            1200,
+        )
 
 
 # -- fonts ----------------------------------------------------------------------------------------------
@@ -144,9 +162,11 @@ def glyph_png(text: str, family: str | None = None) -> bytes:
     """One label drawn as the figures draw text (through with_fallback_fonts), as PNG bytes."""
     from attn_cli.render.raster import draw
 
-    svg = ('<svg xmlns="http://www.w3.org/2000/svg" width="60" height="40" viewBox="0 0 60 40" '
-           'font-family="DejaVu Sans, sans-serif"><rect width="100%" height="100%" fill="white"/>'
-           f'<text x="5" y="30" font-size="24">{text}</text></svg>')
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="60" height="40" viewBox="0 0 60 40" '
+        'font-family="DejaVu Sans, sans-serif"><rect width="100%" height="100%" fill="white"/>'
+        f'<text x="5" y="30" font-size="24">{text}</text></svg>'
+    )
     return draw(svg, ".png", 96)
 
 
@@ -170,8 +190,9 @@ def test_cjk_text_is_drawn_with_a_font_that_has_it_or_named_as_missing():
 
 def test_a_character_no_font_has_gives_one_warning_line(tmp_path, monkeypatch):
     monkeypatch.setattr("attn_cli.render.fonts.covering_family", lambda primary, characters: None)
-    result = attn("inspect", f"{CJK} cat", "--model", "toy", "--layer", "0", "--head", "0", "--save",
-                  tmp_path / "figure.png")
+    result = attn(
+        "inspect", f"{CJK} cat", "--model", "toy", "--layer", "0", "--head", "0", "--save", tmp_path / "figure.png"
+    )
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1, result.stderr
     assert "中 文" in warnings[0] and "empty boxes" in warnings[0] and "fonts-noto-cjk" in warnings[0]
@@ -179,6 +200,7 @@ def test_a_character_no_font_has_gives_one_warning_line(tmp_path, monkeypatch):
 
 
 # -- --scale head ---------------------------------------------------------------------------------------
+
 
 def causal_weights(tmp_path) -> np.ndarray:
     """The causal toy head's weights, masked cells NaN (from the JSON: their scores are null)."""
@@ -195,7 +217,9 @@ def by_hand(share: float) -> str:
     position = share * 4
     index = min(int(position), 3)
     part = position - index
-    return "#%02x%02x%02x" % tuple(int(round(a + (b - a) * part)) for a, b in zip(stops[index], stops[index + 1]))
+    return "#{:02x}{:02x}{:02x}".format(
+        *tuple(int(round(a + (b - a) * part)) for a, b in zip(stops[index], stops[index + 1]))
+    )
 
 
 def test_scale_head_colours_each_cell_between_the_heads_own_min_and_max(tmp_path):
@@ -209,7 +233,7 @@ def test_scale_head_colours_each_cell_between_the_heads_own_min_and_max(tmp_path
     value = weights[3, 1]  # 'on' → 'cat'
     expected = by_hand((value - low) / (high - low))
     assert re.search(rf'fill="{expected}"><title>on → cat: ', svg), expected
-    fixed = (tmp_path / "fixed.svg")
+    fixed = tmp_path / "fixed.svg"
     attn("inspect", SENTENCE, *CAUSAL, "--save", fixed)
     assert re.search(rf'fill="{by_hand(value)}"><title>on → cat: ', fixed.read_text())  # the fixed scale: the weight
     low_label = f"{low:.3f}".rstrip("0").rstrip(".")
@@ -230,8 +254,9 @@ def test_scale_head_grid_says_each_head_has_its_own_scale(tmp_path):
 def test_scale_head_page_gives_each_head_its_range(tmp_path):
     path = tmp_path / "page.html"
     attn("inspect", SENTENCE, *CAUSAL, "--scale", "head", "--save", path)
-    data = json.loads(re.search(r'<script id="attn-data" type="application/json">(.*?)</script>',
-                                path.read_text(), re.S).group(1))
+    data = json.loads(
+        re.search(r'<script id="attn-data" type="application/json">(.*?)</script>', path.read_text(), re.S).group(1)
+    )
     run = data["runs"][0]
     head = run["layers"][0]["heads"][0]
     weights = np.array([[np.nan if v is None else v for v in row] for row in head["m"]])

@@ -10,11 +10,11 @@ import re
 import numpy as np
 import pytest
 import torch
+from conftest import assert_generated_rows_equal_one_forward_pass, isolate, save_tiny, tiny_llama_config
 from typer.testing import CliRunner
 
 import attn_cli
 from attn_cli.plumbing.errors import AttnError, BadInput
-from conftest import assert_generated_rows_equal_one_forward_pass, isolate, save_tiny, tiny_llama_config
 
 PROMPT = "the cat sat on the"
 
@@ -72,8 +72,7 @@ def test_cli_generate_json_and_view(gpt2_lm_dir):
     from attn_cli.cli import app
 
     runner = CliRunner()
-    result = runner.invoke(app, ["generate", PROMPT, "--model", str(gpt2_lm_dir), "-n", "4", "--layer", "1",
-                                 "--json"])
+    result = runner.invoke(app, ["generate", PROMPT, "--model", str(gpt2_lm_dir), "-n", "4", "--layer", "1", "--json"])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["command"] == "generate" and document["stop"] == "max_new_tokens"
@@ -107,6 +106,7 @@ def test_inspect_on_a_checkpoint_with_its_lm_head_runs_the_base_model(llama_lm_d
 def test_generation_that_ends_on_the_models_eos_says_eos(gpt2_lm_dir, tmp_path):
     """generate() stops on the ids in the model's generation_config, which the tokenizer need not share."""
     from transformers import AutoModelForCausalLM
+
     from attn_cli.cli import app
 
     first = attn_cli.load(str(gpt2_lm_dir), device="cpu").generate(PROMPT, max_new_tokens=1)
@@ -158,7 +158,7 @@ def screen(*writes: str) -> list[str]:
             elif part.startswith("\x1b[") and part.endswith("A"):
                 row = max(0, row - int(part[2:-1] or 1))
             elif not part.startswith("\x1b"):
-                lines[row] = lines[row][:col].ljust(col) + part + lines[row][col + len(part):]
+                lines[row] = lines[row][:col].ljust(col) + part + lines[row][col + len(part) :]
                 col += len(part)
     return lines
 
@@ -167,7 +167,6 @@ def test_terminal_view_starts_with_its_header_and_aligns_the_indices(llama_lm_di
     """On a terminal the text is shown as it is produced, in the transient progress line, which leaves
     nothing behind: the screen starts with the header. Row indices 7…18 are right-aligned."""
     from attn_cli.cli import app
-
     from attn_cli.cli.edge import stderr_console
 
     isolate(monkeypatch, 80)
@@ -179,7 +178,7 @@ def test_terminal_view_starts_with_its_header_and_aligns_the_indices(llama_lm_di
     shown = screen(result.stderr, re.sub(r"\x1b\[[0-9;]*m", "", result.stdout))
     assert shown[0].startswith("attn generate · ")
     assert "generating" in result.stderr  # the text was shown while it was produced
-    table = shown[shown.index(next(line for line in shown if "attended (weight)" in line)) + 2:]
+    table = shown[shown.index(next(line for line in shown if "attended (weight)" in line)) + 2 :]
     labels = [re.match(r"\s*(\d+) ", line) for line in table[:12]]
     assert [int(label.group(1)) for label in labels] == list(range(7, 19))
     assert len({label.end() for label in labels}) == 1  # every token starts in the same column

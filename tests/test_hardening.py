@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import isolate
 from typer.testing import CliRunner
 
 from attn_cli.cli import app
-from conftest import isolate
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -57,8 +57,7 @@ def process_env(**extra: str) -> dict[str, str]:
 def run_attn(args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     """`python -m attn_cli ARGS` through sh (for redirections), in tmp_path."""
     command = f'"{sys.executable}" -m attn_cli {args}'
-    return subprocess.run(command, shell=True, capture_output=True, cwd=tmp_path, env=process_env(**env),
-                          timeout=120)
+    return subprocess.run(command, shell=True, capture_output=True, cwd=tmp_path, env=process_env(**env), timeout=120)
 
 
 def process_error(completed, code: int, *fragments: str) -> str:
@@ -117,25 +116,29 @@ def test_empty_show_is_an_error():
 # --- the toy's inputs ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content, fragment", [
-    (b'[toy]\nd_model = "big"\n', "d_model='big': expected a whole number"),
-    (b"[toy]\nheads = 2.5\n", "heads=2.5: expected a whole number"),
-    (b"[toy]\ncausal = 1\n", "causal=1: expected true or false"),
-    (b"[toy]\npositions = 3\n", "positions=3: expected text"),
-    (b"[toy]\nd_model = 100000000\n", "out of range"),
-    (b"[toy]\nseed = -1\n", "out of range"),
-    (b"[toy]\nd_model = 8\xff\n", "is not UTF-8: byte 0xff"),
-    (b"toy = 5\n", "[toy] must be a table"),
-    (b"[toy\n", "config"),
-])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        (b'[toy]\nd_model = "big"\n', "d_model='big': expected a whole number"),
+        (b"[toy]\nheads = 2.5\n", "heads=2.5: expected a whole number"),
+        (b"[toy]\ncausal = 1\n", "causal=1: expected true or false"),
+        (b"[toy]\npositions = 3\n", "positions=3: expected text"),
+        (b"[toy]\nd_model = 100000000\n", "out of range"),
+        (b"[toy]\nseed = -1\n", "out of range"),
+        (b"[toy]\nd_model = 8\xff\n", "is not UTF-8: byte 0xff"),
+        (b"toy = 5\n", "[toy] must be a table"),
+        (b"[toy\n", "config"),
+    ],
+)
 def test_bad_toy_config_is_one_line(tmp_path, content, fragment):
     path = tmp_path / "toy.toml"
     path.write_bytes(content)
     one_line_error(attn("inspect", "hello", "--model", "toy", "-O", f"config={path}"), 2, fragment)
 
 
-@pytest.mark.parametrize("option, value", [("d_model", "100000000"), ("layers", "100000"),
-                                           ("seed", str(2**64)), ("seed", "-3")])
+@pytest.mark.parametrize(
+    "option, value", [("d_model", "100000000"), ("layers", "100000"), ("seed", str(2**64)), ("seed", "-3")]
+)
 def test_toy_options_out_of_range_are_one_line(option, value):
     one_line_error(attn("inspect", "hello", "--model", "toy", "-O", f"{option}={value}"), 2, "out of range")
 
@@ -149,8 +152,9 @@ def test_toy_weights_that_are_not_finite_are_refused(tmp_path, value):
     weights = load_file(str(saved))
     weights["layers.0.w_q"][0, 0] = value
     save_file(weights, str(saved))
-    one_line_error(attn("inspect", "hello", "--model", "toy", "-O", f"weights={saved}"), 1, "layers.0.w_q",
-                   "NaN or infinite")
+    one_line_error(
+        attn("inspect", "hello", "--model", "toy", "-O", f"weights={saved}"), 1, "layers.0.w_q", "NaN or infinite"
+    )
 
 
 def test_toy_activations_that_overflow_are_refused(tmp_path):
@@ -175,10 +179,16 @@ def test_scores_that_overflow_from_finite_q_and_k_are_refused_by_every_command(t
     old = tmp_path / "old.json"
     old.write_text("precious")
     toy = ("--model", "toy", "-O", f"weights={saved}")
-    for command in (("inspect", "a b c", *toy, "-o", old), ("inspect", "a b c", *toy),
-                    ("inspect", "a b c", "a b", *toy, "--json"), ("compare", "a b c", *toy, "-o", old),
-                    ("heads", "a b c", "a b", *toy, "-o", old), ("rollout", "a b c", *toy, "-o", old),
-                    ("diff", "a b c", "a b", *toy, "-o", old), ("steps", "a b c", *toy)):
+    for command in (
+        ("inspect", "a b c", *toy, "-o", old),
+        ("inspect", "a b c", *toy),
+        ("inspect", "a b c", "a b", *toy, "--json"),
+        ("compare", "a b c", *toy, "-o", old),
+        ("heads", "a b c", "a b", *toy, "-o", old),
+        ("rollout", "a b c", *toy, "-o", old),
+        ("diff", "a b c", "a b", *toy, "-o", old),
+        ("steps", "a b c", *toy),
+    ):
         one_line_error(attn(*command), 1, "scores overflowed", "q·kᵀ")
         assert old.read_text() == "precious" and temp_files(tmp_path) == []
 
@@ -206,12 +216,16 @@ def test_scores_that_overflow_in_a_hugging_face_model_are_refused(tmp_path):
         model.transformer.h[1].attn.c_attn.weight[0, width] = float("nan")
 
     gpt2 = gpt2_with(huge, "huge")
-    for command in (("inspect", "hello world", *gpt2, "--layer", "0"), ("heads", "hello", "a longer text", *gpt2,
-                    "--layer", "0"), ("generate", "hello world", *gpt2, "--layer", "0", "-n", "2"),
-                    ("compare", "hello world", *gpt2, "--layer", "0")):
+    for command in (
+        ("inspect", "hello world", *gpt2, "--layer", "0"),
+        ("heads", "hello", "a longer text", *gpt2, "--layer", "0"),
+        ("generate", "hello world", *gpt2, "--layer", "0", "-n", "2"),
+        ("compare", "hello world", *gpt2, "--layer", "0"),
+    ):
         one_line_error(attn(*command), 1, "scores overflowed")
-    one_line_error(attn("generate", "hello world", *gpt2_with(nan_k, "nan-k"), "--layer", "1", "-n", "2"), 1,
-                   "layer 1: k", "NaN")
+    one_line_error(
+        attn("generate", "hello world", *gpt2_with(nan_k, "nan-k"), "--layer", "1", "-n", "2"), 1, "layer 1: k", "NaN"
+    )
 
 
 @pytest.mark.parametrize("content", [b"", b"\x00" * 64, os.urandom(4096), b"\xff" * 8 + b"{}"])
@@ -228,23 +242,22 @@ def test_toy_text_longer_than_it_can_hold_is_one_line():
 # --- output files: one writer -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("option, name", [("-o", "x.json"), ("--save", "x.svg"),
-                                          ("--save-tensors", "x.safetensors")])
+@pytest.mark.parametrize("option, name", [("-o", "x.json"), ("--save", "x.svg"), ("--save-tensors", "x.safetensors")])
 def test_output_into_a_missing_directory_fails_before_the_model_loads(tmp_path, monkeypatch, option, name):
     no_model_load(monkeypatch)
     target = tmp_path / "missing" / name
     one_line_error(attn("inspect", "hello", "--model", "toy", option, target), 1, option, "does not exist")
 
 
-@pytest.mark.parametrize("option, name", [("-o", "x.json"), ("--save", "x.svg"),
-                                          ("--save-tensors", "x.safetensors")])
+@pytest.mark.parametrize("option, name", [("-o", "x.json"), ("--save", "x.svg"), ("--save-tensors", "x.safetensors")])
 def test_output_into_a_directory_or_under_a_file_fails_fast(tmp_path, monkeypatch, option, name):
     no_model_load(monkeypatch)
     (tmp_path / name).mkdir()
     one_line_error(attn("inspect", "hello", "--model", "toy", option, tmp_path / name), 2, "is a directory")
     (tmp_path / "file").write_text("x")
-    one_line_error(attn("inspect", "hello", "--model", "toy", option, tmp_path / "file" / name), 1,
-                   "is not a directory")
+    one_line_error(
+        attn("inspect", "hello", "--model", "toy", option, tmp_path / "file" / name), 1, "is not a directory"
+    )
     assert (tmp_path / "file").read_text() == "x"
 
 
@@ -318,11 +331,18 @@ def test_an_output_that_is_an_input_is_refused_before_the_model_loads(tmp_path, 
 def test_the_toys_save_weights_is_checked_before_the_toy_is_built(tmp_path, monkeypatch):
     """-O save_weights is the toy's own option: its place is checked first thing when the toy loads."""
     monkeypatch.setattr("attn_cli.backends.toy.ToyBackend", None)  # building the toy would fail the test
-    one_line_error(attn("inspect", "hello", "--model", "toy", "-O", f"save_weights={tmp_path / 'missing' / 'w.st'}"),
-                   1, "save_weights", "does not exist")
+    one_line_error(
+        attn("inspect", "hello", "--model", "toy", "-O", f"save_weights={tmp_path / 'missing' / 'w.st'}"),
+        1,
+        "save_weights",
+        "does not exist",
+    )
     (tmp_path / "dir.safetensors").mkdir()
-    one_line_error(attn("inspect", "hello", "--model", "toy", "-O", f"save_weights={tmp_path / 'dir.safetensors'}"),
-                   2, "is a directory")
+    one_line_error(
+        attn("inspect", "hello", "--model", "toy", "-O", f"save_weights={tmp_path / 'dir.safetensors'}"),
+        2,
+        "is a directory",
+    )
 
 
 def test_a_run_that_fails_while_writing_keeps_the_old_file(tmp_path, monkeypatch):
@@ -338,8 +358,9 @@ def test_a_run_that_fails_while_writing_keeps_the_old_file(tmp_path, monkeypatch
     assert target.read_text() == "precious" and temp_files(tmp_path) == []
 
 
-@pytest.mark.parametrize("interrupt, code, word", [(KeyboardInterrupt, 130, "interrupted"),
-                                                   ("Terminated", 143, "terminated")])
+@pytest.mark.parametrize(
+    "interrupt, code, word", [(KeyboardInterrupt, 130, "interrupted"), ("Terminated", 143, "terminated")]
+)
 def test_an_interrupt_while_writing_keeps_the_old_file(tmp_path, monkeypatch, interrupt, code, word):
     from attn_cli.plumbing import interrupts
 
@@ -359,8 +380,9 @@ def test_an_interrupt_while_writing_keeps_the_old_file(tmp_path, monkeypatch, in
         monkeypatch.setattr("rich.console.Console.save_svg", interrupted)
         monkeypatch.setattr("attn_cli.render.files.write_figure", interrupted)  # --save writes a figure
         monkeypatch.setattr("safetensors.torch.save_file", interrupted)
-        one_line_error(attn("inspect", "hello", "--model", "toy", option, target), code, word,
-                       stdout=option == "--save")
+        one_line_error(
+            attn("inspect", "hello", "--model", "toy", option, target), code, word, stdout=option == "--save"
+        )
         assert target.read_text() == "precious" and temp_files(tmp_path) == []
 
 
@@ -370,8 +392,9 @@ def test_save_tensors_and_save_weights_replace_atomically(tmp_path):
     tensors, weights = tmp_path / "t.safetensors", tmp_path / "w.safetensors"
     tensors.write_text("old")
     weights.write_text("old")
-    result = attn("inspect", "hello", "--model", "toy", "--save-tensors", tensors, "-O", f"save_weights={weights}",
-                  "--json")
+    result = attn(
+        "inspect", "hello", "--model", "toy", "--save-tensors", tensors, "-O", f"save_weights={weights}", "--json"
+    )
     assert result.exit_code == 0, result.stderr
     assert load_file(str(tensors)) and load_file(str(weights))
     assert temp_files(tmp_path) == []
@@ -408,8 +431,7 @@ def test_a_bad_place_fails_before_the_model_loads(tmp_path, monkeypatch):
 
     monkeypatch.setattr("tempfile.mkstemp", refused)
     for option, name in (("-o", "x.json"), ("--save", "x.svg"), ("--save-tensors", "x.safetensors")):
-        one_line_error(attn("inspect", "hello", "--model", "toy", option, tmp_path / name), 1,
-                       "Read-only file system")
+        one_line_error(attn("inspect", "hello", "--model", "toy", option, tmp_path / name), 1, "Read-only file system")
 
 
 def test_atomic_open_unit(tmp_path):
@@ -449,8 +471,13 @@ def test_weights_missing_from_the_checkpoint_are_refused(tiny_bert_dir, tmp_path
     """A config declaring 4 layers over weights for 2: layers 2–3 would be random numbers."""
     directory = _copy(tiny_bert_dir, tmp_path / "short")
     _edit_config(directory, num_hidden_layers=4)
-    line = one_line_error(attn("inspect", "hello", "--model", directory), 1, "32 weight(s) are missing",
-                          "encoder.layer.2.", "ATTN_ALLOW_MISSING_WEIGHTS")
+    line = one_line_error(
+        attn("inspect", "hello", "--model", directory),
+        1,
+        "32 weight(s) are missing",
+        "encoder.layer.2.",
+        "ATTN_ALLOW_MISSING_WEIGHTS",
+    )
     assert "(+27 more)" in line
     monkeypatch.setenv("ATTN_ALLOW_MISSING_WEIGHTS", "1")  # the opt-in
     assert attn("inspect", "hello", "--model", directory, "--json").exit_code == 0
@@ -471,8 +498,17 @@ def test_an_encoder_decoder_model_without_its_head_loads_and_a_lying_config_is_r
 
     from tests.conftest import save_tiny
 
-    config = BartConfig(vocab_size=30522, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
-                        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
+    config = BartConfig(
+        vocab_size=30522,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=64,
+    )
     directory = save_tiny(BartModel(config), tmp_path / "bart")
     one_line_error(attn("inspect", "hello", "--model", directory), 2, "is an encoder–decoder model", "--target")
     assert attn("inspect", "hello", "--target", "hallo", "--model", directory, "--json").exit_code == 0
@@ -480,22 +516,36 @@ def test_an_encoder_decoder_model_without_its_head_loads_and_a_lying_config_is_r
     one_line_error(attn("inspect", "hello", "--model", directory), 1, "is_encoder_decoder=false")
 
 
-@pytest.mark.parametrize("write, fragment", [
-    (lambda path: path.write_text("[1, 2]"), "must hold a JSON object, not a list"),
-    (lambda path: path.write_text("{"), "is not valid JSON"),
-    (lambda path: path.write_bytes(b'{"a": "\xff"}'), "is not valid JSON"),
-    (lambda path: _edit_config(path.parent, num_attention_heads=0), "num_attention_heads is 0"),
-    (lambda path: _edit_config(path.parent, num_hidden_layers="2"), "num_hidden_layers is '2'"),
-    (lambda path: _edit_config(path.parent, hidden_size=64, intermediate_size=128), "do not fit the config's shapes"),
-])
+@pytest.mark.parametrize(
+    "write, fragment",
+    [
+        (lambda path: path.write_text("[1, 2]"), "must hold a JSON object, not a list"),
+        (lambda path: path.write_text("{"), "is not valid JSON"),
+        (lambda path: path.write_bytes(b'{"a": "\xff"}'), "is not valid JSON"),
+        (lambda path: _edit_config(path.parent, num_attention_heads=0), "num_attention_heads is 0"),
+        (lambda path: _edit_config(path.parent, num_hidden_layers="2"), "num_hidden_layers is '2'"),
+        (
+            lambda path: _edit_config(path.parent, hidden_size=64, intermediate_size=128),
+            "do not fit the config's shapes",
+        ),
+    ],
+)
 def test_broken_configs_are_one_line(tiny_bert_dir, tmp_path, write, fragment):
     directory = _copy(tiny_bert_dir, tmp_path / "model")
     write(directory / "config.json")
     one_line_error(attn("inspect", "hello", "--model", directory), 1, fragment)
 
 
-@pytest.mark.parametrize("name, value", [("n_head", 0), ("num_key_value_heads", -2), ("head_dim", 2.5),
-                                         ("vocab_size", True), ("max_position_embeddings", 0)])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("n_head", 0),
+        ("num_key_value_heads", -2),
+        ("head_dim", 2.5),
+        ("vocab_size", True),
+        ("max_position_embeddings", 0),
+    ],
+)
 def test_config_sizes_must_be_positive_integers(tmp_path, name, value):
     from attn_cli.backends.validate import check_config_file
     from attn_cli.plumbing.errors import ModelNotFound
@@ -522,8 +572,16 @@ def test_non_finite_model_weights_are_refused(tmp_path):
 
     from tests.conftest import save_tiny
 
-    model = BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                 intermediate_size=64, max_position_embeddings=64))
+    model = BertModel(
+        BertConfig(
+            vocab_size=30522,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    )
     with torch.no_grad():
         model.encoder.layer[1].attention.self.key.weight[0, 0] = float("nan")
     directory = save_tiny(model, tmp_path / "nan")
@@ -538,11 +596,16 @@ def test_a_vision_model_without_its_image_processor_is_one_line(tmp_path):
 
     from tests.conftest import save_tiny
 
-    config = ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
-                       image_size=32, patch_size=16)
+    config = ViTConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, image_size=32, patch_size=16
+    )
     directory = save_tiny(ViTModel(config), tmp_path / "vit")
-    one_line_error(attn("inspect", "hello", "--model", directory), 1, "could not load the vision model",
-                   "needs config.json, its weights and preprocessor_config.json")
+    one_line_error(
+        attn("inspect", "hello", "--model", directory),
+        1,
+        "could not load the vision model",
+        "needs config.json, its weights and preprocessor_config.json",
+    )
 
 
 def test_an_unreadable_pickle_under_allow_pickle_is_one_line(tiny_bert_dir, tmp_path):
@@ -615,7 +678,9 @@ def test_an_unexpected_exception_is_one_line_and_1(monkeypatch):
         raise ZeroDivisionError("first line\nsecond line")
 
     monkeypatch.setattr("attn_cli.backends.registry.load_backend", broken)
-    one_line_error(attn("inspect", "hello", "--model", "toy"), 1, "unexpected ZeroDivisionError: first line second line")
+    one_line_error(
+        attn("inspect", "hello", "--model", "toy"), 1, "unexpected ZeroDivisionError: first line second line"
+    )
 
 
 def test_multi_line_messages_become_one_line():
@@ -640,7 +705,6 @@ def test_a_closed_stdout_is_one_line(tmp_path):
 
 
 def test_an_ascii_stdout_is_one_line(tmp_path):
-    process_error(run_attn("inspect 我是 --model toy --json", tmp_path, PYTHONIOENCODING="ascii"), 1,
-                  "encoding ascii")
+    process_error(run_attn("inspect 我是 --model toy --json", tmp_path, PYTHONIOENCODING="ascii"), 1, "encoding ascii")
     completed = run_attn("inspect 我是 --model toy -o out.json", tmp_path, PYTHONIOENCODING="ascii")
     assert completed.returncode == 0, completed.stderr

@@ -11,10 +11,9 @@ import torch
 from typer.testing import CliRunner
 
 import attn_cli
-from attn_cli.data.capture import Token
 from attn_cli.cli import app
-from attn_cli.math.head_scores import SCORES, TextSums, head_scores, is_punctuation, label, share_patterns, \
-    token_flags
+from attn_cli.data.capture import Token
+from attn_cli.math.head_scores import SCORES, TextSums, head_scores, is_punctuation, label, share_patterns, token_flags
 
 runner = CliRunner()
 
@@ -36,10 +35,12 @@ def scores_of(values: torch.Tensor) -> dict:
 def test_token_flags_pad_each_texts_tokens_on_the_right():
     """The batch's flags, built as one tensor per flag, equal each text's own flags laid out row by row:
     ids, real, separators (special tokens after position 0, else the text's last token) and punctuation."""
-    texts = [tokens("[CLS]", "cat", ",", "sat", "[SEP]", special=("[CLS]", "[SEP]")),
-             tokens("cat", "."),  # no special token: the last token is the separator
-             tokens("[CLS]", "dog", "[SEP]", "cat", "[SEP]", ".", "sat", special=("[CLS]", "[SEP]")),
-             tokens("dog")]
+    texts = [
+        tokens("[CLS]", "cat", ",", "sat", "[SEP]", special=("[CLS]", "[SEP]")),
+        tokens("cat", "."),  # no special token: the last token is the separator
+        tokens("[CLS]", "dog", "[SEP]", "cat", "[SEP]", ".", "sat", special=("[CLS]", "[SEP]")),
+        tokens("dog"),
+    ]
     flags = token_flags(texts)
     assert flags.ids.shape == (4, 7)
     for b, text in enumerate(texts):
@@ -119,8 +120,9 @@ def test_causal_first_row_has_no_choice_and_rows_without_a_target_do_not_count()
     # only row 2 may attend the last token, and it is that token: a separator's own row does not count
     assert math.isnan(got["last_token"])
     assert math.isnan(got["duplicate_token"]) and math.isnan(got["induction"]) and math.isnan(got["punctuation"])
-    assert got["broad"] == pytest.approx(sum(-sum(w * math.log(w) for w in row if w) / math.log(n)
-                                             for row, n in (([0.8, 0.2], 2), ([0.9, 0.1], 3))) / 2)
+    assert got["broad"] == pytest.approx(
+        sum(-sum(w * math.log(w) for w in row if w) / math.log(n) for row, n in (([0.8, 0.2], 2), ([0.9, 0.1], 3))) / 2
+    )
 
 
 def test_ties_name_the_earliest_sink_key_and_the_earliest_label():
@@ -141,8 +143,10 @@ def test_the_fast_path_equals_the_pattern_definition():
     count, heads, keys = 3, 2, 9
     lengths = [9, 6, 4]
     ids = torch.randint(0, 4, (count, keys), generator=generator)  # few ids: many repeats
-    text_tokens = [[Token(i, "," if ids[b, i] == 3 else "w", int(ids[b, i]), i == 0) for i in range(n)]
-                   for b, n in enumerate(lengths)]
+    text_tokens = [
+        [Token(i, "," if ids[b, i] == 3 else "w", int(ids[b, i]), i == 0) for i in range(n)]
+        for b, n in enumerate(lengths)
+    ]
     flags = token_flags(text_tokens)
     allowed = torch.zeros(count, keys, keys, dtype=torch.bool)
     for b, n in enumerate(lengths):
@@ -153,7 +157,7 @@ def test_the_fast_path_equals_the_pattern_definition():
     weights = masked_softmax(scores, allowed[:, None])
     blocked = TextSums(count, heads, keys, dtype=torch.float64)
     for start in range(0, keys, 4):  # row blocks of 4
-        blocked.add(weights[:, :, start:start + 4], allowed[:, start:start + 4], flags, start)
+        blocked.add(weights[:, :, start : start + 4], allowed[:, start : start + 4], flags, start)
     got = blocked.result()[0]
     patterns = share_patterns(flags, 0, keys) & allowed  # (7, B, T, T)
     counted = allowed.sum(-1) >= 2
@@ -219,8 +223,9 @@ def test_the_batch_as_run_equals_the_texts_cut_apart(minilm_backend):
     from attn_cli.data.selection import Selection
 
     texts = ["Hello, how are you?", "The cat sat on the mat, and the cat slept.", "Short."]
-    cut_apart = SimpleNamespace(info=minilm_backend.info, device="cpu", dtype="float32",
-                                capture_batch=minilm_backend.capture_batch)
+    cut_apart = SimpleNamespace(
+        info=minilm_backend.info, device="cpu", dtype="float32", capture_batch=minilm_backend.capture_batch
+    )
     as_run = run_heads(minilm_backend, texts, Selection(layers="0,5"), batch_size=3)
     per_text = run_heads(cut_apart, texts, Selection(layers="0,5"), batch_size=3)
     for one, other in zip(as_run.heads, per_text.heads):
@@ -241,14 +246,17 @@ def test_the_forward_stops_after_the_last_selected_layer(minilm_backend):
     with torch.inference_mode():
         before = model(**fed).last_hidden_state
     entered = []
-    hooks = [layer.register_forward_pre_hook(lambda module, args, index=index: entered.append(index))
-             for index, layer in enumerate(model.encoder.layer)]
+    hooks = [
+        layer.register_forward_pre_hook(lambda module, args, index=index: entered.append(index))
+        for index, layer in enumerate(model.encoder.layer)
+    ]
     try:
         stopped, _, _ = score_batch(minilm_backend, texts, [0, 2], list(range(12)), False)
         assert entered == [0, 1, 2]
         entered.clear()
-        whole, _, _ = score_batch(minilm_backend, texts, [0, 2], list(range(12)), False,
-                                  hidden=lambda run, states: None)
+        whole, _, _ = score_batch(
+            minilm_backend, texts, [0, 2], list(range(12)), False, hidden=lambda run, states: None
+        )
         assert entered == list(range(6))
     finally:
         for hook in hooks:
@@ -351,8 +359,9 @@ def test_a_batch_is_tokenized_as_its_texts_one_by_one(minilm_backend):
     for (batch, cut), text in zip(minilm_backend._encode_batch(texts, False), texts):
         one, one_cut = minilm_backend._encode(text, False)
         assert cut == one_cut is None
-        assert {k: batch[k] for k in ("input_ids", "special_tokens_mask")} == \
-            {k: one[k] for k in ("input_ids", "special_tokens_mask")}
+        assert {k: batch[k] for k in ("input_ids", "special_tokens_mask")} == {
+            k: one[k] for k in ("input_ids", "special_tokens_mask")
+        }
     long = "word " * 600
     with pytest.raises(InputTooLong):
         minilm_backend._encode_batch(["fine", long], False)
@@ -413,9 +422,11 @@ def test_interrupt_keeps_what_was_done(minilm):
         if done >= 2:
             raise KeyboardInterrupt
 
-    report = minilm.heads(["one text.", "two texts.", "three texts.", "four."], batch_size=2, layers=0,
-                          progress=stop_after_first_batch)
+    report = minilm.heads(
+        ["one text.", "two texts.", "three texts.", "four."], batch_size=2, layers=0, progress=stop_after_first_batch
+    )
     assert report.interrupted and report.texts == 2
+
     def interrupted_at_once():
         raise KeyboardInterrupt
         yield "never"
@@ -443,8 +454,12 @@ def test_corpus_files_plain_and_jsonl(minilm, tmp_path):
 
 
 def test_cli_reads_a_jsonl_corpus_from_stdin():
-    result = runner.invoke(app, ["heads", "--file", "-", "--layer", "0", "--json"],
-                           input='{"text": "Hello there."}\n\n{"text": "The cat sat."}\n', catch_exceptions=False)
+    result = runner.invoke(
+        app,
+        ["heads", "--file", "-", "--layer", "0", "--json"],
+        input='{"text": "Hello there."}\n\n{"text": "The cat sat."}\n',
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert (document["texts"], document["source"]) == (2, "stdin")
@@ -500,12 +515,15 @@ def test_cli_terminal_view_fits_80_columns(tmp_path, monkeypatch):
     assert svg.exists() and "<svg" in svg.read_text(encoding="utf-8")[:200]
 
 
-@pytest.mark.parametrize("args, fragment", [
-    ((), "no text given"),
-    (("hello", "--probe", "induction"), "separate sources"),
-    (("hello", "--batch-size", "0"), "--batch-size"),
-    (("--file", "/no/such/file.txt"), "no such file"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        ((), "no text given"),
+        (("hello", "--probe", "induction"), "separate sources"),
+        (("hello", "--batch-size", "0"), "--batch-size"),
+        (("--file", "/no/such/file.txt"), "no such file"),
+    ],
+)
 def test_cli_bad_usage_exits_2(args, fragment):
     result = invoke(*args)
     assert result.exit_code == 2 and fragment in result.stderr and "Traceback" not in result.output
@@ -536,8 +554,8 @@ def test_ctrl_c_at_the_edge_is_said_once(monkeypatch, capsys):
     import signal
 
     import attn_cli.analyses.heads as engine
-    from attn_cli.plumbing import interrupts
     from attn_cli.cli.edge import run_at_the_edge
+    from attn_cli.plumbing import interrupts
 
     real, calls = engine.score_batch, []
 
@@ -548,8 +566,9 @@ def test_ctrl_c_at_the_edge_is_said_once(monkeypatch, capsys):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(engine, "score_batch", interrupted_on_the_second_batch)
-    monkeypatch.setattr("sys.argv", ["attn", "heads", "one.", "two.", "three.", "--batch-size", "2", "--layer", "0",
-                                     "--json"])
+    monkeypatch.setattr(
+        "sys.argv", ["attn", "heads", "one.", "two.", "three.", "--batch-size", "2", "--layer", "0", "--json"]
+    )
     monkeypatch.setattr("attn_cli.launch.prepare_process", lambda: None)
     with pytest.raises(SystemExit) as exit_:
         run_at_the_edge(app)
@@ -562,13 +581,16 @@ def test_ctrl_c_at_the_edge_is_said_once(monkeypatch, capsys):
 def test_a_forward_that_never_reaches_a_selected_layer_is_a_clear_error(minilm_backend):
     from types import SimpleNamespace
 
-    from attn_cli.plumbing.errors import UnsupportedModel
     from attn_cli.analyses.heads import run_heads
     from attn_cli.data.selection import Selection
+    from attn_cli.plumbing.errors import UnsupportedModel
 
-    silent = SimpleNamespace(info=minilm_backend.info, device="cpu", dtype="float32",
-                             capture_padded=lambda texts, layers, sink, truncate=False: SimpleNamespace(
-                                 tokens=[[]], truncated=0))  # runs, but hands no layer over
+    silent = SimpleNamespace(
+        info=minilm_backend.info,
+        device="cpu",
+        dtype="float32",
+        capture_padded=lambda texts, layers, sink, truncate=False: SimpleNamespace(tokens=[[]], truncated=0),
+    )  # runs, but hands no layer over
     with pytest.raises(UnsupportedModel, match="no attention call reached attn"):
         run_heads(silent, ["Hello."], Selection(layers="0"))
 

@@ -8,7 +8,9 @@ import json
 import re
 
 import pytest
+from conftest import isolate
 from rich.console import Console
+from store_builder import INDUCTION, build_store
 from typer.testing import CliRunner
 
 from attn_cli.analyses.heads import HeadsReport
@@ -17,8 +19,6 @@ from attn_cli.cli import app
 from attn_cli.data import store_schema as schema
 from attn_cli.render.heads_view import render_heads
 from attn_cli.render.store_view import NEXT, QUERY_STYLE, example_line, sparkline
-from conftest import isolate
-from store_builder import INDUCTION, build_store
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"
 
@@ -63,12 +63,19 @@ def test_show_prints_the_grid_and_top_heads_as_attn_heads_does(store):
     report = open_store(store)
     lines = out.splitlines()
     assert lines[0].startswith(f"store {store} · 1 part")
-    as_heads = HeadsReport(model=report.model, device=report.device, dtype=report.dtype, texts=report.texts,
-                           tokens=report.tokens, heads=report.heads, source=report.source)
+    as_heads = HeadsReport(
+        model=report.model,
+        device=report.device,
+        dtype=report.dtype,
+        texts=report.texts,
+        tokens=report.tokens,
+        heads=report.heads,
+        source=report.source,
+    )
     grid = next(n for n, line in enumerate(lines) if line.startswith("attn heads ·"))  # under the store's line
     expected = plain(render_heads(as_heads, 80), 80).splitlines()
-    assert lines[grid:grid + len(expected)] == expected
-    assert lines[grid + len(expected):] == ["", NEXT]  # and where to go next
+    assert lines[grid : grid + len(expected)] == expected
+    assert lines[grid + len(expected) :] == ["", NEXT]  # and where to go next
     assert "L1  F.72 F.73 F.80  ·   I.77" in out
     assert max(map(len, lines)) <= 80
 
@@ -82,7 +89,7 @@ def test_head_dashboard_without_colour_marks_the_query_and_keys(store):
         assert any(re.match(rf" \S  {name} +│.{{20}}│", line) for line in lines), name
     top = open_store(store).examples(*INDUCTION).top["induction"]
     start = lines.index("Top texts by induction (score; the query, its keys and weights →)")
-    shown = lines[start + 1:start + 4]
+    shown = lines[start + 1 : start + 4]
     for line, example in zip(shown, top):
         assert f"text {example.text_id}" in line and f"[{example.token(example.query)}]" in line
         assert f"→ {example.token(example.keys[0])} {example.value:.2f}"[:-4] in line
@@ -105,7 +112,7 @@ def test_in_colour_the_query_is_highlighted_not_bracketed(store):
     line = example_line(example, 80, colour=True)
     query = example.token(example.query)
     assert f"[{query}]" not in line.plain and "{" not in line.plain
-    styled = [line.plain[span.start:span.end] for span in line.spans if span.style == QUERY_STYLE]
+    styled = [line.plain[span.start : span.end] for span in line.spans if span.style == QUERY_STYLE]
     assert styled == [query]
 
 
@@ -151,8 +158,12 @@ def test_show_without_a_directory_says_how_to_score_the_word(tmp_path):
 
 def test_show_with_a_sentence_is_not_a_store(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    user_error(attn("heads", "show", "me the heads"), 2, "no such store directory",
-               'to score "show me the heads" as text, write attn heads -- show me the heads')
+    user_error(
+        attn("heads", "show", "me the heads"),
+        2,
+        "no such store directory",
+        'to score "show me the heads" as text, write attn heads -- show me the heads',
+    )
 
 
 def test_double_dash_scores_show_as_a_text():
@@ -177,15 +188,18 @@ def test_heads_help_mentions_show():
     assert "attn heads show [OPTIONS] [DIR]" in ok(attn("heads", "show", "--help"))
 
 
-@pytest.mark.parametrize("args, fragments", [
-    (("--head", "1-4"), ("--head '1-4' is not LAYER.HEAD",)),
-    (("--head", "9.0"), ("head 9.0 is not in this report",)),
-    (("--head", "1.4", "--score", "inductoin"), ("no score named 'inductoin'",)),
-    (("--score", "inductoin"), ("no score named 'inductoin'",)),
-    (("--save", "x.svg"), ("writes the dashboard page, an .html file",)),
-    (("--top", "0"), ("--top 0",)),
-    (("--save", "x.html", "--json"), ("--save writes a figure",)),
-])
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (("--head", "1-4"), ("--head '1-4' is not LAYER.HEAD",)),
+        (("--head", "9.0"), ("head 9.0 is not in this report",)),
+        (("--head", "1.4", "--score", "inductoin"), ("no score named 'inductoin'",)),
+        (("--score", "inductoin"), ("no score named 'inductoin'",)),
+        (("--save", "x.svg"), ("writes the dashboard page, an .html file",)),
+        (("--top", "0"), ("--top 0",)),
+        (("--save", "x.html", "--json"), ("--save writes a figure",)),
+    ],
+)
 def test_bad_usage_is_one_line_and_exit_2(store, args, fragments):
     user_error(attn("heads", "show", store, *args), 2, *fragments)
 
@@ -215,7 +229,7 @@ def window(data: dict, example: dict) -> list[str]:
     """An example's tokens on the page: a slice of the run of its text's tokens that holds them."""
     for start, tokens in data["texts"][str(example["t"])]:
         if start <= example["s"] and example["s"] + example["c"] <= start + len(tokens):
-            return tokens[example["s"] - start:example["s"] - start + example["c"]]
+            return tokens[example["s"] - start : example["s"] - start + example["c"]]
     raise AssertionError(f"no run of text {example['t']} holds {example['s']}…+{example['c']}")
 
 
@@ -229,8 +243,11 @@ def test_the_page_holds_each_texts_tokens_once_and_every_window_is_exact(store):
     for (layer, head), examples in found.items():
         page = data["examples"][f"{layer}.{head}"]
         pairs = [(page["edge"], examples.edge)]
-        pairs += [(page[kind][score], getattr(examples, kind)[score]) for kind in ("top", "decile")
-                  for score in getattr(examples, kind)]
+        pairs += [
+            (page[kind][score], getattr(examples, kind)[score])
+            for kind in ("top", "decile")
+            for score in getattr(examples, kind)
+        ]
         for shown, kept in pairs:
             assert [window(data, e) for e in shown] == [list(e.tokens) for e in kept]
             count += len(kept)
@@ -244,8 +261,10 @@ def test_show_loads_no_model_and_imports_no_torch(store):
     import subprocess
     import sys
 
-    script = ("import sys; from typer.testing import CliRunner; from attn_cli.cli import app; "
-              f"result = CliRunner().invoke(app, ['heads', 'show', {str(store)!r}, '--head', '1.4']); "
-              "print(result.exit_code, 'torch' in sys.modules, 'transformers' in sys.modules)")
+    script = (
+        "import sys; from typer.testing import CliRunner; from attn_cli.cli import app; "
+        f"result = CliRunner().invoke(app, ['heads', 'show', {str(store)!r}, '--head', '1.4']); "
+        "print(result.exit_code, 'torch' in sys.modules, 'transformers' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["0", "False", "False"], done.stderr

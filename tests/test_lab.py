@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import isolate
 from typer.testing import CliRunner
 
 from attn_cli.backends import lab
 from attn_cli.cli import app
 from attn_cli.plumbing.errors import ModelIntegrityError
-from conftest import isolate
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -73,7 +73,12 @@ def test_attn_models_lists_the_lab_decoder_with_its_shape():
     result = runner.invoke(app, ["models", "--json"], catch_exceptions=False)
     entry = next(model for model in json.loads(result.stdout)["models"] if model["name"] == "lab")
     assert (entry["source"], entry["architecture"], entry["layers"], entry["heads"], entry["head_dim"]) == (
-        "builtin", "llama", 2, 4, 16)
+        "builtin",
+        "llama",
+        2,
+        4,
+        16,
+    )
     assert entry["path"] == str(lab.lab_dir())
 
 
@@ -104,12 +109,13 @@ def test_generate_continues_a_repeated_prompt_by_copying():
     """The prompt's start written again: the model goes on with what followed it the first time."""
     words = COPY_PROMPT.split()
     start = len(COPY_REPEAT.split())
-    assert generated_words(f"{COPY_PROMPT} {COPY_REPEAT}", 6) == (words + words)[start:start + 6]
+    assert generated_words(f"{COPY_PROMPT} {COPY_REPEAT}", 6) == (words + words)[start : start + 6]
 
 
 def test_a_short_training_run_is_the_same_bit_for_bit(train_module):
     """Two runs of 6 steps from the same seed give the same weights, byte for byte; another seed does not.
     (Reporting during training, which runs the model, changes nothing.)"""
+
     def weights(seed: int, report=None) -> bytes:
         model, losses = train_module.train(6, seed, report=report, every=3)
         return b"".join(tensor.numpy().tobytes() for tensor in model.state_dict().values()), losses
@@ -120,8 +126,10 @@ def test_a_short_training_run_is_the_same_bit_for_bit(train_module):
     assert weights(1)[0] != first
 
 
-@pytest.mark.skipif(os.environ.get("ATTN_TRAIN_LAB") != "1", reason="the full training takes minutes: "
-                    "ATTN_TRAIN_LAB=1 runs it; CI checks the shipped weights by hash instead")
+@pytest.mark.skipif(
+    os.environ.get("ATTN_TRAIN_LAB") != "1",
+    reason="the full training takes minutes: ATTN_TRAIN_LAB=1 runs it; CI checks the shipped weights by hash instead",
+)
 def test_the_full_training_regenerates_the_shipped_weights(train_module, tmp_path):
     model, _ = train_module.train()
     train_module.save(model, tmp_path)
@@ -133,7 +141,11 @@ def test_the_full_training_regenerates_the_shipped_weights(train_module, tmp_pat
 def test_training_without_probe_reports_still_draws_its_loss_figure(train_module, tmp_path):
     """--every 0 (no probe reports, as the bit-for-bit check ran it) saves the model and a figure of the loss alone."""
     figure = tmp_path / "loss.svg"
-    assert train_module.main(["--steps", "2", "--every", "0", "--out", str(tmp_path / "model"),
-                              "--figure", str(figure)]) == 0
+    assert (
+        train_module.main(["--steps", "2", "--every", "0", "--out", str(tmp_path / "model"), "--figure", str(figure)])
+        == 0
+    )
     assert (tmp_path / "model" / "model.safetensors").exists()
-    assert "<svg" in figure.read_text(encoding="utf-8")[:200] and "probe score" not in figure.read_text(encoding="utf-8")
+    assert "<svg" in figure.read_text(encoding="utf-8")[:200] and "probe score" not in figure.read_text(
+        encoding="utf-8"
+    )

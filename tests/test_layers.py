@@ -56,9 +56,12 @@ def module_name(path: Path) -> str:
 
 def test_every_module_has_a_stage():
     """A new folder (or a new loose module) must be placed in STAGES first."""
-    unplaced = [module_name(path) for path in PACKAGE.rglob("*.py")
-                if path.name != "__init__.py" or path.parent != PACKAGE
-                if stage_of(module_name(path)) is None]
+    unplaced = [
+        module_name(path)
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "__init__.py" or path.parent != PACKAGE
+        if stage_of(module_name(path)) is None
+    ]
     assert unplaced == []
 
 
@@ -78,9 +81,12 @@ def test_no_module_imports_a_later_stage():
 
 def test_no_relative_imports():
     """Relative imports would hide a module's stage from the test above."""
-    relative = [module_name(path) for path in PACKAGE.rglob("*.py")
-                for node in ast.walk(ast.parse(path.read_text()))
-                if isinstance(node, ast.ImportFrom) and node.level > 0]
+    relative = [
+        module_name(path)
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.level > 0
+    ]
     assert relative == []
 
 

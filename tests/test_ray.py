@@ -99,8 +99,15 @@ def same_store(first: Path, second: Path) -> None:
 
 def test_a_ray_run_equals_a_local_run_on_2000_lines(cluster, tiny, corpus, local_store, tmp_path):
     seen = []
-    report = tiny.heads(file=corpus, store=tmp_path / "ray", per_text=True, engine="ray", workers=2,
-                        progress=lambda done, total: seen.append((done, total)), **RUN)
+    report = tiny.heads(
+        file=corpus,
+        store=tmp_path / "ray",
+        per_text=True,
+        engine="ray",
+        workers=2,
+        progress=lambda done, total: seen.append((done, total)),
+        **RUN,
+    )
     assert report.texts == 2000 and not report.interrupted
     same_store(tmp_path / "ray", local_store)
     assert seen[-1] == (2000, 2000) and [done for done, _ in seen] == sorted(done for done, _ in seen)
@@ -112,14 +119,16 @@ def test_threads_change_only_the_last_bits(cluster, tiny, small, small_store, tm
     import pyarrow.parquet as pq
 
     tiny.heads(file=small, store=tmp_path / "ray", engine="ray", workers=1, per_text=True, **SMALL)
-    ray_heads, local_heads = (pq.read_table(path / schema.HEADS).to_pandas() for path in (tmp_path / "ray",
-                                                                                           small_store))
+    ray_heads, local_heads = (
+        pq.read_table(path / schema.HEADS).to_pandas() for path in (tmp_path / "ray", small_store)
+    )
     for column in ("mean", "std", "min", "max"):
         assert np.allclose(ray_heads[column], local_heads[column], atol=1e-6, equal_nan=True), column
     assert (ray_heads["count"] == local_heads["count"]).all()
     examples = ["layer", "head", "kind", "score", "decile", "rank", "text_id", "query", "keys"]
-    assert (pq.read_table(tmp_path / "ray" / schema.EXAMPLES).select(examples)
-            == pq.read_table(small_store / schema.EXAMPLES).select(examples))
+    assert pq.read_table(tmp_path / "ray" / schema.EXAMPLES).select(examples) == pq.read_table(
+        small_store / schema.EXAMPLES
+    ).select(examples)
 
 
 def test_a_killed_worker_is_restarted_and_the_result_is_exact(cluster, tiny, small, small_store, tmp_path):
@@ -133,8 +142,9 @@ def test_a_killed_worker_is_restarted_and_the_result_is_exact(cluster, tiny, sma
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
-    report = tiny.heads(file=small, store=tmp_path / "ray", per_text=True, engine="ray", workers=2,
-                        progress=kill_one, **SMALL)
+    report = tiny.heads(
+        file=small, store=tmp_path / "ray", per_text=True, engine="ray", workers=2, progress=kill_one, **SMALL
+    )
     assert killed and report.texts == 300 and not report.interrupted
     same_store(tmp_path / "ray", small_store)
 
@@ -148,11 +158,20 @@ def test_kept_workers_serve_the_next_run_without_starting_again(cluster, tiny, s
         return lambda done, total: seen.append(sorted(pid for _, pid in ray_engine.RUNNING))
 
     first, then = [], []
-    tiny.heads(file=small, store=tmp_path / "first", per_text=True, engine="ray", workers=2, keep_workers=True,
-               progress=pids(first), **SMALL)
+    tiny.heads(
+        file=small,
+        store=tmp_path / "first",
+        per_text=True,
+        engine="ray",
+        workers=2,
+        keep_workers=True,
+        progress=pids(first),
+        **SMALL,
+    )
     assert len(ray_engine.WAITING) == 1
-    tiny.heads(file=small, store=tmp_path / "then", per_text=True, engine="ray", workers=2, progress=pids(then),
-               **SMALL)
+    tiny.heads(
+        file=small, store=tmp_path / "then", per_text=True, engine="ray", workers=2, progress=pids(then), **SMALL
+    )
     assert first[0] == then[0] == then[-1] and len(set(first[0])) == 2 and not ray_engine.WAITING
     same_store(tmp_path / "first", small_store)
     same_store(tmp_path / "then", small_store)
@@ -175,8 +194,9 @@ def interrupt_after(texts: int):
 def test_ctrl_c_then_resume_with_either_engine(cluster, tiny, small, small_store, tmp_path, first, then):
     directory = tmp_path / "store"
     workers = {"ray": {"engine": "ray", "workers": 2}, "local": {}}
-    report = tiny.heads(file=small, store=directory, per_text=True, progress=interrupt_after(100),
-                        **workers[first], **SMALL)
+    report = tiny.heads(
+        file=small, store=directory, per_text=True, progress=interrupt_after(100), **workers[first], **SMALL
+    )
     assert report.interrupted and 100 <= report.texts < 300
     import pyarrow.parquet as pq
 
@@ -196,11 +216,13 @@ def test_without_ray_engine_ray_is_one_line_before_the_model_loads(corpus, tmp_p
         raise AssertionError("the model loaded")
 
     monkeypatch.setattr(registry, "load_backend", no_loading)
-    result = CliRunner().invoke(app, ["heads", "--file", str(corpus), "--store", str(tmp_path / "s"),
-                                      "--engine", "ray"])
+    result = CliRunner().invoke(
+        app, ["heads", "--file", str(corpus), "--store", str(tmp_path / "s"), "--engine", "ray"]
+    )
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines() == [
-        "error: --engine ray needs Ray, which is not installed; pip install 'attn-cli[ray]'"]
+        "error: --engine ray needs Ray, which is not installed; pip install 'attn-cli[ray]'"
+    ]
     assert not (tmp_path / "s").exists()
 
 
@@ -269,12 +291,25 @@ def test_the_cli_starts_its_workers_before_it_loads_its_model(cluster, tiny_bert
 
     events = []
     made, loads = ray_engine.Workers.__init__, registry.load_backend
-    monkeypatch.setattr(ray_engine.Workers, "__init__",
-                        lambda self, *args: (events.append("workers"), made(self, *args))[1])
-    monkeypatch.setattr(registry, "load_backend", lambda *args, **kwargs: (events.append("load"),
-                                                                            loads(*args, **kwargs))[1])
-    common = ["heads", "--file", str(small), "--model", str(tiny_bert_dir), "--device", "cpu", "--batch-size", "8",
-              "--json", "-o"]
+    monkeypatch.setattr(
+        ray_engine.Workers, "__init__", lambda self, *args: (events.append("workers"), made(self, *args))[1]
+    )
+    monkeypatch.setattr(
+        registry, "load_backend", lambda *args, **kwargs: (events.append("load"), loads(*args, **kwargs))[1]
+    )
+    common = [
+        "heads",
+        "--file",
+        str(small),
+        "--model",
+        str(tiny_bert_dir),
+        "--device",
+        "cpu",
+        "--batch-size",
+        "8",
+        "--json",
+        "-o",
+    ]
     here = CliRunner().invoke(app, [*common, str(tmp_path / "here.json")])
     events.clear()
     there = CliRunner().invoke(app, [*common, str(tmp_path / "there.json"), "--engine", "ray", "--workers", "2"])

@@ -45,9 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from conftest import isolate
+from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -62,7 +61,7 @@ class Block:
     language: str  # "", "bash", "python", …
     text: str
     marks: tuple[tuple[str, str], ...] = ()  # (key, value) of the HTML comments just above the fence
-    output: "Block | None" = None  # a python block's "Output" block
+    output: Block | None = None  # a python block's "Output" block
 
     def mark(self, key: str) -> str | None:
         return next((value for name, value in self.marks if name == key), None)
@@ -94,8 +93,8 @@ def read_blocks(text: str) -> list[Block]:
         while above >= 0 and (found := MARK.fullmatch(lines[above].strip())):
             marks.insert(0, (found.group(1), found.group(2)))
             above -= 1
-        prose = next((line for line in reversed(lines[:above + 1]) if line.strip()), "")  # the line above
-        block = Block(index + 1, fence[3:].strip(), "\n".join(lines[index + 1:end]), tuple(marks))
+        prose = next((line for line in reversed(lines[: above + 1]) if line.strip()), "")  # the line above
+        block = Block(index + 1, fence[3:].strip(), "\n".join(lines[index + 1 : end]), tuple(marks))
         if prose.startswith("Output") and blocks and blocks[-1].language == "python":
             blocks[-1] = dataclasses.replace(blocks[-1], output=block)
         else:
@@ -105,11 +104,15 @@ def read_blocks(text: str) -> list[Block]:
 
 
 BLOCKS = read_blocks(README.read_text(encoding="utf-8"))
-CHECKED = [block for block in BLOCKS if block.mark("setup") is None
-           and (block.shows_output or block.language == "bash" or block.language == "python")]
+CHECKED = [
+    block
+    for block in BLOCKS
+    if block.mark("setup") is None and (block.shows_output or block.language == "bash" or block.language == "python")
+]
 
 
 # ---- matching -------------------------------------------------------------------------------------
+
 
 def normalise(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.rstrip().split("\n"))
@@ -126,9 +129,17 @@ def pattern(shown: str, varies: list[str]) -> tuple[re.Pattern, list[float]]:
             parts.append(r"(?:[^\n]*\n)*?")
             continue
         pieces = wild.split(line)  # literal, wildcard, literal, …
-        parts.append("".join(literal(piece, long_numbers) if index % 2 == 0
-                             else ROUND_OFF if re.fullmatch(ROUND_OFF, piece) else "[^\n]*?"
-                             for index, piece in enumerate(pieces)) + r"\n")
+        parts.append(
+            "".join(
+                literal(piece, long_numbers)
+                if index % 2 == 0
+                else ROUND_OFF
+                if re.fullmatch(ROUND_OFF, piece)
+                else "[^\n]*?"
+                for index, piece in enumerate(pieces)
+            )
+            + r"\n"
+        )
     return re.compile("".join(parts)), long_numbers
 
 
@@ -139,7 +150,7 @@ def literal(text: str, long_numbers: list[float]) -> str:
         digits = found.group().lstrip("-").split("e")[0].replace(".", "").lstrip("0")
         if len(digits) < 7:
             continue
-        out += [re.escape(text[last:found.start()]), "(" + NUMBER.pattern + ")"]
+        out += [re.escape(text[last : found.start()]), "(" + NUMBER.pattern + ")"]
         long_numbers.append(float(found.group()))
         last = found.end()
     return "".join(out + [re.escape(text[last:])])
@@ -156,13 +167,24 @@ def assert_shows(block: Block, shown: str, printed: str) -> None:
     found = regex.fullmatch(normalise(printed) + "\n")
     if found and all(close(float(value), number) for value, number in zip(found.groups(), long_numbers)):
         return
-    diff = "\n".join(difflib.unified_diff(normalise(shown).split("\n"), normalise(printed).split("\n"),
-                                          "README.md (shown)", "printed now", lineterm=""))
-    pytest.fail(f"{block.name}: the README shows other output than the command prints now "
-                f"(a line `…` stands for any lines):\n{diff}", pytrace=False)
+    diff = "\n".join(
+        difflib.unified_diff(
+            normalise(shown).split("\n"),
+            normalise(printed).split("\n"),
+            "README.md (shown)",
+            "printed now",
+            lineterm="",
+        )
+    )
+    pytest.fail(
+        f"{block.name}: the README shows other output than the command prints now "
+        f"(a line `…` stands for any lines):\n{diff}",
+        pytrace=False,
+    )
 
 
 # ---- running --------------------------------------------------------------------------------------
+
 
 @dataclass
 class Ran:
@@ -208,8 +230,9 @@ def run_command(command: str, workdir: Path) -> Ran:
             if shutil.which(program[0]) is None and program[0] not in ("python", "python3"):
                 pytest.skip(f"{program[0]} is not installed")
             argv = [sys.executable, *program[1:]] if program[0] in ("python", "python3") else program
-            process = subprocess.run(argv, input=data, capture_output=True, cwd=workdir, timeout=300,
-                                     env={**os.environ, **env})
+            process = subprocess.run(
+                argv, input=data, capture_output=True, cwd=workdir, timeout=300, env={**os.environ, **env}
+            )
             data, code, errors = process.stdout, process.returncode, process.stderr.decode(errors="replace")
         ran.codes.append(code)
         ran.stderr += errors
@@ -241,6 +264,7 @@ def commands(block: Block) -> list[str]:
 
 # ---- fixtures -------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def loaded_once():
     """attn_cli.api.load memoised: each model the README uses is loaded once for the whole file (module
@@ -250,8 +274,12 @@ def loaded_once():
     original, models = api.load, {}
 
     def load(model: str = "minilm", *, device: str = "auto", dtype: str = "auto", **options):
-        key = (str(Path(model).resolve()) if model.startswith(".") else model, device, dtype,
-               tuple(sorted((name, str(value)) for name, value in options.items())))
+        key = (
+            str(Path(model).resolve()) if model.startswith(".") else model,
+            device,
+            dtype,
+            tuple(sorted((name, str(value)) for name, value in options.items())),
+        )
         if key not in models:
             models[key] = original(model, device=device, dtype=dtype, **options)
         return models[key]

@@ -35,8 +35,16 @@ def test_bracketed_words_survive_rich_markup_and_flags_have_no_bool_type(command
 COMMANDS = ["inspect", "explore", "heads", "diagnose", "compare", "steps", "rollout", "diff", "generate", "models"]
 
 
-@pytest.mark.parametrize("command, usage", [("inspect", "[TEXT]..."), ("heads", "[TEXT]..."), ("explore", "[TEXT]"),
-                                            ("diff", "TEXT [TEXT_B]"), ("generate", "PROMPT")])
+@pytest.mark.parametrize(
+    "command, usage",
+    [
+        ("inspect", "[TEXT]..."),
+        ("heads", "[TEXT]..."),
+        ("explore", "[TEXT]"),
+        ("diff", "TEXT [TEXT_B]"),
+        ("generate", "PROMPT"),
+    ],
+)
 def test_the_usage_line_reads_text_then_more_texts(command, usage):
     text = help_of(command)
     assert f"Usage: attn {command} [OPTIONS] {usage} " in text
@@ -56,10 +64,22 @@ def test_every_value_is_an_upper_case_word_never_a_type(command):
             assert re.fullmatch(r"[A-Z][A-Z_]*(=[A-Z]+)?", option.metavar or ""), (option.opts, option.metavar)
 
 
-
 def test_the_toy_bilinear_heatmap_is_not_titled_with_a_scale():
-    result = runner.invoke(app, ["inspect", "I love you", "--model", "toy", "-O", "scoring=bilinear",
-                                 "--head", "0", "--show", "weights,scores"])
+    result = runner.invoke(
+        app,
+        [
+            "inspect",
+            "I love you",
+            "--model",
+            "toy",
+            "-O",
+            "scoring=bilinear",
+            "--head",
+            "0",
+            "--show",
+            "weights,scores",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "weights = softmax(score(q, k))" in result.stdout
     assert "scores = score(q, k)" in result.stdout

@@ -25,8 +25,10 @@ from attn_cli.render.scale import SHADES, CellFormat, Scale, luminance, stat
 WIDTHS = (60, 80, 100, 120, 160, 250)
 SENTENCE = "Hello, how are you?"
 # 34 tokens with [CLS] and [SEP] under MiniLM's tokenizer
-LONG = ("The quick brown fox jumps over the lazy dog while the small cat sleeps on a warm mat near the old "
-        "red barn door, and the birds sing a happy song")
+LONG = (
+    "The quick brown fox jumps over the lazy dog while the small cat sleeps on a warm mat near the old "
+    "red barn door, and the birds sing a happy song"
+)
 SHORT = "The cat sat on the mat while the dog slept by the fire."  # 16 tokens
 FIFTY = " ".join(["the quick brown fox jumps over the lazy dog"] * 6)  # 56 tokens
 SCREENS = (80, 120, 160, 200)  # terminal widths, each 50 lines tall
@@ -42,11 +44,13 @@ def model(minilm_backend):
 
 @pytest.fixture(scope="module")
 def reports(model, tmp_path_factory):
-    import attn_cli
     from conftest import save_tiny_gpt2_lm
 
-    gpt2_lm = save_tiny_gpt2_lm(tmp_path_factory.mktemp("render-gpt2-lm"), n_embd=32, n_layer=1, n_head=4,
-                                n_positions=64)
+    import attn_cli
+
+    gpt2_lm = save_tiny_gpt2_lm(
+        tmp_path_factory.mktemp("render-gpt2-lm"), n_embd=32, n_layer=1, n_head=4, n_positions=64
+    )
 
     toy = attn_cli.load("toy", device="cpu")
     return {
@@ -68,8 +72,14 @@ def reports(model, tmp_path_factory):
 
 def printed(renderable, width: int, colour: bool = False, height: int | None = None) -> list[str]:
     """The text a terminal `width` columns wide (and `height` lines tall, Rich's 25 if None) shows."""
-    console = Console(width=width, height=height, record=True, force_terminal=colour,
-                      color_system="truecolor" if colour else None, file=open(os.devnull, "w"))
+    console = Console(
+        width=width,
+        height=height,
+        record=True,
+        force_terminal=colour,
+        color_system="truecolor" if colour else None,
+        file=open(os.devnull, "w"),
+    )
     console.print(renderable)
     return console.export_text().splitlines()
 
@@ -179,7 +189,7 @@ def cells_of(heatmap: Heatmap, width: int):
         start = heatmap.label_width + 1
         row = []
         for j in range(cols):
-            part = chars[start + j * (cell + gap): start + j * (cell + gap) + cell]
+            part = chars[start + j * (cell + gap) : start + j * (cell + gap) + cell]
             row.append(("".join(ch for ch, _ in part), part[-1][1] if part else None))
         out.append(row)
     return mode, out
@@ -213,7 +223,7 @@ def test_brighter_always_means_more_in_every_mode(width, expected, kind):
     # the brightest cell is the largest value, and brightness never falls as the value rises
     # (for scores: as |score| rises, on each side of 0; a colour is rounded to 1/255 a channel)
     assert np.unravel_index(np.argmax(shown), shown.shape) == np.unravel_index(np.argmax(values), values.shape)
-    for side in ([matrix >= 0, matrix < 0] if kind == "scores" else [matrix == matrix]):
+    for side in [matrix >= 0, matrix < 0] if kind == "scores" else [matrix == matrix]:
         order = np.argsort(values[side])
         assert np.all(np.diff(shown[side][order]) >= -0.005)
     order = np.argsort(values, axis=None)
@@ -271,7 +281,17 @@ def test_key_columns_are_numbered_never_a_lone_digit_without_its_token():
 
 def test_stat_is_one_format():
     assert [stat(v) for v in (0, 5.2e-8, -0.004, 0.1234, 5.104, 11.94, 99.996, 3531, 52000, -0.0)] == [
-        "0", "5.2e-8", "-4.0e-3", "0.12", "5.10", "11.9", "100", "3531", "5.2e4", "0"]
+        "0",
+        "5.2e-8",
+        "-4.0e-3",
+        "0.12",
+        "5.10",
+        "11.9",
+        "100",
+        "3531",
+        "5.2e4",
+        "0",
+    ]
     assert CellFormat(1, False).text(-0.04) == "0.0"  # never '-0.0'
 
 
@@ -325,7 +345,7 @@ def test_grid_fits_80_columns_and_shows_the_previous_token_head(reports):
     assert len(lines) <= 30
     # MiniLM layer 0 head 2 attends to the previous token: its thumbnail is a diagonal staircase
     column = lines[1].index("h2") - 1  # the thumbnail under 'h2'
-    picture = [line[column:column + 4] for line in lines[2:6]]
+    picture = [line[column : column + 4] for line in lines[2:6]]
     assert picture == ["▌   ", "▝▖  ", " ▝▖ ", "  ▝▖"], picture
 
 
@@ -384,17 +404,26 @@ def test_grid_pictures_are_drawn_as_one_character_at_a_time():
     for trial in range(60):
         rows, cols = (int(n) for n in rng.integers(1, 16, size=2))
         for scale in (Scale.weights(), Scale("scores", 2.5)):
-            matrix = (rng.normal(size=(rows, cols)) * 2 if scale.diverging
-                      else rng.dirichlet(np.ones(cols) * rng.choice([0.1, 1.0]), size=rows))
+            matrix = (
+                rng.normal(size=(rows, cols)) * 2
+                if scale.diverging
+                else rng.dirichlet(np.ones(cols) * rng.choice([0.1, 1.0]), size=rows)
+            )
             if trial % 4 == 0:
                 matrix[rng.random(matrix.shape) < 0.2] = np.nan
             for ink_floor in (0.0, 0.2):
                 assert quadrant_cells(matrix, scale, ink_floor) == _reference_cells(matrix, scale, ink_floor)
             step = (2 * scale.limit if scale.diverging else 1.0) / 200
             levels = np.round(np.nan_to_num(matrix) / step) * step
-            expected = [[("▀", Style(color=scale.colour(a), bgcolor=scale.colour(b)))
-                         for a, b in zip(levels[top], levels[top + 1])] if top + 1 < rows else
-                        [("▀", Style(color=scale.colour(a))) for a in levels[top]] for top in range(0, rows, 2)]
+            expected = [
+                [
+                    ("▀", Style(color=scale.colour(a), bgcolor=scale.colour(b)))
+                    for a, b in zip(levels[top], levels[top + 1])
+                ]
+                if top + 1 < rows
+                else [("▀", Style(color=scale.colour(a))) for a in levels[top]]
+                for top in range(0, rows, 2)
+            ]
             assert half_blocks(matrix, scale) == expected
 
 
@@ -405,19 +434,25 @@ def test_vector_table_never_cuts_a_number():
         assert_fits(lines, width)
 
 
-@pytest.mark.parametrize("flags, formula", [
-    ([], "weights = softmax(q·kᵀ·0.1768)"),
-    (["--shared-k"], "weights = softmax(k·kᵀ·0.1768)"),  # Q := K: the title says what was multiplied
-    (["--no-scale"], "weights = softmax(q·kᵀ)"),
-    (["--scoring", "cosine"], "weights = softmax(q̂·k̂ᵀ)"),
-])
+@pytest.mark.parametrize(
+    "flags, formula",
+    [
+        ([], "weights = softmax(q·kᵀ·0.1768)"),
+        (["--shared-k"], "weights = softmax(k·kᵀ·0.1768)"),  # Q := K: the title says what was multiplied
+        (["--no-scale"], "weights = softmax(q·kᵀ)"),
+        (["--scoring", "cosine"], "weights = softmax(q̂·k̂ᵀ)"),
+    ],
+)
 def test_a_counterfactual_heatmap_is_titled_with_its_own_formula(flags, formula):
     from typer.testing import CliRunner
 
     from attn_cli.cli import app
 
-    result = CliRunner().invoke(app, ["inspect", "The cat sat", "--layer", "0", "--head", "2", "--show", "weights",
-                                      *flags], env={"COLUMNS": "120"})
+    result = CliRunner().invoke(
+        app,
+        ["inspect", "The cat sat", "--layer", "0", "--head", "2", "--show", "weights", *flags],
+        env={"COLUMNS": "120"},
+    )
     assert result.exit_code == 0, result.output
     assert f"layer 0 · head 2 (kv head 2) · {formula}" in result.stdout
 
@@ -429,14 +464,19 @@ def test_diff_change_heatmap_shows_two_decimals_and_both_tokens(reports):
     report = reports["diff"]
     lines = printed(render_diff(report), 160)
     start = next(i for i, line in enumerate(lines) if line.startswith("B − A"))
-    rows = lines[start + 2:start + 2 + len(report.a.tokens)]
+    rows = lines[start + 2 : start + 2 + len(report.a.tokens)]
     top = report.heads[0]
     change = report.b.head(top.layer, top.head).weights - report.a.head(top.layer, top.head).weights
     i, j = np.unravel_index(np.argmax(np.abs(change)), change.shape)
     assert CellFormat(2, False, bare=True).text(change[i, j]) in rows[i].split()
     assert any(re.search(r"(^|\s)-?\.\d\d(\s|$)", row) for row in rows)
     assert "how→who" in rows[3] and "you→they" in rows[5]
-    assert [CellFormat(2, False, bare=True).text(v) for v in (0.214, -0.0049, -0.13, 0.05)] == [".21", "0", "-.13", ".05"]
+    assert [CellFormat(2, False, bare=True).text(v) for v in (0.214, -0.0049, -0.13, 0.05)] == [
+        ".21",
+        "0",
+        "-.13",
+        ".05",
+    ]
 
 
 def test_the_unknown_token_is_drawn_dim_italic_not_bold_like_a_word():
@@ -447,7 +487,7 @@ def test_the_unknown_token_is_drawn_dim_italic_not_bold_like_a_word():
     from attn_cli.render.terminal import keys_text
 
     def style_of(text, word):
-        return next(str(span.style) for span in text.spans if text.plain[span.start:span.end] == word)
+        return next(str(span.style) for span in text.spans if text.plain[span.start : span.end] == word)
 
     tokens = ["[CLS]", "我", "[UNK]", "[SEP]"]
     keys = Heatmap(np.eye(4), tokens, "test").key_list(80)

@@ -69,8 +69,13 @@ def test_cli_rollout_json_equals_the_api_and_the_view_shows_sources(minilm):
     assert runner.invoke(app, ["rollout", TEXT, "--head-fusion", "median"]).exit_code == 2
 
 
-@pytest.mark.parametrize("scale, phrase", [("fixed", " 0  ░▒▒▓▓██ 1 · brighter = more"),
-                                           ("head", " · per-matrix scale: this matrix's min → max · brighter = more")])
+@pytest.mark.parametrize(
+    "scale, phrase",
+    [
+        ("fixed", " 0  ░▒▒▓▓██ 1 · brighter = more"),
+        ("head", " · per-matrix scale: this matrix's min → max · brighter = more"),
+    ],
+)
 def test_the_rollout_and_attribution_legends_speak_of_the_matrix_not_a_head(minilm, monkeypatch, scale, phrase):
     """One matrix over layers (heads fused): its legend says nothing of heads, at 120 columns where every phrase fits."""
     from attn_cli.cli import app

@@ -12,19 +12,40 @@ import torch
 from tests.conftest import save_tiny
 
 SOURCE, TARGET = "the cat sat on the mat", "die katze sass"
-SIZES = dict(vocab_size=30522, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-             decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
-             pad_token_id=0, bos_token_id=101, eos_token_id=102, decoder_start_token_id=0, forced_eos_token_id=102)
+SIZES = dict(
+    vocab_size=30522,
+    d_model=32,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    max_position_embeddings=64,
+    pad_token_id=0,
+    bos_token_id=101,
+    eos_token_id=102,
+    decoder_start_token_id=0,
+    forced_eos_token_id=102,
+)
 
 
 def tiny_seq2seq(kind: str, directory):
     """A 2 + 2-layer random BART, mBART or Marian with its LM head, saved as a user's checkpoint would be."""
-    from transformers import (BartConfig, BartForConditionalGeneration, MarianConfig, MarianMTModel, MBartConfig,
-                              MBartForConditionalGeneration)
+    from transformers import (
+        BartConfig,
+        BartForConditionalGeneration,
+        MarianConfig,
+        MarianMTModel,
+        MBartConfig,
+        MBartForConditionalGeneration,
+    )
 
-    config_class, model_class = {"bart": (BartConfig, BartForConditionalGeneration),
-                                 "mbart": (MBartConfig, MBartForConditionalGeneration),
-                                 "marian": (MarianConfig, MarianMTModel)}[kind]
+    config_class, model_class = {
+        "bart": (BartConfig, BartForConditionalGeneration),
+        "mbart": (MBartConfig, MBartForConditionalGeneration),
+        "marian": (MarianConfig, MarianMTModel),
+    }[kind]
     torch.manual_seed(0)
     return save_tiny(model_class(config_class(**SIZES)), directory)
 
@@ -88,7 +109,9 @@ def test_a_cross_head_is_target_rows_by_source_columns(marian):
     # symmetry and self-weight pair query i with key i: not defined when they are different tokens
     assert np.isnan(head.self_weight).all() and head.symmetry.symmetric is None
     assert "target tokens" in head.symmetry.reason
-    assert all(key.token == report.tokens[key.index].text for row in head.top for key in row)  # keys named from the source
+    assert all(
+        key.token == report.tokens[key.index].text for row in head.top for key in row
+    )  # keys named from the source
 
 
 def test_the_json_says_each_layers_stack_and_its_token_lists(marian):
@@ -158,17 +181,29 @@ def t5_dir(tmp_path_factory):
     from transformers import T5Config, T5ForConditionalGeneration
 
     torch.manual_seed(0)
-    config = T5Config(vocab_size=30522, d_model=32, d_kv=8, num_heads=4, num_layers=2, num_decoder_layers=2, d_ff=64,
-                      pad_token_id=0, eos_token_id=102, decoder_start_token_id=0, relative_attention_num_buckets=8,
-                      relative_attention_max_distance=16)
+    config = T5Config(
+        vocab_size=30522,
+        d_model=32,
+        d_kv=8,
+        num_heads=4,
+        num_layers=2,
+        num_decoder_layers=2,
+        d_ff=64,
+        pad_token_id=0,
+        eos_token_id=102,
+        decoder_start_token_id=0,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=16,
+    )
     return save_tiny(T5ForConditionalGeneration(config), tmp_path_factory.mktemp("t5"))
 
 
 def test_t5_scores_include_its_position_bias_and_equal_eager(t5_dir, monkeypatch):
     """Eager's softmax inputs (q·kᵀ + position bias + mask), recorded in call order: encoder layers, then each
     decoder layer's self- and cross-attention; attn's scores and weights equal them to 1e-5."""
-    import attn_cli as attn
     from transformers import AutoModelForSeq2SeqLM
+
+    import attn_cli as attn
 
     report = attn.load(str(t5_dir), device="cpu").inspect(SOURCE, target=TARGET)
     model = AutoModelForSeq2SeqLM.from_pretrained(t5_dir, local_files_only=True, attn_implementation="eager").eval()
@@ -200,8 +235,9 @@ def test_t5_scores_include_its_position_bias_and_equal_eager(t5_dir, monkeypatch
 def test_generated_rows_equal_a_teacher_forced_eager_forward(which, marian_dir, t5_dir):
     """Decoder self-attention and cross-attention rows of every generated token equal one eager forward over the
     start token and the generated ids (the last generated token is never a query)."""
-    import attn_cli as attn
     from transformers import AutoModelForSeq2SeqLM
+
+    import attn_cli as attn
 
     directory = {"marian": marian_dir, "t5": t5_dir}[which]
     report = attn.load(str(directory), device="cpu").generate(SOURCE, max_new_tokens=5)
@@ -209,15 +245,20 @@ def test_generated_rows_equal_a_teacher_forced_eager_forward(which, marian_dir, 
     assert len(ids) == 6 and report.decoder.prompt_tokens == 1
     model = AutoModelForSeq2SeqLM.from_pretrained(directory, local_files_only=True, attn_implementation="eager").eval()
     with torch.no_grad():
-        out = model(input_ids=torch.tensor([[token.id for token in report.tokens]]),
-                    decoder_input_ids=torch.tensor([ids[:-1]]), output_attentions=True)
-    for stack, layers, expected in (("decoder", report.decoder.layers, out.decoder_attentions),
-                                    ("cross", report.cross, out.cross_attentions)):
+        out = model(
+            input_ids=torch.tensor([[token.id for token in report.tokens]]),
+            decoder_input_ids=torch.tensor([ids[:-1]]),
+            output_attentions=True,
+        )
+    for stack, layers, expected in (
+        ("decoder", report.decoder.layers, out.decoder_attentions),
+        ("cross", report.cross, out.cross_attentions),
+    ):
         for layer in layers:
             got = np.stack([head.weights for head in layer.heads])  # (H, N, K)
             want = expected[layer.layer][0].numpy()  # (H, N, K) with the decoder's K one short: the last
-            assert np.isnan(got[..., want.shape[-1]:]).all()  # generated token, which no step could look at
-            got = got[..., :want.shape[-1]]
+            assert np.isnan(got[..., want.shape[-1] :]).all()  # generated token, which no step could look at
+            got = got[..., : want.shape[-1]]
             seen = ~np.isnan(got)
             assert np.abs(got[seen] - want[seen]).max() <= 1e-5, (stack, layer.layer)
             assert np.array_equal(seen, want != 0) if stack == "decoder" else seen.all()
@@ -231,14 +272,31 @@ def test_an_audio_encoder_decoder_is_one_line_naming_what_is_supported(tmp_path)
 
     from tests.test_hardening import attn, one_line_error
 
-    config = WhisperConfig(vocab_size=30522, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
-                           decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8,
-                           max_source_positions=16, max_target_positions=16, pad_token_id=0, bos_token_id=101,
-                           eos_token_id=102, decoder_start_token_id=101)
+    config = WhisperConfig(
+        vocab_size=30522,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        num_mel_bins=8,
+        max_source_positions=16,
+        max_target_positions=16,
+        pad_token_id=0,
+        bos_token_id=101,
+        eos_token_id=102,
+        decoder_start_token_id=101,
+    )
     directory = save_tiny(WhisperModel(config), tmp_path / "whisper")
-    one_line_error(attn("inspect", "hello", "--target", "hallo", "--model", directory), 1,
-                   "whisper is an audio model", "encoder–decoder (BART, mBART, Marian, T5)",
-                   "not audio, video or vision–language models")
+    one_line_error(
+        attn("inspect", "hello", "--target", "hallo", "--model", directory),
+        1,
+        "whisper is an audio model",
+        "encoder–decoder (BART, mBART, Marian, T5)",
+        "not audio, video or vision–language models",
+    )
 
 
 def test_rollout_of_an_encoder_decoder_is_its_encoders_and_equals_numpy(marian, marian_dir):
@@ -249,8 +307,9 @@ def test_rollout_of_an_encoder_decoder_is_its_encoders_and_equals_numpy(marian, 
 
     model = AutoModelForSeq2SeqLM.from_pretrained(marian_dir, local_files_only=True, attn_implementation="eager").eval()
     with torch.no_grad():
-        out = model.get_encoder()(input_ids=torch.tensor([[token.id for token in report.tokens]]),
-                                  output_attentions=True)
+        out = model.get_encoder()(
+            input_ids=torch.tensor([[token.id for token in report.tokens]]), output_attentions=True
+        )
     rolled = np.eye(len(report.tokens))
     for layer in out.attentions:
         mixed = 0.5 * layer[0].numpy().astype(np.float64).mean(0) + 0.5 * np.eye(len(report.tokens))

@@ -33,17 +33,36 @@ def sharpened(model, factor: float = SHARPEN):
 
 
 def build(kind: str, directory):
-    from transformers import (BartConfig, BartForConditionalGeneration, MarianConfig, MarianMTModel, T5Config,
-                              T5ForConditionalGeneration)
+    from transformers import (
+        BartConfig,
+        BartForConditionalGeneration,
+        MarianConfig,
+        MarianMTModel,
+        T5Config,
+        T5ForConditionalGeneration,
+    )
 
     torch.manual_seed(0)
     if kind == "t5":
-        config = T5Config(vocab_size=30522, d_model=32, d_kv=8, num_heads=4, num_layers=2, num_decoder_layers=2,
-                          d_ff=64, pad_token_id=0, eos_token_id=102, decoder_start_token_id=0,
-                          relative_attention_num_buckets=8, relative_attention_max_distance=16)
+        config = T5Config(
+            vocab_size=30522,
+            d_model=32,
+            d_kv=8,
+            num_heads=4,
+            num_layers=2,
+            num_decoder_layers=2,
+            d_ff=64,
+            pad_token_id=0,
+            eos_token_id=102,
+            decoder_start_token_id=0,
+            relative_attention_num_buckets=8,
+            relative_attention_max_distance=16,
+        )
         return save_tiny(sharpened(T5ForConditionalGeneration(config), SHARPEN_T5), directory)
-    config_class, model_class = {"bart": (BartConfig, BartForConditionalGeneration),
-                                 "marian": (MarianConfig, MarianMTModel)}[kind]
+    config_class, model_class = {
+        "bart": (BartConfig, BartForConditionalGeneration),
+        "marian": (MarianConfig, MarianMTModel),
+    }[kind]
     return save_tiny(sharpened(model_class(config_class(**SIZES))), directory)
 
 
@@ -57,8 +76,9 @@ def eager(directory, source_ids, target_ids):
 
     model = AutoModelForSeq2SeqLM.from_pretrained(directory, local_files_only=True, attn_implementation="eager").eval()
     with torch.no_grad():
-        out = model(input_ids=torch.tensor([source_ids]), decoder_input_ids=torch.tensor([target_ids]),
-                    output_attentions=True)
+        out = model(
+            input_ids=torch.tensor([source_ids]), decoder_input_ids=torch.tensor([target_ids]), output_attentions=True
+        )
     return {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
 
 
@@ -93,10 +113,12 @@ def reference(weights, queries, keys, causal: bool, cross: bool) -> dict:
     if not cross:
         ids = key_ids[:, None]  # the queries are the keys
         before = np.concatenate([[-1], key_ids[:-1]])[None, :]  # id_{j-1}
-        scores.update(previous_token=share(weights, allowed, j == i - 1, counted),
-                      duplicate_token=share(weights, allowed, (key_ids[None, :] == ids) & (j < i), counted),
-                      induction=share(weights, allowed, (before == ids) & (j >= 1) & (j - 1 < i), counted),
-                      self=share(weights, allowed, j == i, counted))
+        scores.update(
+            previous_token=share(weights, allowed, j == i - 1, counted),
+            duplicate_token=share(weights, allowed, (key_ids[None, :] == ids) & (j < i), counted),
+            induction=share(weights, allowed, (before == ids) & (j >= 1) & (j - 1 < i), counted),
+            self=share(weights, allowed, j == i, counted),
+        )
     entropy = -(np.where(weights > 0, weights * np.log(np.where(weights > 0, weights, 1)), 0)).sum(-1)
     scores["broad"] = float((entropy / np.log(np.maximum(allowed.sum(-1), 2)))[counted].mean())
     heavy = (weights > 0.3) & counted[:, None]  # (T_q, T_k)
@@ -144,8 +166,9 @@ def test_every_defined_score_of_every_stack_equals_numpy_over_eager(pair_dir):
 
 def test_the_json_says_each_heads_stack_and_why_a_cross_score_is_null(tmp_path):
     directory = build("marian", tmp_path / "marian")
-    result = attn("heads", SOURCE, "--target", TARGET, "--model", directory, "--json", "--stack", "decoder,cross",
-                  "--layer", "1")
+    result = attn(
+        "heads", SOURCE, "--target", TARGET, "--model", directory, "--json", "--stack", "decoder,cross", "--layer", "1"
+    )
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["target"] == TARGET
@@ -170,9 +193,12 @@ def test_the_terminal_titles_each_stack_and_marks_the_cross_scores_not_defined(t
         assert result.exit_code == 0, result.stderr
         lines = result.stdout.splitlines()
         assert max(len(line) for line in lines) <= columns
-        for title in ("encoder self-attention · source × source", "decoder self-attention · target × target",
-                      "cross-attention · target rows (queries) × source columns (keys)",
-                      "not defined: previous, duplicate, induction, self"):
+        for title in (
+            "encoder self-attention · source × source",
+            "decoder self-attention · target × target",
+            "cross-attention · target rows (queries) × source columns (keys)",
+            "not defined: previous, duplicate, induction, self",
+        ):
             assert any(line.startswith(title) for line in lines), title
         assert "2 encoder + 2 decoder layers × 4 heads" in " ".join(" ".join(lines[:3]).split())
         previous = next(line for line in lines if line.startswith(" P  previous   "))  # the top list's, not the legend
@@ -184,12 +210,19 @@ def test_one_pair_only_and_a_target_needed(tmp_path):
     directory = build("marian", tmp_path / "marian")
     corpus = tmp_path / "pairs.txt"
     corpus.write_text("hello\n")
-    one_line_error(attn("heads", "--file", corpus, "--model", directory), 2,
-                   "--file: an encoder–decoder pair is scored alone", "attn heads SOURCE --target TARGET")
+    one_line_error(
+        attn("heads", "--file", corpus, "--model", directory),
+        2,
+        "--file: an encoder–decoder pair is scored alone",
+        "attn heads SOURCE --target TARGET",
+    )
     one_line_error(attn("heads", "hello", "--model", directory), 2, "its decoder needs a target", "--target")
     one_line_error(attn("heads", "a", "b", "--target", "c", "--model", directory), 2, "one source TEXT")
-    one_line_error(attn("heads", "hello", "--target", "hallo", "--store", tmp_path / "s", "--model", directory), 2,
-                   "--store: an encoder–decoder pair is scored alone")
+    one_line_error(
+        attn("heads", "hello", "--target", "hallo", "--store", tmp_path / "s", "--model", directory),
+        2,
+        "--store: an encoder–decoder pair is scored alone",
+    )
 
 
 def test_target_on_a_model_with_one_stack_is_refused(minilm_backend):
@@ -203,9 +236,9 @@ def test_target_on_a_model_with_one_stack_is_refused(minilm_backend):
 def test_a_vit_images_heads_equal_numpy_over_eager(tmp_path):
     """attn heads --image: square heads over [CLS] and the patches; patches have no ids (no duplicate or induction)
     and no separator or punctuation, so those four are null with the reason."""
-    import attn_cli as attn_api
     from transformers import AutoImageProcessor, ViTModel
 
+    import attn_cli as attn_api
     from tests import vision_models
 
     directory = vision_models.build("vit", tmp_path / "vit")
@@ -214,8 +247,9 @@ def test_a_vit_images_heads_equal_numpy_over_eager(tmp_path):
     model = ViTModel.from_pretrained(directory, attn_implementation="eager").eval()
     from PIL import Image
 
-    pixels = AutoImageProcessor.from_pretrained(directory)(images=Image.open(picture).convert("RGB"),
-                                                           return_tensors="pt")["pixel_values"]
+    pixels = AutoImageProcessor.from_pretrained(directory)(
+        images=Image.open(picture).convert("RGB"), return_tensors="pt"
+    )["pixel_values"]
     with torch.no_grad():
         attentions = model(pixel_values=pixels, output_attentions=True).attentions
     assert report.patch_grid["grid"] == {"rows": 4, "cols": 4} and len(report.heads) == 8
@@ -226,8 +260,10 @@ def test_a_vit_images_heads_equal_numpy_over_eager(tmp_path):
         assert abs(profile.scores["first_token"] - weights[:, 0].mean()) <= TOLERANCE
         assert abs(profile.scores["self"] - weights[eye].mean()) <= TOLERANCE
         assert abs(profile.scores["previous_token"] - weights[np.eye(count, k=-1, dtype=bool)].mean()) <= TOLERANCE
-        assert abs(profile.scores["broad"] - reference(weights, _named(count), _named(count), False, False)["broad"]) \
+        assert (
+            abs(profile.scores["broad"] - reference(weights, _named(count), _named(count), False, False)["broad"])
             <= TOLERANCE
+        )
         for name in ("duplicate_token", "induction", "last_token", "punctuation"):
             assert profile.scores[name] is None and profile.not_defined[name].startswith("an image")
     document = report.to_json_dict()

@@ -14,12 +14,12 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from conftest import isolate
 from test_hardening import attn, one_line_error, run_attn, temp_files
 
-ROOT_ONLY = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                               reason="mknod of a character device needs root")
+ROOT_ONLY = pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="mknod of a character device needs root"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -36,8 +36,11 @@ def char_device(path: Path, minor: int) -> Path:
 @ROOT_ONLY
 def test_a_full_disk_is_one_line(tmp_path):
     """A /dev/full twin as -o: the write fails with ENOSPC, one line, exit 1 (never the real /dev/full)."""
-    one_line_error(attn("inspect", "hello", "--model", "toy", "-o", char_device(tmp_path / "full", 7)), 1,
-                   "No space left on device")
+    one_line_error(
+        attn("inspect", "hello", "--model", "toy", "-o", char_device(tmp_path / "full", 7)),
+        1,
+        "No space left on device",
+    )
 
 
 @ROOT_ONLY
@@ -76,8 +79,9 @@ def fifo_reader(path: Path):
 # --- outputs ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("option, name", [("-o", "out.json"), ("--save-tensors", "out.safetensors"),
-                                          ("--save", "out.svg")])
+@pytest.mark.parametrize(
+    "option, name", [("-o", "out.json"), ("--save-tensors", "out.safetensors"), ("--save", "out.svg")]
+)
 def test_a_fifo_output_is_written_in_place(tmp_path, option, name):
     """safetensors renames its own temporary file over the name it is given: it must never see the FIFO."""
     target = tmp_path / name
@@ -99,8 +103,10 @@ def test_a_fifo_output_is_written_in_place(tmp_path, option, name):
 
 
 @ROOT_ONLY
-@pytest.mark.parametrize("option, name", [("--save-tensors", "full.safetensors"), ("-o", "full.json"),
-                                          ("--save", "full.svg"), ("-O", "w.safetensors")])
+@pytest.mark.parametrize(
+    "option, name",
+    [("--save-tensors", "full.safetensors"), ("-o", "full.json"), ("--save", "full.svg"), ("-O", "w.safetensors")],
+)
 def test_a_symlink_to_a_character_device_keeps_the_device(tmp_path, option, name):
     """A link to a /dev/null twin is written through; a link to a /dev/full twin fails (exit 1, disk full).
     Either way the device node is still a device node afterwards."""
@@ -119,8 +125,7 @@ def test_a_symlink_to_a_character_device_keeps_the_device(tmp_path, option, name
         link.unlink()
 
 
-@pytest.mark.parametrize("option, name", [("-o", "x.json"), ("--save-tensors", "x.safetensors"),
-                                          ("--save", "x.svg")])
+@pytest.mark.parametrize("option, name", [("-o", "x.json"), ("--save-tensors", "x.safetensors"), ("--save", "x.svg")])
 def test_a_socket_or_a_directory_as_output_is_a_usage_error(tmp_path, monkeypatch, option, name):
     from test_hardening import no_model_load
 
@@ -203,12 +208,21 @@ def test_an_empty_character_device_is_an_empty_corpus(tmp_path):
 HUGE = str(10**30)
 
 
-@pytest.mark.parametrize("args", [
-    ("heads", "a", "--limit", HUGE), ("heads", "a", "--batch-size", HUGE), ("heads", "a", "--limit", "-" + HUGE),
-    ("heads", "--probe", "induction", "--seed", HUGE), ("heads", "--probe", "induction", "--probe-length", HUGE),
-    ("inspect", "a", "--top-k", HUGE), ("compare", "a", "--top-k", HUGE), ("rollout", "a", "--top-k", HUGE),
-    ("generate", "a", "--max-new-tokens", HUGE), ("generate", "a", "--sample", "--seed", HUGE),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("heads", "a", "--limit", HUGE),
+        ("heads", "a", "--batch-size", HUGE),
+        ("heads", "a", "--limit", "-" + HUGE),
+        ("heads", "--probe", "induction", "--seed", HUGE),
+        ("heads", "--probe", "induction", "--probe-length", HUGE),
+        ("inspect", "a", "--top-k", HUGE),
+        ("compare", "a", "--top-k", HUGE),
+        ("rollout", "a", "--top-k", HUGE),
+        ("generate", "a", "--max-new-tokens", HUGE),
+        ("generate", "a", "--sample", "--seed", HUGE),
+    ],
+)
 def test_an_integer_option_too_large_for_the_machine_is_a_usage_error(args, monkeypatch):
     from test_hardening import no_model_load
 
@@ -217,8 +231,7 @@ def test_an_integer_option_too_large_for_the_machine_is_a_usage_error(args, monk
     one_line_error(attn(*args, "--model", "toy"), 2, f"{flag} {args[-1]} is out of range")
 
 
-@pytest.mark.parametrize("args", [("heads", "--batch-size", str(2**63 - 1)),
-                                  ("heads", "--limit", str(2**63 - 1))])
+@pytest.mark.parametrize("args", [("heads", "--batch-size", str(2**63 - 1)), ("heads", "--limit", str(2**63 - 1))])
 def test_the_largest_machine_integer_still_runs(args):
     result = attn(args[0], "a b c", *args[1:], "--model", "toy", "--json")
     assert result.exit_code == 0, result.stderr
@@ -232,10 +245,17 @@ def test_the_largest_probe_length_is_cut_on_a_model_without_positions():
     assert "1024 tokens twice" in result.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ("inspect", "a b", "--layer", ""), ("inspect", "a b", "--head", " "), ("heads", "a b", "--layer", ""),
-    ("compare", "a b", "--head", ""), ("diff", "a b", "b a", "--layer", ""), ("rollout", "a b", "--layers", ""),
-    ("steps", "a b", "--layer", ""),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("inspect", "a b", "--layer", ""),
+        ("inspect", "a b", "--head", " "),
+        ("heads", "a b", "--layer", ""),
+        ("compare", "a b", "--head", ""),
+        ("diff", "a b", "b a", "--layer", ""),
+        ("rollout", "a b", "--layers", ""),
+        ("steps", "a b", "--layer", ""),
+    ],
+)
 def test_an_empty_layer_or_head_selection_is_an_error_not_all(args):
     one_line_error(attn(*args, "--model", "toy"), 2, "is empty")

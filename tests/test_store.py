@@ -75,8 +75,9 @@ def test_the_store_means_equal_the_json_of_attn_heads(store, corpus):
                 assert row["std"] == pytest.approx(head["std"][name], abs=1e-6)
             assert row["label"] == head["label"]
             sink = head["sink_key"]
-            assert (row["sink_position"], row["sink_token"], row["sink_texts"]) == \
-                ((sink["position"], sink["token"], sink["texts"]) if sink else (None, None, 0))
+            assert (row["sink_position"], row["sink_token"], row["sink_texts"]) == (
+                (sink["position"], sink["token"], sink["texts"]) if sink else (None, None, 0)
+            )
     run = table(store / schema.RUN)[0]
     assert run["complete"] and run["texts"] == 24 and run["parts"] == 4 and run["corpus_format"] == "lines"
     assert json.loads(run["options"])["part_texts"] == 7
@@ -88,8 +89,9 @@ def test_each_heads_summaries_and_examples_equal_brute_force_over_the_per_text_s
     heads = {(row["layer"], row["head"], row["score"]): row for row in table(store / schema.HEADS)}
     examples = table(store / schema.EXAMPLES)
     for (layer, head, score), row in heads.items():
-        values = [(r[score], r["text_id"]) for r in texts if (r["layer"], r["head"]) == (layer, head)
-                  if r[score] is not None]
+        values = [
+            (r[score], r["text_id"]) for r in texts if (r["layer"], r["head"]) == (layer, head) if r[score] is not None
+        ]
         assert row["count"] == len(values)
         if not values:  # a score no text defines (retrieval, off its probe): no summary, no examples
             assert row["mean"] is None and sum(row["hist"]) == 0
@@ -103,9 +105,11 @@ def test_each_heads_summaries_and_examples_equal_brute_force_over_the_per_text_s
         assert [(e["value"], e["text_id"]) for e in top] == expected
         assert [e["rank"] for e in top] == list(range(len(top)))
         for decile, members in enumerate(brute_deciles(values, 2)):
-            got = [(e["value"], e["text_id"]) for e in examples if (e["layer"], e["head"], e["kind"], e["score"],
-                                                                    e["decile"]) == (layer, head, "decile", score,
-                                                                                     decile)]
+            got = [
+                (e["value"], e["text_id"])
+                for e in examples
+                if (e["layer"], e["head"], e["kind"], e["score"], e["decile"]) == (layer, head, "decile", score, decile)
+            ]
             assert got == members, (layer, head, score, decile)
 
 
@@ -113,6 +117,7 @@ def brute_deciles(values: list[tuple[float, int]], samples: int) -> list[list[tu
     """math/partials.py's rule over all the texts at once: each fine bin's `samples` smallest hashes, placed in
     value order at evenly spread ranks of the bin, each in the decile of its rank; per decile the smallest
     hashes."""
+
     def hashed(text_id: int) -> int:
         return int(partials.text_hash(np.array([text_id]))[0])
 
@@ -150,8 +155,9 @@ def test_duckdb_reads_every_table(store):
     for name in (schema.RUN, schema.HEADS, schema.EXAMPLES, schema.TEXTS):
         count = duckdb.sql(f"select count(*) from '{store / name}'").fetchall()[0][0]
         assert count > 0, name
-    best = duckdb.sql(f"select layer, head from '{store / schema.HEADS}' where score = 'previous_token' "
-                      "order by mean desc limit 1").fetchall()[0]
+    best = duckdb.sql(
+        f"select layer, head from '{store / schema.HEADS}' where score = 'previous_token' order by mean desc limit 1"
+    ).fetchall()[0]
     assert best == (0, 2)
 
 
@@ -163,8 +169,7 @@ def test_a_run_without_a_store_is_the_same_fold(minilm, corpus, store):
             assert stored[profile.layer, profile.head, name] == value  # identical, not close
 
 
-def test_the_heads_table_is_written_once_a_part_and_not_again_at_the_end(minilm, corpus, store, tmp_path,
-                                                                         monkeypatch):
+def test_the_heads_table_is_written_once_a_part_and_not_again_at_the_end(minilm, corpus, store, tmp_path, monkeypatch):
     """progress() writes the heads table after each part; finish() after the last part's progress() would write
     the same table again, and does not. The store is the same as ever."""
     import attn_cli.analyses.store_writer as writer
@@ -177,14 +182,16 @@ def test_the_heads_table_is_written_once_a_part_and_not_again_at_the_end(minilm,
     same_tables(store, tmp_path / "again")
 
 
-def test_batches_merged_each_at_once_or_all_at_the_end_give_the_same_store(minilm, corpus, store, tmp_path,
-                                                                          monkeypatch):
+def test_batches_merged_each_at_once_or_all_at_the_end_give_the_same_store(
+    minilm, corpus, store, tmp_path, monkeypatch
+):
     import attn_cli.analyses.fold as folding
 
     merges = []
     original = folding.partials.merge_all
-    monkeypatch.setattr(folding.partials, "merge_all", lambda parts, *args: merges.append(len(parts)) or
-                        original(parts, *args))
+    monkeypatch.setattr(
+        folding.partials, "merge_all", lambda parts, *args: merges.append(len(parts)) or original(parts, *args)
+    )
     monkeypatch.setattr(folding, "MERGE_BYTES", 1)  # a merge after every batch
     minilm.heads(file=corpus, store=tmp_path / "each", per_text=True, **SMALL)
     assert max(merges) == 2  # the batches so far and the next one (the store fixture merged each part at once)
@@ -229,9 +236,29 @@ def test_ctrl_c_then_resume_equals_an_uninterrupted_run(minilm, corpus, store, t
 
 def run_until_a_part_then(corpus: Path, directory: Path, signum: int) -> int:
     """`attn heads --store` as a process, stopped by `signum` once its first part is complete."""
-    command = [sys.executable, "-m", "attn_cli", "heads", "--file", str(corpus), "--store", str(directory),
-               "--per-text", "--layer", "0,5", "--batch-size", "4", "--part-texts", "7", "--top", "3", "--samples",
-               "2", "--device", "cpu"]
+    command = [
+        sys.executable,
+        "-m",
+        "attn_cli",
+        "heads",
+        "--file",
+        str(corpus),
+        "--store",
+        str(directory),
+        "--per-text",
+        "--layer",
+        "0,5",
+        "--batch-size",
+        "4",
+        "--part-texts",
+        "7",
+        "--top",
+        "3",
+        "--samples",
+        "2",
+        "--device",
+        "cpu",
+    ]
     variables = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=variables)
     deadline = time.monotonic() + 180
@@ -275,8 +302,9 @@ def test_a_directory_that_is_not_a_store_is_never_touched(minilm, corpus, tmp_pa
     mine.mkdir()
     (mine / "notes.txt").write_text("precious")
     for resume in (False, True):
-        result = runner.invoke(app, ["heads", "--file", str(corpus), "--store", str(mine),
-                                     *(["--resume"] if resume else [])])
+        result = runner.invoke(
+            app, ["heads", "--file", str(corpus), "--store", str(mine), *(["--resume"] if resume else [])]
+        )
         assert result.exit_code == 2 and "--store" in result.stderr and "Traceback" not in result.output
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
@@ -317,15 +345,18 @@ def test_a_parquet_corpus_scores_like_its_lines(minilm, tmp_path):
     assert [h.scores for h in lines.heads] == [h.scores for h in parquet.heads]
 
 
-@pytest.mark.parametrize("make, fragment", [
-    (lambda d: _parquet(d, {"body": ["a"]}), "has no column 'text' (its columns: body)"),
-    (lambda d: _parquet(d, {"text": [1, 2]}), "column 'text' holds int64, not strings"),
-    (lambda d: written(d / "x.parquet", "not parquet"), "is not a Parquet file"),
-    (lambda d: written(d / "x.arrow", "not arrow"), "is not an Arrow file"),
-    (lambda d: written(d / "empty" / "notes.txt", "").parent, "no .parquet or .arrow files"),
-    (lambda d: written(d / "ds" / "state.json", "{}").parent, "needs the datasets package"),
-    (lambda d: written(d / "blank.txt", "\n  \n"), "blank.txt holds none"),
-])
+@pytest.mark.parametrize(
+    "make, fragment",
+    [
+        (lambda d: _parquet(d, {"body": ["a"]}), "has no column 'text' (its columns: body)"),
+        (lambda d: _parquet(d, {"text": [1, 2]}), "column 'text' holds int64, not strings"),
+        (lambda d: written(d / "x.parquet", "not parquet"), "is not a Parquet file"),
+        (lambda d: written(d / "x.arrow", "not arrow"), "is not an Arrow file"),
+        (lambda d: written(d / "empty" / "notes.txt", "").parent, "no .parquet or .arrow files"),
+        (lambda d: written(d / "ds" / "state.json", "{}").parent, "needs the datasets package"),
+        (lambda d: written(d / "blank.txt", "\n  \n"), "blank.txt holds none"),
+    ],
+)
 def test_bad_corpora_are_one_line_errors(make, fragment, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # as when the package is not installed
     result = runner.invoke(app, ["heads", "--file", str(make(tmp_path)), "--layer", "0"])
@@ -381,8 +412,10 @@ def test_a_saved_datasets_directory_scores_like_its_lines(minilm, tmp_path):
     saved = minilm.heads(file=tmp_path / "ds", column="body", layers=0)
     assert [h.scores for h in lines.heads] == [h.scores for h in saved.heads] and saved.texts == 5
     datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": texts})}).save_to_disk(str(tmp_path / "dd"))
-    for path, column, fragment in [(tmp_path / "dd", "text", "holds several splits (train)"),
-                                   (tmp_path / "ds", "n", "column 'n' holds int64, not strings")]:
+    for path, column, fragment in [
+        (tmp_path / "dd", "text", "holds several splits (train)"),
+        (tmp_path / "ds", "n", "column 'n' holds int64, not strings"),
+    ]:
         result = runner.invoke(app, ["heads", "--file", str(path), "--column", column, "--layer", "0"])
         assert result.exit_code == 2 and fragment in result.stderr, result.stderr
 
@@ -401,12 +434,22 @@ def test_the_examples_table_equals_its_rows_built_one_by_one():
     query = np.where(rng.random(shape) < 0.3, -1, rng.integers(0, 1 << 20, shape) % length)
     edge_key = np.where(query >= 0, rng.integers(0, 1 << 20, shape) % length, -1)
     keys = rng.integers(0, 1 << 20, (*shape, partials.KEYS)) % length[..., None]
-    keys[..., 1] = np.where((rng.random(shape) < 0.5) & (edge_key >= 0), edge_key, keys[..., 1])  # the edge's key among its row's
+    keys[..., 1] = np.where(
+        (rng.random(shape) < 0.5) & (edge_key >= 0), edge_key, keys[..., 1]
+    )  # the edge's key among its row's
     keys[..., 3:] = np.where((rng.random(shape) < 0.5)[..., None], -1, keys[..., 3:])  # rows with fewer allowed keys
     weights = np.where(keys >= 0, np.sort(rng.random(keys.shape), -1)[..., ::-1], 0).astype(np.float32)
-    batch = partials.Batch(text_ids=np.arange(count), tokens=tokens, values=rng.random((*shape, len(SCORES))),
-                           sink=np.full(shape, -1), query=query, edge_key=edge_key,
-                           edge_weight=np.where(query >= 0, rng.random(shape), np.nan), keys=keys, weights=weights)
+    batch = partials.Batch(
+        text_ids=np.arange(count),
+        tokens=tokens,
+        values=rng.random((*shape, len(SCORES))),
+        sink=np.full(shape, -1),
+        query=query,
+        edge_key=edge_key,
+        edge_weight=np.where(query >= 0, rng.random(shape), np.nan),
+        keys=keys,
+        weights=weights,
+    )
     rows = example_rows(partials.reduce(batch, (1, heads), 3, 2), [0], [0, 1], context).to_pylist()
     assert {row["kind"] for row in rows} == {"top", "decile", "edge"}
     assert any(row["query"] is None for row in rows)
@@ -415,12 +458,16 @@ def test_the_examples_table_equals_its_rows_built_one_by_one():
         pairs = list(zip(keys[at].tolist(), weights[at].tolist()))
         if row["kind"] == "edge":
             pairs = [(int(edge_key[at]), float(np.float32(batch.edge_weight[at])))] + [
-                pair for pair in pairs if pair[0] != edge_key[at]]
-        kept = [key for key, _ in pairs[:partials.KEYS] if key >= 0]
+                pair for pair in pairs if pair[0] != edge_key[at]
+            ]
+        kept = [key for key, _ in pairs[: partials.KEYS] if key >= 0]
         assert row["keys"] == kept
-        assert row["weights"] == [weight for _, weight in pairs[:len(kept)]]
+        assert row["weights"] == [weight for _, weight in pairs[: len(kept)]]
         marked = [int(query[at]), *kept] if query[at] >= 0 else [0]
         first = max(0, min(marked) - context)
-        assert (row["window_start"], row["tokens"]) == (first, tokens[row["text_id"]][first:max(marked) + context + 1])
+        assert (row["window_start"], row["tokens"]) == (
+            first,
+            tokens[row["text_id"]][first : max(marked) + context + 1],
+        )
         assert row["length"] == len(tokens[row["text_id"]])
         assert row["query"] == (None if query[at] < 0 else int(query[at]))

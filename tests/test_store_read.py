@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 import pytest
+from store_builder import INDUCTION, MODEL, PREVIOUS, build_store
 
 import attn_cli
 from attn_cli.analyses.heads import HeadProfile, HeadsReport
@@ -17,7 +18,6 @@ from attn_cli.analyses.store_read import StoreReport, open_store
 from attn_cli.data import store_schema as schema
 from attn_cli.math.head_scores import SCORES
 from attn_cli.plumbing.errors import AttnError, BadInput
-from store_builder import INDUCTION, MODEL, PREVIOUS, build_store
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +55,16 @@ def test_a_store_reads_as_the_heads_report_attn_heads_makes(built, report):
 def test_its_json_is_the_attn_heads_document(report):
     """The same document as `attn heads --json` (same keys, same shape): the store and the command agree."""
     document = report.to_json_dict()
-    plain = HeadsReport(model=report.model, device=report.device, dtype=report.dtype, texts=report.texts,
-                        tokens=report.tokens, heads=report.heads, source=report.source,
-                        thresholds=report.thresholds).to_json_dict()
+    plain = HeadsReport(
+        model=report.model,
+        device=report.device,
+        dtype=report.dtype,
+        texts=report.texts,
+        tokens=report.tokens,
+        heads=report.heads,
+        source=report.source,
+        thresholds=report.thresholds,
+    ).to_json_dict()
     assert document == plain
     assert document["command"] == "heads" and document["model"] == MODEL and document["source"] == "corpus.txt"
     assert json.loads(json.dumps(document)) == document  # no NaN, nothing JSON cannot hold
@@ -87,7 +94,9 @@ def test_top_examples_are_the_texts_where_the_score_is_highest(built, report):
     assert [(e.value, e.text_id) for e in examples.top["induction"]] == brute
     assert [e.rank for e in examples.top["induction"]] == list(range(5))
     first = examples.top["induction"][0]
-    assert first.tokens == tuple(built.texts[first.text_id][first.window_start:first.window_start + len(first.tokens)])
+    assert first.tokens == tuple(
+        built.texts[first.text_id][first.window_start : first.window_start + len(first.tokens)]
+    )
     assert first.weight_on(first.keys[0]) == pytest.approx(first.weights[0])
     assert first.weight_on(-1) is None
     # an induction head's query attends the token after the earlier copy of itself
@@ -134,9 +143,11 @@ def small(tmp_path):
 
 
 def test_a_missing_path_a_file_and_a_plain_directory_are_not_stores(tmp_path):
-    for path, fragment in ((tmp_path / "nowhere", "no such store directory"),
-                           (tmp_path / "file.txt", "is not a store: a store is a directory"),
-                           (tmp_path, "is not an attn store: it has no run.parquet")):
+    for path, fragment in (
+        (tmp_path / "nowhere", "no such store directory"),
+        (tmp_path / "file.txt", "is not a store: a store is a directory"),
+        (tmp_path, "is not an attn store: it has no run.parquet"),
+    ):
         if path.suffix:
             path.write_text("hello\n")
         with pytest.raises(BadInput, match=fragment) as raised:
@@ -189,8 +200,9 @@ def test_profiles_are_head_profiles(report):
 def test_per_text_scores_when_the_store_has_them(built, report, tmp_path):
     table = report.per_text()
     assert table.num_rows == len(built.texts) * 72
-    rows = table.filter(pa.compute.and_(pa.compute.equal(table["layer"], 1),
-                                        pa.compute.equal(table["head"], 4))).to_pylist()
+    rows = table.filter(
+        pa.compute.and_(pa.compute.equal(table["layer"], 1), pa.compute.equal(table["head"], 4))
+    ).to_pylist()
     by_text = sorted(rows, key=lambda row: row["text_id"])
     assert [row["induction"] for row in by_text] == built.values[(*INDUCTION, "induction")]
     assert report.per_text(["text_id", "self"]).column_names == ["text_id", "self"]

@@ -31,12 +31,15 @@ def terminal(columns: int, lines: int) -> tuple[int, int]:
     return master, slave
 
 
-@pytest.mark.parametrize("given, expected", [
-    ({"COLUMNS": "120", "LINES": "100"}, {"COLUMNS": "80", "LINES": "24"}),  # wider and taller than the screen
-    ({"COLUMNS": "60", "LINES": "10"}, {"COLUMNS": "60", "LINES": "10"}),  # narrower: the user's choice
-    ({}, {}),  # neither set: Rich asks the terminal itself
-    ({"COLUMNS": "wide"}, {"COLUMNS": "wide"}),  # not a number: Rich ignores it too
-])
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ({"COLUMNS": "120", "LINES": "100"}, {"COLUMNS": "80", "LINES": "24"}),  # wider and taller than the screen
+        ({"COLUMNS": "60", "LINES": "10"}, {"COLUMNS": "60", "LINES": "10"}),  # narrower: the user's choice
+        ({}, {}),  # neither set: Rich asks the terminal itself
+        ({"COLUMNS": "wide"}, {"COLUMNS": "wide"}),  # not a number: Rich ignores it too
+    ],
+)
 def test_columns_and_lines_are_lowered_to_the_terminal(given, expected):
     master, slave = terminal(80, 24)
     try:
@@ -65,7 +68,7 @@ def read_all(master: int, process: subprocess.Popen, timeout: float = 120) -> st
         ready, _, _ = select.select([master], [], [], timeout)
         if not ready:
             process.kill()
-            raise AssertionError("no output for %s s" % timeout)
+            raise AssertionError(f"no output for {timeout} s")
         try:
             chunk = os.read(master, 65536)
         except OSError:  # the slave side closed: the process is gone
@@ -83,8 +86,14 @@ def test_help_in_an_80_column_terminal_with_columns_120_fits_80_columns():
     master, slave = terminal(80, 50)
     env = {**os.environ, "COLUMNS": "120", "PYTHONPATH": str(ROOT), "TERM": "xterm"}
     try:
-        process = subprocess.Popen([sys.executable, "-m", "attn_cli", "circuits", "--help"], stdin=slave,
-                                   stdout=slave, stderr=slave, env=env, cwd=ROOT)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "attn_cli", "circuits", "--help"],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            cwd=ROOT,
+        )
         os.close(slave)
         slave = -1
         output = read_all(master, process)

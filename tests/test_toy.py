@@ -16,11 +16,18 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import attn_cli as attn
-from attn_cli.math import attention
-from attn_cli.math import scoring
 from attn_cli.api import Model
-from attn_cli.backends.toy import (Options, ToyBackend, initial_weights, load_weights, save_weights, token_vector,
-                                   tokenize, toy_config)
+from attn_cli.backends.toy import (
+    Options,
+    ToyBackend,
+    initial_weights,
+    load_weights,
+    save_weights,
+    token_vector,
+    tokenize,
+    toy_config,
+)
+from attn_cli.math import attention, scoring
 
 ARTICLE = "I Love Nature Language Processing"
 FAST = settings(max_examples=25, deadline=None)
@@ -90,8 +97,9 @@ def test_shared_projection_makes_every_head_symmetric(heads, per_head, seed, wor
 def test_masked_softmax_rows_are_distributions_and_never_nan(rows, columns, seed, data):
     generator = torch.Generator().manual_seed(seed)
     scores = torch.randn(rows, columns, generator=generator) * 10
-    allowed = torch.tensor(data.draw(st.lists(st.lists(st.booleans(), min_size=columns, max_size=columns),
-                                              min_size=rows, max_size=rows)))
+    allowed = torch.tensor(
+        data.draw(st.lists(st.lists(st.booleans(), min_size=columns, max_size=columns), min_size=rows, max_size=rows))
+    )
     weights = attention.masked_softmax(scores, allowed)
     assert not weights.isnan().any()
     assert (weights[~allowed] == 0).all()  # masked entries exactly 0
@@ -139,8 +147,9 @@ def test_cosine_scores_lie_in_minus_one_one(seed, words, route):
 def test_bilinear_and_additive_equal_numpy(rows, columns, width, hidden, seed):
     rng = np.random.default_rng(seed)
     q, k = rng.standard_normal((rows, width)), rng.standard_normal((columns, width))
-    w, w_q, w_k, w_v = (rng.standard_normal(shape) for shape in
-                        ((width, width), (hidden, width), (hidden, width), (hidden,)))
+    w, w_q, w_k, w_v = (
+        rng.standard_normal(shape) for shape in ((width, width), (hidden, width), (hidden, width), (hidden,))
+    )
     t = lambda array: torch.tensor(array, dtype=torch.float64)  # noqa: E731
     bilinear = np.einsum("id,de,je->ij", q, w, k)
     additive = np.array([[w_v @ np.tanh(w_q @ q[i] + w_k @ k[j]) for j in range(columns)] for i in range(rows)])
@@ -151,10 +160,10 @@ def test_bilinear_and_additive_equal_numpy(rows, columns, width, hidden, seed):
 def test_score_variance_is_d_unscaled_and_one_scaled():
     """The √d argument through the product's own statistics: unit-variance q, k of dimension d give
     score variance ≈ d before the scale and ≈ 1 after it (±10%: 400² scores of one draw)."""
-    from attn_cli.data.capture import LayerCapture
     from attn_cli.analyses.inspect import analyse_heads
-    from attn_cli.math.masks import AttentionMask
+    from attn_cli.data.capture import LayerCapture
     from attn_cli.data.selection import Analysis, Window
+    from attn_cli.math.masks import AttentionMask
 
     generator = torch.Generator().manual_seed(0)
     tokens = 400
@@ -197,8 +206,9 @@ def head_json(result, layer=0, head=0):
 
 def test_cli_causal_mask_and_valid_len():
     causal = head_json(cli("inspect", ARTICLE, "--model", "toy", "-O", "causal=true", "--json"))
-    assert all(causal["scores"][i][j] is None and causal["weights"][i][j] == 0
-               for i in range(5) for j in range(i + 1, 5))
+    assert all(
+        causal["scores"][i][j] is None and causal["weights"][i][j] == 0 for i in range(5) for j in range(i + 1, 5)
+    )
     short = head_json(cli("inspect", ARTICLE, "--model", "toy", "-O", "valid_len=2", "--json"))
     assert all(row[2:] == [None] * 3 for row in short["scores"])
     assert all(sum(row) == pytest.approx(1, abs=1e-5) for row in short["weights"])
@@ -229,30 +239,36 @@ def test_cli_toy_settings_and_weights_file(tmp_path):
     assert json.loads(reloaded.stdout)["layers"] == first["layers"]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--model", "toy", "-O", "d_model=30", "-O", "heads=4"], "split evenly"),
-    (["--model", "toy", "-O", "positions=learned"], "positions"),
-    (["--model", "toy", "-O", "valid_len=-1"], "valid_len"),
-    (["--model", "toy", "-O", "scoring=manhattan"], "unknown scoring"),
-    (["--model", "toy", "-O", "d_model=big"], "expected a whole number"),
-    (["--model", "toy", "-O", "causal=maybe"], "expected true or false"),
-    (["--model", "toy", "-O", "heads"], "KEY=VALUE"),
-    (["--model", "toy", "--dtype", "float16"], "float32"),
-    (["-O", "d_model=16"], "does not take the option 'd_model'"),  # a toy setting on the pretrained default
-    (["--scoring", "bilinear"], "learned parameters"),  # a pretrained model does not have them
-    (["--model", "toy", "--scoring", "bilinear"], "-O scoring=bilinear"),  # the toy's own scoring is an option
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "toy", "-O", "d_model=30", "-O", "heads=4"], "split evenly"),
+        (["--model", "toy", "-O", "positions=learned"], "positions"),
+        (["--model", "toy", "-O", "valid_len=-1"], "valid_len"),
+        (["--model", "toy", "-O", "scoring=manhattan"], "unknown scoring"),
+        (["--model", "toy", "-O", "d_model=big"], "expected a whole number"),
+        (["--model", "toy", "-O", "causal=maybe"], "expected true or false"),
+        (["--model", "toy", "-O", "heads"], "KEY=VALUE"),
+        (["--model", "toy", "--dtype", "float16"], "float32"),
+        (["-O", "d_model=16"], "does not take the option 'd_model'"),  # a toy setting on the pretrained default
+        (["--scoring", "bilinear"], "learned parameters"),  # a pretrained model does not have them
+        (["--model", "toy", "--scoring", "bilinear"], "-O scoring=bilinear"),  # the toy's own scoring is an option
+    ],
+)
 def test_cli_bad_toy_settings_exit_2(args, message):
     result = cli("inspect", ARTICLE, *args)
     assert result.exit_code == 2, result.output
     assert message in result.stderr and "Traceback" not in result.output
 
 
-@pytest.mark.parametrize(("model", "args", "backend"), [
-    ("minilm", ["-O", "causal=true"], "the minilm model"),
-    ("toy", ["--revision", "v1"], "the toy model"),
-    ("toy", ["--allow-pickle"], "the toy model"),
-])
+@pytest.mark.parametrize(
+    ("model", "args", "backend"),
+    [
+        ("minilm", ["-O", "causal=true"], "the minilm model"),
+        ("toy", ["--revision", "v1"], "the toy model"),
+        ("toy", ["--allow-pickle"], "the toy model"),
+    ],
+)
 def test_an_option_a_backend_does_not_take_names_the_backend(model, args, backend):
     result = cli("inspect", "Hello", "--model", model, *args)
     assert result.exit_code == 2, result.output
@@ -273,8 +289,11 @@ def test_toy_settings_from_the_python_api_equal_the_cli():
     model = attn.load("toy", d_model=16, heads=2, causal=True)
     assert (model.info.heads, model.info.head_dim, model.info.causal) == (2, 8, True)
     api = model.inspect(ARTICLE).to_json_dict()
-    cli_document = json.loads(cli("inspect", ARTICLE, "--model", "toy", "-O", "d_model=16", "-O", "heads=2",
-                                  "-O", "causal=true", "--json").stdout)
+    cli_document = json.loads(
+        cli(
+            "inspect", ARTICLE, "--model", "toy", "-O", "d_model=16", "-O", "heads=2", "-O", "causal=true", "--json"
+        ).stdout
+    )
     assert api == cli_document
 
 
@@ -283,8 +302,19 @@ def test_steps_walks_every_stage_on_the_toy():
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     names = [stage["name"] for stage in document["stages"]]
-    assert names == ["X", "Q = X·W_Q", "K = X·W_K", "V = X·W_V", "Q·Kᵀ", "× 0.3536", "mask", "softmax", "·V",
-                     "concat heads", "·W_O"]
+    assert names == [
+        "X",
+        "Q = X·W_Q",
+        "K = X·W_K",
+        "V = X·W_V",
+        "Q·Kᵀ",
+        "× 0.3536",
+        "mask",
+        "softmax",
+        "·V",
+        "concat heads",
+        "·W_O",
+    ]
     shapes = {stage["name"]: stage["shape"] for stage in document["stages"]}
     assert shapes["X"] == [5, 32] and shapes["Q = X·W_Q"] == [5, 8] and shapes["softmax"] == [5, 5]
     assert shapes["concat heads"] == [5, 32] and shapes["·W_O"] == [5, 32]

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from vision_models import build, noise, tiny_configs
 
 ARCHITECTURES = tuple(tiny_configs())
 # [CLS] first where the model has one; DeiT's distillation token; DINOv2's registers; SigLIP has none
-SPECIALS = {"vit": ["[CLS]"], "deit": ["[CLS]", "[DIST]"], "dinov2": ["[CLS]", "[REG0]", "[REG1]", "[REG2]", "[REG3]"],
-            "clip": ["[CLS]"], "siglip": []}
+SPECIALS = {
+    "vit": ["[CLS]"],
+    "deit": ["[CLS]", "[DIST]"],
+    "dinov2": ["[CLS]", "[REG0]", "[REG1]", "[REG2]", "[REG3]"],
+    "clip": ["[CLS]"],
+    "siglip": [],
+}
 GRIDS = {"vit": (4, 4), "deit": (4, 4), "dinov2": (4, 4), "clip": (4, 4), "siglip": (4, 4)}
 
 
@@ -26,12 +30,13 @@ def picture(tmp_path_factory):
 
 def eager_attentions(directory, image) -> list[np.ndarray]:
     """transformers' own weights: the model loaded under eager, output_attentions=True. Each (H, T, T)."""
+    import json
+
     import torch
+    import transformers
     from transformers import AutoImageProcessor
 
     from attn_cli.backends.vision import VISION_TYPES
-    import json
-    import transformers
 
     kind = json.loads((directory / "config.json").read_text())["model_type"]
     model = getattr(transformers, VISION_TYPES[kind]).from_pretrained(directory, attn_implementation="eager").eval()
@@ -78,8 +83,11 @@ def test_image_read_from_stdin(vision_dirs, picture):
 
     from attn_cli.cli import app
 
-    result = CliRunner().invoke(app, ["inspect", "--image", "-", "--model", str(vision_dirs["vit"]), "--json",
-                                      "--layer", "0", "--head", "0"], input=picture.read_bytes())
+    result = CliRunner().invoke(
+        app,
+        ["inspect", "--image", "-", "--model", str(vision_dirs["vit"]), "--json", "--layer", "0", "--head", "0"],
+        input=picture.read_bytes(),
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["image"]["source"] == "-"
 
@@ -120,11 +128,14 @@ def test_a_file_that_is_not_an_image_is_one_line(vision_dirs, tmp_path):
     assert "not an image Pillow can read" in result.stderr
 
 
-@pytest.mark.parametrize("config, modality", [
-    ({"model_type": "whisper", "num_mel_bins": 80}, "an audio model"),
-    ({"model_type": "videomae", "num_frames": 16}, "a video model"),
-    ({"model_type": "llava", "vision_config": {}, "text_config": {}}, "a vision–language model"),
-])
+@pytest.mark.parametrize(
+    "config, modality",
+    [
+        ({"model_type": "whisper", "num_mel_bins": 80}, "an audio model"),
+        ({"model_type": "videomae", "num_frames": 16}, "a video model"),
+        ({"model_type": "llava", "vision_config": {}, "text_config": {}}, "a vision–language model"),
+    ],
+)
 def test_other_modalities_are_refused_naming_what_is_supported(tmp_path, config, modality):
     import json
 
@@ -145,10 +156,17 @@ def test_a_whole_clip_checkpoint_is_read_through_its_vision_tower(tmp_path, pict
     from attn_cli.plumbing.images import read_image
 
     torch.manual_seed(1)
-    config = CLIPConfig(text_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                                         intermediate_size=37),
-                        vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                           intermediate_size=37, image_size=32, patch_size=8))
+    config = CLIPConfig(
+        text_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=37),
+        vision_config=dict(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=37,
+            image_size=32,
+            patch_size=8,
+        ),
+    )
     CLIPModel(config).save_pretrained(tmp_path)
     CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(tmp_path)
     report = attn_cli.load(str(tmp_path), device="cpu").inspect_image(picture)

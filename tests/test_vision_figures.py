@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from vision_models import halves, planted_left
 
 
@@ -25,7 +24,7 @@ def test_the_svg_embeds_the_image_and_lights_the_left_half(planted_report):
     svg = image_svg(planted_report)
     assert svg.count('href="data:image/png;base64,') == 4  # one picture per head of layer 0, offline
     assert "http" not in svg.replace('xmlns="http://www.w3.org/2000/svg"', "")
-    first = svg[svg.index("L0 H0"):svg.index("L0 H1")]  # head 0's 16 patches, row by row
+    first = svg[svg.index("L0 H0") : svg.index("L0 H1")]  # head 0's 16 patches, row by row
     opacity = [float(value) for value in re.findall(r'fill-opacity="([0-9.]+)"', first)]
     assert len(opacity) == 16
     for index, value in enumerate(opacity):
@@ -118,15 +117,16 @@ def test_without_cls_the_page_draws_the_patches_mean_row(tmp_path, offline_page)
     """SigLIP has no [CLS]: the page's query is the mean of the patches' rows (the last coded row). Its least
     attended patch is the bare image, its most attended one is tinted."""
     import numpy as np
+    from conftest import open_page
+    from vision_models import build, noise
 
     import attn_cli
     from attn_cli.data.image import query_row
     from attn_cli.render.image_figures import image_html
-    from conftest import open_page
-    from vision_models import build, noise
 
     report = attn_cli.load(str(build("siglip", tmp_path / "siglip")), device="cpu").inspect_image(
-        noise(tmp_path / "noise.png"), layers=0, heads=0, full=True)
+        noise(tmp_path / "noise.png"), layers=0, heads=0, full=True
+    )
     row, name = query_row(report.image, report.head(0, 0).weights, None)
     assert name == "mean of the patches" and row.shape == (4, 4)
     path = tmp_path / "siglip.html"
@@ -157,7 +157,10 @@ def test_the_page_opens_on_the_query_patch(planted_report, tmp_path, offline_pag
 
     from attn_cli.render.image_figures import image_html, image_page_data
 
-    assert image_page_data(planted_report)["query"] is None and image_page_data(planted_report, (1, 2))["query"] == [1, 2]
+    assert image_page_data(planted_report)["query"] is None and image_page_data(planted_report, (1, 2))["query"] == [
+        1,
+        2,
+    ]
     path = tmp_path / "image.html"
     path.write_text(image_html(planted_report, (1, 2)), encoding="utf-8")
     page, requests, errors = offline_page

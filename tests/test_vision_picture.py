@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from rich.console import Console
-
 from vision_models import halves, planted_left
 
 
@@ -60,7 +59,7 @@ def test_the_overlay_lights_the_left_half_of_the_picture(planted, width):
     assert drawn and all(char == "▀" for line in drawn for char, _, _ in line)
     wide = len(drawn[0])
     brightness = np.array([[sum(top) + sum(bottom) for _, top, bottom in line] for line in drawn], dtype=float)
-    left, right = brightness[:, : wide // 2 - 1], brightness[:, wide // 2 + 1:]
+    left, right = brightness[:, : wide // 2 - 1], brightness[:, wide // 2 + 1 :]
     assert left.min() > 3 * right.max()  # every left cell is lit, no right cell is
 
 
@@ -85,8 +84,9 @@ def test_the_terminal_view_draws_the_image_and_every_head(planted):
     from attn_cli.cli import app
 
     directory, image, _ = planted
-    result = CliRunner().invoke(app, ["inspect", "--image", str(image), "--model", str(directory)],
-                                env={"COLUMNS": "100", "NO_COLOR": "1"})
+    result = CliRunner().invoke(
+        app, ["inspect", "--image", str(image), "--model", str(directory)], env={"COLUMNS": "100", "NO_COLOR": "1"}
+    )
     assert result.exit_code == 0, result.output
     out = " ".join(result.stdout.split())  # wrapped at 100 columns
     assert "4 × 4 patches of 8 px" in out and "attention from [CLS]" in out
@@ -99,8 +99,11 @@ def test_query_picks_a_patch_and_off_the_grid_is_an_error(planted):
     from attn_cli.cli import app
 
     directory, image, _ = planted
-    result = CliRunner().invoke(app, ["inspect", "--image", str(image), "--model", str(directory), "--layer", "0",
-                                      "--head", "0", "--query", "3,3"], env={"COLUMNS": "80"})
+    result = CliRunner().invoke(
+        app,
+        ["inspect", "--image", str(image), "--model", str(directory), "--layer", "0", "--head", "0", "--query", "3,3"],
+        env={"COLUMNS": "80"},
+    )
     assert result.exit_code == 0, result.output
     assert "attention from r3c3" in result.stdout
     result = CliRunner().invoke(app, ["inspect", "--image", str(image), "--model", str(directory), "--query", "9,0"])
@@ -117,10 +120,11 @@ def numpy_rollout(attentions: list[np.ndarray]) -> np.ndarray:
 
 
 def test_rollout_from_cls_over_the_patches_equals_a_numpy_recomputation(tmp_path_factory):
-    import attn_cli
-    from attn_cli.plumbing.images import read_image
     from test_vision import eager_attentions
     from vision_models import build, noise
+
+    import attn_cli
+    from attn_cli.plumbing.images import read_image
 
     directory = build("dinov2", tmp_path_factory.mktemp("rollout-dinov2"), seed=3)
     image = noise(tmp_path_factory.mktemp("img") / "noise.png", seed=3)
@@ -136,8 +140,9 @@ def test_rollout_of_an_image_in_the_terminal(planted):
     from attn_cli.cli import app
 
     directory, image, _ = planted
-    result = CliRunner().invoke(app, ["rollout", "--image", str(image), "--model", str(directory)],
-                                env={"COLUMNS": "80", "NO_COLOR": "1"})
+    result = CliRunner().invoke(
+        app, ["rollout", "--image", str(image), "--model", str(directory)], env={"COLUMNS": "80", "NO_COLOR": "1"}
+    )
     assert result.exit_code == 0, result.output
     assert "rollout from [CLS] over layers 0-1 (mean of the heads)" in " ".join(result.stdout.split())
 
@@ -153,10 +158,12 @@ def test_the_terminal_keeps_whole_matrices_past_the_cell_limit(planted, monkeypa
 
     directory, image, _ = planted
     original = Analysis.defaults
-    monkeypatch.setattr(Analysis, "defaults",
-                        staticmethod(lambda **given: dataclasses.replace(original(**given), cell_limit=10)))
-    result = CliRunner().invoke(app, ["inspect", "--image", str(image), "--model", str(directory)],
-                                env={"COLUMNS": "100", "NO_COLOR": "1"})
+    monkeypatch.setattr(
+        Analysis, "defaults", staticmethod(lambda **given: dataclasses.replace(original(**given), cell_limit=10))
+    )
+    result = CliRunner().invoke(
+        app, ["inspect", "--image", str(image), "--model", str(directory)], env={"COLUMNS": "100", "NO_COLOR": "1"}
+    )
     assert result.exit_code == 0, result.output
     assert "left out" not in result.stdout and "attention from [CLS]" in " ".join(result.stdout.split())
 
@@ -173,7 +180,9 @@ def test_the_query_patch_is_outlined_in_colour(planted, width):
     plain = cells(Picture(report.image, row, width=width), width, color_system="truecolor")
     drawn = cells(Picture(report.image, row, width=width, query=(1, 2)), width, color_system="truecolor")
     lines, wide = len(drawn), len(drawn[0])  # 4 × 4 patches: patch (1, 2) is lines/4 … lines/2, columns wide/2 …
-    marked = {(y, x) for y, line in enumerate(drawn) for x, (_, top, bottom) in enumerate(line) if MARK in (top, bottom)}
+    marked = {
+        (y, x) for y, line in enumerate(drawn) for x, (_, top, bottom) in enumerate(line) if MARK in (top, bottom)
+    }
     assert marked and not any(MARK in (top, bottom) for line in plain for _, top, bottom in line)
     ys, xs = {y for y, _ in marked}, {x for _, x in marked}
     assert (min(ys), max(ys)) == (lines // 4, lines // 2 - 1) and (min(xs), max(xs)) == (wide // 2, 3 * wide // 4 - 1)
@@ -193,8 +202,9 @@ def test_without_colour_the_query_patch_is_outlined_in_ascii(planted):
         assert picture[5][20:30] == "+--------+" and picture[9][20:30] == "+--------+"  # patch 1, 2: lines 5-9
         assert all(line[20] == line[29] == "|" for line in picture[6:9])
         assert "+" not in "".join(picture[:5] + picture[10:])
-    small = cells(Picture(report.image, row, width=8, query=(1, 2), with_image=False), 8, no_color=True,
-                  color_system=None)
+    small = cells(
+        Picture(report.image, row, width=8, query=(1, 2), with_image=False), 8, no_color=True, color_system=None
+    )
     assert ["".join(char for char, _, _ in line)[4:6] for line in small][1] == "++"  # a patch of 2 cells: filled
 
 

@@ -13,13 +13,13 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import isolate
 from typer.testing import CliRunner
 
 from attn_cli.cli import app
 from attn_cli.data.capture import Token
 from attn_cli.data.words import words_from_markers, words_from_tokenizer
 from attn_cli.math.words import merge_mask, merge_weights
-from conftest import isolate
 
 SPLIT = "unbelievably tokenization"  # MiniLM: [CLS] un ##bel ##ie ##va ##bly token ##ization [SEP]
 
@@ -46,6 +46,7 @@ def tokens_of(*texts: str, special=()) -> list[Token]:
 
 # -- the pure merge --------------------------------------------------------------------------------
 
+
 def test_merged_rows_sum_to_one_and_masked_cells_stay_zero():
     torch.manual_seed(0)
     count = 9
@@ -70,6 +71,7 @@ def test_a_word_may_attend_another_when_any_piece_may():
 
 # -- which tokens make which word ------------------------------------------------------------------
 
+
 def test_words_from_the_tokenizer_split_on_whitespace_even_under_one_word_id():
     """A SentencePiece tokenizer that does not pre-split gives the whole text one word id: the offsets'
     whitespace still separates the words (pieces as a trained Metaspace BPE gave them)."""
@@ -78,7 +80,11 @@ def test_words_from_the_tokenizer_split_on_whitespace_even_under_one_word_id():
     offsets = [(0, 0), (0, 2), (2, 5), (5, 8), (8, 12), (12, 13), (13, 19), (19, 26), (26, 32)]
     words = words_from_tokenizer(tokens, [None, 0, 0, 0, 0, 0, 0, 0, 0], offsets, text)
     assert [(word.text, word.pieces) for word in words] == [
-        ("<s>", (0,)), ("Unbelievably,", (1, 2, 3, 4, 5)), ("tokenization", (6, 7)), ("works", (8,))]
+        ("<s>", (0,)),
+        ("Unbelievably,", (1, 2, 3, 4, 5)),
+        ("tokenization", (6, 7)),
+        ("works", (8,)),
+    ]
     assert words[0].special and not words[1].special
 
 
@@ -89,8 +95,13 @@ def test_cjk_ideographs_are_words_of_their_own_without_spaces():
     tokens = tokens_of("▁我", "是", "一个", "<0xE7>", "<0x94>", "孩")
     offsets = [(0, 1), (1, 2), (2, 4), (4, 5), (4, 5), (5, 6)]
     words = words_from_tokenizer(tokens, [0] * 6, offsets, text)
-    assert [(w.text, w.pieces) for w in words] == [("我", (0,)), ("是", (1,)), ("一个", (2,)), ("男", (3, 4)),
-                                                   ("孩", (5,))]
+    assert [(w.text, w.pieces) for w in words] == [
+        ("我", (0,)),
+        ("是", (1,)),
+        ("一个", (2,)),
+        ("男", (3, 4)),
+        ("孩", (5,)),
+    ]
 
 
 def test_words_from_markers_when_the_tokenizer_gives_no_offsets():
@@ -98,11 +109,14 @@ def test_words_from_markers_when_the_tokenizer_gives_no_offsets():
     assert [word.pieces for word in words_from_markers(wordpiece)] == [(0,), (1, 2, 3), (4,), (5, 6), (7,)]
     assert words_from_markers(wordpiece)[1].text == "unbelievably"
     byte_level = tokens_of("Un", "bel", "ievably", "Ġtoken", "ization")
-    assert [(w.text, w.pieces) for w in words_from_markers(byte_level)] == [("Unbelievably", (0, 1, 2)),
-                                                                           ("token" "ization", (3, 4))]
+    assert [(w.text, w.pieces) for w in words_from_markers(byte_level)] == [
+        ("Unbelievably", (0, 1, 2)),
+        ("tokenization", (3, 4)),
+    ]
 
 
 # -- MiniLM: WordPiece ----------------------------------------------------------------------------
+
 
 def hand_merged(weights: np.ndarray, spans: list[slice]) -> np.ndarray:
     """expected[a, b] = mean over the pieces i of word a of the sum over the pieces j of word b of w[i, j]."""
@@ -112,17 +126,34 @@ def hand_merged(weights: np.ndarray, spans: list[slice]) -> np.ndarray:
 def test_minilm_split_words_equal_the_hand_computation(minilm):
     tokens = minilm.inspect(SPLIT, layers=0, heads="0-3")
     words = minilm.inspect(SPLIT, layers=0, heads="0-3", words=True)
-    assert [t.text for t in tokens.tokens] == ["[CLS]", "un", "##bel", "##ie", "##va", "##bly", "token", "##ization",
-                                               "[SEP]"]
+    assert [t.text for t in tokens.tokens] == [
+        "[CLS]",
+        "un",
+        "##bel",
+        "##ie",
+        "##va",
+        "##bly",
+        "token",
+        "##ization",
+        "[SEP]",
+    ]
     assert [(w.text, w.pieces) for w in words.words] == [
-        ("[CLS]", (0,)), ("unbelievably", (1, 2, 3, 4, 5)), ("tokenization", (6, 7)), ("[SEP]", (8,))]
+        ("[CLS]", (0,)),
+        ("unbelievably", (1, 2, 3, 4, 5)),
+        ("tokenization", (6, 7)),
+        ("[SEP]", (8,)),
+    ]
     assert words.tokens == tokens.tokens and words.axis == words.words
     spans = [slice(0, 1), slice(1, 6), slice(6, 8), slice(8, 9)]
     for (_, head), (_, merged) in zip(tokens.heads(), words.heads()):
         w = head.weights.astype(np.float64)
         # the 2×2 block of the two split words, written out: from a word = mean of rows, to a word = sum of columns
-        block = np.array([[w[1:6, 1:6].sum(1).mean(), w[1:6, 6:8].sum(1).mean()],
-                          [w[6:8, 1:6].sum(1).mean(), w[6:8, 6:8].sum(1).mean()]])
+        block = np.array(
+            [
+                [w[1:6, 1:6].sum(1).mean(), w[1:6, 6:8].sum(1).mean()],
+                [w[6:8, 1:6].sum(1).mean(), w[6:8, 6:8].sum(1).mean()],
+            ]
+        )
         np.testing.assert_allclose(merged.weights[1:3, 1:3], block, atol=1e-6)
         np.testing.assert_allclose(merged.weights, hand_merged(w, spans), atol=1e-6)
         np.testing.assert_allclose(merged.weights.sum(-1), 1.0, atol=1e-6)
@@ -150,8 +181,13 @@ def test_json_reports_the_merge_and_leaves_scores_out():
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert len(document["tokens"]) == 9  # the model's tokens, unchanged
-    assert document["words"][1] == {"index": 1, "text": "unbelievably", "special": False, "pieces": [1, 2, 3, 4, 5],
-                                    "piece_texts": ["un", "##bel", "##ie", "##va", "##bly"]}
+    assert document["words"][1] == {
+        "index": 1,
+        "text": "unbelievably",
+        "special": False,
+        "pieces": [1, 2, 3, 4, 5],
+        "piece_texts": ["un", "##bel", "##ie", "##va", "##bly"],
+    }
     assert "scores" in document["word_merge"] and document["word_merge"]["token_level"] == ["symmetry", "score_stats"]
     head = document["layers"][0]["heads"][0]
     assert "scores" not in head and len(head["weights"]) == 4 and len(head["weights"][0]) == 4
@@ -163,24 +199,39 @@ def test_json_reports_the_merge_and_leaves_scores_out():
 
 # -- a causal byte-level BPE model -----------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def byte_level_gpt2(tmp_path_factory):
     """A tiny GPT-2 with a byte-level BPE tokenizer trained here on a few sentences ("Ġ" pieces)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import GPT2Config, GPT2Model, PreTrainedTokenizerFast
 
-    corpus = ["the quick brown fox jumps over the lazy dog", "tokenization is unbelievably fun",
-              "hello, how are you?"] * 10
+    corpus = [
+        "the quick brown fox jumps over the lazy dog",
+        "tokenization is unbelievably fun",
+        "hello, how are you?",
+    ] * 10
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     bpe.post_processor = processors.ByteLevel(trim_offsets=True)
-    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=320, special_tokens=["<|endoftext|>"],
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bpe.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=320, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4, n_positions=64,
-                        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        n_positions=64,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     directory = tmp_path_factory.mktemp("tiny-gpt2-bpe")
     GPT2Model(config).eval().save_pretrained(directory)
     tokenizer.save_pretrained(directory)
@@ -222,12 +273,16 @@ def test_byte_level_pieces_merge_under_a_causal_mask(byte_level_gpt2):
 
 # -- the command line ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--show", "scores"], "leaves scores out"),
-    (["--rows", "0:2"], "--rows/--cols"),
-    (["--measure", "norm"], "--measure norm"),
-    (["--include", "qkv", "--json"], "q, k, v"),
-])
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--show", "scores"], "leaves scores out"),
+        (["--rows", "0:2"], "--rows/--cols"),
+        (["--measure", "norm"], "--measure norm"),
+        (["--include", "qkv", "--json"], "q, k, v"),
+    ],
+)
 def test_what_does_not_merge_is_refused_in_one_line(args, fragment):
     result = attn("inspect", SPLIT, "--words", "--layer", "0", "--head", "0", *args)
     assert result.exit_code == 2
@@ -272,8 +327,18 @@ def test_the_page_over_words_works_in_chromium(tmp_path, offline_page):
 
     page, requests, errors = offline_page  # skipped where Chromium is missing
     target = tmp_path / "words.html"
-    assert attn("inspect", "The unbelievably long tokenization of transformers", "--words", "--layer", "0",
-                "--save", str(target)).exit_code == 0
+    assert (
+        attn(
+            "inspect",
+            "The unbelievably long tokenization of transformers",
+            "--words",
+            "--layer",
+            "0",
+            "--save",
+            str(target),
+        ).exit_code
+        == 0
+    )
     open_page(page, target)
     assert requests == [] and errors == []
     assert page.locator("#current").text_content() == "layer 0 · head 2"
@@ -290,10 +355,10 @@ def test_the_table_over_words_names_words_not_tokens(minilm):
     table = report.to_arrow().to_pylist()
     assert len(table) == len(report.words) ** 2
     names = [word.text for word in report.words]
-    assert [row["key_token"] for row in table[:len(names)]] == names
+    assert [row["key_token"] for row in table[: len(names)]] == names
     assert {row["query_token"] for row in table} == set(names)
     head = next(head for _, head in report.heads())
-    assert [row["weight"] for row in table[:len(names)]] == pytest.approx(head.weights[0].tolist(), abs=1e-7)
+    assert [row["weight"] for row in table[: len(names)]] == pytest.approx(head.weights[0].tolist(), abs=1e-7)
 
 
 def test_the_figure_is_as_wide_as_its_title(minilm):

@@ -10,21 +10,38 @@ SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
 
 def tiny_configs():
     """name → (config, image processor) for every architecture attn reads images with."""
-    from transformers import (BitImageProcessor, CLIPImageProcessor, CLIPVisionConfig, DeiTConfig,
-                              DeiTImageProcessor, Dinov2WithRegistersConfig, SiglipImageProcessor,
-                              SiglipVisionConfig, ViTConfig, ViTImageProcessor)
+    from transformers import (
+        BitImageProcessor,
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        DeiTConfig,
+        DeiTImageProcessor,
+        Dinov2WithRegistersConfig,
+        SiglipImageProcessor,
+        SiglipVisionConfig,
+        ViTConfig,
+        ViTImageProcessor,
+    )
 
     square = {"height": 32, "width": 32}
     return {
         "vit": (ViTConfig(**SIZES, intermediate_size=37, image_size=32, patch_size=8), ViTImageProcessor(size=square)),
-        "deit": (DeiTConfig(**SIZES, intermediate_size=37, image_size=32, patch_size=8),
-                 DeiTImageProcessor(size=square, crop_size=square)),
-        "dinov2": (Dinov2WithRegistersConfig(**SIZES, mlp_ratio=1, image_size=28, patch_size=7, num_register_tokens=4),
-                   BitImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28})),
-        "clip": (CLIPVisionConfig(**SIZES, intermediate_size=37, image_size=32, patch_size=8),
-                 CLIPImageProcessor(size={"shortest_edge": 32}, crop_size=square)),
-        "siglip": (SiglipVisionConfig(**SIZES, intermediate_size=37, image_size=32, patch_size=8),
-                   SiglipImageProcessor(size=square)),
+        "deit": (
+            DeiTConfig(**SIZES, intermediate_size=37, image_size=32, patch_size=8),
+            DeiTImageProcessor(size=square, crop_size=square),
+        ),
+        "dinov2": (
+            Dinov2WithRegistersConfig(**SIZES, mlp_ratio=1, image_size=28, patch_size=7, num_register_tokens=4),
+            BitImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}),
+        ),
+        "clip": (
+            CLIPVisionConfig(**SIZES, intermediate_size=37, image_size=32, patch_size=8),
+            CLIPImageProcessor(size={"shortest_edge": 32}, crop_size=square),
+        ),
+        "siglip": (
+            SiglipVisionConfig(**SIZES, intermediate_size=37, image_size=32, patch_size=8),
+            SiglipImageProcessor(size=square),
+        ),
     }
 
 

@@ -18,8 +18,8 @@ METHODS; a method without a per-layer form returns None for it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -61,7 +61,9 @@ class AttributionReport(Document):
             "layers": self.layers,
             "per_layer": None if self.per_layer is None else [matrix_json(layer) for layer in self.per_layer],
             "attribution": matrix_json(self.matrix),
-            "top": [[{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row] for row in self.top],
+            "top": [
+                [{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row] for row in self.top
+            ],
         }
         if self.target is not None:
             document["target"] = self.target
@@ -85,8 +87,10 @@ class AttributionReport(Document):
 
 def _blocks(backend, text: str, layers: list[int], truncate: bool = False):
     if not hasattr(backend, "encoder_blocks"):
-        raise UnsupportedModel(f"the {backend.info.name} backend cannot show a layer's residual and LayerNorms",
-                               "use a Hugging Face model, such as the default minilm")
+        raise UnsupportedModel(
+            f"the {backend.info.name} backend cannot show a layer's residual and LayerNorms",
+            "use a Hugging Face model, such as the default minilm",
+        )
     return backend.encoder_blocks(text, layers, truncate)
 
 
@@ -124,12 +128,25 @@ def _rolled(per_layer: list) -> tuple[np.ndarray, np.ndarray]:
 
 
 # A method may return a third item: what it measured relative to (gradient: the target, a JSON-ready dict).
-METHODS: dict[str, Callable] = {"alti": alti, "globenc": globenc, "value-zeroing": value_zeroing,
-                                "gradient": gradient, "flow": flow}
+METHODS: dict[str, Callable] = {
+    "alti": alti,
+    "globenc": globenc,
+    "value-zeroing": value_zeroing,
+    "gradient": gradient,
+    "flow": flow,
+}
 
 
-def attribute(backend, text: str, method: str = "alti", layers="all", top_k: int = 3, truncate: bool = False,
-              vs: str | None = None, **options) -> AttributionReport:
+def attribute(
+    backend,
+    text: str,
+    method: str = "alti",
+    layers="all",
+    top_k: int = 3,
+    truncate: bool = False,
+    vs: str | None = None,
+    **options,
+) -> AttributionReport:
     """The method's per-layer contributions over the selected consecutive layers, rolled out."""
     import torch
 
@@ -146,7 +163,22 @@ def attribute(backend, text: str, method: str = "alti", layers="all", top_k: int
     attention = roll_out(backend, text, chosen, truncate=truncate).matrix if vs == "attention" else None
     texts = [token.text for token in tokens]
     scores = torch.from_numpy(np.ascontiguousarray(matrix))
-    top = [[TopKey(index, texts[index], weight) for index, weight in row]
-           for row in top_keys(scores, torch.ones_like(scores, dtype=torch.bool), top_k)]
-    return AttributionReport(text, backend.info, backend.device, backend.dtype, tokens, method, chosen, per_layer,
-                             matrix, top, attention, truncated_from, measured[0] if measured else None)
+    top = [
+        [TopKey(index, texts[index], weight) for index, weight in row]
+        for row in top_keys(scores, torch.ones_like(scores, dtype=torch.bool), top_k)
+    ]
+    return AttributionReport(
+        text,
+        backend.info,
+        backend.device,
+        backend.dtype,
+        tokens,
+        method,
+        chosen,
+        per_layer,
+        matrix,
+        top,
+        attention,
+        truncated_from,
+        measured[0] if measured else None,
+    )

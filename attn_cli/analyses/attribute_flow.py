@@ -24,13 +24,15 @@ def flow(backend, text: str, layers: list[int], truncate: bool = False, **_):
     from attn_cli.math.relevance import attention_flow
 
     if not hasattr(backend, "tokens"):
-        raise UnsupportedModel(f"the {backend.info.name} backend cannot run attn attribute",
-                               "use a Hugging Face model, such as the default minilm, or attn rollout")
-    [report] = inspect_texts(backend, [text], Selection(layers=layers, full=True), Analysis(top_k=1),
-                             truncate=truncate)
+        raise UnsupportedModel(
+            f"the {backend.info.name} backend cannot run attn attribute",
+            "use a Hugging Face model, such as the default minilm, or attn rollout",
+        )
+    [report] = inspect_texts(backend, [text], Selection(layers=layers, full=True), Analysis(top_k=1), truncate=truncate)
     count = len(report.tokens)
     if count > FLOW_MAX_TOKENS:
-        raise BadInput(f"attention flow takes at most {FLOW_MAX_TOKENS} tokens; this text is {count}",
-                       "it solves T² max-flow problems (64 tokens take about 40 s); shorten the text, or use "
-                       "attn rollout")
+        raise BadInput(
+            f"attention flow takes at most {FLOW_MAX_TOKENS} tokens; this text is {count}",
+            "it solves T² max-flow problems (64 tokens take about 40 s); shorten the text, or use attn rollout",
+        )
     return None, attention_flow(fused_layers(report, "mean")).float().numpy()

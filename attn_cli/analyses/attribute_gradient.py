@@ -24,8 +24,10 @@ def gradient(backend, text: str, layers: list[int], truncate: bool = False, targ
     from attn_cli.math.relevance import gradient_weighted, relevancy
 
     if not hasattr(backend, "attention_gradients"):
-        raise UnsupportedModel(f"the {backend.info.name} backend has no gradients",
-                               "--method gradient needs a Hugging Face model, such as the default minilm")
+        raise UnsupportedModel(
+            f"the {backend.info.name} backend has no gradients",
+            "--method gradient needs a Hugging Face model, such as the default minilm",
+        )
     run = backend.attention_gradients(text, layers, target, truncate=truncate)
     per_layer = [gradient_weighted(run.weights[layer], run.grads[layer]) for layer in layers]  # each (T, T)
     matrix = relevancy(per_layer)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
 
 from attn_cli.analyses.inspect import check_texts
 from attn_cli.data.arguments import whole
@@ -27,9 +27,16 @@ class BatchesRun:
     interrupted: bool = False
 
 
-def over_batches(texts: Iterable[str], score: Callable, *, batch_size: int, limit: int | None, total: int | None,
-                 progress: Progress | None, sources: str = "--file FILE with a text per line, or --probe induction"
-                 ) -> BatchesRun:
+def over_batches(
+    texts: Iterable[str],
+    score: Callable,
+    *,
+    batch_size: int,
+    limit: int | None,
+    total: int | None,
+    progress: Progress | None,
+    sources: str = "--file FILE with a text per line, or --probe induction",
+) -> BatchesRun:
     """score(batch) -> (tokens per text, texts cut) on every batch of the texts (at most `limit`), in the
     order batches() gives, calling progress(texts done, total) after each. Whatever score adds up must be
     added only when a batch is done, so a batch interrupted half way counts not at all.
@@ -70,4 +77,4 @@ def batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
         check_texts(window)
         window.sort(key=len)
         for start in range(0, len(window), size):
-            yield window[start:start + size]
+            yield window[start : start + size]

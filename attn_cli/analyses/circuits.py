@@ -21,11 +21,15 @@ from attn_cli.data.document import SCHEMA_VERSION, Document
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 TOP_PAIRS = 5  # strongest pairs listed per composition mode
-BIAS_NOTE = ("biases are left out of QK and OV (as TransformerLens'): b_V only adds a constant to a head's "
-             "output, since its weights sum to 1; b_K adds the same to every key of a query, which softmax "
-             "ignores; b_Q·W_Kᵀ adds a term linear in the key")
-ROTARY_NOTE = ("rotary positions: QK is the bilinear form of a query and a key at the same position; at offset "
-               "i − j the model rotates the key side by i − j first (composition uses the same QK)")
+BIAS_NOTE = (
+    "biases are left out of QK and OV (as TransformerLens'): b_V only adds a constant to a head's "
+    "output, since its weights sum to 1; b_K adds the same to every key of a query, which softmax "
+    "ignores; b_Q·W_Kᵀ adds a term linear in the key"
+)
+ROTARY_NOTE = (
+    "rotary positions: QK is the bilinear form of a query and a key at the same position; at offset "
+    "i − j the model rotates the key side by i − j first (composition uses the same QK)"
+)
 MODE_NAMES = {"q": "Q-composition", "k": "K-composition", "v": "V-composition"}
 
 
@@ -85,8 +89,9 @@ class CircuitsReport(Document):
             value = float(matrix[writer, reader])
             if math.isnan(value):
                 break
-            pairs.append(Pair(mode, self._place(writer), self._place(reader), value,
-                              value / median if median else None))
+            pairs.append(
+                Pair(mode, self._place(writer), self._place(reader), value, value / median if median else None)
+            )
         return pairs
 
     def _mode(self, mode: str) -> np.ndarray:
@@ -96,8 +101,10 @@ class CircuitsReport(Document):
 
     def _index(self, layer: int, head: int) -> int:
         if not (0 <= layer < self.model.layers and 0 <= head < self.model.heads):
-            raise BadInput(f"head {layer}.{head} is not in this model",
-                           f"layers 0-{self.model.layers - 1}, heads 0-{self.model.heads - 1}")
+            raise BadInput(
+                f"head {layer}.{head} is not in this model",
+                f"layers 0-{self.model.layers - 1}, heads 0-{self.model.heads - 1}",
+            )
         return layer * self.model.heads + head
 
     def _place(self, index) -> tuple[int, int]:
@@ -114,19 +121,35 @@ class CircuitsReport(Document):
             "copying_note": self.copying_note,
             "position_note": self.position_note,
             "notes": list(self.notes),
-            "heads": [{
-                "layer": head.layer, "head": head.head, "kv_head": head.kv_head,
-                "qk_singular_values": _nums(head.qk_singular), "ov_singular_values": _nums(head.ov_singular),
-                "copying": _num(head.copying),
-                "position_split": None if head.split is None else {name: _num(v) for name, v in head.split.items()},
-            } for head in self.heads],
-            "composition": {mode: {
-                "heads": [[head.layer, head.head] for head in self.heads],
-                "scores": [[_num(value) for value in row] for row in matrix.tolist()],
-                "median": _num(self.median(mode)),
-                "top": [{"writer": list(pair.writer), "reader": list(pair.reader), "score": _num(pair.score),
-                         "over_median": _num(pair.over_median)} for pair in self.top(mode)],
-            } for mode, matrix in self.composition.items()},
+            "heads": [
+                {
+                    "layer": head.layer,
+                    "head": head.head,
+                    "kv_head": head.kv_head,
+                    "qk_singular_values": _nums(head.qk_singular),
+                    "ov_singular_values": _nums(head.ov_singular),
+                    "copying": _num(head.copying),
+                    "position_split": None if head.split is None else {name: _num(v) for name, v in head.split.items()},
+                }
+                for head in self.heads
+            ],
+            "composition": {
+                mode: {
+                    "heads": [[head.layer, head.head] for head in self.heads],
+                    "scores": [[_num(value) for value in row] for row in matrix.tolist()],
+                    "median": _num(self.median(mode)),
+                    "top": [
+                        {
+                            "writer": list(pair.writer),
+                            "reader": list(pair.reader),
+                            "score": _num(pair.score),
+                            "over_median": _num(pair.over_median),
+                        }
+                        for pair in self.top(mode)
+                    ],
+                }
+                for mode, matrix in self.composition.items()
+            },
         }
 
 
@@ -152,8 +175,10 @@ def run_circuits(backend) -> CircuitsReport:
 
     weights_of = getattr(backend, "circuit_weights", None)
     if weights_of is None:
-        raise UnsupportedModel(f"{backend.info.name}: attn circuits reads a Hugging Face model's weights",
-                               "try a GPT-2, BERT or Llama-style model (the toy has no circuits view)")
+        raise UnsupportedModel(
+            f"{backend.info.name}: attn circuits reads a Hugging Face model's weights",
+            "try a GPT-2, BERT or Llama-style model (the toy has no circuits view)",
+        )
     weights = weights_of()
     info = backend.info
     folded = _folded(weights)
@@ -166,16 +191,31 @@ def run_circuits(backend) -> CircuitsReport:
     layer_of = torch.arange(layers).repeat_interleave(heads)  # (N,)
     composition = {mode: circuits.composition_scores(qk, ov, layer_of, mode).numpy() for mode in circuits.MODES}
     qk_singular, ov_singular = qk.singular_values().numpy(), ov.singular_values().numpy()
-    report_heads = [HeadCircuit(
-        layer=index // heads, head=index % heads, kv_head=info.kv_head_of(index % heads),
-        qk_singular=qk_singular[index], ov_singular=ov_singular[index],
-        copying=None if copying is None else float(copying[index]),
-        split=None if split is None else {name: float(getattr(split, name)[index])
-                                          for name in ("content", "position", "mixed")},
-    ) for index in range(layers * heads)]
-    return CircuitsReport(model=info, device=backend.device, dtype=backend.dtype, heads=report_heads,
-                          composition=composition, processing=_processing(weights), copying_note=copying_note,
-                          position_note=position_note, notes=_notes(weights, info))
+    report_heads = [
+        HeadCircuit(
+            layer=index // heads,
+            head=index % heads,
+            kv_head=info.kv_head_of(index % heads),
+            qk_singular=qk_singular[index],
+            ov_singular=ov_singular[index],
+            copying=None if copying is None else float(copying[index]),
+            split=None
+            if split is None
+            else {name: float(getattr(split, name)[index]) for name in ("content", "position", "mixed")},
+        )
+        for index in range(layers * heads)
+    ]
+    return CircuitsReport(
+        model=info,
+        device=backend.device,
+        dtype=backend.dtype,
+        heads=report_heads,
+        composition=composition,
+        processing=_processing(weights),
+        copying_note=copying_note,
+        position_note=position_note,
+        notes=_notes(weights, info),
+    )
 
 
 def _folded(weights) -> dict:
@@ -184,13 +224,19 @@ def _folded(weights) -> dict:
 
     from attn_cli.math import circuits
 
-    layernorm = bool(weights.reading_norms) and all(norm is not None and norm.kind == "layernorm"
-                                                    for norm in weights.reading_norms)
+    layernorm = bool(weights.reading_norms) and all(
+        norm is not None and norm.kind == "layernorm" for norm in weights.reading_norms
+    )
 
     def reading(name: str):
-        return torch.stack([circuits.fold_reading_norm(matrix, None if norm is None else norm.scale,
-                                                       norm is not None and norm.kind == "layernorm")
-                            for matrix, norm in zip(getattr(weights, name), weights.reading_norms)])
+        return torch.stack(
+            [
+                circuits.fold_reading_norm(
+                    matrix, None if norm is None else norm.scale, norm is not None and norm.kind == "layernorm"
+                )
+                for matrix, norm in zip(getattr(weights, name), weights.reading_norms)
+            ]
+        )
 
     centre = circuits.centre_writing if layernorm else (lambda matrix: matrix)
     folded = {name: reading(name) for name in ("w_q", "w_k", "w_v")}
@@ -198,8 +244,13 @@ def _folded(weights) -> dict:
     folded["w_e"] = None if weights.w_e is None else centre(weights.w_e)
     folded["w_pos"] = None if weights.w_pos is None else centre(weights.w_pos)
     final = weights.final_norm
-    folded["w_u"] = None if weights.w_u is None else circuits.fold_unembedding(
-        weights.w_u, None if final is None else final.scale, final is not None and final.kind == "layernorm")
+    folded["w_u"] = (
+        None
+        if weights.w_u is None
+        else circuits.fold_unembedding(
+            weights.w_u, None if final is None else final.scale, final is not None and final.kind == "layernorm"
+        )
+    )
     return folded
 
 
@@ -215,14 +266,17 @@ def _split(qk, folded, weights):
     from attn_cli.math import circuits
 
     if weights.positions == "rotary":
-        return None, ("not defined: rotary positions rotate q and k by their positions, a factor inside every "
-                      "term rather than a term added to the token's, so the score has no additive position part")
+        return None, (
+            "not defined: rotary positions rotate q and k by their positions, a factor inside every "
+            "term rather than a term added to the token's, so the score has no additive position part"
+        )
     if folded["w_pos"] is None:
         return None, "not defined: the model adds no learned position embeddings to its tokens"
     return circuits.position_split(qk, folded["w_e"], folded["w_pos"]), (
         "learned positions added to the tokens: shares of the mean square of the direct-path score "
         "(embeddings straight into the head, no earlier layer) in token·token (content), position·position "
-        "and mixed terms, tokens and positions drawn uniformly")
+        "and mixed terms, tokens and positions drawn uniformly"
+    )
 
 
 def _processing(weights) -> dict:
@@ -240,18 +294,24 @@ def _processing(weights) -> dict:
 def _notes(weights, info) -> list[str]:
     notes = []
     if info.kv_heads < info.heads:
-        notes.append(f"grouped-query attention: {info.heads} query heads read {info.kv_heads} key/value heads; "
-                     "each query head's W_K and W_V are its kv head's, so heads of one group share them")
+        notes.append(
+            f"grouped-query attention: {info.heads} query heads read {info.kv_heads} key/value heads; "
+            "each query head's W_K and W_V are its kv head's, so heads of one group share them"
+        )
     if weights.positions == "rotary":
         notes.append(ROTARY_NOTE)
     if weights.norm_placement == "post":
-        notes.append("post-norm layers (BERT): each attention reads the LayerNorm that ends the sublayer before; "
-                     "composition ignores the norms between a writer and its reader")
+        notes.append(
+            "post-norm layers (BERT): each attention reads the LayerNorm that ends the sublayer before; "
+            "composition ignores the norms between a writer and its reader"
+        )
     if weights.norm_placement == "none":
         notes.append("no norm found before the attention: W_Q, W_K, W_V are as stored, nothing folded")
     if weights.qk_norms:
-        notes.append("this model normalises q and k per head (q_norm, k_norm) before the scores; QK leaves "
-                     "that normalisation out")
+        notes.append(
+            "this model normalises q and k per head (q_norm, k_norm) before the scores; QK leaves "
+            "that normalisation out"
+        )
     if weights.biases:
         notes.append(f"{BIAS_NOTE} (this model has {', '.join('b_' + name.upper() for name in weights.biases)})")
     return notes

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from statistics import fmean
-from typing import Sequence
 
 from attn_cli.analyses.inspect import analyse_capture, check_texts
-from attn_cli.plumbing.errors import BadInput
-from attn_cli.analyses.inspect_report import (HeadReport, LayerReport, cell_table, rounded, run_header, find_head,
-                                             layer_json)
+from attn_cli.analyses.inspect_report import (
+    HeadReport,
+    LayerReport,
+    cell_table,
+    find_head,
+    layer_json,
+    rounded,
+    run_header,
+)
 from attn_cli.data.capture import ModelInfo, Token
 from attn_cli.data.document import Document
 from attn_cli.data.selection import Analysis, Selection, Window
+from attn_cli.plumbing.errors import BadInput
 
 
 @dataclass(frozen=True)
@@ -75,8 +82,7 @@ class CompareReport(Document):
                 name: {
                     "summary": rounded(asdict(self.summaries[name])),
                     "layers": [
-                        {"layer": layer, "heads": [rounded(asdict(diff)) for diff in heads]}
-                        for layer, heads in layers
+                        {"layer": layer, "heads": [rounded(asdict(diff)) for diff in heads]} for layer, heads in layers
                     ],
                 }
                 for name, layers in self.diffs.items()
@@ -87,13 +93,21 @@ class CompareReport(Document):
         """Every run's cells, run by run: run (baseline, then each variant), then InspectReport.to_arrow's columns."""
         import pyarrow as pa
 
-        return pa.concat_tables([cell_table(self.text, self.tokens, layers, run=name)
-                                 for name, layers in self.runs.items()])
+        return pa.concat_tables(
+            [cell_table(self.text, self.tokens, layers, run=name) for name, layers in self.runs.items()]
+        )
 
 
-def compare_text(backend, text: str, selection: Selection, analysis: Analysis, *,
-                 variants: Sequence[str] = ("shared-k",), propagate: bool = False,
-                 truncate: bool = False) -> CompareReport:
+def compare_text(
+    backend,
+    text: str,
+    selection: Selection,
+    analysis: Analysis,
+    *,
+    variants: Sequence[str] = ("shared-k",),
+    propagate: bool = False,
+    truncate: bool = False,
+) -> CompareReport:
     """Baseline and each variant from the same forward pass (or, with propagate, one pass per variant)."""
     from attn_cli.analyses.variants import VARIANTS, check_injectable, variant_named
 
@@ -117,8 +131,9 @@ def compare_text(backend, text: str, selection: Selection, analysis: Analysis, *
     runs = {"baseline": list(analyse_capture(captured, layers, heads, baseline, analysis, window))}
     for variant in chosen:
         if propagate:  # the model runs on with the variant in every layer
-            runs[variant.name] = list(analyse_capture(capture(variant.transform), layers, heads, baseline,
-                                                      analysis, window))
+            runs[variant.name] = list(
+                analyse_capture(capture(variant.transform), layers, heads, baseline, analysis, window)
+            )
         else:
             runs[variant.name] = list(analyse_capture(captured, layers, heads, variant, analysis, window))
     diffs = {
@@ -126,11 +141,17 @@ def compare_text(backend, text: str, selection: Selection, analysis: Analysis, *
             (base_layer.layer, [head_diff(b, v) for b, v in zip(base_layer.heads, layer.heads)])
             for base_layer, layer in zip(runs["baseline"], run)
         ]
-        for name, run in runs.items() if name != "baseline"
+        for name, run in runs.items()
+        if name != "baseline"
     }
     return CompareReport(
-        text=text, model=backend.info, device=captured.device, dtype=captured.dtype, tokens=captured.tokens,
-        propagate=propagate, runs=runs,
+        text=text,
+        model=backend.info,
+        device=captured.device,
+        dtype=captured.dtype,
+        tokens=captured.tokens,
+        propagate=propagate,
+        runs=runs,
         descriptions={variant.name: variant.description for variant in (baseline, *chosen)},
         diffs=diffs,
         summaries={name: summarise(runs[name], per_layer) for name, per_layer in diffs.items()},
@@ -166,8 +187,9 @@ def head_diff(base: HeadReport, other: HeadReport) -> HeadDiff:
         asymmetry=Change(base.symmetry.relative, other.symmetry.relative),
         self_weight=Change(fmean(base.self_weight), fmean(other.self_weight)),
         entropy=Change(fmean(base.entropy), fmean(other.entropy)),
-        score_variance=Change(measures.score_variance(base_scores, allowed),
-                              measures.score_variance(other_scores, allowed)),
+        score_variance=Change(
+            measures.score_variance(base_scores, allowed), measures.score_variance(other_scores, allowed)
+        ),
         js_divergence=float(measures.js_divergence(p, q)[rows].mean()),
         top1_agreement=measures.top1_agreement(p[rows], q[rows]),
     )

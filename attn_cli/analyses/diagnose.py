@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
 import torch
 
@@ -40,7 +40,7 @@ class FirstTokenWeights(LayerScores):
         real = self.flags.real  # (B, T)
         total = 0.0
         for start, weights, _ in blocks:
-            total = total + first_token_sums(weights, real[:, start:start + weights.shape[-2]])  # (B, h)
+            total = total + first_token_sums(weights, real[:, start : start + weights.shape[-2]])  # (B, h)
         self.results.append((layer_index, heads, total / real.sum(-1, keepdim=True)))
 
 
@@ -108,11 +108,16 @@ class DiagnoseReport(Document):
         document["sink_rate"] = _num(self.sink_rate)
         document["massive"] = self.massive
         document["layers"] = [
-            {"layer": layer.layer, "sink_rate": _num(layer.sink_rate),
-             "first_token": [_num(value) for value in layer.first_token],
-             "sinking": [_num(value) for value in layer.sinking],
-             "median": _num(layer.median), "massive": layer.massive, "massive_texts": layer.massive_texts,
-             "peak": _entry_json(layer.peak)}
+            {
+                "layer": layer.layer,
+                "sink_rate": _num(layer.sink_rate),
+                "first_token": [_num(value) for value in layer.first_token],
+                "sinking": [_num(value) for value in layer.sinking],
+                "median": _num(layer.median),
+                "massive": layer.massive,
+                "massive_texts": layer.massive_texts,
+                "peak": _entry_json(layer.peak),
+            }
             for layer in self.layers
         ]
         document["largest"] = None if self.largest is None else [_entry_json(entry) for entry in self.largest]
@@ -120,10 +125,20 @@ class DiagnoseReport(Document):
         return document
 
 
-def run_diagnose(backend, texts: Iterable[str], *, epsilon: float = SINK_EPSILON, ratio: float = MASSIVE_RATIO,
-                 floor: float = MASSIVE_FLOOR, batch_size: int = 32, limit: int | None = None,
-                 total: int | None = None, truncate: bool = False, source: str = "arguments",
-                 progress: Progress | None = None) -> DiagnoseReport:
+def run_diagnose(
+    backend,
+    texts: Iterable[str],
+    *,
+    epsilon: float = SINK_EPSILON,
+    ratio: float = MASSIVE_RATIO,
+    floor: float = MASSIVE_FLOOR,
+    batch_size: int = 32,
+    limit: int | None = None,
+    total: int | None = None,
+    truncate: bool = False,
+    source: str = "arguments",
+    progress: Progress | None = None,
+) -> DiagnoseReport:
     """The sink rate and massive activations of every text, batch by batch, and their means over the texts."""
     for value, name in ((epsilon, "the sink ε"), (ratio, "the massive ratio"), (floor, "the massive floor")):
         if not math.isfinite(value) or value < 0:
@@ -135,9 +150,15 @@ def run_diagnose(backend, texts: Iterable[str], *, epsilon: float = SINK_EPSILON
 
     def score(batch: list[str]):
         states = {}
-        results, tokens, cut = score_batch(backend, batch, layers, heads, truncate, scorer=FirstTokenWeights,
-                                           hidden=(lambda run, layers_: states.update(run=run, layers=layers_))
-                                           if hidden_too else None)
+        results, tokens, cut = score_batch(
+            backend,
+            batch,
+            layers,
+            heads,
+            truncate,
+            scorer=FirstTokenWeights,
+            hidden=(lambda run, layers_: states.update(run=run, layers=layers_)) if hidden_too else None,
+        )
         alpha = torch.zeros(len(batch), info.layers, info.heads, dtype=torch.float64)
         for layer_index, chunk, values in results:
             alpha[:, layer_index, chunk] = values.detach().to("cpu", torch.float64)
@@ -145,8 +166,15 @@ def run_diagnose(backend, texts: Iterable[str], *, epsilon: float = SINK_EPSILON
         totals.add(alpha, found)  # only once the batch is whole: an interrupted one counts not at all
         return tokens, cut
 
-    run = over_batches(texts, score, batch_size=batch_size, limit=limit, total=total, progress=progress,
-                       sources="or --file FILE with a text per line")
+    run = over_batches(
+        texts,
+        score,
+        batch_size=batch_size,
+        limit=limit,
+        total=total,
+        progress=progress,
+        sources="or --file FILE with a text per line",
+    )
     return totals.report(backend, run, source, hidden_too)
 
 
@@ -175,8 +203,9 @@ class Totals:
         for b, text_tokens in enumerate(tokens):
             opening = _opening(batch[b])
             for layer, state in enumerate(states):
-                median, entries, massive, dims = layer_entries(state[b, :len(text_tokens)], layer, self.ratio,
-                                                               self.floor, TOP_ENTRIES)
+                median, entries, massive, dims = layer_entries(
+                    state[b, : len(text_tokens)], layer, self.ratio, self.floor, TOP_ENTRIES
+                )
                 found.append((layer, median, massive, dims, [_named(entry, text_tokens, opening) for entry in entries]))
         return found
 
@@ -202,27 +231,48 @@ class Totals:
         alpha = self.alpha / self.texts  # (L, H)
         sinking = self.sinking / self.texts  # share of texts where the head sinks
         per_layer = self.rates / self.texts  # = sinking.mean(-1)
-        layers = [LayerDiagnosis(
-            layer=layer, sink_rate=float(per_layer[layer]), first_token=alpha[layer].tolist(),
-            sinking=sinking[layer].tolist(),
-            median=self.medians[layer] / self.texts if hidden_too else None,
-            massive=self.massive[layer] if hidden_too else None,
-            massive_texts=self.massive_texts[layer] if hidden_too else None,
-            peak=max((entry for (at, _), entry in self.largest.items() if at == layer), default=None,
-                     key=lambda entry: abs(entry.value)),
-        ) for layer in range(alpha.shape[0])]
+        layers = [
+            LayerDiagnosis(
+                layer=layer,
+                sink_rate=float(per_layer[layer]),
+                first_token=alpha[layer].tolist(),
+                sinking=sinking[layer].tolist(),
+                median=self.medians[layer] / self.texts if hidden_too else None,
+                massive=self.massive[layer] if hidden_too else None,
+                massive_texts=self.massive_texts[layer] if hidden_too else None,
+                peak=max(
+                    (entry for (at, _), entry in self.largest.items() if at == layer),
+                    default=None,
+                    key=lambda entry: abs(entry.value),
+                ),
+            )
+            for layer in range(alpha.shape[0])
+        ]
         recurring = None
         if hidden_too:
             pairs = set(self.recurring_massive) | set(self.recurring_peak)
             ranked = sorted(pairs, key=lambda pair: (-self.recurring_massive[pair], -self.recurring_peak[pair], pair))
-            recurring = [Recurring(layer, dim, self.recurring_massive[(layer, dim)], self.recurring_peak[(layer, dim)])
-                         for layer, dim in ranked[:SHOWN_RECURRING]]
+            recurring = [
+                Recurring(layer, dim, self.recurring_massive[(layer, dim)], self.recurring_peak[(layer, dim)])
+                for layer, dim in ranked[:SHOWN_RECURRING]
+            ]
         return DiagnoseReport(
-            model=backend.info, device=backend.device, dtype=backend.dtype, texts=run.texts, tokens=run.tokens,
-            source=source, sink_rate=float(per_layer.mean()), layers=layers,
+            model=backend.info,
+            device=backend.device,
+            dtype=backend.dtype,
+            texts=run.texts,
+            tokens=run.tokens,
+            source=source,
+            sink_rate=float(per_layer.mean()),
+            layers=layers,
             largest=sorted(self.largest.values(), key=lambda entry: (-abs(entry.value), entry.layer, entry.dim))[
-                :TOP_ENTRIES] if hidden_too else None,
-            recurring=recurring, interrupted=run.interrupted, truncated=run.truncated,
+                :TOP_ENTRIES
+            ]
+            if hidden_too
+            else None,
+            recurring=recurring,
+            interrupted=run.interrupted,
+            truncated=run.truncated,
             thresholds={"sink_epsilon": self.epsilon, "massive_ratio": self.ratio, "massive_floor": self.floor},
         )
 
@@ -233,8 +283,9 @@ def _entry_json(entry: Activation | None) -> dict | None:
 
 def _named(entry: Entry, tokens: list, opening: str) -> Activation:
     ratio = entry.ratio if math.isfinite(entry.ratio) else None
-    return Activation(entry.layer, entry.position, tokens[entry.position].text, entry.dim, entry.value, ratio,
-                      entry.massive, opening)
+    return Activation(
+        entry.layer, entry.position, tokens[entry.position].text, entry.dim, entry.value, ratio, entry.massive, opening
+    )
 
 
 def _opening(text: str, words: int = 6) -> str:

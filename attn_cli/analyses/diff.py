@@ -15,12 +15,12 @@ from statistics import fmean
 
 import numpy as np
 
-from attn_cli.analyses.inspect import inspect_texts
-from attn_cli.data.document import SCHEMA_VERSION, Document
-from attn_cli.plumbing.errors import BadInput
 from attn_cli.analyses.compare import Change
+from attn_cli.analyses.inspect import inspect_texts
 from attn_cli.analyses.inspect_report import HeadReport, InspectReport, num_json
+from attn_cli.data.document import SCHEMA_VERSION, Document
 from attn_cli.data.selection import Analysis, Selection
+from attn_cli.plumbing.errors import BadInput
 
 
 @dataclass
@@ -55,8 +55,11 @@ class DiffReport(Document):
 
     def to_json_dict(self) -> dict:
         def side(report: InspectReport) -> dict:
-            return {"text": report.text, "model": asdict(report.model),
-                    "tokens": [asdict(token) for token in report.tokens]}
+            return {
+                "text": report.text,
+                "model": asdict(report.model),
+                "tokens": [asdict(token) for token in report.tokens],
+            }
 
         def change(value: Change) -> dict:
             return {"a": num_json(value.baseline), "b": num_json(value.variant)}
@@ -69,12 +72,20 @@ class DiffReport(Document):
             "a": side(self.a),
             "b": side(self.b),
             "comparable": self.comparable,
-            "heads": [{"layer": c.layer, "head": c.head, "entropy": change(c.entropy),
-                       "self_weight": change(c.self_weight), "first_token": change(c.first_token),
-                       "js_divergence": num_json(c.js_divergence), "top1_agreement": num_json(c.top1_agreement),
-                       "scores": {name: change(value) for name, value in c.scores.items()},
-                       "label": {"a": c.label[0], "b": c.label[1]}}
-                      for c in self.heads],
+            "heads": [
+                {
+                    "layer": c.layer,
+                    "head": c.head,
+                    "entropy": change(c.entropy),
+                    "self_weight": change(c.self_weight),
+                    "first_token": change(c.first_token),
+                    "js_divergence": num_json(c.js_divergence),
+                    "top1_agreement": num_json(c.top1_agreement),
+                    "scores": {name: change(value) for name, value in c.scores.items()},
+                    "label": {"a": c.label[0], "b": c.label[1]},
+                }
+                for c in self.heads
+            ],
         }
 
     def to_arrow(self):
@@ -88,17 +99,31 @@ class DiffReport(Document):
             a, b = (value.baseline, value.variant) if isinstance(value, Change) else value
             return {f"{name}_a": a, f"{name}_b": b}
 
-        return records([{"layer": c.layer, "head": c.head, **pair("entropy", c.entropy),
-                         **pair("self_weight", c.self_weight), **pair("first_token", c.first_token),
-                         "js_divergence": c.js_divergence, "top1_agreement": c.top1_agreement,
-                         **pair("label", c.label),
-                         **{key: value for name, change in c.scores.items()
-                            for key, value in pair(f"score_{name}", change).items()}}
-                        for c in self.heads])
+        return records(
+            [
+                {
+                    "layer": c.layer,
+                    "head": c.head,
+                    **pair("entropy", c.entropy),
+                    **pair("self_weight", c.self_weight),
+                    **pair("first_token", c.first_token),
+                    "js_divergence": c.js_divergence,
+                    "top1_agreement": c.top1_agreement,
+                    **pair("label", c.label),
+                    **{
+                        key: value
+                        for name, change in c.scores.items()
+                        for key, value in pair(f"score_{name}", change).items()
+                    },
+                }
+                for c in self.heads
+            ]
+        )
 
 
-def diff_runs(backend_a, backend_b, text_a: str, text_b: str, selection: Selection, analysis: Analysis,
-              mode: str) -> DiffReport:
+def diff_runs(
+    backend_a, backend_b, text_a: str, text_b: str, selection: Selection, analysis: Analysis, mode: str
+) -> DiffReport:
     """Run A and B (the same backend for two texts), then compare every selected head."""
     if mode == "models":
         _check_alike(backend_a, backend_b)
@@ -106,14 +131,20 @@ def diff_runs(backend_a, backend_b, text_a: str, text_b: str, selection: Selecti
     [b] = inspect_texts(backend_b, [text_b], selection, analysis)
     for report in (a, b):
         if not report.window.is_whole:
-            raise BadInput(f"diff needs whole matrices, and {len(report.tokens)} tokens over the selected heads "
-                           f"pass the {analysis.cell_limit:,}-cell limit", "select fewer layers or heads")
+            raise BadInput(
+                f"diff needs whole matrices, and {len(report.tokens)} tokens over the selected heads "
+                f"pass the {analysis.cell_limit:,}-cell limit",
+                "select fewer layers or heads",
+            )
     if mode == "models" and [t.id for t in a.tokens] != [t.id for t in b.tokens]:
-        raise BadInput("the two checkpoints tokenize the text differently",
-                       "compare checkpoints that share a tokenizer")
+        raise BadInput(
+            "the two checkpoints tokenize the text differently", "compare checkpoints that share a tokenizer"
+        )
     scores_a, scores_b = head_type_scores(a), head_type_scores(b)
-    changes = [head_change(layer, head_a, head_b, scores_a[layer, head_a.head], scores_b[layer, head_a.head])
-               for (layer, head_a), (_, head_b) in zip(a.heads(), b.heads())]
+    changes = [
+        head_change(layer, head_a, head_b, scores_a[layer, head_a.head], scores_b[layer, head_a.head])
+        for (layer, head_a), (_, head_b) in zip(a.heads(), b.heads())
+    ]
     if len(a.tokens) == len(b.tokens):
         changes.sort(key=lambda c: -c.js_divergence)
     else:
@@ -167,6 +198,8 @@ def _check_alike(a, b) -> None:
     """Two checkpoints are comparable head by head only with the same shape."""
     shape = lambda info: (info.layers, info.heads, info.kv_heads, info.head_dim)  # noqa: E731
     if shape(a.info) != shape(b.info):
-        raise BadInput(f"{a.info.name} and {b.info.name} differ in shape "
-                       f"(layers, heads, kv heads, head dim: {shape(a.info)} vs {shape(b.info)})",
-                       "diff compares checkpoints of one architecture, e.g. before and after fine-tuning")
+        raise BadInput(
+            f"{a.info.name} and {b.info.name} differ in shape "
+            f"(layers, heads, kv heads, head dim: {shape(a.info)} vs {shape(b.info)})",
+            "diff compares checkpoints of one architecture, e.g. before and after fine-tuning",
+        )

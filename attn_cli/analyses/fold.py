@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from typing import Callable, Iterable, Iterator, Protocol
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
 import numpy as np
 
@@ -52,9 +53,20 @@ class Folded:
         self.merged, self.parts, self.interrupted = merged, parts, interrupted
 
 
-def fold(score: Callable, texts: Iterable[str], shape: tuple[int, int], *, batch_size: int, part_texts: int,
-         top: int, samples: int, progress: Callable | None = None, total: int | None = None,
-         keeper: Keeper | None = None, per_text: bool = False) -> Folded:
+def fold(
+    score: Callable,
+    texts: Iterable[str],
+    shape: tuple[int, int],
+    *,
+    batch_size: int,
+    part_texts: int,
+    top: int,
+    samples: int,
+    progress: Callable | None = None,
+    total: int | None = None,
+    keeper: Keeper | None = None,
+    per_text: bool = False,
+) -> Folded:
     """score(list of texts) -> partials.Batch for text_ids 0..n-1 (numbered here). Ctrl-C (KeyboardInterrupt)
     stops at the batch being run: the result covers the batches done, merged; with none done, or on SIGTERM
     (interrupts.Terminated), it propagates."""
@@ -75,8 +87,15 @@ def fold(score: Callable, texts: Iterable[str], shape: tuple[int, int], *, batch
                         progress(done, total)
 
                 try:
-                    score_batches(score, _part_batches(part, batch_size), pending, rows, per_text=per_text,
-                                  scored=scored, examples=keeper is not None)
+                    score_batches(
+                        score,
+                        _part_batches(part, batch_size),
+                        pending,
+                        rows,
+                        per_text=per_text,
+                        scored=scored,
+                        examples=keeper is not None,
+                    )
                 except KeyboardInterrupt:
                     merged = partials.merge_all([merged, *pending], shape, top, samples)  # the report: texts done
                     raise
@@ -106,9 +125,16 @@ def part_size(part_texts: int, batch_size: int, kept: bool) -> int:
     return part_texts if kept else min(part_texts, batch_size * SORT_WINDOW)
 
 
-def score_batches(score: Callable, batches: Iterable[list[tuple[int, str]]], pending: list[partials.Partial],
-                  rows: list[dict], *, per_text: bool, scored: Callable[[int], None] | None = None,
-                  examples: bool = True) -> None:
+def score_batches(
+    score: Callable,
+    batches: Iterable[list[tuple[int, str]]],
+    pending: list[partials.Partial],
+    rows: list[dict],
+    *,
+    per_text: bool,
+    scored: Callable[[int], None] | None = None,
+    examples: bool = True,
+) -> None:
     """Score batches of (text_id, text) and merge each one's Partial into `pending` (a list the caller
     owns, holding at least one Partial of the right shape: after Ctrl-C it still holds the batches done).
     The one scoring loop of a part, run by the fold here and by a Ray worker (analyses/ray_engine.py) alike.
@@ -139,7 +165,7 @@ def _part_batches(part: list[tuple[int, str]], size: int) -> Iterator[list[tuple
     """A part's texts shortest first (by characters; ties: text_id), `size` at a time: batches pad little."""
     ordered = sorted(part, key=lambda item: (len(item[1]), item[0]))
     for start in range(0, len(ordered), size):
-        yield ordered[start:start + size]
+        yield ordered[start : start + size]
 
 
 def part_digest(part: list[tuple[int, str]]) -> str:
@@ -155,8 +181,12 @@ def per_text_rows(batch: partials.Batch) -> dict:
     """The texts table's rows of one batch: one per (text, layer index, head index), columns as arrays."""
     count, layers, heads, _ = batch.values.shape
     text, layer, head = (axis.ravel() for axis in np.indices((count, layers, heads)))
-    rows = {"text_id": batch.text_ids[text], "length": np.array([len(t) for t in batch.tokens])[text],
-            "layer_index": layer, "head_index": head}
+    rows = {
+        "text_id": batch.text_ids[text],
+        "length": np.array([len(t) for t in batch.tokens])[text],
+        "layer_index": layer,
+        "head_index": head,
+    }
     for index, name in enumerate(SCORES):
         rows[name] = batch.values[text, layer, head, index]
     return rows

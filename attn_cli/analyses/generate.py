@@ -12,13 +12,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from attn_cli.analyses.inspect import check_texts
+from attn_cli.analyses.inspect_report import TopKey, find_head, matrix_json, num_json
 from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Token
-from attn_cli.analyses.inspect import check_texts
 from attn_cli.data.document import SCHEMA_VERSION, Document
-from attn_cli.plumbing.errors import BadInput
-from attn_cli.analyses.inspect_report import TopKey, find_head, matrix_json, num_json
 from attn_cli.data.selection import Selection
+from attn_cli.plumbing.errors import BadInput
 
 
 @dataclass
@@ -64,11 +64,24 @@ class GenerateReport(Document):
             "sample": self.sample,
             "stop": self.stop,
             "tokens": [{**asdict(token), "generated": token.index >= self.prompt_tokens} for token in self.tokens],
-            "layers": [{"layer": layer.layer, "heads": [
-                {"head": head.head, "kv_head": head.kv_head, "weights": matrix_json(head.weights),
-                 "top": [[{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row]
-                         for row in head.top]}
-                for head in layer.heads]} for layer in self.layers],
+            "layers": [
+                {
+                    "layer": layer.layer,
+                    "heads": [
+                        {
+                            "head": head.head,
+                            "kv_head": head.kv_head,
+                            "weights": matrix_json(head.weights),
+                            "top": [
+                                [{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row]
+                                for row in head.top
+                            ],
+                        }
+                        for head in layer.heads
+                    ],
+                }
+                for layer in self.layers
+            ],
         }
 
     def to_arrow(self):
@@ -77,13 +90,29 @@ class GenerateReport(Document):
         from attn_cli.data.tables import cells
 
         rows, keys = (self.prompt_tokens, len(self.tokens)), (0, len(self.tokens))
-        return cells([token.text for token in self.tokens], (
-            ({"layer": layer.layer, "head": head.head}, rows, keys, {"weight": head.weights})
-            for layer in self.layers for head in layer.heads), row="generated")
+        return cells(
+            [token.text for token in self.tokens],
+            (
+                ({"layer": layer.layer, "head": head.head}, rows, keys, {"weight": head.weights})
+                for layer in self.layers
+                for head in layer.heads
+            ),
+            row="generated",
+        )
 
 
-def generate_from(backend, prompt: str, selection: Selection, *, max_new_tokens: int = 20, sample: bool = False,
-                  temperature: float = 1.0, seed: int | None = None, top_k: int = 3, on_token=None) -> GenerateReport:
+def generate_from(
+    backend,
+    prompt: str,
+    selection: Selection,
+    *,
+    max_new_tokens: int = 20,
+    sample: bool = False,
+    temperature: float = 1.0,
+    seed: int | None = None,
+    top_k: int = 3,
+    on_token=None,
+) -> GenerateReport:
     """Generate from `prompt`, recording each new token's attention row in the selected heads."""
     import torch
 
@@ -96,14 +125,24 @@ def generate_from(backend, prompt: str, selection: Selection, *, max_new_tokens:
         from attn_cli.analyses.seq2seq_generate import generate_pair
 
         whole(max_new_tokens, "--max-new-tokens", minimum=1)
-        return generate_pair(backend, prompt, selection, max_new_tokens=max_new_tokens, sample=sample,
-                             temperature=temperature, seed=seed, top_k=top_k)
+        return generate_pair(
+            backend,
+            prompt,
+            selection,
+            max_new_tokens=max_new_tokens,
+            sample=sample,
+            temperature=temperature,
+            seed=seed,
+            top_k=top_k,
+        )
     if not hasattr(backend, "capture_generation") or not info.causal:
-        raise BadInput(f"{info.name} is not a causal language model, so it does not generate",
-                       "use a decoder (GPT-2, Llama, Qwen, Mistral …) saved with its language-model head")
+        raise BadInput(
+            f"{info.name} is not a causal language model, so it does not generate",
+            "use a decoder (GPT-2, Llama, Qwen, Mistral …) saved with its language-model head",
+        )
     whole(max_new_tokens, "--max-new-tokens", minimum=1)
     if seed is not None:
-        whole(seed, "--seed", minimum=-2**63, maximum=2**64 - 1)  # what torch.manual_seed takes
+        whole(seed, "--seed", minimum=-(2**63), maximum=2**64 - 1)  # what torch.manual_seed takes
     if sample and not temperature > 0:
         raise BadInput(f"--temperature must be above 0, not {temperature}")
     layers, heads = selection.resolve(info)
@@ -129,25 +168,52 @@ def generate_from(backend, prompt: str, selection: Selection, *, max_new_tokens:
         rows[record.layer].append((seen[record.layer] - k.shape[-2], weights[:, 0].cpu()))
 
     prompt_tokens, generated, stop = backend.capture_generation(
-        prompt, layers, keep_last_row, max_new_tokens=max_new_tokens, sample=sample, temperature=temperature,
-        seed=seed, on_token=on_token)
+        prompt,
+        layers,
+        keep_last_row,
+        max_new_tokens=max_new_tokens,
+        sample=sample,
+        temperature=temperature,
+        seed=seed,
+        on_token=on_token,
+    )
     tokenizer = backend.tokenizer
     count = len(prompt_tokens)
     names = tokenizer.convert_ids_to_tokens(generated)
     special = set(tokenizer.all_special_ids)
-    tokens = prompt_tokens + [Token(count + i, name, token_id, token_id in special)
-                              for i, (name, token_id) in enumerate(zip(names, generated))]
+    tokens = prompt_tokens + [
+        Token(count + i, name, token_id, token_id in special)
+        for i, (name, token_id) in enumerate(zip(names, generated))
+    ]
     texts = [token.text for token in tokens]
     report_layers = []
     for layer in layers:
-        steps = rows[layer][:len(generated)]  # one row per generated token
+        steps = rows[layer][: len(generated)]  # one row per generated token
         matrix = torch.full((len(heads), len(steps), len(tokens)), float("nan"))  # (h, N, T)
         for i, (start, row) in enumerate(steps):
-            matrix[:, i, start:start + row.shape[-1]] = row
+            matrix[:, i, start : start + row.shape[-1]] = row
         allowed = ~matrix.isnan()
         top = top_keys(matrix.nan_to_num(0.0), allowed, top_k)  # (h, N, ≤k)
-        report_layers.append(GeneratedLayer(layer, [
-            GeneratedHead(head, kv, matrix[i].numpy(), [[TopKey(j, texts[j], w) for j, w in row] for row in top[i]])
-            for i, (head, kv) in enumerate(zip(heads, kv_heads))]))
-    return GenerateReport(prompt, tokenizer.decode(generated), info, backend.device, backend.dtype, tokens, count,
-                          report_layers, stop, sample)
+        report_layers.append(
+            GeneratedLayer(
+                layer,
+                [
+                    GeneratedHead(
+                        head, kv, matrix[i].numpy(), [[TopKey(j, texts[j], w) for j, w in row] for row in top[i]]
+                    )
+                    for i, (head, kv) in enumerate(zip(heads, kv_heads))
+                ],
+            )
+        )
+    return GenerateReport(
+        prompt,
+        tokenizer.decode(generated),
+        info,
+        backend.device,
+        backend.dtype,
+        tokens,
+        count,
+        report_layers,
+        stop,
+        sample,
+    )

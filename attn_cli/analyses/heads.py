@@ -11,10 +11,11 @@ Pure orchestration over a loaded backend: no loading, no printing.
 
 from __future__ import annotations
 
+import itertools
 import random
 import string
-import itertools
-from typing import Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from attn_cli.analyses.batches import Progress
 from attn_cli.analyses.fold import PART_TEXTS, SAMPLES, TOP, fold
@@ -22,8 +23,8 @@ from attn_cli.analyses.heads_report import HeadProfile, HeadsReport, SinkKey  # 
 from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Capture
 from attn_cli.data.selection import Selection
-from attn_cli.math.head_scores import SCORES, TextSums, label, token_flags
 from attn_cli.math import edges, partials
+from attn_cli.math.head_scores import SCORES, TextSums, label, token_flags
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
@@ -33,10 +34,25 @@ PROBES = ("induction", "retrieval")
 NEEDLE_SHARE = 5  # the retrieval probe's needle is 1/NEEDLE_SHARE of its haystack (2 tokens at least)
 
 
-def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size: int = 32, limit: int | None = None,
-              total: int | None = None, truncate: bool = False, source: str = "arguments", probe: dict | None = None,
-              progress: Progress | None = None, part_texts: int = PART_TEXTS, top: int = TOP, samples: int = SAMPLES,
-              per_text: bool = False, keeper_of: Callable | None = None, engine: Callable | None = None) -> HeadsReport:
+def run_heads(
+    backend,
+    texts: Iterable[str],
+    selection: Selection,
+    *,
+    batch_size: int = 32,
+    limit: int | None = None,
+    total: int | None = None,
+    truncate: bool = False,
+    source: str = "arguments",
+    probe: dict | None = None,
+    progress: Progress | None = None,
+    part_texts: int = PART_TEXTS,
+    top: int = TOP,
+    samples: int = SAMPLES,
+    per_text: bool = False,
+    keeper_of: Callable | None = None,
+    engine: Callable | None = None,
+) -> HeadsReport:
     """Score every selected head on every text, part by part (analyses/fold.py), and average over the texts.
 
     texts: any iterable (a file is read as it goes). total: how many there are, for progress.
@@ -58,48 +74,83 @@ def run_heads(backend, texts: Iterable[str], selection: Selection, *, batch_size
     keeper = keeper_of(layers, heads) if keeper_of is not None else None
     needle = probe is not None and probe["kind"] == "retrieval"  # the retrieval score needs the needle marked
     folder = fold if engine is None else engine(layers, heads, truncate, needle)
-    folded = folder(lambda batch: score_texts(backend, batch, layers, heads, truncate, needle), texts,
-                  (len(layers), len(heads)), batch_size=batch_size, part_texts=part_texts, top=top, samples=samples,
-                  progress=progress, total=total, keeper=keeper, per_text=per_text)
+    folded = folder(
+        lambda batch: score_texts(backend, batch, layers, heads, truncate, needle),
+        texts,
+        (len(layers), len(heads)),
+        batch_size=batch_size,
+        part_texts=part_texts,
+        top=top,
+        samples=samples,
+        progress=progress,
+        total=total,
+        keeper=keeper,
+        per_text=per_text,
+    )
     merged = folded.merged
     if merged.texts == 0:
         if keeper is not None:
             keeper.abandon()
-        raise BadInput("no text to score" + ("" if source in ("arguments", "probe") else f": {source} holds none"),
-                       "pass a sentence, --file FILE with a text per line, or --probe induction")
+        raise BadInput(
+            "no text to score" + ("" if source in ("arguments", "probe") else f": {source} holds none"),
+            "pass a sentence, --file FILE with a text per line, or --probe induction",
+        )
     if keeper is not None and not folded.interrupted:
         keeper.finish(merged, folded.parts)
     return HeadsReport(
-        model=backend.info, device=backend.device, dtype=backend.dtype, texts=merged.texts, tokens=merged.tokens,
-        heads=_profiles(merged, layers, heads, backend.info), source=source, probe=probe,
-        interrupted=folded.interrupted, truncated=merged.truncated,
+        model=backend.info,
+        device=backend.device,
+        dtype=backend.dtype,
+        texts=merged.texts,
+        tokens=merged.tokens,
+        heads=_profiles(merged, layers, heads, backend.info),
+        source=source,
+        probe=probe,
+        interrupted=folded.interrupted,
+        truncated=merged.truncated,
     )
 
 
-def score_texts(backend, texts: list[str], layers: list[int], heads: list[int], truncate: bool,
-                needle: bool = False) -> partials.Batch:
+def score_texts(
+    backend, texts: list[str], layers: list[int], heads: list[int], truncate: bool, needle: bool = False
+) -> partials.Batch:
     """One batch scored and gathered into arrays (partials.Batch; its text_ids are set by the fold)."""
     import numpy as np
     import torch
 
     results, tokens, cut = score_batch(backend, texts, layers, heads, truncate, needle=needle)
     count, shape = len(texts), (len(texts), len(layers), len(heads))
-    arrays = {"values": np.full((*shape, len(SCORES)), np.nan), "sink": np.full(shape, -1, dtype=np.int64),
-              "query": np.full(shape, -1, dtype=np.int64), "edge_key": np.full(shape, -1, dtype=np.int64),
-              "edge_weight": np.full(shape, np.nan), "keys": np.full((*shape, partials.KEYS), -1, dtype=np.int64),
-              "weights": np.zeros((*shape, partials.KEYS), dtype=np.float32)}
+    arrays = {
+        "values": np.full((*shape, len(SCORES)), np.nan),
+        "sink": np.full(shape, -1, dtype=np.int64),
+        "query": np.full(shape, -1, dtype=np.int64),
+        "edge_key": np.full(shape, -1, dtype=np.int64),
+        "edge_weight": np.full(shape, np.nan),
+        "keys": np.full((*shape, partials.KEYS), -1, dtype=np.int64),
+        "weights": np.zeros((*shape, partials.KEYS), dtype=np.float32),
+    }
     for chunk in results:
         place = (slice(None), chunk.layer, chunk.heads)
         arrays["values"][place] = chunk.values.detach().to("cpu", torch.float64).numpy()
         arrays["sink"][place] = chunk.sink.cpu().numpy()
         for name, tensor in chunk.view._asdict().items():
             arrays[name][place] = tensor.detach().cpu().numpy()
-    return partials.Batch(text_ids=np.arange(count), tokens=[[token.text for token in text] for text in tokens],
-                          truncated=cut, **arrays)
+    return partials.Batch(
+        text_ids=np.arange(count), tokens=[[token.text for token in text] for text in tokens], truncated=cut, **arrays
+    )
 
 
-def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], truncate: bool, *,
-                needle: bool = False, scorer: type | None = None, hidden=None):
+def score_batch(
+    backend,
+    batch: list[str],
+    layers: list[int],
+    heads: list[int],
+    truncate: bool,
+    *,
+    needle: bool = False,
+    scorer: type | None = None,
+    hidden=None,
+):
     """Run one batch and score it: (results, tokens per text, texts truncated), results as LayerScores'.
 
     needle: the texts are retrieval probes (token_flags). scorer: a LayerScores subclass that does
@@ -129,8 +180,10 @@ def score_batch(backend, batch: list[str], layers: list[int], heads: list[int], 
 
     run = padded(batch, layers, sink, truncate=truncate, **({} if hidden is None else {"hidden": hidden}))
     if scores is None:  # the forward ran but never called attention for a selected layer
-        raise UnsupportedModel(f"{backend.info.name}: no attention call reached attn for layers {layers}",
-                               "its attention layers do not number themselves as the config says")
+        raise UnsupportedModel(
+            f"{backend.info.name}: no attention call reached attn for layers {layers}",
+            "its attention layers do not number themselves as the config says",
+        )
     scores.flush()  # the layers still waiting in a stack
     return scores.results, run.tokens, run.truncated
 
@@ -179,15 +232,27 @@ class LayerScores:
         rows = [allowed for *_, allowed in waiting]
         allowed = lambda start, stop: torch.cat([row(start, stop) for row in rows])  # noqa: E731
         first = len(self.results)
-        self.add([layer for layer, *_ in waiting], torch.cat([q for _, q, *_ in waiting]),
-                 torch.cat([k for _, _, k, *_ in waiting]), waiting[0][3], allowed)
+        self.add(
+            [layer for layer, *_ in waiting],
+            torch.cat([q for _, q, *_ in waiting]),
+            torch.cat([k for _, _, k, *_ in waiting]),
+            waiting[0][3],
+            allowed,
+        )
         count = len(self.tokens)
         stacked, self.results[first:] = self.results[first:], []
         for chunk in stacked:  # (layers × B, …) -> a ChunkScores per layer, (B, …)
             for at, layer_index in enumerate(chunk.layer):
                 part = slice(at * count, (at + 1) * count)
-                self.results.append(ChunkScores(layer_index, chunk.heads, chunk.values[part], chunk.sink[part],
-                                                View(*(field[part] for field in chunk.view))))
+                self.results.append(
+                    ChunkScores(
+                        layer_index,
+                        chunk.heads,
+                        chunk.values[part],
+                        chunk.sink[part],
+                        View(*(field[part] for field in chunk.view)),
+                    )
+                )
 
     def add_captures(self, captures: list[Capture], layer: int) -> None:
         """A layer of one Capture per text: q and k padded (on the right) into (B, H, T, D), masks into rows."""
@@ -195,8 +260,9 @@ class LayerScores:
         lengths = [len(capture.tokens) for capture in captures]
         keys = max(lengths)
         allowed = lambda start, stop: _allowed(records, lengths, start, stop, keys, records[0].q.device)  # noqa: E731
-        self.add(layer, _padded([r.q for r in records], keys), _padded([r.k for r in records], keys), records[0],
-                 allowed)
+        self.add(
+            layer, _padded([r.q for r in records], keys), _padded([r.k for r in records], keys), records[0], allowed
+        )
 
     def add(self, layer: int | list[int], q, k, record, allowed_rows) -> None:
         """q (B, H, T, D), k (B, H_kv, T, D), a LayerCapture (scale, scorer), allowed_rows(start, stop) ->
@@ -204,9 +270,7 @@ class LayerScores:
         another along B, and so do the results' ChunkScores (layer: that list)."""
         import torch
 
-        from attn_cli.math import attention
-
-        from attn_cli.math import scoring
+        from attn_cli.math import attention, scoring
 
         count = len(self.tokens)
         keys = self.flags.ids.shape[1]
@@ -214,7 +278,7 @@ class LayerScores:
         per_chunk, block_rows = _block_sizes(q.shape[0], len(self.heads), keys)
         index = [self.layers.index(one) for one in layer] if isinstance(layer, list) else self.layers.index(layer)
         for first in range(0, len(self.heads), per_chunk):
-            chunk = self.heads[first:first + per_chunk]
+            chunk = self.heads[first : first + per_chunk]
             q_heads = _heads_of(q, chunk)  # (B, h, T, D)
             k_heads = _heads_of(k, [self.info.kv_head_of(head) for head in chunk])  # (B, h, T, D): each head's kv head
 
@@ -225,9 +289,17 @@ class LayerScores:
                     if scorer is None:
                         scores = scoring.scores(q_heads[:, :, start:stop], k_heads, scale)  # (B, h, c, T)
                     else:  # a learned scoring (the toy's): one head of one text at a time
-                        scores = torch.stack([torch.stack([
-                            scoring.scores(q_heads[b, h, start:stop], k_heads[b, h], scale, scorer, head)
-                            for h, head in enumerate(chunk)]) for b in range(count)])
+                        scores = torch.stack(
+                            [
+                                torch.stack(
+                                    [
+                                        scoring.scores(q_heads[b, h, start:stop], k_heads[b, h], scale, scorer, head)
+                                        for h, head in enumerate(chunk)
+                                    ]
+                                )
+                                for b in range(count)
+                            ]
+                        )
                     yield start, attention.masked_softmax(scores, allowed[:, None]), allowed
 
             def row_weights(row, chunk=chunk, q_heads=q_heads, k_heads=k_heads):  # (B, h) rows -> (B, h, T)
@@ -255,13 +327,16 @@ class LayerScores:
         else:
             chosen = row_weights(row)
         top_weights, top_keys = edges.strongest(chosen, partials.KEYS)
-        self.results.append(ChunkScores(layer_index, heads, values, sink, View(row, key, weight, top_keys, top_weights)))
+        self.results.append(
+            ChunkScores(layer_index, heads, values, sink, View(row, key, weight, top_keys, top_weights))
+        )
 
     def _flags(self, layers: int):
         """The batch's TokenFlags repeated for a stack of `layers` layers: (layers × B, T) each."""
         if layers not in self.stacked_flags:
-            self.stacked_flags[layers] = type(self.flags)(**{
-                name: None if value is None else value.repeat(layers, 1) for name, value in vars(self.flags).items()})
+            self.stacked_flags[layers] = type(self.flags)(
+                **{name: None if value is None else value.repeat(layers, 1) for name, value in vars(self.flags).items()}
+            )
         return self.stacked_flags[layers]
 
 
@@ -274,8 +349,9 @@ class _Scaling(NamedTuple):
 
 def _stackable(waiting: tuple, layer: tuple) -> bool:
     """Two waiting layers score as one batch: the same scale and q and k shapes (a layer's own mask goes along)."""
-    return (waiting[3].scale == layer[3].scale and waiting[1].shape == layer[1].shape
-            and waiting[2].shape == layer[2].shape)
+    return (
+        waiting[3].scale == layer[3].scale and waiting[1].shape == layer[1].shape and waiting[2].shape == layer[2].shape
+    )
 
 
 def _stack_size(q, k, heads: int) -> int:
@@ -310,7 +386,7 @@ def _heads_of(tensor, heads: list[int]):
     import torch
 
     if heads == list(range(heads[0], heads[0] + len(heads))):
-        return tensor[:, heads[0]:heads[0] + len(heads)].contiguous()
+        return tensor[:, heads[0] : heads[0] + len(heads)].contiguous()
     return tensor.index_select(1, torch.tensor(heads, device=tensor.device))
 
 
@@ -349,7 +425,7 @@ def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, devi
     for b, (record, length) in enumerate(zip(records, lengths)):
         if start < length:
             end = min(stop, length)
-            allowed[b, :end - start, :length] = record.mask.rows(start, end, 0, length)
+            allowed[b, : end - start, :length] = record.mask.rows(start, end, 0, length)
     return allowed
 
 
@@ -360,14 +436,18 @@ def _profiles(merged: partials.Partial, layers: list[int], heads: list[int], inf
         for hi, head in enumerate(heads):
             means = [_value(value) for value in mean[li, hi].tolist()]
             sink = sinks.get((li, hi))
-            profiles.append(HeadProfile(
-                layer=layer, head=head, kv_head=info.kv_head_of(head),
-                scores=dict(zip(SCORES, means)),
-                std={name: _value(value) for name, value in zip(SCORES, std[li, hi].tolist())},
-                scored={name: int(value) for name, value in zip(SCORES, merged.count[li, hi].tolist())},
-                label=label(means),
-                sink_key=None if sink is None else SinkKey(*sink),
-            ))
+            profiles.append(
+                HeadProfile(
+                    layer=layer,
+                    head=head,
+                    kv_head=info.kv_head_of(head),
+                    scores=dict(zip(SCORES, means)),
+                    std={name: _value(value) for name, value in zip(SCORES, std[li, hi].tolist())},
+                    scored={name: int(value) for name, value in zip(SCORES, merged.count[li, hi].tolist())},
+                    label=label(means),
+                    sink_key=None if sink is None else SinkKey(*sink),
+                )
+            )
     return profiles
 
 
@@ -423,8 +503,13 @@ def _vocabulary_words(tokenizer, generator: random.Random, length: int) -> list[
     for _ in range(200 * length):
         token_id = generator.randrange(size)
         word = tokenizer.decode([token_id]).strip()
-        if (len(word) >= 2 and word.isascii() and word.isalpha() and word not in chosen
-                and tokenizer(" " + word, add_special_tokens=False)["input_ids"] == [token_id]):
+        if (
+            len(word) >= 2
+            and word.isascii()
+            and word.isalpha()
+            and word not in chosen
+            and tokenizer(" " + word, add_special_tokens=False)["input_ids"] == [token_id]
+        ):
             chosen[word] = None
             if len(chosen) == length:
                 return list(chosen)

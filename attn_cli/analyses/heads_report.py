@@ -54,16 +54,22 @@ class HeadsReport(Document):
     # an image's patch grid (PatchGrid.to_json; JSON "image") when the input was one. Not named image: a report
     # with .image is drawn as a picture (render/files.py), and this one is a heads grid
     patch_grid: dict | None = None
-    thresholds: dict = field(default_factory=lambda: {
-        "label": LABEL_THRESHOLD, "broad": BROAD_THRESHOLD, "sink_epsilon": SINK_EPSILON})
+    thresholds: dict = field(
+        default_factory=lambda: {"label": LABEL_THRESHOLD, "broad": BROAD_THRESHOLD, "sink_epsilon": SINK_EPSILON}
+    )
 
     def head(self, layer: int, head: int, stack: str | None = None) -> HeadProfile:
         """report.head(0, 2).scores["previous_token"]; an encoder–decoder model's: report.head(0, 2, "cross")."""
-        found = [profile for profile in self.heads if profile.layer == layer and profile.head == head
-                 and (stack is None or profile.stack == stack)]
+        found = [
+            profile
+            for profile in self.heads
+            if profile.layer == layer and profile.head == head and (stack is None or profile.stack == stack)
+        ]
         if len(found) > 1:
-            raise BadInput(f"head {layer}.{head} is in several stacks: "
-                           f"{', '.join(profile.stack for profile in found)}", "name one: report.head(0, 2, 'cross')")
+            raise BadInput(
+                f"head {layer}.{head} is in several stacks: {', '.join(profile.stack for profile in found)}",
+                "name one: report.head(0, 2, 'cross')",
+            )
         if not found:
             raise BadInput(f"head {layer}.{head}{'' if stack is None else ' of ' + stack} is not in this report")
         return found[0]
@@ -112,14 +118,25 @@ class HeadsReport(Document):
 
         def row(profile: HeadProfile) -> dict:
             sink = profile.sink_key
-            return {**({} if profile.stack is None else {"stack": profile.stack}),
-                    "layer": profile.layer, "head": profile.head, "kv_head": profile.kv_head, "label": profile.label,
-                    **{column: value for name in SCORES for column, value in (
-                        (name, profile.scores[name]), (f"{name}_std", profile.std[name]),
-                        (f"{name}_scored", profile.scored[name]))},
-                    "sink_position": None if sink is None else sink.position,
-                    "sink_token": None if sink is None else sink.token,
-                    "sink_texts": None if sink is None else sink.texts}
+            return {
+                **({} if profile.stack is None else {"stack": profile.stack}),
+                "layer": profile.layer,
+                "head": profile.head,
+                "kv_head": profile.kv_head,
+                "label": profile.label,
+                **{
+                    column: value
+                    for name in SCORES
+                    for column, value in (
+                        (name, profile.scores[name]),
+                        (f"{name}_std", profile.std[name]),
+                        (f"{name}_scored", profile.scored[name]),
+                    )
+                },
+                "sink_position": None if sink is None else sink.position,
+                "sink_token": None if sink is None else sink.token,
+                "sink_texts": None if sink is None else sink.texts,
+            }
 
         return records([row(profile) for profile in self.heads], strings=("sink_token",))
 

@@ -9,7 +9,7 @@ scores that read the keys alone (cross_scores). One input: every score's mean is
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from attn_cli.analyses.heads_report import HeadProfile, HeadsReport, SinkKey
 from attn_cli.data.capture import Capture, LayerCapture
@@ -18,24 +18,30 @@ from attn_cli.math.score_names import CROSS_UNDEFINED, IMAGE_UNDEFINED, SCORES
 from attn_cli.plumbing.errors import BadInput
 
 
-def heads_alone(backend, texts, target: str | None, stacks, image: tuple | None, selection: Selection,
-                corpus: list[str]) -> HeadsReport:
+def heads_alone(
+    backend, texts, target: str | None, stacks, image: tuple | None, selection: Selection, corpus: list[str]
+) -> HeadsReport:
     """Model.heads on one encoder–decoder pair (texts: the source) or one image ((PIL image, its source name)).
     corpus: the corpus-run options given (file, probe, store …), which one pair or image refuses."""
     from attn_cli.backends.hf_seq2seq import parse_stacks
 
     kind = "an image" if image is not None else "an encoder–decoder pair"
     if corpus:
-        raise BadInput(f"{', '.join(corpus)}: {kind} is scored alone, not as a corpus",
-                       "attn heads --image FILE --model VIT" if image is not None
-                       else "attn heads SOURCE --target TARGET --model SEQ2SEQ, one pair")
+        raise BadInput(
+            f"{', '.join(corpus)}: {kind} is scored alone, not as a corpus",
+            "attn heads --image FILE --model VIT"
+            if image is not None
+            else "attn heads SOURCE --target TARGET --model SEQ2SEQ, one pair",
+        )
     if image is not None:
         if texts is not None or target is not None:
             raise BadInput("give either text or --image, not both", "a vision transformer reads the image only")
         return heads_image(backend, *image, selection)
     if target is None:
-        raise BadInput(f"{backend.info.name} is an encoder–decoder model: its decoder needs a target",
-                       "attn heads SOURCE --target TARGET (the decoder runs teacher-forced on it)")
+        raise BadInput(
+            f"{backend.info.name} is an encoder–decoder model: its decoder needs a target",
+            "attn heads SOURCE --target TARGET (the decoder runs teacher-forced on it)",
+        )
     if not isinstance(texts, str):
         raise BadInput("an encoder–decoder model takes one source text and its --target", "run each pair alone")
     return heads_pair(backend, texts, target, selection, parse_stacks(stacks))
@@ -47,12 +53,22 @@ def heads_pair(backend, source: str, target: str, selection: Selection, stacks: 
     from attn_cli.backends.hf_seq2seq import stack_info
 
     chosen, source_tokens, target_tokens, captures = capture_stacks(backend, source, target, selection, stacks)
-    profiles = [profile for stack, (layers, heads) in chosen.items()
-                for profile in score_capture(captures[stack], layers, heads, stack,
-                                             CROSS_UNDEFINED if stack == "cross" else {})]
-    return HeadsReport(model=backend.info, device=backend.device, dtype=backend.dtype, texts=1,
-                       tokens=len(source_tokens) + len(target_tokens), heads=profiles, source="arguments",
-                       target=target, decoder_layers=stack_info(backend.info, backend.model.config, "decoder").layers)
+    profiles = [
+        profile
+        for stack, (layers, heads) in chosen.items()
+        for profile in score_capture(captures[stack], layers, heads, stack, CROSS_UNDEFINED if stack == "cross" else {})
+    ]
+    return HeadsReport(
+        model=backend.info,
+        device=backend.device,
+        dtype=backend.dtype,
+        texts=1,
+        tokens=len(source_tokens) + len(target_tokens),
+        heads=profiles,
+        source="arguments",
+        target=target,
+        decoder_layers=stack_info(backend.info, backend.model.config, "decoder").layers,
+    )
 
 
 def heads_image(backend, image, source: str, selection: Selection) -> HeadsReport:
@@ -62,13 +78,21 @@ def heads_image(backend, image, source: str, selection: Selection) -> HeadsRepor
     check_image_backend(backend)
     layers, heads = selection.resolve(backend.info)
     capture = backend.capture_image(image, layers, source=source)
-    return HeadsReport(model=backend.info, device=capture.device, dtype=capture.dtype, texts=1,
-                       tokens=len(capture.tokens), heads=score_capture(capture, layers, heads, None, IMAGE_UNDEFINED),
-                       source=source, patch_grid=capture.image.to_json())
+    return HeadsReport(
+        model=backend.info,
+        device=capture.device,
+        dtype=capture.dtype,
+        texts=1,
+        tokens=len(capture.tokens),
+        heads=score_capture(capture, layers, heads, None, IMAGE_UNDEFINED),
+        source=source,
+        patch_grid=capture.image.to_json(),
+    )
 
 
-def score_capture(capture: Capture, layers: list[int], heads: list[int], stack: str | None,
-                  not_defined: dict[str, str]) -> list[HeadProfile]:
+def score_capture(
+    capture: Capture, layers: list[int], heads: list[int], stack: str | None, not_defined: dict[str, str]
+) -> list[HeadProfile]:
     """The heads' profiles over one capture; the scores named in not_defined are None whatever they computed to.
     A cross capture (capture.keys set) is scored by cross_scores, a square one by head_scores."""
     from attn_cli.math.head_scores import cross_scores, head_scores, label, token_flags
@@ -79,16 +103,27 @@ def score_capture(capture: Capture, layers: list[int], heads: list[int], stack: 
     profiles = []
     for layer in layers:
         weights, allowed = layer_weights(capture.layers[layer], heads, capture.model)  # (h, T_q, T_k), (T_q, T_k)
-        values, sinks = (head_scores(weights[None], allowed[None], queries) if keys is None
-                         else cross_scores(weights[None], allowed[None], keys))  # (1, h, len(SCORES)), (1, h)
+        values, sinks = (
+            head_scores(weights[None], allowed[None], queries)
+            if keys is None
+            else cross_scores(weights[None], allowed[None], keys)
+        )  # (1, h, len(SCORES)), (1, h)
         for head, row, sink in zip(heads, values[0].tolist(), sinks[0].tolist()):
             means = [None if name in not_defined or value != value else value for name, value in zip(SCORES, row)]
-            profiles.append(HeadProfile(
-                layer=layer, head=head, kv_head=capture.model.kv_head_of(head), scores=dict(zip(SCORES, means)),
-                std={name: None if value is None else 0.0 for name, value in zip(SCORES, means)},
-                scored={name: int(value is not None) for name, value in zip(SCORES, means)},
-                label=label(means), sink_key=None if sink < 0 else SinkKey(sink, key_tokens[sink].text, 1),
-                stack=stack, not_defined={name: why for name, why in not_defined.items()}))
+            profiles.append(
+                HeadProfile(
+                    layer=layer,
+                    head=head,
+                    kv_head=capture.model.kv_head_of(head),
+                    scores=dict(zip(SCORES, means)),
+                    std={name: None if value is None else 0.0 for name, value in zip(SCORES, means)},
+                    scored={name: int(value is not None) for name, value in zip(SCORES, means)},
+                    label=label(means),
+                    sink_key=None if sink < 0 else SinkKey(sink, key_tokens[sink].text, 1),
+                    stack=stack,
+                    not_defined={name: why for name, why in not_defined.items()},
+                )
+            )
     return profiles
 
 

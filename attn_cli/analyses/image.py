@@ -13,8 +13,17 @@ from attn_cli.data.selection import Analysis, Selection
 from attn_cli.plumbing.errors import BadInput
 
 
-def inspect_image(backend, image, source: str, selection: Selection, analysis: Analysis, *,
-                  variant: str = "baseline", lazy: bool = False, progress: Progress | None = None) -> InspectReport:
+def inspect_image(
+    backend,
+    image,
+    source: str,
+    selection: Selection,
+    analysis: Analysis,
+    *,
+    variant: str = "baseline",
+    lazy: bool = False,
+    progress: Progress | None = None,
+) -> InspectReport:
     """One PIL image through the model; every selected head's report, as inspect_texts makes for a text.
 
     variant: a counterfactual recomputed per layer from the captured q and k (shared-k, no-scale,
@@ -30,6 +39,14 @@ def inspect_image(backend, image, source: str, selection: Selection, analysis: A
     capture = backend.capture_image(image, layers, source=source)
     window = selection.window(len(capture.tokens), len(layers) * len(heads), analysis.cell_limit)
     analysed = analyse_capture(capture, layers, heads, chosen, analysis, window, progress)
-    return InspectReport(text=source, model=backend.info, device=capture.device, dtype=capture.dtype,
-                         tokens=capture.tokens, layers=analysed if lazy else list(analysed), window=window,
-                         variant=chosen.name, image=capture.image)
+    return InspectReport(
+        text=source,
+        model=backend.info,
+        device=capture.device,
+        dtype=capture.dtype,
+        tokens=capture.tokens,
+        layers=analysed if lazy else list(analysed),
+        window=window,
+        variant=chosen.name,
+        image=capture.image,
+    )

@@ -18,8 +18,8 @@ short text costs a few tensor operations per layer, not per head.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -44,10 +44,21 @@ def check_texts(texts: Sequence[str]) -> None:
         check_text(text, "the text")
 
 
-def inspect_texts(backend, texts: Sequence[str], selection: Selection, analysis: Analysis, *,
-                  variant: str = "baseline", propagate: bool = False, truncate: bool = False,
-                  padding_side: str | None = None, pre_rope: bool = False, lazy: bool = False,
-                  words: bool = False, progress: Progress | None = None) -> list[InspectReport]:
+def inspect_texts(
+    backend,
+    texts: Sequence[str],
+    selection: Selection,
+    analysis: Analysis,
+    *,
+    variant: str = "baseline",
+    propagate: bool = False,
+    truncate: bool = False,
+    padding_side: str | None = None,
+    pre_rope: bool = False,
+    lazy: bool = False,
+    words: bool = False,
+    progress: Progress | None = None,
+) -> list[InspectReport]:
     """Run the model once on all the texts (padded together); one report per text.
 
     lazy=True leaves each report's layers as an iterator, analysed as it is consumed (the
@@ -68,8 +79,15 @@ def inspect_texts(backend, texts: Sequence[str], selection: Selection, analysis:
         inject, view, keep_inputs = chosen.transform, VARIANTS["baseline"], False
     else:
         inject, view, keep_inputs = None, chosen, chosen.uses_layer_input
-    captures = backend.capture_batch(list(texts), layers, truncate=truncate, inject=inject, keep_inputs=keep_inputs,
-                                     padding_side=padding_side, pre_rope=pre_rope)
+    captures = backend.capture_batch(
+        list(texts),
+        layers,
+        truncate=truncate,
+        inject=inject,
+        keep_inputs=keep_inputs,
+        padding_side=padding_side,
+        pre_rope=pre_rope,
+    )
     reports = []
     for text, capture in zip(texts, captures):
         window = selection.window(len(capture.tokens), len(layers) * len(heads), analysis.cell_limit)
@@ -79,26 +97,35 @@ def inspect_texts(backend, texts: Sequence[str], selection: Selection, analysis:
             merging.check_window(window)
             merged = merging.words_of(capture)
             analysed, window = merging.merge_layers(analysed, merged, analysis.top_k), Window.whole(len(merged))
-        reports.append(InspectReport(
-            text=text,
-            model=backend.info,
-            device=capture.device,
-            dtype=capture.dtype,
-            tokens=capture.tokens,
-            layers=analysed if lazy else list(analysed),
-            window=window,
-            truncated_from=capture.truncated_from,
-            variant=chosen.name,
-            propagate=propagate,
-            padding_side=capture.padding_side,
-            pre_rope=pre_rope,
-            words=merged,
-        ))
+        reports.append(
+            InspectReport(
+                text=text,
+                model=backend.info,
+                device=capture.device,
+                dtype=capture.dtype,
+                tokens=capture.tokens,
+                layers=analysed if lazy else list(analysed),
+                window=window,
+                truncated_from=capture.truncated_from,
+                variant=chosen.name,
+                propagate=propagate,
+                padding_side=capture.padding_side,
+                pre_rope=pre_rope,
+                words=merged,
+            )
+        )
     return reports
 
 
-def analyse_capture(capture: Capture, layers: list[int], heads: list[int], view, analysis: Analysis,
-                    window: Window, progress: Progress | None = None) -> Iterator[LayerReport]:
+def analyse_capture(
+    capture: Capture,
+    layers: list[int],
+    heads: list[int],
+    view,
+    analysis: Analysis,
+    window: Window,
+    progress: Progress | None = None,
+) -> Iterator[LayerReport]:
     """Every selected head of every selected layer, seen through a variant (per-layer mode).
 
     Lazy: each layer is analysed when it is asked for, so a JSON writer can write it and
@@ -112,13 +139,31 @@ def analyse_capture(capture: Capture, layers: list[int], heads: list[int], view,
             progress(done, len(layers))
         seen = apply_variant(capture.layers[layer], view, capture.model.heads)
         kv_heads = [None if view.uses_layer_input else capture.model.kv_head_of(head) for head in heads]
-        yield LayerReport(layer, analyse_heads(seen, heads, kv_heads, token_texts, analysis, window,
-                                               view.scores_formula(seen.scale), cross=capture.keys is not None))
+        yield LayerReport(
+            layer,
+            analyse_heads(
+                seen,
+                heads,
+                kv_heads,
+                token_texts,
+                analysis,
+                window,
+                view.scores_formula(seen.scale),
+                cross=capture.keys is not None,
+            ),
+        )
 
 
-def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | None], token_texts: list[str],
-                  analysis: Analysis, window: Window, formula: str | None = None, cross: bool = False
-                  ) -> list[HeadReport]:
+def analyse_heads(
+    layer: LayerCapture,
+    heads: list[int],
+    kv_heads: list[int | None],
+    token_texts: list[str],
+    analysis: Analysis,
+    window: Window,
+    formula: str | None = None,
+    cross: bool = False,
+) -> list[HeadReport]:
     """Statistics of the heads, and their matrices within `window`, in float32 whatever the model's dtype.
 
     kv_heads[i]: the key/value head query head heads[i] reads; None when the layer has no per-head
@@ -133,12 +178,27 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
     v = _heads_of(layer.v, reads).float() if analysis.vectors or analysis.norms else None  # (h, T, D): outputs, norms
     bias = None if layer.bias is None else layer.bias.float()[heads]  # (h, T_q, T_k): T5's position bias
     dot_form = layer.scorer is None and bias is None  # scores are q·kᵀ·scale and nothing else
-    rows = analyse_rows(q, k, v, layer.mask, layer.scorer_for(heads), top_k=analysis.top_k,
-                        tolerance=analysis.tolerance, window=window, want_output=analysis.vectors,
-                        dot_scale=layer.scale if dot_form else None, cross=cross, bias=bias)
-    named = [("scores", rows.scores), ("weights", rows.weights), ("entropy", rows.entropy),
-             ("self_weight", rows.self_weight), ("norms", _norms(layer, heads, kv_heads, v, rows.weights, window)
-                                                  if analysis.norms else None)]
+    rows = analyse_rows(
+        q,
+        k,
+        v,
+        layer.mask,
+        layer.scorer_for(heads),
+        top_k=analysis.top_k,
+        tolerance=analysis.tolerance,
+        window=window,
+        want_output=analysis.vectors,
+        dot_scale=layer.scale if dot_form else None,
+        cross=cross,
+        bias=bias,
+    )
+    named = [
+        ("scores", rows.scores),
+        ("weights", rows.weights),
+        ("entropy", rows.entropy),
+        ("self_weight", rows.self_weight),
+        ("norms", _norms(layer, heads, kv_heads, v, rows.weights, window) if analysis.norms else None),
+    ]
     if analysis.vectors:
         named += [("q", q), ("k", k), ("v", v), ("output", rows.output)]
     arrays = {name: None if tensor is None else _array(tensor) for name, tensor in named}
@@ -148,22 +208,28 @@ def analyse_heads(layer: LayerCapture, heads: list[int], kv_heads: list[int | No
     reports = []
     for i, (head, kv_head) in enumerate(zip(heads, kv_heads)):
         tensors = {name: arrays[name][i] for name in ("q", "k", "v", "output")} if analysis.vectors else {}
-        reports.append(HeadReport(
-            head=head,
-            kv_head=kv_head,
-            scale=layer.scale,
-            window=window,
-            scores=None if arrays["scores"] is None else arrays["scores"][i],
-            weights=None if arrays["weights"] is None else arrays["weights"][i],
-            norms=None if arrays["norms"] is None else arrays["norms"][i],
-            symmetry=rows.symmetry[i],
-            entropy=arrays["entropy"][i],
-            self_weight=arrays["self_weight"][i],
-            top=TopKeys(top_indices[i], top_weights[i], top_kept[i], token_texts),
-            tensors=tensors,
-            score_stats=score_stats(variances[i], head_dim, layer.scale, rows.score_moments[i], dot_form),
-            formula=f"q·kᵀ·{layer.scale:.4g} + position bias" if bias is not None else formula if dot_form else None,
-        ))
+        reports.append(
+            HeadReport(
+                head=head,
+                kv_head=kv_head,
+                scale=layer.scale,
+                window=window,
+                scores=None if arrays["scores"] is None else arrays["scores"][i],
+                weights=None if arrays["weights"] is None else arrays["weights"][i],
+                norms=None if arrays["norms"] is None else arrays["norms"][i],
+                symmetry=rows.symmetry[i],
+                entropy=arrays["entropy"][i],
+                self_weight=arrays["self_weight"][i],
+                top=TopKeys(top_indices[i], top_weights[i], top_kept[i], token_texts),
+                tensors=tensors,
+                score_stats=score_stats(variances[i], head_dim, layer.scale, rows.score_moments[i], dot_form),
+                formula=f"q·kᵀ·{layer.scale:.4g} + position bias"
+                if bias is not None
+                else formula
+                if dot_form
+                else None,
+            )
+        )
     return reports
 
 
@@ -179,16 +245,19 @@ def _norms(layer: LayerCapture, heads: list[int], kv_heads: list[int | None], v,
     if None in kv_heads:
         raise BadInput("norms need each head's output projection; raw has no per-head projections")
     if layer.w_o is None:
-        raise UnsupportedModel(f"attn cannot find the attention output projection W_O of layer {layer.layer}",
-                               "norms are available for the BERT, GPT-2, Llama, Qwen, Mistral and DistilBERT families")
+        raise UnsupportedModel(
+            f"attn cannot find the attention output projection W_O of layer {layer.layer}",
+            "norms are available for the BERT, GPT-2, Llama, Qwen, Mistral and DistilBERT families",
+        )
     if weights is None:
         return None
     start, stop = window.cols
     return weights * value_norms(v[:, start:stop], layer.w_o, heads)[:, None, :]  # (h, rows, cols)
 
 
-def score_stats(variances: tuple[float, float], head_dim: int, scale: float, moments: tuple[float, float],
-                dot_form: bool) -> ScoreStats:
+def score_stats(
+    variances: tuple[float, float], head_dim: int, scale: float, moments: tuple[float, float], dot_form: bool
+) -> ScoreStats:
     """The head's score moments beside the √d prediction from its own q and k variances (variances)."""
     mean, variance = moments
     q_variance, k_variance = variances
@@ -227,9 +296,19 @@ class HeadRows:
 
 
 def analyse_rows(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask: AttentionMask, score: Callable, *,
-    top_k: int, tolerance: float, window: Window, want_output: bool, dot_scale: float | None,
-    cross: bool = False, bias: torch.Tensor | None = None,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor | None,
+    mask: AttentionMask,
+    score: Callable,
+    *,
+    top_k: int,
+    tolerance: float,
+    window: Window,
+    want_output: bool,
+    dot_scale: float | None,
+    cross: bool = False,
+    bias: torch.Tensor | None = None,
 ) -> HeadRows:
     """q (h, T, D), and each query head's k and v (h, T, D), float32 (v is read only for want_output).
     cross: q (h, T_query, D) and k, v (h, T_key, D) are different tokens; symmetry and self-weight are then
@@ -252,9 +331,13 @@ def analyse_rows(
     # One block of every row and key is the whole S: its symmetry comes from those scores, after the loop. A
     # biased S is no longer a bilinear form of q and k: its symmetry comes from the whole S, recomputed after it.
     whole = not cross and 0 < count <= block and mask.key_span(0, count) == (0, k.shape[1])
-    symmetry = (None if cross or whole or bias is not None
-                else measures.SymmetryAccumulator(q, k, dot_scale, valid) if dot_scale is not None
-                else measures.BlockSymmetry(q, k, score, valid))
+    symmetry = (
+        None
+        if cross or whole or bias is not None
+        else measures.SymmetryAccumulator(q, k, dot_scale, valid)
+        if dot_scale is not None
+        else measures.BlockSymmetry(q, k, score, valid)
+    )
     moments = measures.ScoreMoments(heads)
     kept_scores, kept_weights = [], []
     for start in range(0, count, block):
@@ -277,8 +360,9 @@ def analyse_rows(
             output[:, start:stop] = attention.attend(weights, v[:, first:end])  # (h, c, D)
         if keep and start < window.rows[1] and stop > window.rows[0]:
             rows = slice(max(start, window.rows[0]) - start, min(stop, window.rows[1]) - start)
-            kept_scores.append(_widen(scores[:, rows].masked_fill(~allowed[rows], float("nan")), first, window,
-                                      float("nan")))
+            kept_scores.append(
+                _widen(scores[:, rows].masked_fill(~allowed[rows], float("nan")), first, window, float("nan"))
+            )
             kept_weights.append(_widen(weights[:, rows], first, window, 0.0))
     if cross:  # no token is both a query and a key: no diagonal
         self_weight.fill_(float("nan"))
@@ -286,10 +370,15 @@ def analyse_rows(
         entropy=entropy,
         self_weight=self_weight,
         top=measures.cat_top_keys(top),
-        symmetry=(measures.not_applicable(heads, count, k.shape[1]) if cross
-                  else measures.dense_symmetry(scores, valid, tolerance) if whole  # the one block's scores: all of S
-                  else measures.dense_symmetry(score(q, k) + bias, valid, tolerance) if symmetry is None
-                  else symmetry.result(tolerance)),
+        symmetry=(
+            measures.not_applicable(heads, count, k.shape[1])
+            if cross
+            else measures.dense_symmetry(scores, valid, tolerance)
+            if whole  # the one block's scores: all of S
+            else measures.dense_symmetry(score(q, k) + bias, valid, tolerance)
+            if symmetry is None
+            else symmetry.result(tolerance)
+        ),
         score_moments=moments.mean_variance(),
         scores=_cat_rows(kept_scores) if keep else None,
         weights=_cat_rows(kept_weights) if keep else None,
@@ -310,5 +399,5 @@ def _widen(block: torch.Tensor, first: int, window: Window, fill: float) -> torc
     out = torch.full((*block.shape[:-1], stop - start), fill, dtype=block.dtype, device=block.device)
     lo, hi = max(start, first), min(stop, first + block.shape[-1])
     if lo < hi:
-        out[..., lo - start:hi - start] = block[..., lo - first:hi - first]
+        out[..., lo - start : hi - start] = block[..., lo - first : hi - first]
     return out

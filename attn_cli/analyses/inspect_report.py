@@ -14,18 +14,18 @@ is the same document as a dict.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from attn_cli.math.measures import Symmetry
 from attn_cli.data.capture import ModelInfo, Token
 from attn_cli.data.document import SCHEMA_VERSION, Document, dumps
 from attn_cli.data.image import PatchGrid
-from attn_cli.data.words import Word
-from attn_cli.plumbing.errors import BadInput
 from attn_cli.data.selection import Window
+from attn_cli.data.words import Word
+from attn_cli.math.measures import Symmetry
+from attn_cli.plumbing.errors import BadInput
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class TopKeys(Sequence):
         self.indices, self.weights, self.kept, self.names = indices, weights, kept, names
 
     @classmethod
-    def of(cls, top, names: Sequence[str]) -> "TopKeys":
+    def of(cls, top, names: Sequence[str]) -> TopKeys:
         """From math.measures.TopKeyTensors (T, k) of one head."""
         return cls(*(_numpy(tensor) for tensor in (top.indices, top.weights, top.kept)), names)
 
@@ -75,8 +75,13 @@ class TopKeys(Sequence):
     def __getitem__(self, row):
         if isinstance(row, slice):
             return [self[i] for i in range(*row.indices(len(self)))]
-        return [TopKey(index, self.names[index], weight) for index, weight, ok in
-                zip(self.indices[row].tolist(), self.weights[row].tolist(), self.kept[row].tolist()) if ok]
+        return [
+            TopKey(index, self.names[index], weight)
+            for index, weight, ok in zip(
+                self.indices[row].tolist(), self.weights[row].tolist(), self.kept[row].tolist()
+            )
+            if ok
+        ]
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Sequence) and list(self) == list(other)
@@ -87,9 +92,14 @@ class TopKeys(Sequence):
     def json(self) -> list[list[dict]]:
         """The rows as JSON objects {"index", "token", "weight"}, straight from the arrays."""
         names = self.names
-        return [[{"index": index, "token": names[index], "weight": num_json(weight)}
-                 for index, weight, ok in zip(row_i, row_w, row_ok) if ok]
-                for row_i, row_w, row_ok in zip(self.indices.tolist(), self.weights.tolist(), self.kept.tolist())]
+        return [
+            [
+                {"index": index, "token": names[index], "weight": num_json(weight)}
+                for index, weight, ok in zip(row_i, row_w, row_ok)
+                if ok
+            ]
+            for row_i, row_w, row_ok in zip(self.indices.tolist(), self.weights.tolist(), self.kept.tolist())
+        ]
 
 
 def _numpy(tensor) -> np.ndarray:
@@ -195,8 +205,13 @@ class InspectReport(Document):
 
     def json_header(self) -> dict:
         """Everything of the JSON document but "layers", which comes last."""
-        document = {**run_header(self, "inspect"), "variant": self.variant, "propagate": self.propagate,
-                    "pre_rope": self.pre_rope, "matrices_left_out": self.matrices_left_out}
+        document = {
+            **run_header(self, "inspect"),
+            "variant": self.variant,
+            "propagate": self.propagate,
+            "pre_rope": self.pre_rope,
+            "matrices_left_out": self.matrices_left_out,
+        }
         if self.padding_side is not None:
             document["padding"] = self.padding_side
         if self.image is not None:
@@ -218,8 +233,10 @@ class InspectReport(Document):
         """One row per (layer, head, query, key) of the kept window: text, layer, head, query, query_token,
         key, key_token, weight, score (pre-softmax; null where masked), and norm with norms=True."""
         if self.matrices_left_out:
-            raise BadInput(f"the matrices of this {len(self.tokens)}-token text were not kept (past the cell limit)",
-                           "pass full=True, or rows= and cols= for a window")
+            raise BadInput(
+                f"the matrices of this {len(self.tokens)}-token text were not kept (past the cell limit)",
+                "pass full=True, or rows= and cols= for a window",
+            )
         return cell_table(self.text, self.axis, self.layers)  # under --words the rows and keys are words
 
 
@@ -255,10 +272,19 @@ def cell_table(text: str, tokens: list, layers: Iterable[LayerReport], **labels)
     tokens: what the matrices' rows and keys are (Tokens, or Words under --words); each has a .text."""
     from attn_cli.data.tables import cells
 
-    return cells([token.text for token in tokens], (
-        ({**labels, "text": text, "layer": layer.layer, "head": head.head}, head.window.rows, head.window.cols,
-         {"weight": head.weights, "score": head.scores, "norm": head.norms})
-        for layer in layers for head in layer.heads))
+    return cells(
+        [token.text for token in tokens],
+        (
+            (
+                {**labels, "text": text, "layer": layer.layer, "head": head.head},
+                head.window.rows,
+                head.window.cols,
+                {"weight": head.weights, "score": head.scores, "norm": head.norms},
+            )
+            for layer in layers
+            for head in layer.heads
+        ),
+    )
 
 
 def find_head(layers: Iterable[LayerReport], layer: int, head: int) -> HeadReport:
@@ -267,8 +293,10 @@ def find_head(layers: Iterable[LayerReport], layer: int, head: int) -> HeadRepor
             for record in entry.heads:
                 if record.head == head:
                     return record
-            raise BadInput(f"head {head} of layer {layer} is not in this report",
-                           f"heads here: {', '.join(str(h.head) for h in entry.heads)}")
+            raise BadInput(
+                f"head {head} of layer {layer} is not in this report",
+                f"heads here: {', '.join(str(h.head) for h in entry.heads)}",
+            )
     raise BadInput(f"layer {layer} is not in this report")
 
 
@@ -291,7 +319,7 @@ def run_header(report, command: str) -> dict:
 WORD_MERGE = {
     "to_word": "sum over the word's pieces (key columns)",
     "from_word": "mean over the word's pieces (query rows): rows still sum to 1",
-    "mask": "a word may attend a word when any of its pieces may attend any of the other's (\"allowed\")",
+    "mask": 'a word may attend a word when any of its pieces may attend any of the other\'s ("allowed")',
     "scores": "left out: softmax inputs of pieces do not add up to a word's score",
     "token_level": ["symmetry", "score_stats"],
 }
@@ -299,14 +327,24 @@ WORD_MERGE = {
 
 def words_json(words: list[Word], tokens: list[Token]) -> list[dict]:
     """Which pieces made which word: its token positions and their texts."""
-    return [{"index": word.index, "text": word.text, "special": word.special, "pieces": list(word.pieces),
-             "piece_texts": [tokens[piece].text for piece in word.pieces]} for word in words]
+    return [
+        {
+            "index": word.index,
+            "text": word.text,
+            "special": word.special,
+            "pieces": list(word.pieces),
+            "piece_texts": [tokens[piece].text for piece in word.pieces],
+        }
+        for word in words
+    ]
 
 
 def rounded(record: dict) -> dict:
     """Round the floats of a flat-or-nested dict of numbers (Change → {"baseline", "variant"})."""
-    return {key: rounded(value) if isinstance(value, dict) else num_json(value) if isinstance(value, float) else value
-            for key, value in record.items()}
+    return {
+        key: rounded(value) if isinstance(value, dict) else num_json(value) if isinstance(value, float) else value
+        for key, value in record.items()
+    }
 
 
 def head_matrices(head: HeadReport) -> list[tuple[str, np.ndarray]]:
@@ -328,8 +366,10 @@ def head_json(head: HeadReport, matrices: bool = True) -> dict:
     if head.symmetry.reason is not None:  # a cross-attention head: why there is none (the numbers are null)
         record["symmetry"]["not_applicable"] = head.symmetry.reason
     if head.score_stats is not None:
-        record["score_stats"] = {key: num_json(value) if isinstance(value, float) else value
-                                 for key, value in asdict(head.score_stats).items()}
+        record["score_stats"] = {
+            key: num_json(value) if isinstance(value, float) else value
+            for key, value in asdict(head.score_stats).items()
+        }
     record["entropy"] = vector_json(head.entropy)
     record["self_weight"] = vector_json(head.self_weight)
     record["top"] = top_json(head.top)
@@ -362,10 +402,14 @@ def layer_text(layer: LayerReport) -> str:
 
 def matrix_text(rows: np.ndarray) -> str:
     """A matrix as JSON text: 7 significant digits like num_json, null for masked or non-finite."""
-    return "[" + ", ".join(
-        "[" + ", ".join(f"{v:.7g}" if math.isfinite(v) else "null" for v in row) + "]"
-        for row in np.asarray(rows, dtype=np.float64).tolist()
-    ) + "]"
+    return (
+        "["
+        + ", ".join(
+            "[" + ", ".join(f"{v:.7g}" if math.isfinite(v) else "null" for v in row) + "]"
+            for row in np.asarray(rows, dtype=np.float64).tolist()
+        )
+        + "]"
+    )
 
 
 def _object_chunks(header: dict, key: str, items: Iterable[Iterable[str]]) -> Iterator[str]:

@@ -25,7 +25,8 @@ are read by Ray Data (`url_texts`), in order.
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from attn_cli.analyses import fold as folding
 from attn_cli.math import partials
@@ -54,8 +55,11 @@ def check_engine(engine: str, address: str | None, workers: int | None, gpus_per
     if engine not in ("local", "ray"):
         raise BadInput(f"engine: unknown engine {engine!r}", "engines: local, ray")
     if engine == "local":
-        given = [name for name, value in (("--address", address), ("--workers", workers),
-                                          ("--gpus-per-worker", gpus_per_worker)) if value]
+        given = [
+            name
+            for name, value in (("--address", address), ("--workers", workers), ("--gpus-per-worker", gpus_per_worker))
+            if value
+        ]
         if given:
             raise BadInput(f"{', '.join(given)} go with --engine ray (engine='ray')")
         return False
@@ -67,8 +71,14 @@ def check_engine(engine: str, address: str | None, workers: int | None, gpus_per
     return True
 
 
-def engine_for(loaded_as: dict | None, name: str, address: str | None, workers: int | None,
-               gpus_per_worker: float, keep_workers: bool = False) -> Callable | None:
+def engine_for(
+    loaded_as: dict | None,
+    name: str,
+    address: str | None,
+    workers: int | None,
+    gpus_per_worker: float,
+    keep_workers: bool = False,
+) -> Callable | None:
     """model.heads' engine: None for name "local", else engine() for the model loaded_as (Ray checked first).
     keep_workers is the API's alone (no CLI flag), so it is checked here, not among check_engine's flags."""
     if not check_engine(name, address, workers, gpus_per_worker):
@@ -109,8 +119,9 @@ class Scorer:
         from attn_cli.backends.registry import load_backend
 
         torch.set_num_threads(threads)  # Ray's share of CPUs for this actor: workers on one node do not fight
-        self.backend = load_backend(loaded_as["model"], device=loaded_as["device"], dtype=loaded_as["dtype"],
-                                    **loaded_as["options"])
+        self.backend = load_backend(
+            loaded_as["model"], device=loaded_as["device"], dtype=loaded_as["dtype"], **loaded_as["options"]
+        )
 
     def pid(self) -> int:
         return os.getpid()
@@ -119,7 +130,10 @@ class Scorer:
         from attn_cli.analyses.heads import score_texts
 
         pending, rows = [partials.Partial(job.shape, job.top, job.samples)], []
-        score = lambda texts: score_texts(self.backend, texts, job.layers, job.heads, job.truncate, job.needle)
+
+        def score(texts):
+            return score_texts(self.backend, texts, job.layers, job.heads, job.truncate, job.needle)
+
         folding.score_batches(score, batches, pending, rows, per_text=job.per_text, examples=job.examples)
         return partials.merge_all(pending, job.shape, job.top, job.samples), rows
 
@@ -133,11 +147,12 @@ class Workers:
         if workers is None:
             workers = max(1, int(resources.get("GPU", 0) // gpus)) if gpus else 1
         if gpus and resources.get("GPU", 0) < gpus:
-            raise BadInput(f"--gpus-per-worker {gpus:g}: the Ray cluster has {resources.get('GPU', 0):g} GPUs",
-                           "join a cluster with GPUs (--address) or leave --gpus-per-worker out")
+            raise BadInput(
+                f"--gpus-per-worker {gpus:g}: the Ray cluster has {resources.get('GPU', 0):g} GPUs",
+                "join a cluster with GPUs (--address) or leave --gpus-per-worker out",
+            )
         cpus = max(1, int(resources.get("CPU", 1) // workers))  # torch threads as many: workers do not fight
-        remote = ray.remote(Scorer).options(num_cpus=cpus, num_gpus=gpus or 0, max_restarts=-1,
-                                            max_task_retries=-1)
+        remote = ray.remote(Scorer).options(num_cpus=cpus, num_gpus=gpus or 0, max_restarts=-1, max_task_retries=-1)
         self.ray, self.started, self.asked = ray, started, None  # asked: _start's arguments
         self.job = ray.get_runtime_context().get_job_id()  # this process's stay on the cluster: live()
         self.actors = [remote.remote(loaded_as, cpus) for _ in range(workers)]
@@ -159,8 +174,9 @@ class Workers:
             self.ray.shutdown()
 
 
-def prestart(loaded_as: dict, *, address: str | None = None, workers: int | None = None,
-             gpus_per_worker: float = 0.0) -> None:
+def prestart(
+    loaded_as: dict, *, address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0
+) -> None:
     """Join (or start) the cluster and start the workers now, before this process loads its own model:
     their start (a Python process, torch, the model) overlaps the driver's. The next engine() run with the
     same arguments takes them (`attn heads --engine ray`)."""
@@ -175,16 +191,23 @@ def drop_waiting() -> None:
             team.stop()
 
 
-def engine(loaded_as: dict, *, address: str | None = None, workers: int | None = None,
-           gpus_per_worker: float = 0.0, keep: bool = False) -> Callable:
+def engine(
+    loaded_as: dict,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    gpus_per_worker: float = 0.0,
+    keep: bool = False,
+) -> Callable:
     """engine(layers, heads, truncate, needle) -> a fold with analyses/fold.fold's signature, run on Ray. keep: the
     workers stay alive after a run that was not interrupted, waiting for the next run with the same arguments
     (a run without keep takes them and stops them after; so do the process's end and ray.shutdown())."""
     require_ray()
 
     def make(layers: list[int], heads: list[int], truncate: bool, needle: bool) -> Callable:
-        def fold_on_ray(score, texts: Iterable[str], shape, *, top: int, samples: int, per_text: bool = False,
-                        **options) -> folding.Folded:
+        def fold_on_ray(
+            score, texts: Iterable[str], shape, *, top: int, samples: int, per_text: bool = False, **options
+        ) -> folding.Folded:
             team, folded = _workers(loaded_as, address, workers, gpus_per_worker), None
             try:
                 job = Job(layers, heads, truncate, needle, shape, top, samples, per_text)
@@ -239,8 +262,9 @@ def connect(address: str | None) -> bool:
     return address is None
 
 
-def _fold(texts, job: Job, team: Workers, *, batch_size: int, part_texts: int, progress=None, total=None,
-          keeper=None) -> folding.Folded:
+def _fold(
+    texts, job: Job, team: Workers, *, batch_size: int, part_texts: int, progress=None, total=None, keeper=None
+) -> folding.Folded:
     ray = require_ray()
     job = job._replace(examples=keeper is not None)  # the local fold's rule: no store, no example lists
     shape, top, samples = job.shape, job.top, job.samples
@@ -288,7 +312,7 @@ def _fold(texts, job: Job, team: Workers, *, batch_size: int, part_texts: int, p
                     progress(done, total)
                 continue
             batches = list(folding._part_batches(part, batch_size))
-            chunks = [batches[at:at + CHUNK_BATCHES] for at in range(0, len(batches), CHUNK_BATCHES)]
+            chunks = [batches[at : at + CHUNK_BATCHES] for at in range(0, len(batches), CHUNK_BATCHES)]
             open_parts[index] = {"digest": digest, "left": len(chunks), "partials": [], "rows": []}
             for chunk in chunks:
                 while len(in_flight) >= window:
@@ -304,8 +328,9 @@ def _fold(texts, job: Job, team: Workers, *, batch_size: int, part_texts: int, p
         if isinstance(interrupt, interrupts.Terminated):
             raise
         # the report covers the texts done: complete parts and the chunks back from unfinished ones
-        merged = partials.merge_all([merged, *(p for state in open_parts.values() for p in state["partials"])],
-                                    shape, top, samples)
+        merged = partials.merge_all(
+            [merged, *(p for state in open_parts.values() for p in state["partials"])], shape, top, samples
+        )
         if merged.texts == 0:
             raise
         return folding.Folded(merged, parts, True)
@@ -348,7 +373,7 @@ def url_texts(url: str, column: str = "text") -> Iterable[str]:
 
 
 def url_format(url: str) -> str:
-    """"parquet" (a .parquet file, or a folder: of Parquet files), "jsonl" or "lines", by the URL's suffix."""
+    """ "parquet" (a .parquet file, or a folder: of Parquet files), "jsonl" or "lines", by the URL's suffix."""
     name = url.lower().rstrip("/").rsplit("/", 1)[-1]
     if name.endswith((".parquet", ".pq")) or "." not in name:
         return "parquet"

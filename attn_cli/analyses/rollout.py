@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from attn_cli.analyses.inspect import inspect_texts
-from attn_cli.data.document import SCHEMA_VERSION, Document
-from attn_cli.plumbing.errors import BadInput
 from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
+from attn_cli.data.document import SCHEMA_VERSION, Document
 from attn_cli.data.selection import Analysis, Selection
+from attn_cli.plumbing.errors import BadInput
 
 
 @dataclass
@@ -44,7 +44,9 @@ class RolloutReport(Document):
             "layers": self.layers,
             "head_fusion": self.head_fusion,
             "rollout": matrix_json(self.matrix),
-            "top": [[{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row] for row in self.top],
+            "top": [
+                [{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row] for row in self.top
+            ],
         }
         if self.truncated_from is not None:
             document["truncated_from"] = self.truncated_from
@@ -57,8 +59,9 @@ class RolloutReport(Document):
         from attn_cli.data.tables import cells
 
         whole = (0, len(self.tokens))
-        return cells([token.text for token in self.tokens], [({"text": self.text}, whole, whole,
-                                                              {"rollout": self.matrix})])
+        return cells(
+            [token.text for token in self.tokens], [({"text": self.text}, whole, whole, {"rollout": self.matrix})]
+        )
 
 
 def consecutive_layers(info, layers, command: str) -> list[int]:
@@ -69,8 +72,15 @@ def consecutive_layers(info, layers, command: str) -> list[int]:
     return chosen
 
 
-def roll_out(backend, text: str | None, layers="all", head_fusion: str = "mean", top_k: int = 3,
-             truncate: bool = False, image: tuple | None = None) -> RolloutReport:
+def roll_out(
+    backend,
+    text: str | None,
+    layers="all",
+    head_fusion: str = "mean",
+    top_k: int = 3,
+    truncate: bool = False,
+    image: tuple | None = None,
+) -> RolloutReport:
     """Every head's weights of the selected layers (whole matrices), fused per layer, rolled out.
     image: (PIL image, its source) for a vision transformer instead of text (analyses/image.py). On an
     encoder–decoder model, its encoder's layers: cross-attention maps target tokens to source tokens, so layers
@@ -97,9 +107,19 @@ def roll_out(backend, text: str | None, layers="all", head_fusion: str = "mean",
     allowed = torch.ones_like(matrix, dtype=torch.bool)
     texts = [token.text for token in report.tokens]
     top = [[TopKey(index, texts[index], weight) for index, weight in row] for row in top_keys(matrix, allowed, top_k)]
-    return RolloutReport(text if image is None else report.text, report.model, report.device, report.dtype,
-                         report.tokens, chosen, head_fusion, matrix.numpy(), top, report.truncated_from,
-                         getattr(report, "image", None))
+    return RolloutReport(
+        text if image is None else report.text,
+        report.model,
+        report.device,
+        report.dtype,
+        report.tokens,
+        chosen,
+        head_fusion,
+        matrix.numpy(),
+        top,
+        report.truncated_from,
+        getattr(report, "image", None),
+    )
 
 
 def fused_layers(report, head_fusion: str = "mean") -> list:
@@ -108,5 +128,7 @@ def fused_layers(report, head_fusion: str = "mean") -> list:
 
     from attn_cli.math.measures import fuse_heads
 
-    return [fuse_heads(torch.from_numpy(np.stack([head.weights for head in layer.heads])), head_fusion)
-            for layer in report.layers]
+    return [
+        fuse_heads(torch.from_numpy(np.stack([head.weights for head in layer.heads])), head_fusion)
+        for layer in report.layers
+    ]

@@ -5,20 +5,28 @@ source), and one document (PairReport) holding them in the model's order.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Iterator, Sequence
 
 from attn_cli.analyses.inspect import Progress, analyse_capture, check_texts
-from attn_cli.analyses.inspect_report import (InspectReport, LayerReport, _object_chunks, layer_json, layer_text,
-                                              run_header)
+from attn_cli.analyses.inspect_report import (
+    InspectReport,
+    LayerReport,
+    _object_chunks,
+    layer_json,
+    layer_text,
+    run_header,
+)
 from attn_cli.data.capture import Token
 from attn_cli.data.document import Document, dumps
 from attn_cli.data.selection import Analysis, Selection
 from attn_cli.plumbing.errors import BadInput
 
 # How the decoder was run, said in the document: what its rows (and the cross-attention's) are
-TEACHER_FORCED = ("the decoder's inputs are its start token, then the target's tokens but the last: "
-                  "row i is the position that predicts target token i")
+TEACHER_FORCED = (
+    "the decoder's inputs are its start token, then the target's tokens but the last: "
+    "row i is the position that predicts target token i"
+)
 
 
 @dataclass
@@ -54,20 +62,33 @@ class PairReport(Document):
         return any(report.matrices_left_out for report in self.stacks)
 
     def json_header(self) -> dict:
-        return {**run_header(self, "inspect"), "target": self.target,
-                "target_tokens": [asdict(token) for token in self.target_tokens], "teacher_forcing": TEACHER_FORCED,
-                "variant": "baseline", "matrices_left_out": self.matrices_left_out}
+        return {
+            **run_header(self, "inspect"),
+            "target": self.target,
+            "target_tokens": [asdict(token) for token in self.target_tokens],
+            "teacher_forcing": TEACHER_FORCED,
+            "variant": "baseline",
+            "matrices_left_out": self.matrices_left_out,
+        }
 
     def json_chunks(self) -> Iterator[str]:
-        return _object_chunks(self.json_header(), "layers",
-                              (iter([_with_tokens(layer_text(layer), report)]) for report in self.stacks
-                               for layer in report.layers))
+        return _object_chunks(
+            self.json_header(),
+            "layers",
+            (iter([_with_tokens(layer_text(layer), report)]) for report in self.stacks for layer in report.layers),
+        )
 
     def to_json_dict(self) -> dict:
         import json
 
-        return {**self.json_header(), "layers": [json.loads(_with_tokens(dumps(layer_json(layer)), report))
-                                                 for report in self.stacks for layer in report.layers]}
+        return {
+            **self.json_header(),
+            "layers": [
+                json.loads(_with_tokens(dumps(layer_json(layer)), report))
+                for report in self.stacks
+                for layer in report.layers
+            ],
+        }
 
 
 def _with_tokens(text: str, report: InspectReport) -> str:
@@ -87,17 +108,26 @@ def capture_stacks(backend, source: str, target: str | None, selection: Selectio
 
     check_texts([source] if target is None else [source, target])
     if not getattr(backend, "seq2seq", False):
-        raise BadInput(f"--target is for encoder–decoder models; {backend.info.name} has one stack of attention",
-                       "drop --target")
+        raise BadInput(
+            f"--target is for encoder–decoder models; {backend.info.name} has one stack of attention", "drop --target"
+        )
     config = backend.model.config
     chosen = {stack: selection.resolve(stack_info(backend.info, config, stack)) for stack in stacks}
     source_tokens, target_tokens, captures = backend.capture_pair(
-        source, target, {stack: layers for stack, (layers, _) in chosen.items()})
+        source, target, {stack: layers for stack, (layers, _) in chosen.items()}
+    )
     return chosen, source_tokens, target_tokens, captures
 
 
-def inspect_pair(backend, source: str, target: str | None, selection: Selection, analysis: Analysis,
-                 stacks: Sequence[str], progress: Progress | None = None) -> PairReport:
+def inspect_pair(
+    backend,
+    source: str,
+    target: str | None,
+    selection: Selection,
+    analysis: Analysis,
+    stacks: Sequence[str],
+    progress: Progress | None = None,
+) -> PairReport:
     """Run the model once teacher-forced on target; one InspectReport per stack, in `stacks`' order."""
     from attn_cli.analyses.variants import VARIANTS
 
@@ -109,11 +139,22 @@ def inspect_pair(backend, source: str, target: str | None, selection: Selection,
         capture = captures[stack]
         keys = None if capture.keys is None else len(capture.keys)
         window = selection.window(len(capture.tokens), len(layers) * len(heads), analysis.cell_limit, keys)
-        analysed = [LayerReport(layer.layer, layer.heads, stack)
-                    for layer in analyse_capture(capture, layers, heads, VARIANTS["baseline"], analysis, window,
-                                                 progress)]
-        reports.append(InspectReport(text=source if stack == "encoder" else target, model=capture.model,
-                                     device=capture.device, dtype=capture.dtype, tokens=capture.tokens,
-                                     layers=analysed, window=window, keys=capture.keys))
-    return PairReport(text=source, target=target or "", tokens=source_tokens, target_tokens=target_tokens,
-                      stacks=reports)
+        analysed = [
+            LayerReport(layer.layer, layer.heads, stack)
+            for layer in analyse_capture(capture, layers, heads, VARIANTS["baseline"], analysis, window, progress)
+        ]
+        reports.append(
+            InspectReport(
+                text=source if stack == "encoder" else target,
+                model=capture.model,
+                device=capture.device,
+                dtype=capture.dtype,
+                tokens=capture.tokens,
+                layers=analysed,
+                window=window,
+                keys=capture.keys,
+            )
+        )
+    return PairReport(
+        text=source, target=target or "", tokens=source_tokens, target_tokens=target_tokens, stacks=reports
+    )

@@ -37,25 +37,57 @@ class PairGenerateReport(Document):
     def to_json_dict(self) -> dict:
         decoder = self.decoder
         targets = [{**asdict(token), "generated": token.index >= decoder.prompt_tokens} for token in decoder.tokens]
-        generated = targets[decoder.prompt_tokens - 1:-1]  # the queries: each step's input token
+        generated = targets[decoder.prompt_tokens - 1 : -1]  # the queries: each step's input token
 
         def layer(entry: GeneratedLayer, stack: str, keys: list) -> dict:
-            return {"layer": entry.layer, "stack": stack, "queries": generated, "keys": keys, "heads": [
-                {"head": head.head, "kv_head": head.kv_head, "weights": matrix_json(head.weights),
-                 "top": [[{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row]
-                         for row in head.top]} for head in entry.heads]}
+            return {
+                "layer": entry.layer,
+                "stack": stack,
+                "queries": generated,
+                "keys": keys,
+                "heads": [
+                    {
+                        "head": head.head,
+                        "kv_head": head.kv_head,
+                        "weights": matrix_json(head.weights),
+                        "top": [
+                            [{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row]
+                            for row in head.top
+                        ],
+                    }
+                    for head in entry.heads
+                ],
+            }
 
-        return {"schema_version": SCHEMA_VERSION, "command": "generate", "prompt": self.prompt, "text": self.text,
-                "model": asdict(self.model), "device": decoder.device, "dtype": decoder.dtype,
-                "sample": decoder.sample, "stop": decoder.stop, "tokens": [asdict(token) for token in self.tokens],
-                "target_tokens": targets,
-                "rows": "row i: the step that produced generated token i (its query: the decoder's input token i)",
-                "layers": [layer(entry, "decoder", targets) for entry in decoder.layers]
-                + [layer(entry, "cross", [asdict(token) for token in self.tokens]) for entry in self.cross]}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "command": "generate",
+            "prompt": self.prompt,
+            "text": self.text,
+            "model": asdict(self.model),
+            "device": decoder.device,
+            "dtype": decoder.dtype,
+            "sample": decoder.sample,
+            "stop": decoder.stop,
+            "tokens": [asdict(token) for token in self.tokens],
+            "target_tokens": targets,
+            "rows": "row i: the step that produced generated token i (its query: the decoder's input token i)",
+            "layers": [layer(entry, "decoder", targets) for entry in decoder.layers]
+            + [layer(entry, "cross", [asdict(token) for token in self.tokens]) for entry in self.cross],
+        }
 
 
-def generate_pair(backend, source: str, selection: Selection, *, max_new_tokens: int, sample: bool,
-                  temperature: float, seed: int | None, top_k: int) -> PairGenerateReport:
+def generate_pair(
+    backend,
+    source: str,
+    selection: Selection,
+    *,
+    max_new_tokens: int,
+    sample: bool,
+    temperature: float,
+    seed: int | None,
+    top_k: int,
+) -> PairGenerateReport:
     import torch
 
     from attn_cli.backends.hf_seq2seq import capture_pair_generation, stack_info
@@ -79,28 +111,55 @@ def generate_pair(backend, source: str, selection: Selection, *, max_new_tokens:
         rows[(stack, record.layer)].append(weights[:, 0].cpu())
 
     source_tokens, ids, stop = capture_pair_generation(
-        backend, source, {"decoder": layers, "cross": layers}, keep_row, max_new_tokens=max_new_tokens,
-        sample=sample, temperature=temperature, seed=seed)
+        backend,
+        source,
+        {"decoder": layers, "cross": layers},
+        keep_row,
+        max_new_tokens=max_new_tokens,
+        sample=sample,
+        temperature=temperature,
+        seed=seed,
+    )
     tokenizer = backend.tokenizer
     special = set(tokenizer.all_special_ids)
-    targets = [Token(i, name, token_id, token_id in special)
-               for i, (name, token_id) in enumerate(zip(tokenizer.convert_ids_to_tokens(ids), ids))]
+    targets = [
+        Token(i, name, token_id, token_id in special)
+        for i, (name, token_id) in enumerate(zip(tokenizer.convert_ids_to_tokens(ids), ids))
+    ]
     count = len(ids) - 1  # generated tokens: one row each
 
     def layer_of(stack: str, layer: int, keys: list[Token]) -> GeneratedLayer:
         matrix = torch.full((len(heads), count, len(keys)), float("nan"))  # (h, N, K)
         for i, row in enumerate(rows[(stack, layer)][:count]):
-            matrix[:, i, :row.shape[-1]] = row
+            matrix[:, i, : row.shape[-1]] = row
         allowed = ~matrix.isnan()
         top = top_keys(matrix.nan_to_num(0.0), allowed, top_k)
         names = [token.text for token in keys]
-        return GeneratedLayer(layer, [
-            GeneratedHead(head, info.kv_head_of(head), matrix[i].numpy(),
-                          [[TopKey(j, names[j], w) for j, w in row] for row in top[i]])
-            for i, head in enumerate(heads)])
+        return GeneratedLayer(
+            layer,
+            [
+                GeneratedHead(
+                    head,
+                    info.kv_head_of(head),
+                    matrix[i].numpy(),
+                    [[TopKey(j, names[j], w) for j, w in row] for row in top[i]],
+                )
+                for i, head in enumerate(heads)
+            ],
+        )
 
-    decoder = GenerateReport(source, tokenizer.decode(ids[1:], skip_special_tokens=False), info, backend.device,
-                             backend.dtype, targets, 1, [layer_of("decoder", layer, targets) for layer in layers],
-                             stop, sample)
-    return PairGenerateReport(source, source_tokens, decoder, [layer_of("cross", layer, source_tokens)
-                                                               for layer in layers])
+    decoder = GenerateReport(
+        source,
+        tokenizer.decode(ids[1:], skip_special_tokens=False),
+        info,
+        backend.device,
+        backend.dtype,
+        targets,
+        1,
+        [layer_of("decoder", layer, targets) for layer in layers],
+        stop,
+        sample,
+    )
+    return PairGenerateReport(
+        source, source_tokens, decoder, [layer_of("cross", layer, source_tokens) for layer in layers]
+    )

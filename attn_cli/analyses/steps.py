@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from attn_cli.analyses.inspect import check_texts
-from attn_cli.plumbing.errors import BadInput
-from attn_cli.data.document import SCHEMA_VERSION, Document
 from attn_cli.analyses.inspect_report import matrix_json
+from attn_cli.data.document import SCHEMA_VERSION, Document
 from attn_cli.data.selection import parse_selection
+from attn_cli.plumbing.errors import BadInput
 
 
 @dataclass
@@ -49,9 +49,16 @@ class StepsReport(Document):
             "tokens": [asdict(token) for token in self.tokens],
             "layer": self.layer,
             "head": self.head,
-            "stages": [{"name": stage.name, "note": stage.note, "kind": stage.kind,
-                        "shape": list(stage.values.shape),
-                        "values": matrix_json(stage.values)} for stage in self.stages],
+            "stages": [
+                {
+                    "name": stage.name,
+                    "note": stage.note,
+                    "kind": stage.kind,
+                    "shape": list(stage.values.shape),
+                    "values": matrix_json(stage.values),
+                }
+                for stage in self.stages
+            ],
             "missing": self.missing,
         }
 
@@ -71,47 +78,62 @@ def walk_head(backend, text: str, layer: int | str = 0, head: int | str = 0) -> 
     allowed = record.mask.full()  # (T, T): steps is for short sentences
     stages = []
     if record.inputs is not None:
-        stages.append(Stage("X", "one row per token: the vectors attention starts from", _rows(record.inputs),
-                            "tokens×dims"))
+        stages.append(
+            Stage("X", "one row per token: the vectors attention starts from", _rows(record.inputs), "tokens×dims")
+        )
     own_weights = record.projected is not None  # the backend computes the layer itself (the toy)
     names = ("Q = X·W_Q", "K = X·W_K", "V = X·W_V") if own_weights else ("Q", "K", "V")
-    notes = ("the queries: what each token looks for", "the keys: what each token offers to be found by",
-             "the values: what each token hands over")
+    notes = (
+        "the queries: what each token looks for",
+        "the keys: what each token offers to be found by",
+        "the values: what each token hands over",
+    )
     stages += [Stage(name, note, _rows(matrix), "tokens×dims") for name, note, matrix in zip(names, notes, (q, k, v))]
     score = record.scorer_for([head])
     if record.scorer is None:
         raw = q @ k.T  # (T, T)
         stages.append(Stage("Q·Kᵀ", "every query against every key: dot products", _rows(raw), "tokens×tokens"))
         scores = score(q[None], k[None])[0]
-        stages.append(Stage(f"× {record.scale:.4g}", "scaled (1/√d for scaled dot product) so the softmax does not "
-                            "saturate", _rows(scores), "tokens×tokens"))
+        stages.append(
+            Stage(
+                f"× {record.scale:.4g}",
+                "scaled (1/√d for scaled dot product) so the softmax does not saturate",
+                _rows(scores),
+                "tokens×tokens",
+            )
+        )
     else:
         scores = score(q[None], k[None])[0]
         stages.append(Stage("score(Q, K)", "the model's own scoring function", _rows(scores), "tokens×tokens"))
     masked = scores.masked_fill(~allowed, float("nan"))
-    stages.append(Stage("mask", "positions that may not be attended are removed (blank)", _rows(masked),
-                        "tokens×tokens"))
+    stages.append(
+        Stage("mask", "positions that may not be attended are removed (blank)", _rows(masked), "tokens×tokens")
+    )
     weights = attention.masked_softmax(scores, allowed)
     stages.append(Stage("softmax", "each row becomes weights that sum to 1", _rows(weights), "tokens×tokens"))
     output = attention.attend(weights, v)
-    stages.append(Stage("·V", "each token's weighted mix of the values: this head's output", _rows(output),
-                        "tokens×dims"))
+    stages.append(
+        Stage("·V", "each token's weighted mix of the values: this head's output", _rows(output), "tokens×dims")
+    )
     missing = []
     if own_weights:  # the layer's own concat and W_O, from the same forward pass
-        stages.append(Stage("concat heads", f"the {info.heads} heads' outputs side by side", _rows(record.concat),
-                            "tokens×dims"))
-        stages.append(Stage("·W_O", "the output projection mixes the heads", _rows(record.projected),
-                            "tokens×dims"))
+        stages.append(
+            Stage("concat heads", f"the {info.heads} heads' outputs side by side", _rows(record.concat), "tokens×dims")
+        )
+        stages.append(Stage("·W_O", "the output projection mixes the heads", _rows(record.projected), "tokens×dims"))
     else:
         missing = ["X·W_Q (the projection weights)", "concat heads", "·W_O"]
-    return StepsReport(text, info, capture.tokens, layer, head, stages, missing, capture.device,
-                       capture.dtype, capture.truncated_from)
+    return StepsReport(
+        text, info, capture.tokens, layer, head, stages, missing, capture.device, capture.dtype, capture.truncated_from
+    )
 
 
 def _one(spec, count: int, what: str) -> int:
     chosen = parse_selection(spec, count, what)
     if len(chosen) != 1:
-        raise BadInput(f"attn steps walks one {what}; --{what} {spec} names {len(chosen)}", f"pick one of 0-{count - 1}")
+        raise BadInput(
+            f"attn steps walks one {what}; --{what} {spec} names {len(chosen)}", f"pick one of 0-{count - 1}"
+        )
     return chosen[0]
 
 

@@ -36,9 +36,15 @@ class Distribution:
     hist: tuple[int, ...]  # schema.BINS counts of texts over [0, 1], equal width
 
     def to_json_dict(self) -> dict:
-        return {"count": self.count, "mean": _num(self.mean), "std": _num(self.std), "min": _num(self.min),
-                "max": _num(self.max), **{name: _num(value) for name, value in self.quantiles.items()},
-                "hist": list(self.hist)}
+        return {
+            "count": self.count,
+            "mean": _num(self.mean),
+            "std": _num(self.std),
+            "min": _num(self.min),
+            "max": _num(self.max),
+            **{name: _num(value) for name, value in self.quantiles.items()},
+            "hist": list(self.hist),
+        }
 
 
 @dataclass(frozen=True)
@@ -66,9 +72,17 @@ class Example:
         return dict(zip(self.keys, self.weights)).get(position)
 
     def to_json_dict(self) -> dict:
-        document = {"text_id": self.text_id, "value": _num(self.value), "rank": self.rank, "length": self.length,
-                    "window_start": self.window_start, "tokens": list(self.tokens), "query": self.query,
-                    "keys": list(self.keys), "weights": [_num(weight) for weight in self.weights]}
+        document = {
+            "text_id": self.text_id,
+            "value": _num(self.value),
+            "rank": self.rank,
+            "length": self.length,
+            "window_start": self.window_start,
+            "tokens": list(self.tokens),
+            "query": self.query,
+            "keys": list(self.keys),
+            "weights": [_num(weight) for weight in self.weights],
+        }
         if self.decile is not None:
             document["decile"] = self.decile
         return document
@@ -112,8 +126,12 @@ class StoreReport(HeadsReport):
         """The head's examples, read from examples.parquet the first time they are asked for."""
         self.head(layer, head)
         if (layer, head) not in self._examples:
-            table = _read(Path(self.path), schema.EXAMPLES, schema.EXAMPLES_SCHEMA,
-                          filters=[("layer", "==", layer), ("head", "==", head)])
+            table = _read(
+                Path(self.path),
+                schema.EXAMPLES,
+                schema.EXAMPLES_SCHEMA,
+                filters=[("layer", "==", layer), ("head", "==", head)],
+            )
             self._examples[layer, head] = group_examples(table.to_pylist())[layer, head]
         return self._examples[layer, head]
 
@@ -123,8 +141,9 @@ class StoreReport(HeadsReport):
         import pyarrow.compute as pc
 
         table = _read(Path(self.path), schema.EXAMPLES, schema.EXAMPLES_SCHEMA)
-        kept = pc.if_else(pc.equal(table["kind"], "decile"), pc.less(table["rank"], per_decile),
-                          pc.less(table["rank"], top))
+        kept = pc.if_else(
+            pc.equal(table["kind"], "decile"), pc.less(table["rank"], per_decile), pc.less(table["rank"], top)
+        )
         grouped = group_examples(table.filter(kept).to_pylist())
         return {(p.layer, p.head): grouped.get((p.layer, p.head), HeadExamples()) for p in self.heads}
 
@@ -133,8 +152,10 @@ class StoreReport(HeadsReport):
         stores only). columns: the ones to read (all by default). .to_pandas() or polars.from_arrow() it."""
         wanted = schema.texts_schema(self.scores_named)
         if not (Path(self.path) / schema.TEXTS).exists():
-            raise BadInput(f"{self.path} has no per-text scores ({schema.TEXTS})",
-                           "write the store with attn heads --file CORPUS --store DIR --per-text")
+            raise BadInput(
+                f"{self.path} has no per-text scores ({schema.TEXTS})",
+                "write the store with attn heads --file CORPUS --store DIR --per-text",
+            )
         if columns is not None:
             unknown = [name for name in columns if name not in wanted.names]
             if unknown:
@@ -153,10 +174,12 @@ class StoreReport(HeadsReport):
     def incomplete_note(self) -> str | None:
         if self.complete:
             return None
-        return (f"note: {self.path} is incomplete: it covers {self.texts:,} texts ({self.parts} parts); "
-                f"attn heads --file {self.source} --store {self.path} --resume completes it")
+        return (
+            f"note: {self.path} is incomplete: it covers {self.texts:,} texts ({self.parts} parts); "
+            f"attn heads --file {self.source} --store {self.path} --resume completes it"
+        )
 
-    def dashboard(self, layer: int, head: int, score: str | None = None, top: int = 5) -> "HeadDashboard":
+    def dashboard(self, layer: int, head: int, score: str | None = None, top: int = 5) -> HeadDashboard:
         score = self.check_score(score) if score is not None else self.default_score(layer, head)
         return HeadDashboard(self, self.head(layer, head), score, top)
 
@@ -183,30 +206,44 @@ class HeadDashboard(Document):
             "model": store.model.name,
             "texts": store.texts,
             "complete": store.complete,
-            "layer": profile.layer, "head": profile.head, "kv_head": profile.kv_head, "label": profile.label,
+            "layer": profile.layer,
+            "head": profile.head,
+            "kv_head": profile.kv_head,
+            "label": profile.label,
             "sink_key": None if profile.sink_key is None else vars(profile.sink_key),
-            "scores": {name: store.distributions[profile.layer, profile.head][name].to_json_dict()
-                       for name in store.scores_named},
+            "scores": {
+                name: store.distributions[profile.layer, profile.head][name].to_json_dict()
+                for name in store.scores_named
+            },
             "examples": {
                 "score": self.score,
-                "top": [e.to_json_dict() for e in examples.top.get(self.score, [])[:self.top]],
+                "top": [e.to_json_dict() for e in examples.top.get(self.score, [])[: self.top]],
                 "decile": [e.to_json_dict() for e in examples.decile.get(self.score, [])],
-                "edge": [e.to_json_dict() for e in examples.edge[:self.top]],
+                "edge": [e.to_json_dict() for e in examples.edge[: self.top]],
             },
         }
 
 
 def group_examples(rows: list[dict]) -> dict[tuple[int, int], HeadExamples]:
     """examples.parquet rows → per (layer, head) its HeadExamples, each list in rank order."""
-    rows = sorted(rows, key=lambda r: (r["layer"], r["head"], r["kind"], r["score"] or "", r["decile"] or 0,
-                                       r["rank"]))
+    rows = sorted(rows, key=lambda r: (r["layer"], r["head"], r["kind"], r["score"] or "", r["decile"] or 0, r["rank"]))
     grouped: dict[tuple[int, int], HeadExamples] = {}
     for row in rows:
         found = grouped.setdefault((row["layer"], row["head"]), HeadExamples())
         example = Example(
-            kind=row["kind"], score=row["score"], decile=row["decile"], rank=row["rank"], text_id=row["text_id"],
-            value=row["value"], length=row["length"], window_start=row["window_start"], tokens=tuple(row["tokens"]),
-            query=row["query"], keys=tuple(row["keys"]), weights=tuple(row["weights"]))
+            kind=row["kind"],
+            score=row["score"],
+            decile=row["decile"],
+            rank=row["rank"],
+            text_id=row["text_id"],
+            value=row["value"],
+            length=row["length"],
+            window_start=row["window_start"],
+            tokens=tuple(row["tokens"]),
+            query=row["query"],
+            keys=tuple(row["keys"]),
+            weights=tuple(row["weights"]),
+        )
         if row["kind"] == "edge":
             found.edge.append(example)
         elif row["kind"] in ("top", "decile"):
@@ -215,6 +252,7 @@ def group_examples(rows: list[dict]) -> dict[tuple[int, int], HeadExamples]:
 
 
 # -- opening a store ----------------------------------------------------------------------------------
+
 
 def open_store(directory) -> StoreReport:
     """The store in `directory` as a StoreReport; one clear error if it is not a store attn can read.
@@ -238,8 +276,11 @@ def open_store(directory) -> StoreReport:
     if version is None or version > schema.STORE_VERSION:
         from attn_cli import __version__
 
-        raise AttnError(f"{path} is a version {version} store, newer than attn {__version__} reads "
-                        f"(version {schema.STORE_VERSION})", "upgrade attn to read it")
+        raise AttnError(
+            f"{path} is a version {version} store, newer than attn {__version__} reads "
+            f"(version {schema.STORE_VERSION})",
+            "upgrade attn to read it",
+        )
     if not (path / schema.HEADS).exists():
         raise AttnError(f"{path} has no {schema.HEADS}", _damaged(path))
     if not (path / schema.EXAMPLES).exists():
@@ -255,10 +296,22 @@ def open_store(directory) -> StoreReport:
     profiles, distributions = _profiles(rows, tuple(run["scores"]), model, path)
     probe = run["options"].get("probe")  # the --probe description, as `attn heads --probe --json` gives it
     return StoreReport(
-        model=model, device=run["device"], dtype=run["dtype"], texts=run["texts"], tokens=run["tokens"],
-        heads=profiles, source=run["corpus"], truncated=run["truncated"] or 0, thresholds=thresholds,
+        model=model,
+        device=run["device"],
+        dtype=run["dtype"],
+        texts=run["texts"],
+        tokens=run["tokens"],
+        heads=profiles,
+        source=run["corpus"],
+        truncated=run["truncated"] or 0,
+        thresholds=thresholds,
         probe=probe if isinstance(probe, dict) else None,
-        path=str(path), complete=bool(run["complete"]), parts=run["parts"], run=run, distributions=distributions)
+        path=str(path),
+        complete=bool(run["complete"]),
+        parts=run["parts"],
+        run=run,
+        distributions=distributions,
+    )
 
 
 def _profiles(rows: list[dict], scores: tuple[str, ...], model: ModelInfo, path: Path):
@@ -272,12 +325,23 @@ def _profiles(rows: list[dict], scores: tuple[str, ...], model: ModelInfo, path:
         if missing:
             raise AttnError(f"{path / schema.HEADS} has no {missing[0]} row for head {layer}.{head}", _damaged(path))
         first = named[scores[0]]
-        sink = None if first["sink_position"] is None else SinkKey(first["sink_position"], first["sink_token"],
-                                                                   first["sink_texts"])
-        profiles.append(HeadProfile(
-            layer=layer, head=head, kv_head=first["kv_head"],
-            scores={name: named[name]["mean"] for name in scores}, std={name: named[name]["std"] for name in scores},
-            scored={name: named[name]["count"] for name in scores}, label=first["label"], sink_key=sink))
+        sink = (
+            None
+            if first["sink_position"] is None
+            else SinkKey(first["sink_position"], first["sink_token"], first["sink_texts"])
+        )
+        profiles.append(
+            HeadProfile(
+                layer=layer,
+                head=head,
+                kv_head=first["kv_head"],
+                scores={name: named[name]["mean"] for name in scores},
+                std={name: named[name]["std"] for name in scores},
+                scored={name: named[name]["count"] for name in scores},
+                label=first["label"],
+                sink_key=sink,
+            )
+        )
         distributions[layer, head] = {name: _distribution(named[name]) for name in scores}
     if not profiles:
         raise AttnError(f"{path / schema.HEADS} has no heads", _damaged(path))
@@ -291,13 +355,21 @@ def _subset(wanted, columns: list[str]):
 
 
 def _distribution(row: dict) -> Distribution:
-    return Distribution(count=row["count"], mean=row["mean"], std=row["std"], min=row["min"], max=row["max"],
-                        quantiles={name: row[name] for name in QUANTILES}, hist=tuple(row["hist"] or ()))
+    return Distribution(
+        count=row["count"],
+        mean=row["mean"],
+        std=row["std"],
+        min=row["min"],
+        max=row["max"],
+        quantiles={name: row[name] for name in QUANTILES},
+        hist=tuple(row["hist"] or ()),
+    )
 
 
 def _damaged(path: Path) -> str:
-    return (f"the store is damaged or was not written to the end: write it again "
-            f"(attn heads --file CORPUS --store {path})")
+    return (
+        f"the store is damaged or was not written to the end: write it again (attn heads --file CORPUS --store {path})"
+    )
 
 
 def _columns(path: Path, name: str, wanted) -> None:
@@ -307,8 +379,9 @@ def _columns(path: Path, name: str, wanted) -> None:
     try:
         found = pq.read_schema(path / name)
     except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError; ArrowIOError an OSError
-        raise AttnError(f"{path / name} is not a readable Parquet table ({_first_line(error)})",
-                        _damaged(path)) from None
+        raise AttnError(
+            f"{path / name} is not a readable Parquet table ({_first_line(error)})", _damaged(path)
+        ) from None
     missing = [column for column in wanted.names if column not in found.names]
     if missing:
         raise AttnError(f"{path / name} has no column {missing[0]!r}", _damaged(path))
@@ -322,8 +395,9 @@ def _read(path: Path, name: str, wanted, filters=None):
     try:
         return pq.read_table(path / name, columns=wanted.names, filters=filters)
     except (OSError, ValueError) as error:
-        raise AttnError(f"{path / name} is not a readable Parquet table ({_first_line(error)})",
-                        _damaged(path)) from None
+        raise AttnError(
+            f"{path / name} is not a readable Parquet table ({_first_line(error)})", _damaged(path)
+        ) from None
 
 
 def _first_line(error: BaseException) -> str:

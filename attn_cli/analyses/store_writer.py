@@ -46,18 +46,20 @@ def check_store(path: Path, resume: bool) -> None:
     if not any(path.iterdir()):
         return
     if not resume:
-        raise BadInput(f"--store {path} is not empty",
-                       "add --resume to continue the store in it, or name a new or empty directory")
+        raise BadInput(
+            f"--store {path} is not empty", "add --resume to continue the store in it, or name a new or empty directory"
+        )
     if not (path / schema.PARTS / RUN_FILE).is_file():
-        raise BadInput(f"--store {path} is not an attn store (no {schema.PARTS}/{RUN_FILE})",
-                       "name a new or empty directory: nothing in it is touched")
+        raise BadInput(
+            f"--store {path} is not an attn store (no {schema.PARTS}/{RUN_FILE})",
+            "name a new or empty directory: nothing in it is touched",
+        )
 
 
 class StoreWriter:
     """The keeper of analyses/fold.py for one run: loads complete parts, writes new ones and the tables."""
 
-    def __init__(self, path: Path, resume: bool, identity: dict, run: dict, layers: list[int], heads: list[int],
-                 info):
+    def __init__(self, path: Path, resume: bool, identity: dict, run: dict, layers: list[int], heads: list[int], info):
         check_store(path, resume)
         self.path, self.parts = Path(path), Path(path) / schema.PARTS
         self.identity, self.run, self.layers, self.heads, self.info = identity, run, layers, heads, info
@@ -75,13 +77,21 @@ class StoreWriter:
         if known.is_file():
             stored = json.loads(known.read_text())
             options = stored.get("options", {})
-            differ = [key for key in sorted(set(stored) | set(identity))
-                      if key != "options" and stored.get(key) != identity.get(key)]
-            differ += [key for key in sorted(set(options) | set(identity["options"]))
-                       if options.get(key) != identity["options"].get(key)]
+            differ = [
+                key
+                for key in sorted(set(stored) | set(identity))
+                if key != "options" and stored.get(key) != identity.get(key)
+            ]
+            differ += [
+                key
+                for key in sorted(set(options) | set(identity["options"]))
+                if options.get(key) != identity["options"].get(key)
+            ]
             if differ:
-                raise BadInput(f"--store {path} holds another run: its {', '.join(differ)} differ",
-                               "resume with the same model, corpus and options, or name a new directory")
+                raise BadInput(
+                    f"--store {path} holds another run: its {', '.join(differ)} differ",
+                    "resume with the same model, corpus and options, or name a new directory",
+                )
             self._remove_temporaries()
         else:
             with atomic_path(known, "--store") as temp:
@@ -112,8 +122,10 @@ class StoreWriter:
             return None
         meta = json.loads((folder / "partial.json").read_text())
         if meta["digest"] != digest:
-            raise BadInput(f"--store {self.path}: the corpus is not the one part {index} was scored on",
-                           "resume with the same corpus, or name a new directory")
+            raise BadInput(
+                f"--store {self.path}: the corpus is not the one part {index} was scored on",
+                "resume with the same corpus, or name a new directory",
+            )
         with np.load(folder / "partial.npz", allow_pickle=False) as arrays:
             return partials.from_state(arrays, meta["partial"])
 
@@ -150,11 +162,19 @@ class StoreWriter:
             _write(example_rows(merged, self.layers, self.heads, self.context), self.path / schema.EXAMPLES)
             self.examples_written = time.monotonic()
         if self.heads_written is not merged:  # finish() after the last part's progress(): the same table
-            _write(arrow.from_rows(heads_rows(merged, self.layers, self.heads, self.info), schema.HEADS_SCHEMA),
-                   self.path / schema.HEADS)
+            _write(
+                arrow.from_rows(heads_rows(merged, self.layers, self.heads, self.info), schema.HEADS_SCHEMA),
+                self.path / schema.HEADS,
+            )
             self.heads_written = merged
-        run = {**self.run, "texts": merged.texts, "tokens": merged.tokens, "truncated": merged.truncated,
-               "parts": parts, "complete": complete}
+        run = {
+            **self.run,
+            "texts": merged.texts,
+            "tokens": merged.tokens,
+            "truncated": merged.truncated,
+            "parts": parts,
+            "complete": complete,
+        }
         _write(arrow.from_rows([run], schema.RUN_SCHEMA), self.path / schema.RUN)  # last: says done
 
     def _text_rows(self, rows: list[dict]):
@@ -164,12 +184,16 @@ class StoreWriter:
         if table is None:
             return arrow.from_rows([], schema.texts_schema(SCORES))
         order = np.lexsort((table["head_index"], table["layer_index"], table["text_id"]))
-        columns = [arrow.numbers(table["text_id"][order], pa.int64()),
-                   arrow.numbers(table["length"][order], pa.int32()),
-                   arrow.numbers(np.array(self.layers)[table["layer_index"][order]], pa.int32()),
-                   arrow.numbers(np.array(self.heads)[table["head_index"][order]], pa.int32()),
-                   *[arrow.numbers(values, pa.float64(), np.isnan(values))  # NaN -> null
-                     for values in (table[name][order] for name in SCORES)]]
+        columns = [
+            arrow.numbers(table["text_id"][order], pa.int64()),
+            arrow.numbers(table["length"][order], pa.int32()),
+            arrow.numbers(np.array(self.layers)[table["layer_index"][order]], pa.int32()),
+            arrow.numbers(np.array(self.heads)[table["head_index"][order]], pa.int32()),
+            *[
+                arrow.numbers(values, pa.float64(), np.isnan(values))  # NaN -> null
+                for values in (table[name][order] for name in SCORES)
+            ],
+        ]
         return pa.Table.from_arrays(columns, schema=schema.texts_schema(SCORES))
 
     def _texts_table(self, parts: int) -> None:
@@ -206,22 +230,33 @@ def _fsync(path: Path) -> None:
 # ---- the tables' rows, read off the merged Partial
 
 
-def run_row(*, info, device: str, dtype: str, revision, tokenizer, options: dict, corpus: str,
-            corpus_format: str, version: str) -> dict:
+def run_row(
+    *, info, device: str, dtype: str, revision, tokenizer, options: dict, corpus: str, corpus_format: str, version: str
+) -> dict:
     """The run table's row but for its counts (texts, tokens, truncated, parts, complete)."""
-    return {"store_version": schema.STORE_VERSION, "attn_version": version, "model": json.dumps(asdict(info)),
-            "revision": revision, "tokenizer": tokenizer, "device": device, "dtype": dtype,
-            "options": json.dumps(options, sort_keys=True), "corpus": corpus, "corpus_format": corpus_format,
-            "scores": list(SCORES), "bins": schema.BINS,
-            "thresholds": json.dumps({"label": LABEL_THRESHOLD, "broad": BROAD_THRESHOLD,
-                                      "sink_epsilon": SINK_EPSILON})}
+    return {
+        "store_version": schema.STORE_VERSION,
+        "attn_version": version,
+        "model": json.dumps(asdict(info)),
+        "revision": revision,
+        "tokenizer": tokenizer,
+        "device": device,
+        "dtype": dtype,
+        "options": json.dumps(options, sort_keys=True),
+        "corpus": corpus,
+        "corpus_format": corpus_format,
+        "scores": list(SCORES),
+        "bins": schema.BINS,
+        "thresholds": json.dumps({"label": LABEL_THRESHOLD, "broad": BROAD_THRESHOLD, "sink_epsilon": SINK_EPSILON}),
+    }
 
 
 def heads_rows(merged: partials.Partial, layers: list[int], heads: list[int], info) -> list[dict]:
     mean, std = partials.mean_std(merged)
     defined = merged.count > 0  # (L, H, S)
-    quantiles = {f"q{round(q * 100):02d}": partials.quantile(merged.fine, q, merged.low, merged.high)
-                 for q in QUANTILES}
+    quantiles = {
+        f"q{round(q * 100):02d}": partials.quantile(merged.fine, q, merged.low, merged.high) for q in QUANTILES
+    }
     columns = {"mean": mean, "std": std, "min": merged.low, "max": merged.high, **quantiles}
     columns = {name: np.where(defined, values, np.nan).tolist() for name, values in columns.items()}
     count, hist = merged.count.tolist(), merged.hist.tolist()
@@ -229,14 +264,25 @@ def heads_rows(merged: partials.Partial, layers: list[int], heads: list[int], in
     for li, layer in enumerate(layers):
         for hi, head in enumerate(heads):
             sink = sinks.get((li, hi))
-            shared = {"layer": layer, "head": head, "kv_head": info.kv_head_of(head),
-                      "label": label(columns["mean"][li][hi]),
-                      "sink_position": None if sink is None else sink[0],
-                      "sink_token": None if sink is None else sink[1],
-                      "sink_texts": 0 if sink is None else sink[2]}
+            shared = {
+                "layer": layer,
+                "head": head,
+                "kv_head": info.kv_head_of(head),
+                "label": label(columns["mean"][li][hi]),
+                "sink_position": None if sink is None else sink[0],
+                "sink_token": None if sink is None else sink[1],
+                "sink_texts": 0 if sink is None else sink[2],
+            }
             for si, score in enumerate(SCORES):
-                rows.append({**shared, "score": score, "count": count[li][hi][si], "hist": hist[li][hi][si],
-                             **{name: _null(values[li][hi][si]) for name, values in columns.items()}})
+                rows.append(
+                    {
+                        **shared,
+                        "score": score,
+                        "count": count[li][hi][si],
+                        "hist": hist[li][hi][si],
+                        **{name: _null(values[li][hi][si]) for name, values in columns.items()},
+                    }
+                )
     return rows
 
 
@@ -252,15 +298,27 @@ def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], 
     scores, pairs = len(SCORES), len(layers) * len(heads)
     top, edges, samples = merged.top, merged.edges, merged.samples
     # each example: (pair, score index, kind 0 top / 1 decile / 2 edge, decile, rank), value, text_id
-    parts = [_listed(top["group"] // scores, top["group"] % scores, 0, -1, top), _listed(
-        edges["group"], np.full(len(edges["group"]), scores), 2, -1, edges)]
+    parts = [
+        _listed(top["group"] // scores, top["group"] % scores, 0, -1, top),
+        _listed(edges["group"], np.full(len(edges["group"]), scores), 2, -1, edges),
+    ]
     chosen, group, decile, rank = partials.all_decile_samples(merged, schema.DECILES)
-    parts.append((group // scores, group % scores, np.full(len(chosen), 1), decile, rank, samples["value"][chosen],
-                  samples["text_id"][chosen]))
+    parts.append(
+        (
+            group // scores,
+            group % scores,
+            np.full(len(chosen), 1),
+            decile,
+            rank,
+            samples["value"][chosen],
+            samples["text_id"][chosen],
+        )
+    )
     pair, score, kind, decile, rank, value, text_id = (np.concatenate(column) for column in zip(*parts))
     order = np.lexsort((rank, decile, kind, score, pair))
-    pair, score, kind, decile, rank, value, text_id = (column[order] for column in
-                                                       (pair, score, kind, decile, rank, value, text_id))
+    pair, score, kind, decile, rank, value, text_id = (
+        column[order] for column in (pair, score, kind, decile, rank, value, text_id)
+    )
     views = merged.views
     view = np.searchsorted(views["text_id"] * pairs + views["group"], text_id * pairs + pair)  # views: sorted
     query = views["query"][view]
@@ -288,13 +346,16 @@ def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], 
         "head": arrow.numbers(np.array(heads)[pair % len(heads)], int32),
         "kind": arrow.picked(["top", "decile", "edge"], kind),
         "score": arrow.picked([*SCORES, None], score),
-        "decile": arrow.numbers(decile, int32, decile < 0), "rank": arrow.numbers(rank, int32),
-        "text_id": arrow.numbers(text_id, pa.int64()), "value": arrow.numbers(value, pa.float64()),
-        "length": arrow.numbers(length, int32), "window_start": arrow.numbers(starts, int32), "tokens": windows,
+        "decile": arrow.numbers(decile, int32, decile < 0),
+        "rank": arrow.numbers(rank, int32),
+        "text_id": arrow.numbers(text_id, pa.int64()),
+        "value": arrow.numbers(value, pa.float64()),
+        "length": arrow.numbers(length, int32),
+        "window_start": arrow.numbers(starts, int32),
+        "tokens": windows,
         "query": arrow.numbers(query, int32, query < 0),
         "keys": arrow.lists(arrow.numbers(keys[kept], int32), count),
-        "weights": arrow.lists(arrow.numbers(weights[np.arange(partials.KEYS) < count[:, None]], pa.float32()),
-                               count),
+        "weights": arrow.lists(arrow.numbers(weights[np.arange(partials.KEYS) < count[:, None]], pa.float32()), count),
     }
     return pa.Table.from_arrays(list(columns.values()), schema=schema.EXAMPLES_SCHEMA)
 
@@ -311,7 +372,7 @@ def _edge_first(views: dict, view: np.ndarray, edge: np.ndarray) -> tuple[np.nda
     joined_weights = np.concatenate([views["edge_weight"][view[rows]][:, None].astype(np.float32), weights[rows]], 1)
     dropped = np.concatenate([np.zeros((len(rows), 1), dtype=bool), keys[rows] == edge_key[:, None]], 1)
     joined_keys[dropped] = -1  # the row's own copy of the edge key goes, to the end
-    order = np.argsort(dropped, axis=1, kind="stable")[:, :partials.KEYS]
+    order = np.argsort(dropped, axis=1, kind="stable")[:, : partials.KEYS]
     keys, weights = keys.copy(), weights.copy()
     keys[rows] = np.take_along_axis(joined_keys, order, 1)
     weights[rows] = np.take_along_axis(joined_weights, order, 1)
@@ -323,8 +384,15 @@ def _listed(pair, score, kind: int, decile: int, table: dict):
     group = table["group"]
     starts = np.searchsorted(group, group, side="left")
     count = len(group)
-    return (pair, score, np.full(count, kind), np.full(count, decile), np.arange(count) - starts, table["value"],
-            table["text_id"])
+    return (
+        pair,
+        score,
+        np.full(count, kind),
+        np.full(count, decile),
+        np.arange(count) - starts,
+        table["value"],
+        table["text_id"],
+    )
 
 
 def keeper_for(backend, path: Path, *, resume: bool, corpus: str, corpus_format: str, options: dict):
@@ -336,12 +404,26 @@ def keeper_for(backend, path: Path, *, resume: bool, corpus: str, corpus_format:
         model = getattr(backend, "model", None)
         revision = getattr(getattr(model, "config", None), "_commit_hash", None)
         tokenizer = getattr(getattr(backend, "tokenizer", None), "name_or_path", None)
-        identity = {"store_version": schema.STORE_VERSION, "model": asdict(backend.info), "revision": revision,
-                    "dtype": backend.dtype, "corpus": corpus, "corpus_format": corpus_format,
-                    "options": options_}
-        run = run_row(info=backend.info, device=backend.device, dtype=backend.dtype, revision=revision,
-                      tokenizer=tokenizer, options=options_, corpus=corpus, corpus_format=corpus_format,
-                      version=__version__)
+        identity = {
+            "store_version": schema.STORE_VERSION,
+            "model": asdict(backend.info),
+            "revision": revision,
+            "dtype": backend.dtype,
+            "corpus": corpus,
+            "corpus_format": corpus_format,
+            "options": options_,
+        }
+        run = run_row(
+            info=backend.info,
+            device=backend.device,
+            dtype=backend.dtype,
+            revision=revision,
+            tokenizer=tokenizer,
+            options=options_,
+            corpus=corpus,
+            corpus_format=corpus_format,
+            version=__version__,
+        )
         return StoreWriter(path, resume, identity, run, layers, heads, backend.info)
 
     return keeper_of

@@ -12,12 +12,12 @@ projections and works on the layer input X (softmax(X·Xᵀ)·X).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
+from attn_cli.data.capture import LayerCapture
 from attn_cli.math import scoring
 from attn_cli.math.attention import expand_kv
-from attn_cli.data.capture import LayerCapture
 from attn_cli.plumbing.errors import BadInput
 
 
@@ -52,8 +52,10 @@ VARIANTS = {
         Variant("shared-k", "the query computed with the key's projection (Q := K)", _shared_k, "k·kᵀ·{scale}"),
         Variant("no-scale", "scores q·kᵀ without the 1/√d scale", scoring.FORMS["dot"].transform, "q·kᵀ"),
         Variant("raw", "no projections: softmax(X·Xᵀ)·X on the layer input X", None, "x·xᵀ"),
-        *(Variant(f"scoring={name}", form.description, form.transform, form.formula)
-          for name, form in scoring.FORMS.items()),
+        *(
+            Variant(f"scoring={name}", form.description, form.transform, form.formula)
+            for name, form in scoring.FORMS.items()
+        ),
     )
 }
 
@@ -92,7 +94,14 @@ def apply_variant(layer: LayerCapture, variant: Variant, heads: int) -> LayerCap
             raise BadInput("raw needs the attention layer's input X, which was not captured for this model")
         x = layer.inputs  # (T, d_model)
         kv_heads = layer.k.shape[0]
-        return LayerCapture(layer.layer, x.expand(heads, *x.shape), x.expand(kv_heads, *x.shape),
-                            x.expand(kv_heads, *x.shape), layer.mask, 1.0, x)  # raw: plain X·Xᵀ
+        return LayerCapture(
+            layer.layer,
+            x.expand(heads, *x.shape),
+            x.expand(kv_heads, *x.shape),
+            x.expand(kv_heads, *x.shape),
+            layer.mask,
+            1.0,
+            x,
+        )  # raw: plain X·Xᵀ
     q, k, scale = variant.transform(layer.q, layer.k, layer.scale)
     return replace(layer, q=q, k=k, scale=scale)

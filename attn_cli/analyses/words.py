@@ -12,7 +12,7 @@ are properties of the token-level score matrix and are kept as they are; norms a
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 
@@ -24,17 +24,24 @@ from attn_cli.math import measures
 from attn_cli.math.words import merge_mask, merge_weights
 from attn_cli.plumbing.errors import BadInput
 
+
 def check_words(selection: Selection, analysis: Analysis) -> None:
     """Refuse, before the model runs, what --words cannot merge."""
     if selection.rows is not None or selection.cols is not None:
-        raise BadInput("--words merges whole rows and columns; --rows/--cols windows count tokens",
-                       "drop --rows/--cols, or drop --words")
+        raise BadInput(
+            "--words merges whole rows and columns; --rows/--cols windows count tokens",
+            "drop --rows/--cols, or drop --words",
+        )
     if analysis.norms:
-        raise BadInput("--words with --measure norm: a word's norm is not the sum of its pieces' norms",
-                       "use --measure weights with --words")
+        raise BadInput(
+            "--words with --measure norm: a word's norm is not the sum of its pieces' norms",
+            "use --measure weights with --words",
+        )
     if analysis.vectors:
-        raise BadInput("--words merges attention weights; q, k, v and outputs are per token",
-                       "drop --words for --include qkv, --save-tensors or the q/k/v panels")
+        raise BadInput(
+            "--words merges attention weights; q, k, v and outputs are per token",
+            "drop --words for --include qkv, --save-tensors or the q/k/v panels",
+        )
 
 
 def words_of(capture: Capture) -> list[Word]:
@@ -44,8 +51,10 @@ def words_of(capture: Capture) -> list[Word]:
 
 def check_window(window: Window) -> None:
     if not window.is_whole:
-        raise BadInput(f"--words needs whole matrices, and {window.tokens} tokens over the selected heads pass "
-                       "the size limit", "pass --full, or select fewer heads with --layer/--head")
+        raise BadInput(
+            f"--words needs whole matrices, and {window.tokens} tokens over the selected heads pass the size limit",
+            "pass --full, or select fewer heads with --layer/--head",
+        )
 
 
 def merge_layers(layers: Iterable[LayerReport], words: Sequence[Word], top_k: int) -> Iterator[LayerReport]:

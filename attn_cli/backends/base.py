@@ -16,8 +16,9 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Protocol, Sequence
+from typing import Protocol
 
 from attn_cli.data.capture import Capture, ModelInfo
 from attn_cli.plumbing.errors import BadInput
@@ -31,8 +32,15 @@ class Backend(Protocol):
     dtype: str
 
     def capture_batch(
-        self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False, inject=None,
-        keep_inputs: bool = False, padding_side: str | None = None, pre_rope: bool = False,
+        self,
+        texts: Sequence[str],
+        layers: Sequence[int],
+        *,
+        truncate: bool = False,
+        inject=None,
+        keep_inputs: bool = False,
+        padding_side: str | None = None,
+        pre_rope: bool = False,
     ) -> list[Capture]:
         """Tokenize the texts, run them through the model as one padded batch, and keep Q, K, V of
         `layers`: one Capture per text, its padding cut away.

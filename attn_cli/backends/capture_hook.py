@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from transformers import AttentionInterface, AttentionMaskInterface
@@ -23,8 +23,8 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from attn_cli.data.capture import LayerCapture
-from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 from attn_cli.math.masks import AttentionMask
+from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 CAPTURE_NAME = "attn_capture"
 
@@ -42,9 +42,19 @@ class LayersCaptured(Exception):
 class LayerRecorder:
     """Called by transformers for every attention layer during one forward pass."""
 
-    def __init__(self, wanted_layers: set[int], delegate_name: str, inject=None, keep_inputs: bool = False,
-                 pre_rope: bool = False, analysis_device=None, sink: Callable | None = None,
-                 key_of: Callable | None = None, keep_bias: bool = False, stop: bool = False):
+    def __init__(
+        self,
+        wanted_layers: set[int],
+        delegate_name: str,
+        inject=None,
+        keep_inputs: bool = False,
+        pre_rope: bool = False,
+        analysis_device=None,
+        sink: Callable | None = None,
+        key_of: Callable | None = None,
+        keep_bias: bool = False,
+        stop: bool = False,
+    ):
         # stop (with a sink): raise LayersCaptured after the last wanted layer is handed over, before its own
         # attention runs, for callers that read nothing but the records (attn heads: a 24-layer model asked for
         # layers 0-1 runs two layers, not 24)
@@ -82,7 +92,9 @@ class LayerRecorder:
             query, key, scaling = self.inject(query, key, scaling)
         if slot in self.wanted_layers:
             inputs = self.inputs.get(id(module))
-            seen_q, seen_k = unrotate(module, query, key, self.rotary.get(id(module))) if self.pre_rope else (query, key)
+            seen_q, seen_k = (
+                unrotate(module, query, key, self.rotary.get(id(module))) if self.pre_rope else (query, key)
+            )
             # The whole batch: query (B, H, T, D), key/value (B, H_kv, T, D), the mask,
             # inputs (B, T, d_model). The backend cuts it into one LayerCapture per sequence.
             keep = lambda tensor: tensor.detach().to(self.analysis_device or tensor.device)  # noqa: E731
@@ -92,7 +104,8 @@ class LayerRecorder:
                 k=keep(seen_k),
                 v=keep(value),
                 mask=allowed_mask(module, query, key, attention_mask, kwargs.get("is_causal")).to(
-                    self.analysis_device or query.device),
+                    self.analysis_device or query.device
+                ),
                 scale=float(scaling),
                 inputs=None if inputs is None else keep(inputs),
                 w_o=output_projection(module, self.parents.get(id(module))),
@@ -120,8 +133,7 @@ def refuse_unsupported(module, kwargs: dict, allowed: tuple = ()) -> None:
     for name in _UNSUPPORTED_KWARGS:
         if kwargs.get(name) is not None and name not in allowed:
             raise UnsupportedModel(
-                f"{type(module).__name__} passes {name!r} to its attention function, "
-                "which attn cannot reproduce yet",
+                f"{type(module).__name__} passes {name!r} to its attention function, which attn cannot reproduce yet",
                 "no numbers are shown rather than wrong ones",
             )
 
@@ -148,8 +160,10 @@ class WeightKeeper:
         refuse_unsupported(module, kwargs)
         eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
         if eager is None:
-            raise UnsupportedModel(f"{type(module).__name__} has no eager attention that hands back its weights",
-                                   "gradients need the softmax weights the model multiplies")
+            raise UnsupportedModel(
+                f"{type(module).__name__} has no eager attention that hands back its weights",
+                "gradients need the softmax weights the model multiplies",
+            )
         output, weights = eager(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
         if layer in self.wanted_layers:
             self.weights[layer] = weights
@@ -207,8 +221,10 @@ def unrotate(module, query, key, position_embeddings):
     """
     apply = getattr(sys.modules[type(module).__module__], "apply_rotary_pos_emb", None)
     if position_embeddings is None or apply is None:
-        raise BadInput(f"--pre-rope: {type(module).__name__} has no rotary position embeddings",
-                       "its q and k are already what it multiplies")
+        raise BadInput(
+            f"--pre-rope: {type(module).__name__} has no rotary position embeddings",
+            "its q and k are already what it multiplies",
+        )
     cos, sin = position_embeddings
     return apply(query, key, cos, -sin)
 
@@ -238,7 +254,7 @@ def allowed_mask(module, query, key, attention_mask, is_causal_kwarg) -> Attenti
 
 
 @contextlib.contextmanager
-def capturing(model, recorder: "LayerRecorder | WeightKeeper") -> Iterator:
+def capturing(model, recorder: LayerRecorder | WeightKeeper) -> Iterator:
     """Route the model's attention through `recorder` for the duration of the block."""
     original = model.config._attn_implementation
     masked_as = "eager" if isinstance(recorder, WeightKeeper) else original  # the masks its delegate reads

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Callable
 
 from attn_cli.backends.lab import lab_dir
 from attn_cli.backends.minilm import minilm_dir
@@ -60,15 +60,20 @@ class Catalog(Document):
     cache_dir: Path  # the Hugging Face cache that was scanned (it may not exist)
 
     def to_json_dict(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "command": "models",
-                "models": [entry.to_json_dict() for entry in self.models]}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "command": "models",
+            "models": [entry.to_json_dict() for entry in self.models],
+        }
 
     def to_arrow(self):
         """One row per model, the columns of its JSON record (name, source, architecture, layers, …)."""
         from attn_cli.data.tables import records
 
-        return records([entry.to_json_dict() for entry in self.models],
-                       strings=("name", "source", "architecture", "path", "description"))
+        return records(
+            [entry.to_json_dict() for entry in self.models],
+            strings=("name", "source", "architecture", "path", "description"),
+        )
 
 
 def dimensions_from_config(config: dict) -> dict:
@@ -142,8 +147,13 @@ def toy_dimensions() -> dict:
 
     with open(config_dir() / "toy.toml", "rb") as handle:
         toy = tomllib.load(handle)["toy"]
-    return {"architecture": "toy", "layers": toy["layers"], "heads": toy["heads"], "kv_heads": toy["heads"],
-            "head_dim": toy["d_model"] // toy["heads"]}
+    return {
+        "architecture": "toy",
+        "layers": toy["layers"],
+        "heads": toy["heads"],
+        "kv_heads": toy["heads"],
+        "head_dim": toy["d_model"] // toy["heads"],
+    }
 
 
 # Built-ins that are not a Hugging Face directory: their dimensions from their own config.
@@ -159,8 +169,7 @@ def _builtin_entry(name: str, description: str) -> CatalogEntry:
     try:
         directory = locate()
     except ModelNotFound as error:
-        return CatalogEntry(name, Source.builtin, **NO_DIMENSIONS, path=None,
-                            description=f"{description} — {error}")
+        return CatalogEntry(name, Source.builtin, **NO_DIMENSIONS, path=None, description=f"{description} — {error}")
     dimensions, problem = read_dimensions(directory)
     if problem:
         description = f"{description} — {problem}"
@@ -181,8 +190,10 @@ def cached_entries(cache_dir: Path) -> list[CatalogEntry]:
     except CacheNotFound:
         return []
     except ValueError:  # its word for "the cache is a file"
-        raise AttnError(f"the Hugging Face cache {cache_dir} is a file, not a directory",
-                        "point HF_HUB_CACHE or --cache-dir at a directory") from None
+        raise AttnError(
+            f"the Hugging Face cache {cache_dir} is a file, not a directory",
+            "point HF_HUB_CACHE or --cache-dir at a directory",
+        ) from None
     except OSError as error:
         raise AttnError(f"cannot read the Hugging Face cache {cache_dir}: {error.strerror or error}") from None
     entries = [_cached_entry(repo) for repo in scan.repos if repo.repo_type == "model"]
@@ -193,16 +204,18 @@ def cached_entries(cache_dir: Path) -> list[CatalogEntry]:
 def _cached_entry(repo) -> CatalogEntry:
     snapshot = newest_snapshot(repo)
     if snapshot is None:
-        return CatalogEntry(repo.repo_id, Source.hf_cache, **NO_DIMENSIONS, path=None,
-                            description="no snapshot in the cache")
+        return CatalogEntry(
+            repo.repo_id, Source.hf_cache, **NO_DIMENSIONS, path=None, description="no snapshot in the cache"
+        )
     dimensions, problem = read_dimensions(snapshot)
     return CatalogEntry(repo.repo_id, Source.hf_cache, **dimensions, path=str(snapshot), description=problem)
 
 
 def newest_snapshot(repo) -> Path | None:
     """The most recently modified revision's snapshot holding a config.json (else the newest at all)."""
-    revisions = sorted(repo.revisions, key=lambda revision: (revision.last_modified, "main" in revision.refs),
-                       reverse=True)
+    revisions = sorted(
+        repo.revisions, key=lambda revision: (revision.last_modified, "main" in revision.refs), reverse=True
+    )
     for revision in revisions:
         if (revision.snapshot_path / "config.json").is_file():
             return revision.snapshot_path
@@ -219,6 +232,7 @@ def _damaged_entries(cache_dir: Path, scanned: set[str], warnings: list) -> list
         complaint = next((str(warning) for warning in warnings if names_it.search(str(warning))), None)
         description = f"damaged cache entry: {complaint}" if complaint else "damaged cache entry"
         name = repo_path.name.removeprefix("models--").replace("--", "/")
-        entries.append(CatalogEntry(name, Source.hf_cache, **NO_DIMENSIONS, path=str(repo_path),
-                                    description=description))
+        entries.append(
+            CatalogEntry(name, Source.hf_cache, **NO_DIMENSIONS, path=str(repo_path), description=description)
+        )
     return entries

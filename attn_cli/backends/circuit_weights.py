@@ -50,11 +50,15 @@ class CircuitWeights:
 
 def hf_circuit_weights(model, lm, info) -> CircuitWeights:
     """The weights of a loaded transformers base model (and its LM head, or None)."""
-    attentions = sorted((module for module in model.modules() if _projections(module) is not None),
-                        key=lambda module: int(getattr(module, "layer_idx", 0) or 0))
+    attentions = sorted(
+        (module for module in model.modules() if _projections(module) is not None),
+        key=lambda module: int(getattr(module, "layer_idx", 0) or 0),
+    )
     if len(attentions) != info.layers:
-        raise UnsupportedModel(f"{info.name}: found {len(attentions)} attention modules with W_Q, W_K, W_V for "
-                               f"{info.layers} layers", "attn circuits knows GPT-2, BERT and Llama-style layouts")
+        raise UnsupportedModel(
+            f"{info.name}: found {len(attentions)} attention modules with W_Q, W_K, W_V for {info.layers} layers",
+            "attn circuits knows GPT-2, BERT and Llama-style layouts",
+        )
     parents = {id(child): parent for parent in model.modules() for child in parent.children()}
     per_layer = [_layer(module, parents.get(id(module)), info) for module in attentions]
     stacked = [torch.stack(tensors) for tensors in zip(*(weights for weights, _ in per_layer))]
@@ -64,9 +68,19 @@ def hf_circuit_weights(model, lm, info) -> CircuitWeights:
     w_e = _cpu(model.get_input_embeddings().weight)
     w_pos, positions = _positions(model, info)
     w_u, unembedding = _unembedding(model, lm, final, w_e, info)
-    return CircuitWeights(*stacked, reading_norms=reading, norm_placement=placement, final_norm=final, w_e=w_e,
-                          w_pos=w_pos, positions=positions, w_u=w_u, unembedding=unembedding, biases=biases,
-                          qk_norms=any(hasattr(module, "q_norm") or hasattr(module, "k_norm") for module in attentions))
+    return CircuitWeights(
+        *stacked,
+        reading_norms=reading,
+        norm_placement=placement,
+        final_norm=final,
+        w_e=w_e,
+        w_pos=w_pos,
+        positions=positions,
+        w_u=w_u,
+        unembedding=unembedding,
+        biases=biases,
+        qk_norms=any(hasattr(module, "q_norm") or hasattr(module, "k_norm") for module in attentions),
+    )
 
 
 def _cpu(tensor: torch.Tensor) -> torch.Tensor:
@@ -95,8 +109,9 @@ def _layer(module, parent, info):
     kv_of = torch.tensor([info.kv_head_of(head) for head in range(heads)])
     w_o = output_projection(module, parent)  # (d, H·r): out = concat·W_oᵀ
     if w_o is None:
-        raise UnsupportedModel(f"{info.name}: no output projection W_O found beside layer {module.layer_idx}'s "
-                               "attention")
+        raise UnsupportedModel(
+            f"{info.name}: no output projection W_O found beside layer {module.layer_idx}'s attention"
+        )
     w_o = _cpu(w_o).T.reshape(heads, r, -1)  # (H, r, d): head h's rows of W_oᵀ
     named = [name for name, bias in zip("qkv", biases) if bias is not None and bool(bias.detach().abs().max() > 0)]
     return (per_head(q, heads), per_head(k, kv_heads)[kv_of], per_head(v, kv_heads)[kv_of], w_o), named
@@ -128,7 +143,7 @@ def _reading_norms(model, attentions, parents) -> tuple[list[Norm | None], str]:
     layers = getattr(getattr(model, "encoder", None), "layer", None)
     if embeddings_norm is not None and layers is not None:
         after = [embeddings_norm] + [getattr(getattr(layer, "output", None), "LayerNorm", None) for layer in layers]
-        return [_norm(norm) for norm in after[:len(attentions)]], "post"
+        return [_norm(norm) for norm in after[: len(attentions)]], "post"
     return [None] * len(attentions), "none"
 
 
@@ -141,8 +156,11 @@ def _positions(model, info) -> tuple[torch.Tensor | None, str]:
         first = (table.padding_idx + 1) if getattr(table, "padding_idx", None) is not None else 0  # RoBERTa
         return _cpu(table.weight)[first:], "learned"
     config = model.config
-    if getattr(model, "rotary_emb", None) is not None or getattr(config, "rope_theta", None) is not None \
-            or getattr(config, "rope_parameters", None) is not None:
+    if (
+        getattr(model, "rotary_emb", None) is not None
+        or getattr(config, "rope_theta", None) is not None
+        or getattr(config, "rope_parameters", None) is not None
+    ):
         return None, "rotary"
     return None, "none"
 
@@ -151,8 +169,10 @@ def _unembedding(model, lm, final: Norm | None, w_e, info) -> tuple[torch.Tensor
     """W_U (d, V) where the logits are a linear map of the final norm's output: the checkpoint's LM head, or
     the input embeddings where the config ties them and the checkpoint has no head."""
     if final is None:
-        return None, (f"{info.name} has no final norm feeding an unembedding (an encoder: its checkpoint has no "
-                      "language-model head)")
+        return None, (
+            f"{info.name} has no final norm feeding an unembedding (an encoder: its checkpoint has no "
+            "language-model head)"
+        )
     head = lm.get_output_embeddings() if lm is not None else None
     if isinstance(head, torch.nn.Linear):
         return _cpu(head.weight).T, "lm_head"

@@ -49,17 +49,28 @@ def encoder_layers(model) -> list:
     layers = getattr(getattr(model, "encoder", None), "layer", None)
     config = model.config
     if layers is None or not all(_is_post_ln(layer) for layer in layers) or getattr(config, "is_decoder", False):
-        raise UnsupportedModel(f"{type(model).__name__} is not a post-LayerNorm BERT-family encoder",
-                               f"ALTI, GlobEnc and value zeroing are defined here for {SUPPORTED}")
+        raise UnsupportedModel(
+            f"{type(model).__name__} is not a post-LayerNorm BERT-family encoder",
+            f"ALTI, GlobEnc and value zeroing are defined here for {SUPPORTED}",
+        )
     if getattr(config, "position_embedding_type", "absolute") != "absolute":
-        raise UnsupportedModel(f"{type(model).__name__} uses {config.position_embedding_type} position scores "
-                               "inside its attention", f"attn attribute supports {SUPPORTED} with absolute positions")
+        raise UnsupportedModel(
+            f"{type(model).__name__} uses {config.position_embedding_type} position scores inside its attention",
+            f"attn attribute supports {SUPPORTED} with absolute positions",
+        )
     return list(layers)
 
 
 def _is_post_ln(layer) -> bool:
-    names = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
-             "attention.output.LayerNorm", "output.LayerNorm", "intermediate")
+    names = (
+        "attention.self.query",
+        "attention.self.key",
+        "attention.self.value",
+        "attention.output.dense",
+        "attention.output.LayerNorm",
+        "output.LayerNorm",
+        "intermediate",
+    )
     try:
         return all(layer.get_submodule(name) is not None for name in names)
     except AttributeError:
@@ -84,12 +95,18 @@ def capture_blocks(model, inputs: dict, layers) -> list[Block]:
         hooks += [
             module.register_forward_pre_hook(lambda _m, args, layer=layer: keep(layer, "x", args[0])),
             module.register_forward_hook(lambda _m, _a, out, layer=layer: keep(layer, "out", _first(out))),
-            *[module.get_submodule(f"attention.self.{name}").register_forward_hook(
-                lambda _m, _a, out, layer=layer, name=name: keep(layer, name, out)) for name in ("query", "key", "value")],
+            *[
+                module.get_submodule(f"attention.self.{name}").register_forward_hook(
+                    lambda _m, _a, out, layer=layer, name=name: keep(layer, name, out)
+                )
+                for name in ("query", "key", "value")
+            ],
             module.attention.output.LayerNorm.register_forward_pre_hook(
-                lambda _m, args, layer=layer: keep(layer, "pre_ln1", args[0])),
+                lambda _m, args, layer=layer: keep(layer, "pre_ln1", args[0])
+            ),
             module.output.LayerNorm.register_forward_pre_hook(
-                lambda _m, args, layer=layer: keep(layer, "pre_ln2", args[0])),
+                lambda _m, args, layer=layer: keep(layer, "pre_ln2", args[0])
+            ),
         ]
     try:
         with torch.inference_mode():
@@ -98,8 +115,10 @@ def capture_blocks(model, inputs: dict, layers) -> list[Block]:
         for hook in hooks:
             hook.remove()
     heads = model.config.num_attention_heads
-    return [_block(layer, modules[layer], {name: tensor for (at, name), tensor in seen.items() if at == layer}, heads)
-            for layer in layers]
+    return [
+        _block(layer, modules[layer], {name: tensor for (at, name), tensor in seen.items() if at == layer}, heads)
+        for layer in layers
+    ]
 
 
 def _first(output):
@@ -113,9 +132,19 @@ def _block(layer: int, module, seen: dict, heads: int) -> Block:
     weights = torch.softmax(q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5, dim=-1)  # (H, T, T)
     dense = module.attention.output.dense
     w_o = dense.weight.detach().float().cpu().T.reshape(heads, -1, dense.weight.shape[0])  # (H, D, d)
-    return Block(layer, seen["x"], weights, v, w_o, dense.bias.detach().float().cpu(),
-                 _norm(module.attention.output.LayerNorm), seen["pre_ln1"], _norm(module.output.LayerNorm),
-                 seen["pre_ln2"], seen["out"])
+    return Block(
+        layer,
+        seen["x"],
+        weights,
+        v,
+        w_o,
+        dense.bias.detach().float().cpu(),
+        _norm(module.attention.output.LayerNorm),
+        seen["pre_ln1"],
+        _norm(module.output.LayerNorm),
+        seen["pre_ln2"],
+        seen["out"],
+    )
 
 
 def rerun_zeroing_values(model, layer: int, inputs: torch.Tensor) -> torch.Tensor:

@@ -10,8 +10,8 @@ attention implementation is restored afterwards.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
@@ -29,8 +29,9 @@ class GradientRun:
     truncated_from: int | None = None
 
 
-def attention_gradients(backend, text: str, layers: Sequence[int], target: str | int | Callable | None = None,
-                        *, truncate: bool = False) -> GradientRun:
+def attention_gradients(
+    backend, text: str, layers: Sequence[int], target: str | int | Callable | None = None, *, truncate: bool = False
+) -> GradientRun:
     """One forward with autograd on; the weights of `layers` and the target's gradient with respect to them.
 
     target: None for the default of the model's kind (see `differentiated`), a token (a language model),
@@ -43,13 +44,17 @@ def attention_gradients(backend, text: str, layers: Sequence[int], target: str |
     with capturing(model, keeper), torch.enable_grad():
         outputs = model(**{name: tensor.to(model.device) for name, tensor in fed.items()})
         if keeper.calls == 0:
-            raise UnsupportedModel(f"{type(model).__name__} does not route attention through transformers' "
-                                   "attention interface", "gradients need the weights the model multiplies")
+            raise UnsupportedModel(
+                f"{type(model).__name__} does not route attention through transformers' attention interface",
+                "gradients need the weights the model multiplies",
+            )
         value, described = differentiated(backend, outputs, target)
         weights = [keeper.weights[layer] for layer in layers]  # each (1, H, T, T)
         if not weights[0].requires_grad:
-            raise UnsupportedModel(f"{backend.info.name}'s parameters do not require gradients",
-                                   "the attention weights are not in an autograd graph")
+            raise UnsupportedModel(
+                f"{backend.info.name}'s parameters do not require gradients",
+                "the attention weights are not in an autograd graph",
+            )
         # allow_unused + materialize_grads: a target that does not depend on a layer gets zeros, not an error
         grads = torch.autograd.grad(value, weights, allow_unused=True, materialize_grads=True)
     return GradientRun(
@@ -80,8 +85,12 @@ def differentiated(backend, outputs, target) -> tuple[torch.Tensor, dict]:
         norm = pooled.norm()
         return norm, {"kind": "embedding-norm", "pooling": "mean", "value": float(norm.detach())}
     dimension = _index(target, pooled.shape[0], "an output dimension of the mean-pooled embedding")
-    return pooled[dimension], {"kind": "embedding-dimension", "pooling": "mean", "dimension": dimension,
-                               "value": float(pooled[dimension].detach())}
+    return pooled[dimension], {
+        "kind": "embedding-dimension",
+        "pooling": "mean",
+        "dimension": dimension,
+        "value": float(pooled[dimension].detach()),
+    }
 
 
 def _next_token_logit(tokenizer, logits: torch.Tensor, target) -> tuple[torch.Tensor, dict]:
@@ -89,15 +98,24 @@ def _next_token_logit(tokenizer, logits: torch.Tensor, target) -> tuple[torch.Te
         token_id = int(logits.argmax())
     else:
         vocab = tokenizer.get_vocab()
-        ids = [vocab[target]] if isinstance(target, str) and target in vocab else \
-            tokenizer(str(target), add_special_tokens=False)["input_ids"]
+        ids = (
+            [vocab[target]]
+            if isinstance(target, str) and target in vocab
+            else tokenizer(str(target), add_special_tokens=False)["input_ids"]
+        )
         if len(ids) != 1:
-            raise BadInput(f"--target {target!r} is {len(ids)} tokens for this tokenizer",
-                           "give one token of its vocabulary, e.g. the top prediction attn names without --target")
+            raise BadInput(
+                f"--target {target!r} is {len(ids)} tokens for this tokenizer",
+                "give one token of its vocabulary, e.g. the top prediction attn names without --target",
+            )
         token_id = ids[0]
-    return logits[token_id], {"kind": "next-token-logit", "token_id": token_id,
-                              "token": tokenizer.convert_ids_to_tokens(token_id),
-                              "logit": float(logits[token_id].detach()), "top": target is None}
+    return logits[token_id], {
+        "kind": "next-token-logit",
+        "token_id": token_id,
+        "token": tokenizer.convert_ids_to_tokens(token_id),
+        "logit": float(logits[token_id].detach()),
+        "top": target is None,
+    }
 
 
 def _class_logit(config, logits: torch.Tensor, target) -> tuple[torch.Tensor, dict]:
@@ -105,10 +123,18 @@ def _class_logit(config, logits: torch.Tensor, target) -> tuple[torch.Tensor, di
     if target is None:
         index = int(logits.argmax())
     else:
-        index = labels[target] if target in labels else _index(target, logits.shape[0], f"a label ({', '.join(labels)})"
-                                                               " or a class index")
-    return logits[index], {"kind": "class-logit", "index": index, "label": (config.id2label or {}).get(index),
-                           "logit": float(logits[index].detach()), "top": target is None}
+        index = (
+            labels[target]
+            if target in labels
+            else _index(target, logits.shape[0], f"a label ({', '.join(labels)}) or a class index")
+        )
+    return logits[index], {
+        "kind": "class-logit",
+        "index": index,
+        "label": (config.id2label or {}).get(index),
+        "logit": float(logits[index].detach()),
+        "top": target is None,
+    }
 
 
 def _index(target, count: int, what: str) -> int:

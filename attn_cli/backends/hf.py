@@ -6,17 +6,16 @@ import contextlib
 import importlib.util
 import inspect
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, LayersCaptured, capturing
 from attn_cli.backends.hf_info import model_info
+from attn_cli.backends.validate import check_config_file, check_finite, check_finite_record, check_tokenizer, load_model
 from attn_cli.backends.vision import VISION_TYPES, load_vision_backend
-from attn_cli.backends.validate import (check_config_file, check_finite, check_finite_record, check_tokenizer,
-                                       load_model)
 from attn_cli.data.capture import Capture, Token, sequence_of
 from attn_cli.plumbing.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
 
@@ -33,17 +32,25 @@ class Options:
     device_map: str | dict | None = None  # accelerate placement ("auto", or module → device) for big models
 
 
-def load(name: str, *, device: str, dtype: str, options: Options) -> "HFBackend":
+def load(name: str, *, device: str, dtype: str, options: Options) -> HFBackend:
     """A local model directory, or a hub id resolved through the Hugging Face cache."""
     from attn_cli.backends.hf_files import resolve_model_dir
 
     directory = resolve_model_dir(name, revision=options.revision, allow_pickle=options.allow_pickle)
     config = check_config_file(directory)
     if config.get("model_type") in VISION_TYPES:  # images, not text: backends/vision.py
-        return load_vision_backend(name, directory, config, device=device, dtype=dtype,
-                                   allow_pickle=options.allow_pickle)
-    return load_hf_backend(name, directory, device=device, dtype=dtype, allow_pickle=options.allow_pickle,
-                           trust_remote_code=options.trust_remote_code, device_map=options.device_map)
+        return load_vision_backend(
+            name, directory, config, device=device, dtype=dtype, allow_pickle=options.allow_pickle
+        )
+    return load_hf_backend(
+        name,
+        directory,
+        device=device,
+        dtype=dtype,
+        allow_pickle=options.allow_pickle,
+        trust_remote_code=options.trust_remote_code,
+        device_map=options.device_map,
+    )
 
 
 @dataclass
@@ -66,15 +73,28 @@ class HFBackend:
         self.info = model_info(name, model)
 
     def capture_batch(
-        self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False, inject=None,
-        keep_inputs: bool = False, padding_side: str | None = None, pre_rope: bool = False,
+        self,
+        texts: Sequence[str],
+        layers: Sequence[int],
+        *,
+        truncate: bool = False,
+        inject=None,
+        keep_inputs: bool = False,
+        padding_side: str | None = None,
+        pre_rope: bool = False,
     ) -> list[Capture]:
         """Run the texts as one padded batch; one Capture per text, its padding cut away."""
         self._one_stack()
         encodings = [self._encode(text, truncate) for text in texts]  # with word ids: Capture.words reads them
         batch = self._pad([encoding for encoding, _ in encodings], padding_side)
-        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, inject, keep_inputs, pre_rope,
-                                 analysis_device=self.device)
+        recorder = LayerRecorder(
+            set(layers),
+            self.model.config._attn_implementation,
+            inject,
+            keep_inputs,
+            pre_rope,
+            analysis_device=self.device,
+        )
         first_device = self.model.device  # where the inputs go: the device itself, or a device map's first
         with capturing(self.model, recorder), torch.inference_mode():
             self.model(**{name: tensor.to(first_device) for name, tensor in batch.items()})
@@ -86,23 +106,36 @@ class HFBackend:
             )
         real = batch["attention_mask"].bool()  # (B, T) False at padding
         tokens = [self._tokens(encoding) for encoding, _ in encodings]
-        return check_finite([
-            Capture(
-                tokens=tokens[index],
-                model=self.info,
-                device=self.device,
-                dtype=self.dtype,
-                layers={layer: sequence_of(record, index, real[index]) for layer, record in recorder.records.items()},
-                truncated_from=truncated_from,
-                padding_side=(padding_side or self.tokenizer.padding_side) if len(texts) > 1 else None,
-                words=self._words(tokens[index], encoding, text),
-            )
-            for index, (text, (encoding, truncated_from)) in enumerate(zip(texts, encodings))
-        ])
+        return check_finite(
+            [
+                Capture(
+                    tokens=tokens[index],
+                    model=self.info,
+                    device=self.device,
+                    dtype=self.dtype,
+                    layers={
+                        layer: sequence_of(record, index, real[index]) for layer, record in recorder.records.items()
+                    },
+                    truncated_from=truncated_from,
+                    padding_side=(padding_side or self.tokenizer.padding_side) if len(texts) > 1 else None,
+                    words=self._words(tokens[index], encoding, text),
+                )
+                for index, (text, (encoding, truncated_from)) in enumerate(zip(texts, encodings))
+            ]
+        )
 
-    def capture_generation(self, prompt: str, layers: Sequence[int], sink, *, max_new_tokens: int,
-                           sample: bool = False, temperature: float = 1.0, seed: int | None = None,
-                           on_token=None) -> tuple[list[Token], list[int], str]:
+    def capture_generation(
+        self,
+        prompt: str,
+        layers: Sequence[int],
+        sink,
+        *,
+        max_new_tokens: int,
+        sample: bool = False,
+        temperature: float = 1.0,
+        seed: int | None = None,
+        on_token=None,
+    ) -> tuple[list[Token], list[int], str]:
         """model.generate() on the prompt, handing sink(record) every selected layer's capture at every step
         (the first step holds the whole prompt; each later one the new token's query over the KV cache).
 
@@ -113,13 +146,17 @@ class HFBackend:
 
         self._one_stack()
         if self.lm is None:
-            raise UnsupportedModel(f"{self.info.name} has no language-model head in its checkpoint, so it cannot "
-                                   "generate", "use a checkpoint saved with its *ForCausalLM / *LMHeadModel class")
+            raise UnsupportedModel(
+                f"{self.info.name} has no language-model head in its checkpoint, so it cannot generate",
+                "use a checkpoint saved with its *ForCausalLM / *LMHeadModel class",
+            )
         encoding, _ = self._encode(prompt, truncate=False)
         limit = self.info.max_positions
         if limit is not None and len(encoding["input_ids"]) + max_new_tokens > limit:
-            raise InputTooLong(f"the prompt and {max_new_tokens} new tokens pass {self.info.name}'s {limit} positions",
-                               "shorten the prompt or ask for fewer tokens")
+            raise InputTooLong(
+                f"the prompt and {max_new_tokens} new tokens pass {self.info.name}'s {limit} positions",
+                "shorten the prompt or ask for fewer tokens",
+            )
         inputs = {name: torch.tensor([value], device=self.model.device) for name, value in self._fed(encoding).items()}
         ids = inputs.pop("input_ids")  # (1, P); generate() continues the token types, if any, itself
         inputs.setdefault("attention_mask", torch.ones_like(ids))
@@ -138,32 +175,49 @@ class HFBackend:
                 if on_token is not None:
                     # what decoding all of them adds: one token decoded alone loses the space before it
                     text = tokenizer.decode(self.ids)
-                    on_token(text[len(self.text):])
+                    on_token(text[len(self.text) :])
                     self.text = text
 
             def end(self):
                 pass
 
         tokenizer = self.tokenizer
+
         def handed(record) -> None:  # every step's q, k, v checked, as capture_batch checks its captures
             check_finite_record(record)
             sink(record)
 
-        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, analysis_device=self.device,
-                                 sink=handed)
+        recorder = LayerRecorder(
+            set(layers), self.model.config._attn_implementation, analysis_device=self.device, sink=handed
+        )
         if seed is not None:
             torch.manual_seed(seed)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         with capturing(self.lm, recorder), torch.inference_mode():
-            out = self.lm.generate(input_ids=ids, **inputs, max_new_tokens=max_new_tokens,
-                                   do_sample=sample, temperature=temperature if sample else None,
-                                   top_k=None if not sample else 0, top_p=None, use_cache=True,
-                                   pad_token_id=pad, streamer=Streamer())
-        generated = out[0, ids.shape[1]:].tolist()
+            out = self.lm.generate(
+                input_ids=ids,
+                **inputs,
+                max_new_tokens=max_new_tokens,
+                do_sample=sample,
+                temperature=temperature if sample else None,
+                top_k=None if not sample else 0,
+                top_p=None,
+                use_cache=True,
+                pad_token_id=pad,
+                streamer=Streamer(),
+            )
+        generated = out[0, ids.shape[1] :].tolist()
         return self._tokens(encoding), generated, stop_reason(generated, self.lm.generation_config.eos_token_id)
 
-    def capture_padded(self, texts: Sequence[str], layers: Sequence[int], sink: Callable, *,
-                       truncate: bool = False, hidden: Callable | None = None) -> "PaddedRun":
+    def capture_padded(
+        self,
+        texts: Sequence[str],
+        layers: Sequence[int],
+        sink: Callable,
+        *,
+        truncate: bool = False,
+        hidden: Callable | None = None,
+    ) -> PaddedRun:
         """The texts as one batch padded on the right, as the model ran it (not cut per text), for scoring
         many texts without copying each one out: sink(run, record) is handed each selected layer's
         LayerCapture of the whole batch — q (B, H, T, D), k and v (B, H_kv, T, D), the mask — as the
@@ -177,17 +231,24 @@ class HFBackend:
         self._one_stack()
         encodings = self._encode_batch(texts, truncate)
         batch = self._pad([encoding for encoding, _ in encodings], "right")
-        run = PaddedRun(tokens=[self._tokens(encoding) for encoding, _ in encodings],
-                        real=batch["attention_mask"].bool().to(self.device),
-                        truncated=sum(cut is not None for _, cut in encodings))
+        run = PaddedRun(
+            tokens=[self._tokens(encoding) for encoding, _ in encodings],
+            real=batch["attention_mask"].bool().to(self.device),
+            truncated=sum(cut is not None for _, cut in encodings),
+        )
 
         def handed(record) -> None:
             check_finite_record(record, run.real)
             sink(run, record)
 
         # without hidden, nothing after the last selected layer's q, k and v is read: the forward stops there
-        recorder = LayerRecorder(set(layers), self.model.config._attn_implementation, analysis_device=self.device,
-                                 sink=handed, stop=hidden is None)
+        recorder = LayerRecorder(
+            set(layers),
+            self.model.config._attn_implementation,
+            analysis_device=self.device,
+            sink=handed,
+            stop=hidden is None,
+        )
         fed = {name: tensor.to(self.model.device) for name, tensor in batch.items()}
         with capturing(self.model, recorder), torch.inference_mode(), _untied_last_state(self.model.config):
             try:
@@ -223,9 +284,11 @@ class HFBackend:
     def _one_stack(self) -> None:
         """What runs the model on one text refuses an encoder–decoder model, whose decoder needs a target."""
         if self.seq2seq:
-            raise UnsupportedModel(f"{self.info.name} is an encoder–decoder model ({self.info.architecture}): "
-                                   "this command reads one stack of attention",
-                                   "attn inspect SOURCE --target TARGET shows its encoder, decoder and cross-attention")
+            raise UnsupportedModel(
+                f"{self.info.name} is an encoder–decoder model ({self.info.architecture}): "
+                "this command reads one stack of attention",
+                "attn inspect SOURCE --target TARGET shows its encoder, decoder and cross-attention",
+            )
 
     def circuit_weights(self):
         """Every head's W_Q, W_K, W_V, W_O, the norms, embeddings and unembedding (backends/circuit_weights.py)."""
@@ -271,8 +334,12 @@ class HFBackend:
         if len(encodings) > 1 and self.tokenizer.pad_token is None:  # decoders often have none
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
         # One text needs no padding, and asking for it fails on a tokenizer without a pad token (GPT-2's)
-        batch = self.tokenizer.pad({name: [e[name] for e in fed] for name in fed[0]}, padding=len(encodings) > 1,
-                                   padding_side=padding_side, return_tensors="pt")
+        batch = self.tokenizer.pad(
+            {name: [e[name] for e in fed] for name in fed[0]},
+            padding=len(encodings) > 1,
+            padding_side=padding_side,
+            return_tensors="pt",
+        )
         batch = dict(batch)
         if "attention_mask" not in batch:
             batch["attention_mask"] = torch.ones_like(batch["input_ids"])
@@ -310,8 +377,10 @@ class HFBackend:
         if not getattr(self.tokenizer, "is_fast", False) or len(texts) < 2:
             return [self._encode(text, truncate) for text in texts]
         encoding = self.tokenizer(list(texts), return_special_tokens_mask=True)
-        return [self._checked(text, {name: values[i] for name, values in encoding.items()}, truncate)
-                for i, text in enumerate(texts)]
+        return [
+            self._checked(text, {name: values[i] for name, values in encoding.items()}, truncate)
+            for i, text in enumerate(texts)
+        ]
 
     def _checked(self, text: str, encoding: dict, truncate: bool) -> tuple[dict, int | None]:
         """_encode's checks of a text's encoding: ids the model embeds, and its length (cut with truncate)."""
@@ -376,8 +445,14 @@ def _opening(text: str, words: int = 6) -> str:
 
 
 def load_hf_backend(
-    name: str, directory: Path, *, device: str, dtype: str = "auto", allow_pickle: bool = False,
-    trust_remote_code: bool = False, device_map: str | dict | None = None,
+    name: str,
+    directory: Path,
+    *,
+    device: str,
+    dtype: str = "auto",
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+    device_map: str | dict | None = None,
 ) -> HFBackend:
     """Load model and tokenizer from a local directory, offline; remote code only when asked for.
 
@@ -385,8 +460,13 @@ def load_hf_backend(
     Q, K and V are then moved to `device` for analysis, layer by layer.
     """
     import transformers
-    from transformers import (AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM,
-                              AutoModelForSequenceClassification, AutoTokenizer)
+    from transformers import (
+        AutoModel,
+        AutoModelForCausalLM,
+        AutoModelForSeq2SeqLM,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+    )
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -401,13 +481,16 @@ def load_hf_backend(
 
     check_config_file(directory)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True,
-                                                  trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True, trust_remote_code=trust_remote_code)
         head = saved_head(directory)
-        model_class = {"causal": AutoModelForCausalLM, "seq2seq": AutoModelForSeq2SeqLM,
-                       "classifier": AutoModelForSequenceClassification}.get(head, AutoModel)
+        model_class = {
+            "causal": AutoModelForCausalLM,
+            "seq2seq": AutoModelForSeq2SeqLM,
+            "classifier": AutoModelForSequenceClassification,
+        }.get(head, AutoModel)
         model = load_model(
-            model_class.from_pretrained, directory,
+            model_class.from_pretrained,
+            directory,
             local_files_only=True,
             use_safetensors=None if allow_pickle else True,
             dtype="auto" if dtype == "auto" else _DTYPES[dtype],

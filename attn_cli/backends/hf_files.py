@@ -20,15 +20,18 @@ def resolve_model_dir(spec: str, *, revision: str | None = None, allow_pickle: b
     try:
         is_dir, exists = path.is_dir(), path.exists()
     except OSError as error:  # a name too long for the file system, …
-        raise ModelNotFound(f"no model directory at {spec}: {error.strerror}",
-                            "check the path, or pass a hub id like org/name") from None
+        raise ModelNotFound(
+            f"no model directory at {spec}: {error.strerror}", "check the path, or pass a hub id like org/name"
+        ) from None
     if is_dir:
         if revision is not None:
             raise BadInput(f"--revision {revision} applies to hub ids, not to the directory {spec}")
         check_weights_format(path, allow_pickle)
         return path
     if exists:
-        raise ModelNotFound(f"--model {spec} is a file, not a model directory", "pass the directory holding config.json")
+        raise ModelNotFound(
+            f"--model {spec} is a file, not a model directory", "pass the directory holding config.json"
+        )
     if spec.startswith((".", "/", "~")) or not _HUB_ID.match(spec):
         raise ModelNotFound(f"no model directory at {spec}", "check the path, or pass a hub id like org/name")
     directory = _hub_snapshot(spec, revision, allow_pickle)
@@ -71,8 +74,7 @@ def _hub_snapshot(repo_id: str, revision: str | None, allow_pickle: bool) -> Pat
         return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
     except Exception as error:  # network, auth, missing repo: all end the same way for the user
         raise ModelNotFound(
-            f"{repo_id} is not in the local Hugging Face cache and could not be downloaded "
-            f"({type(error).__name__})",
+            f"{repo_id} is not in the local Hugging Face cache and could not be downloaded ({type(error).__name__})",
             "check the name and your network, or pass a local directory with --model PATH",
         ) from error
 
@@ -92,8 +94,9 @@ def saved_head(directory: Path) -> str | None:
         architectures = [str(name) for name in config.get("architectures") or []]
     except (OSError, ValueError, AttributeError, TypeError):
         return None
-    if config.get("is_encoder_decoder") and any(name.endswith(("ForConditionalGeneration", "MTModel"))
-                                               for name in architectures):
+    if config.get("is_encoder_decoder") and any(
+        name.endswith(("ForConditionalGeneration", "MTModel")) for name in architectures
+    ):
         return "seq2seq"
     if any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures):
         return "causal"

@@ -11,9 +11,7 @@ def model_info(name: str, model) -> ModelInfo:
     config = model.config
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    causal = any(
-        getattr(module, "is_causal", False) for module in model.modules() if hasattr(module, "layer_idx")
-    )
+    causal = any(getattr(module, "is_causal", False) for module in model.modules() if hasattr(module, "layer_idx"))
     return ModelInfo(
         name=name,
         architecture=config.model_type,

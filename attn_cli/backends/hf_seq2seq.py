@@ -10,7 +10,7 @@ token followed by the target's tokens but the last, as in training (row i is wha
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -37,8 +37,11 @@ def stack_roles(model) -> dict[int, tuple[str, int]]:
     for name, module in model.named_modules():
         parts = name.split(".")
         numbers = [int(part) for part in parts if part.isdigit()]
-        if not numbers or not (hasattr(module, "layer_idx") or hasattr(module, "is_causal")) or \
-                not parts[-1][:1].isalpha():
+        if (
+            not numbers
+            or not (hasattr(module, "layer_idx") or hasattr(module, "is_causal"))
+            or not parts[-1][:1].isalpha()
+        ):
             continue
         layer = numbers[0]
         if any(cross in parts for cross in _CROSS_NAMES):
@@ -54,16 +57,22 @@ def stack_info(info: ModelInfo, config, stack: str) -> ModelInfo:
     """The ModelInfo of one stack: the encoder's layers and heads, or the decoder's (decoder and cross)."""
     if stack == "encoder":
         return dataclasses.replace(info, causal=False)
-    layers = next((getattr(config, name) for name in ("decoder_layers", "num_decoder_layers")
-                   if getattr(config, name, None)), info.layers)
+    layers = next(
+        (getattr(config, name) for name in ("decoder_layers", "num_decoder_layers") if getattr(config, name, None)),
+        info.layers,
+    )
     heads = getattr(config, "decoder_attention_heads", None) or info.heads
     return dataclasses.replace(info, layers=layers, heads=heads, kv_heads=heads, causal=stack == "decoder")
 
 
 def parse_stacks(spec: str | Sequence[str] | None) -> list[str]:
     """--stack encoder|decoder|cross (comma-separated or a list), or all of them, in model order."""
-    names = [name.strip() for name in ([spec] if isinstance(spec, str) else list(spec or ["all"]))
-             for name in name.split(",") if name.strip()]
+    names = [
+        name.strip()
+        for name in ([spec] if isinstance(spec, str) else list(spec or ["all"]))
+        for name in name.split(",")
+        if name.strip()
+    ]
     if names == ["all"]:
         return list(STACKS)
     for name in names:
@@ -79,8 +88,9 @@ def decoder_ids(backend, target: str) -> list[int]:
     if start is None:
         start = config.pad_token_id
     if start is None:
-        raise UnsupportedModel(f"{backend.info.name} names no decoder start token (decoder_start_token_id)",
-                               "set it in config.json")
+        raise UnsupportedModel(
+            f"{backend.info.name} names no decoder start token (decoder_start_token_id)", "set it in config.json"
+        )
     labels = backend.tokenizer(text_target=target, add_special_tokens=True)["input_ids"]
     return [int(start)] + list(labels[:-1])
 
@@ -91,8 +101,9 @@ def target_tokens(backend, ids: list[int]) -> list[Token]:
     return [Token(i, texts[i], ids[i], ids[i] in special) for i in range(len(ids))]
 
 
-def capture_pair(backend, source: str, target: str | None, wanted: Mapping[str, Sequence[int]]
-                 ) -> tuple[list[Token], list[Token], dict[str, Capture]]:
+def capture_pair(
+    backend, source: str, target: str | None, wanted: Mapping[str, Sequence[int]]
+) -> tuple[list[Token], list[Token], dict[str, Capture]]:
     """One teacher-forced forward over SOURCE → TARGET: the source's tokens, the decoder's input tokens, and
     a Capture per stack asked for in `wanted` (stack -> layers). The cross Capture's tokens are the target's
     (queries), its keys the source's. target None: only the encoder runs (wanted holds the encoder only)."""
@@ -100,29 +111,38 @@ def capture_pair(backend, source: str, target: str | None, wanted: Mapping[str, 
     ids = [] if target is None else decoder_ids(backend, target)  # None: the encoder alone runs (wanted: encoder)
     limit = backend.info.max_positions
     if limit is not None and len(ids) > limit:
-        raise BadInput(f"the target is {len(ids)} tokens but {backend.info.name} has {limit} positions",
-                       "shorten it")
+        raise BadInput(f"the target is {len(ids)} tokens but {backend.info.name} has {limit} positions", "shorten it")
     fed = {name: torch.tensor([value], device=backend.model.device) for name, value in backend._fed(encoding).items()}
     if target is not None:
         fed["decoder_input_ids"] = torch.tensor([ids], device=backend.model.device)  # (1, T_target)
     roles = stack_roles(backend.model)
-    recorder = LayerRecorder({(stack, layer) for stack, layers in wanted.items() for layer in layers},
-                             backend.model.config._attn_implementation, analysis_device=backend.device,
-                             key_of=lambda module: roles.get(id(module)), keep_bias=True)
+    recorder = LayerRecorder(
+        {(stack, layer) for stack, layers in wanted.items() for layer in layers},
+        backend.model.config._attn_implementation,
+        analysis_device=backend.device,
+        key_of=lambda module: roles.get(id(module)),
+        keep_bias=True,
+    )
     with capturing(backend.model, recorder), torch.inference_mode():
         (backend.model if target is not None else backend.model.get_encoder())(**fed)
     if recorder.calls == 0:
-        raise UnsupportedModel(f"{type(backend.model).__name__} does not route attention through transformers' "
-                               "attention interface, so attn cannot see its Q, K and V")
+        raise UnsupportedModel(
+            f"{type(backend.model).__name__} does not route attention through transformers' "
+            "attention interface, so attn cannot see its Q, K and V"
+        )
     source_tokens, targets = backend._tokens(encoding), target_tokens(backend, ids)
     captures = {}
     for stack, layers in wanted.items():
         queries = source_tokens if stack == "encoder" else targets
         captures[stack] = Capture(
-            tokens=queries, model=stack_info(backend.info, backend.model.config, stack), device=backend.device,
-            dtype=backend.dtype, layers={layer: only_sequence(recorder.records[(stack, layer)]) for layer in layers},
+            tokens=queries,
+            model=stack_info(backend.info, backend.model.config, stack),
+            device=backend.device,
+            dtype=backend.dtype,
+            layers={layer: only_sequence(recorder.records[(stack, layer)]) for layer in layers},
             keys=source_tokens if stack == "cross" else None,
-            words=backend._words(source_tokens, encoding, source) if stack == "encoder" else None)
+            words=backend._words(source_tokens, encoding, source) if stack == "encoder" else None,
+        )
     return source_tokens, targets, dict(zip(captures, check_finite(list(captures.values()))))
 
 
@@ -132,13 +152,28 @@ def only_sequence(record: LayerCapture) -> LayerCapture:
     if mask.dense is not None and mask.dense.dim() == 3:
         mask = dataclasses.replace(mask, dense=mask.dense[0])
     rows = lambda tensor: None if tensor is None else tensor[0]  # noqa: E731
-    return dataclasses.replace(record, q=record.q[0], k=record.k[0], v=record.v[0], mask=mask,
-                               inputs=rows(record.inputs), bias=rows(record.bias))  # bias (H, T_q, T_k)
+    return dataclasses.replace(
+        record,
+        q=record.q[0],
+        k=record.k[0],
+        v=record.v[0],
+        mask=mask,
+        inputs=rows(record.inputs),
+        bias=rows(record.bias),
+    )  # bias (H, T_q, T_k)
 
 
-def capture_pair_generation(backend, source: str, wanted: Mapping[str, Sequence[int]], sink, *, max_new_tokens: int,
-                            sample: bool = False, temperature: float = 1.0, seed: int | None = None
-                            ) -> tuple[list[Token], list[int], str]:
+def capture_pair_generation(
+    backend,
+    source: str,
+    wanted: Mapping[str, Sequence[int]],
+    sink,
+    *,
+    max_new_tokens: int,
+    sample: bool = False,
+    temperature: float = 1.0,
+    seed: int | None = None,
+) -> tuple[list[Token], list[int], str]:
     """model.generate() from SOURCE (greedy, one beam), handing sink(stack, record) every selected decoder and
     cross layer's capture at every step: each step's one query (the decoder's newest input token) over the
     decoder's cache or over the source. Returns the source's tokens, the decoder's ids (its start token, then
@@ -147,8 +182,10 @@ def capture_pair_generation(backend, source: str, wanted: Mapping[str, Sequence[
     from attn_cli.backends.validate import check_finite_record
 
     if backend.lm is None:
-        raise UnsupportedModel(f"{backend.info.name} has no language-model head in its checkpoint, so it cannot "
-                               "generate", "use a checkpoint saved with its *ForConditionalGeneration class")
+        raise UnsupportedModel(
+            f"{backend.info.name} has no language-model head in its checkpoint, so it cannot generate",
+            "use a checkpoint saved with its *ForConditionalGeneration class",
+        )
     encoding, _ = backend._encode(source, truncate=False)
     fed = {name: torch.tensor([value], device=backend.model.device) for name, value in backend._fed(encoding).items()}
     roles = stack_roles(backend.lm)
@@ -162,14 +199,26 @@ def capture_pair_generation(backend, source: str, wanted: Mapping[str, Sequence[
             self.current = (roles.get(id(module)) or ("", 0))[0]
             return super().__call__(module, *args, **kwargs)
 
-    recorder = Recorder({(stack, layer) for stack, layers in wanted.items() for layer in layers},
-                        backend.model.config._attn_implementation, analysis_device=backend.device, sink=handed,
-                        key_of=lambda module: roles.get(id(module)), keep_bias=True)
+    recorder = Recorder(
+        {(stack, layer) for stack, layers in wanted.items() for layer in layers},
+        backend.model.config._attn_implementation,
+        analysis_device=backend.device,
+        sink=handed,
+        key_of=lambda module: roles.get(id(module)),
+        keep_bias=True,
+    )
     if seed is not None:
         torch.manual_seed(seed)
     with capturing(backend.lm, recorder), torch.inference_mode():
-        out = backend.lm.generate(**fed, max_new_tokens=max_new_tokens, num_beams=1, do_sample=sample,
-                                  temperature=temperature if sample else None, top_k=None if not sample else 0,
-                                  top_p=None, use_cache=True)
+        out = backend.lm.generate(
+            **fed,
+            max_new_tokens=max_new_tokens,
+            num_beams=1,
+            do_sample=sample,
+            temperature=temperature if sample else None,
+            top_k=None if not sample else 0,
+            top_p=None,
+            use_cache=True,
+        )
     ids = out[0].tolist()  # the decoder's start token, then what it generated
     return backend._tokens(encoding), ids, stop_reason(ids[1:], backend.lm.generation_config.eos_token_id)

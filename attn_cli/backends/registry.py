@@ -16,12 +16,18 @@ from attn_cli.backends.base import Backend, parse_options
 HF_MODULE = "attn_cli.backends.hf"
 # name → (module, one-line description)
 _BUILTINS: dict[str, tuple[str, str]] = {
-    "minilm": ("attn_cli.backends.minilm",
-               "all-MiniLM-L6-v2: a 6-layer, 12-head pretrained BERT, bundled (the default)"),
-    "lab": ("attn_cli.backends.lab",
-            "the lab decoder: a 2-layer Llama-shaped decoder with an induction head, trained by lab/train.py"),
-    "toy": ("attn_cli.backends.toy",
-            "the textbook model: seeded embeddings, W_Q, W_K, W_V, W_O, every scoring function"),
+    "minilm": (
+        "attn_cli.backends.minilm",
+        "all-MiniLM-L6-v2: a 6-layer, 12-head pretrained BERT, bundled (the default)",
+    ),
+    "lab": (
+        "attn_cli.backends.lab",
+        "the lab decoder: a 2-layer Llama-shaped decoder with an induction head, trained by lab/train.py",
+    ),
+    "toy": (
+        "attn_cli.backends.toy",
+        "the textbook model: seeded embeddings, W_Q, W_K, W_V, W_O, every scoring function",
+    ),
 }
 
 
@@ -49,8 +55,10 @@ def load_backend(spec: str, *, device: str = "auto", dtype: str = "auto", **opti
     from attn_cli.plumbing.errors import BadInput
 
     if not isinstance(spec, str) or not spec.strip():
-        raise BadInput(f"no model named: {spec!r}", "name one: minilm, lab, toy, a model directory or a hub id "
-                       "(attn models lists them)")
+        raise BadInput(
+            f"no model named: {spec!r}",
+            "name one: minilm, lab, toy, a model directory or a hub id (attn models lists them)",
+        )
     module = backend_module(spec)
     parsed = parse_options(backend_label(spec), module.Options, options)
     return module.load(spec, device=resolve_device(device), dtype=_dtype(dtype), options=parsed)

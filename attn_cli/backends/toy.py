@@ -16,21 +16,19 @@ import hashlib
 import math
 import re
 import typing
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, make_dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
-from attn_cli.math import attention
-
-from attn_cli.math import scoring
 from attn_cli.backends.base import parse_options
 from attn_cli.backends.toy_checks import check_finite_weights, check_sizes, check_token_count, read_toml_table
 from attn_cli.backends.validate import check_finite, check_finite_tensor
 from attn_cli.data.capture import Capture, LayerCapture, ModelInfo, Token, sequence_of
-from attn_cli.plumbing.errors import AttnError, BadInput
+from attn_cli.math import attention, scoring
 from attn_cli.math.masks import AttentionMask
+from attn_cli.plumbing.errors import AttnError, BadInput
 
 # CJK (and kana, hangul) one character a token; otherwise words, and each punctuation mark.
 _TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\u3040-\u30ff\uac00-\ud7af\uf900-\ufaff]|\w+|[^\w\s]")
@@ -57,16 +55,20 @@ class ToyConfig:
 # The options `attn.load("toy", …)` and `-O key=value` take: every ToyConfig field (None: from
 # configs/toy.toml and the config file), and the files. A new ToyConfig field is an option by itself.
 _SETTINGS = typing.get_type_hints(ToyConfig)
-Options = make_dataclass("Options", [
-    *((field.name, _SETTINGS[field.name] | None, None) for field in fields(ToyConfig)),
-    ("config", Path | None, None),  # a TOML file with a [toy] table, over configs/toy.toml
-    ("weights", Path | None, None),  # W_Q, W_K, W_V, W_O … from a .safetensors file
-    ("save_weights", Path | None, None),  # write the weights in use to a .safetensors file
-], frozen=True)
+Options = make_dataclass(
+    "Options",
+    [
+        *((field.name, _SETTINGS[field.name] | None, None) for field in fields(ToyConfig)),
+        ("config", Path | None, None),  # a TOML file with a [toy] table, over configs/toy.toml
+        ("weights", Path | None, None),  # W_Q, W_K, W_V, W_O … from a .safetensors file
+        ("save_weights", Path | None, None),  # write the weights in use to a .safetensors file
+    ],
+    frozen=True,
+)
 LABEL = "the toy model"
 
 
-def load(name: str, *, device: str, dtype: str, options) -> "ToyBackend":
+def load(name: str, *, device: str, dtype: str, options) -> ToyBackend:
     """The toy from its options (backends/base.py contract). It computes in float32."""
     from attn_cli.plumbing.atomic import check_writable
 
@@ -113,8 +115,10 @@ def _check(config: ToyConfig) -> None:
     if config.positions not in ("none", "sinusoidal"):
         raise BadInput(f"toy positions {config.positions!r}", "use none or sinusoidal")
     if config.scoring not in (*scoring.PARAMETER_FREE, *scoring.PARAMETRISED):
-        raise BadInput(f"unknown scoring {config.scoring!r}",
-                       f"choose from {', '.join((*scoring.PARAMETER_FREE, *scoring.PARAMETRISED))}")
+        raise BadInput(
+            f"unknown scoring {config.scoring!r}",
+            f"choose from {', '.join((*scoring.PARAMETER_FREE, *scoring.PARAMETRISED))}",
+        )
     if config.additive_hidden < 1:
         raise BadInput(f"toy additive_hidden {config.additive_hidden} must be at least 1")
     if config.valid_len is not None and config.valid_len < 0:
@@ -184,8 +188,10 @@ def load_weights(path: Path, config: ToyConfig) -> dict[str, torch.Tensor]:
     expected = initial_weights(config)
     for name, tensor in expected.items():
         if name not in loaded or loaded[name].shape != tensor.shape:
-            raise AttnError(f"{path} does not fit this toy: {name} should be {tuple(tensor.shape)}",
-                            "load it with the d_model, heads, layers and additive_hidden it was saved with")
+            raise AttnError(
+                f"{path} does not fit this toy: {name} should be {tuple(tensor.shape)}",
+                "load it with the d_model, heads, layers and additive_hidden it was saved with",
+            )
     check_finite_weights(loaded, path)
     return {name: loaded[name].float() for name in expected}
 
@@ -210,12 +216,21 @@ class ToyBackend:
         self.base_weights = weights if weights is not None else initial_weights(config)  # what --save-weights writes
         used = share_projection(self.base_weights, config) if config.shared_projection else self.base_weights
         self.weights = {name: tensor.to(device) for name, tensor in used.items()}
-        self.info = ModelInfo("toy", "toy", config.layers, config.heads, config.heads, config.head_dim,
-                              config.causal, None)
+        self.info = ModelInfo(
+            "toy", "toy", config.layers, config.heads, config.heads, config.head_dim, config.causal, None
+        )
 
-    def capture_batch(self, texts: Sequence[str], layers: Sequence[int], *, truncate: bool = False, inject=None,
-                      keep_inputs: bool = False, padding_side: str | None = None,
-                      pre_rope: bool = False) -> list[Capture]:
+    def capture_batch(
+        self,
+        texts: Sequence[str],
+        layers: Sequence[int],
+        *,
+        truncate: bool = False,
+        inject=None,
+        keep_inputs: bool = False,
+        padding_side: str | None = None,
+        pre_rope: bool = False,
+    ) -> list[Capture]:
         if pre_rope:
             raise BadInput("--pre-rope: the toy has no rotary position embeddings")
         token_lists = [tokenize(text) for text in texts]
@@ -226,15 +241,19 @@ class ToyBackend:
         side = padding_side or "right"
         x, real = self.embed(token_lists, side)  # (B, T, d), (B, T)
         records = self.forward(x, real, set(layers), inject)
-        return check_finite([
-            Capture(
-                tokens=[Token(i, token, _token_id(token), False) for i, token in enumerate(tokens)],
-                model=self.info, device=self.device, dtype=self.dtype,
-                layers={layer: sequence_of(record, index, real[index]) for layer, record in records.items()},
-                padding_side=side if len(texts) > 1 else None,
-            )
-            for index, tokens in enumerate(token_lists)
-        ])
+        return check_finite(
+            [
+                Capture(
+                    tokens=[Token(i, token, _token_id(token), False) for i, token in enumerate(tokens)],
+                    model=self.info,
+                    device=self.device,
+                    dtype=self.dtype,
+                    layers={layer: sequence_of(record, index, real[index]) for layer, record in records.items()},
+                    padding_side=side if len(texts) > 1 else None,
+                )
+                for index, tokens in enumerate(token_lists)
+            ]
+        )
 
     def embed(self, token_lists: list[list[str]], side: str) -> tuple[torch.Tensor, torch.Tensor]:
         """Token vectors (+ positions), padded with zeros: X (B, T, d) and real (B, T) bool."""
@@ -272,8 +291,11 @@ class ToyBackend:
 
     def attention_layer(self, layer: int, x: torch.Tensor, allowed: torch.Tensor, inject=None):
         """One multi-head attention over X (B, T, d) -> (output (B, T, d), LayerCapture of the batch)."""
-        w = {name.split(".", 2)[2]: tensor for name, tensor in self.weights.items()
-             if name.startswith(f"layers.{layer}.")}
+        w = {
+            name.split(".", 2)[2]: tensor
+            for name, tensor in self.weights.items()
+            if name.startswith(f"layers.{layer}.")
+        }
         batch, count, heads, dh = x.shape[0], x.shape[1], self.config.heads, self.config.head_dim
 
         def project(name: str) -> torch.Tensor:
@@ -290,15 +312,20 @@ class ToyBackend:
         if scorer is None:
             scores = scoring.scores(q, k, scale)  # (B, H, T, T)
         else:  # learned scorings score one head of one text at a time
-            scores = torch.stack([torch.stack([scoring.scores(q[b, h], k[b, h], scale, scorer, h)
-                                               for h in range(heads)]) for b in range(batch)])  # (B, H, T, T)
+            scores = torch.stack(
+                [
+                    torch.stack([scoring.scores(q[b, h], k[b, h], scale, scorer, h) for h in range(heads)])
+                    for b in range(batch)
+                ]
+            )  # (B, H, T, T)
         weights = attention.masked_softmax(scores, allowed[:, None])  # (B, H, T, T)
         heads_out = attention.attend(weights, v)  # (B, H, T, Dh)
         concat = heads_out.transpose(1, 2).reshape(batch, count, self.config.d_model)  # (B, T, d)
         output = concat @ w["w_o"].T + w["b_o"]  # W_O
         mask = AttentionMask(count, count, False, allowed, x.device)
-        return output, LayerCapture(layer, q, k, v, mask, scale, x, scorer, concat=concat, projected=output,
-                                    w_o=w["w_o"])
+        return output, LayerCapture(
+            layer, q, k, v, mask, scale, x, scorer, concat=concat, projected=output, w_o=w["w_o"]
+        )
 
     def scoring_view(self, q: torch.Tensor, k: torch.Tensor):
         """dot, scaled-dot and cosine as (q, k, scale) for q·kᵀ·scale; the learned ones keep q, k as they are."""
@@ -311,8 +338,9 @@ class ToyBackend:
         if self.config.scoring == "bilinear":
             return lambda q, k, head: scoring.bilinear(q, k, w["bilinear"][head])
         if self.config.scoring == "additive":
-            return lambda q, k, head: scoring.additive(q, k, w["additive.w_q"][head], w["additive.w_k"][head],
-                                                       w["additive.w_v"][head])
+            return lambda q, k, head: scoring.additive(
+                q, k, w["additive.w_q"][head], w["additive.w_k"][head], w["additive.w_v"][head]
+            )
         return None
 
 

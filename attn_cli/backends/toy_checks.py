@@ -29,8 +29,7 @@ def read_toml_table(path: Path, table: str = "toy") -> dict:
     try:
         document = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as error:
-        raise BadInput(f"config {path} is not UTF-8: byte 0x{data[error.start]:02x} at offset {error.start}") \
-            from None
+        raise BadInput(f"config {path} is not UTF-8: byte 0x{data[error.start]:02x} at offset {error.start}") from None
     except tomllib.TOMLDecodeError as error:
         raise BadInput(f"config {path}: {' '.join(str(error).split())}") from None
     values = document.get(table, {})
@@ -58,8 +57,10 @@ def check_finite_weights(weights: dict, path: Path) -> None:
     for name, tensor in weights.items():
         bad = (~torch.isfinite(tensor)).sum().item()
         if bad:
-            raise AttnError(f"toy weights {path}: {name} holds {bad} NaN or infinite value(s)",
-                            "every weight must be a finite number")
+            raise AttnError(
+                f"toy weights {path}: {name} holds {bad} NaN or infinite value(s)",
+                "every weight must be a finite number",
+            )
 
 
 def check_token_count(token_lists: list[list[str]]) -> None:
@@ -68,5 +69,4 @@ def check_token_count(token_lists: list[list[str]]) -> None:
 
     longest = max((len(tokens) for tokens in token_lists), default=0)
     if longest > MAX_TOKENS:
-        raise InputTooLong(f"the text is {longest} tokens but the toy takes at most {MAX_TOKENS}",
-                           "shorten it")
+        raise InputTooLong(f"the text is {longest} tokens but the toy takes at most {MAX_TOKENS}", "shorten it")

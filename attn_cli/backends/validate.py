@@ -14,21 +14,34 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from attn_cli.plumbing.errors import AttnError, ModelNotFound, UnsupportedModel
 
 ALLOW_MISSING = "ATTN_ALLOW_MISSING_WEIGHTS"
 # What attn reads, said by every refusal of a model it cannot (audio, video, vision–language decoders …)
-SUPPORTED = ("attn supports text models through a tokenizer: encoder-only (BERT …), decoder-only (GPT-2, Llama …) "
-             "and encoder–decoder (BART, mBART, Marian, T5), and images through vision transformers (ViT, DeiT, "
-             "DINOv2, the CLIP and SigLIP vision towers); not audio, video or vision–language models")
+SUPPORTED = (
+    "attn supports text models through a tokenizer: encoder-only (BERT …), decoder-only (GPT-2, Llama …) "
+    "and encoder–decoder (BART, mBART, Marian, T5), and images through vision transformers (ViT, DeiT, "
+    "DINOv2, the CLIP and SigLIP vision towers); not audio, video or vision–language models"
+)
 _OTHER_INPUTS = ("pixel_values", "pixel_values_videos", "input_features", "input_values")  # images, video, audio
 _HARMLESS_MISSING = ("pooler.",)  # computed after every attention layer: cannot change what attn reports
 # Sizes that must be positive integers when a config gives them (GPT-2 spells them n_head, n_layer, n_embd).
-_SIZES = ("num_attention_heads", "num_hidden_layers", "hidden_size", "num_key_value_heads", "head_dim",
-          "vocab_size", "max_position_embeddings", "n_head", "n_layer", "n_embd", "n_positions")
+_SIZES = (
+    "num_attention_heads",
+    "num_hidden_layers",
+    "hidden_size",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "max_position_embeddings",
+    "n_head",
+    "n_layer",
+    "n_embd",
+    "n_positions",
+)
 
 
 def one_line(text: object) -> str:
@@ -57,9 +70,29 @@ def check_config_file(directory: Path) -> dict:
 
 
 # Model types of modalities attn does not read (yet): each is refused in one line naming what it reads.
-_AUDIO = ("whisper", "wav2vec2", "wav2vec2-conformer", "wav2vec2-bert", "hubert", "wavlm", "data2vec-audio",
-          "unispeech", "unispeech-sat", "sew", "sew-d", "speech_to_text", "speecht5", "seamless_m4t",
-          "seamless_m4t_v2", "audio-spectrogram-transformer", "clap", "encodec", "musicgen", "qwen2_audio", "mimi")
+_AUDIO = (
+    "whisper",
+    "wav2vec2",
+    "wav2vec2-conformer",
+    "wav2vec2-bert",
+    "hubert",
+    "wavlm",
+    "data2vec-audio",
+    "unispeech",
+    "unispeech-sat",
+    "sew",
+    "sew-d",
+    "speech_to_text",
+    "speecht5",
+    "seamless_m4t",
+    "seamless_m4t_v2",
+    "audio-spectrogram-transformer",
+    "clap",
+    "encodec",
+    "musicgen",
+    "qwen2_audio",
+    "mimi",
+)
 _VIDEO = ("videomae", "vivit", "timesformer", "x_clip", "vjepa2", "video_llava", "llava_next_video")
 
 
@@ -96,8 +129,9 @@ def load_model(from_pretrained: Callable, directory: Path, modality: str = "text
     except Exception as error:
         if isinstance(error, AttnError):
             raise
-        raise ModelNotFound(f"could not load the model in {directory}: {type(error).__name__}: "
-                            f"{_short(one_line(error))}") from error
+        raise ModelNotFound(
+            f"could not load the model in {directory}: {type(error).__name__}: {_short(one_line(error))}"
+        ) from error
     check_config(model, modality)
     check_loading(loading, directory)
     return model
@@ -110,19 +144,22 @@ def check_config(model, modality: str = "text") -> None:
 
     config = model.config
     kind = getattr(config, "model_type", None) or type(model).__name__
-    two_stacks = isinstance(getattr(model, "encoder", None), torch_module()) and \
-        isinstance(getattr(model, "decoder", None), torch_module())
+    two_stacks = isinstance(getattr(model, "encoder", None), torch_module()) and isinstance(
+        getattr(model, "decoder", None), torch_module()
+    )
     parameters = inspect.signature(model.forward).parameters
     if two_stacks and not getattr(config, "is_encoder_decoder", False):
-        raise UnsupportedModel(f"{kind} has an encoder and a decoder but its config says is_encoder_decoder=false",
-                               "attn would not know which attention is which; fix config.json")
+        raise UnsupportedModel(
+            f"{kind} has an encoder and a decoder but its config says is_encoder_decoder=false",
+            "attn would not know which attention is which; fix config.json",
+        )
     if modality == "image":
         return
-    with_ids = "input_ids" in parameters and (not getattr(config, "is_encoder_decoder", False)
-                                              or "decoder_input_ids" in parameters)
+    with_ids = "input_ids" in parameters and (
+        not getattr(config, "is_encoder_decoder", False) or "decoder_input_ids" in parameters
+    )
     if not with_ids:
-        raise UnsupportedModel(f"{kind} ({type(model).__name__}) is not a text model: it takes no token ids",
-                               SUPPORTED)
+        raise UnsupportedModel(f"{kind} ({type(model).__name__}) is not a text model: it takes no token ids", SUPPORTED)
     other = [name for name in _OTHER_INPUTS if name in parameters]
     if other:  # a vision–language or speech–text model: its text attention would be shown without its input
         raise UnsupportedModel(f"{kind} ({type(model).__name__}) also reads {', '.join(other)}", SUPPORTED)
@@ -138,8 +175,10 @@ def check_loading(loading: dict, directory: Path) -> None:
     """Refuse weights the checkpoint lacked (initialised at random) or that did not fit."""
     mismatched = sorted(_shapes(entry) for entry in loading.get("mismatched_keys") or [])
     if mismatched:
-        raise ModelNotFound(f"{directory}: {len(mismatched)} weight(s) do not fit the config's shapes: "
-                            f"{_names(mismatched)}", "the config does not belong to these weights")
+        raise ModelNotFound(
+            f"{directory}: {len(mismatched)} weight(s) do not fit the config's shapes: {_names(mismatched)}",
+            "the config does not belong to these weights",
+        )
     missing = sorted(name for name in loading.get("missing_keys") or [] if not name.startswith(_HARMLESS_MISSING))
     if missing and os.environ.get(ALLOW_MISSING, "").strip().lower() not in ("1", "true", "yes", "on"):
         raise ModelNotFound(
@@ -156,8 +195,10 @@ def check_tokenizer(tokenizer, directory: Path) -> None:
     except Exception:  # a tokenizer that cannot list its vocabulary: nothing to judge
         return
     if not vocabulary - set(tokenizer.all_special_ids):
-        raise ModelNotFound(f"{directory} has no tokenizer files (vocab.txt, tokenizer.json, …)",
-                            "every word would become an unknown token; copy the model's tokenizer files there")
+        raise ModelNotFound(
+            f"{directory} has no tokenizer files (vocab.txt, tokenizer.json, …)",
+            "every word would become an unknown token; copy the model's tokenizer files there",
+        )
 
 
 def check_finite(captures: list) -> list:

@@ -8,8 +8,8 @@ from the patch grid (data/image.py): [CLS], [DIST], [REG0] …, then r{row}c{col
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -24,10 +24,14 @@ from attn_cli.plumbing.errors import ModelNotFound, UnsupportedModel
 # config.json's model_type → the transformers class holding the vision tower. A whole CLIP/SigLIP
 # checkpoint (text and vision) is read through its vision tower only.
 VISION_TYPES = {
-    "vit": "ViTModel", "deit": "DeiTModel", "dinov2": "Dinov2Model",
+    "vit": "ViTModel",
+    "deit": "DeiTModel",
+    "dinov2": "Dinov2Model",
     "dinov2_with_registers": "Dinov2WithRegistersModel",
-    "clip_vision_model": "CLIPVisionModel", "clip": "CLIPVisionModel",
-    "siglip_vision_model": "SiglipVisionModel", "siglip": "SiglipVisionModel",
+    "clip_vision_model": "CLIPVisionModel",
+    "clip": "CLIPVisionModel",
+    "siglip_vision_model": "SiglipVisionModel",
+    "siglip": "SiglipVisionModel",
 }
 SUPPORTED = "ViT, DeiT, DINOv2 (with registers), and the CLIP and SigLIP vision towers"
 
@@ -36,8 +40,9 @@ def is_vision(config: dict) -> bool:
     return config.get("model_type") in VISION_TYPES
 
 
-def load_vision_backend(name: str, directory: Path, config: dict, *, device: str, dtype: str,
-                        allow_pickle: bool = False) -> "VisionBackend":
+def load_vision_backend(
+    name: str, directory: Path, config: dict, *, device: str, dtype: str, allow_pickle: bool = False
+) -> VisionBackend:
     """The model and its image processor from a local directory, offline."""
     import transformers
     from transformers import AutoImageProcessor
@@ -49,12 +54,19 @@ def load_vision_backend(name: str, directory: Path, config: dict, *, device: str
     model_class = getattr(transformers, VISION_TYPES[config["model_type"]])
     try:
         processor = AutoImageProcessor.from_pretrained(directory, local_files_only=True)
-        model = load_model(model_class.from_pretrained, directory, modality="image", local_files_only=True,
-                           use_safetensors=None if allow_pickle else True,
-                           dtype="auto" if dtype == "auto" else _DTYPES[dtype])
+        model = load_model(
+            model_class.from_pretrained,
+            directory,
+            modality="image",
+            local_files_only=True,
+            use_safetensors=None if allow_pickle else True,
+            dtype="auto" if dtype == "auto" else _DTYPES[dtype],
+        )
     except (OSError, ValueError) as error:
-        raise ModelNotFound(f"could not load the vision model in {directory}: {error}",
-                            "a vision checkpoint needs config.json, its weights and preprocessor_config.json") from error
+        raise ModelNotFound(
+            f"could not load the vision model in {directory}: {error}",
+            "a vision checkpoint needs config.json, its weights and preprocessor_config.json",
+        ) from error
     model.eval()
     model.to(device)
     return VisionBackend(name, model, processor, device)
@@ -80,16 +92,25 @@ class VisionBackend:
         count = len(grid.specials) + grid.patches
         length = next(iter(recorder.records.values())).q.shape[2] if recorder.records else count
         if length != count:
-            raise UnsupportedModel(f"{self.info.architecture} ran {length} tokens, but its {grid.rows} × {grid.cols} "
-                                   f"patches and {len(grid.specials)} special tokens make {count}",
-                                   f"attn reads the tokens of {SUPPORTED}")
+            raise UnsupportedModel(
+                f"{self.info.architecture} ran {length} tokens, but its {grid.rows} × {grid.cols} "
+                f"patches and {len(grid.specials)} special tokens make {count}",
+                f"attn reads the tokens of {SUPPORTED}",
+            )
         real = torch.ones(length, dtype=torch.bool)
         tokens = [Token(index, text, -1, index < len(grid.specials)) for index, text in enumerate(grid.token_names())]
-        return check_finite([Capture(
-            tokens=tokens, model=self.info, device=self.device, dtype=self.dtype,
-            layers={layer: sequence_of(record, 0, real) for layer, record in recorder.records.items()},
-            image=grid,
-        )])[0]
+        return check_finite(
+            [
+                Capture(
+                    tokens=tokens,
+                    model=self.info,
+                    device=self.device,
+                    dtype=self.dtype,
+                    layers={layer: sequence_of(record, 0, real) for layer, record in recorder.records.items()},
+                    image=grid,
+                )
+            ]
+        )[0]
 
     def pixel_values(self, image) -> torch.Tensor:
         return self.processor(images=image, return_tensors="pt")["pixel_values"]
@@ -99,8 +120,14 @@ class VisionBackend:
         config = self.model.config
         size = config.patch_size
         height, width = pixels.shape[-2:]
-        return PatchGrid(source=source, rows=height // size, cols=width // size, patch_size=size,
-                         specials=special_tokens(self.model), pixels=self._seen(pixels[0]))
+        return PatchGrid(
+            source=source,
+            rows=height // size,
+            cols=width // size,
+            patch_size=size,
+            specials=special_tokens(self.model),
+            pixels=self._seen(pixels[0]),
+        )
 
     def _seen(self, pixels: torch.Tensor) -> np.ndarray:
         """(3, H, W) normalised → (H, W, 3) uint8: the processor's normalisation undone, for drawing."""
@@ -112,8 +139,10 @@ class VisionBackend:
         return (restored.permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
 
     def _text_refused(self, *args, **kwargs):
-        raise UnsupportedModel(f"{self.info.name} is a vision model ({self.info.architecture}): it reads images, not text",
-                       "pass --image FILE (PNG or JPEG; - reads stdin) to attn inspect, rollout, heads or explore")
+        raise UnsupportedModel(
+            f"{self.info.name} is a vision model ({self.info.architecture}): it reads images, not text",
+            "pass --image FILE (PNG or JPEG; - reads stdin) to attn inspect, rollout, heads or explore",
+        )
 
     capture_batch = capture_padded = capture_generation = circuit_weights = _text_refused
 
@@ -136,5 +165,7 @@ def special_tokens(model) -> tuple[str, ...]:
 def check_image_backend(backend) -> None:
     """--image needs a vision transformer: a text model says so in one line."""
     if not hasattr(backend, "capture_image"):
-        raise UnsupportedModel(f"{backend.info.name} is a text model ({backend.info.architecture}): --image needs a "
-                       "vision transformer", f"supported: {SUPPORTED}; give text to a text model")
+        raise UnsupportedModel(
+            f"{backend.info.name} is a text model ({backend.info.architecture}): --image needs a vision transformer",
+            f"supported: {SUPPORTED}; give text to a text model",
+        )

@@ -10,7 +10,8 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from attn_cli import __version__
-from attn_cli.cli.edge import run_at_the_edge
+from attn_cli.cli.attribute import EPILOG as ATTRIBUTE_EPILOG
+from attn_cli.cli.attribute import attribute_command
 from attn_cli.cli.circuits import EPILOG as CIRCUITS_EPILOG
 from attn_cli.cli.circuits import circuits_command
 from attn_cli.cli.compare import EPILOG as COMPARE_EPILOG
@@ -19,6 +20,7 @@ from attn_cli.cli.diagnose import EPILOG as DIAGNOSE_EPILOG
 from attn_cli.cli.diagnose import diagnose_command
 from attn_cli.cli.diff import EPILOG as DIFF_EPILOG
 from attn_cli.cli.diff import diff_command
+from attn_cli.cli.edge import run_at_the_edge
 from attn_cli.cli.explore import EPILOG as EXPLORE_EPILOG
 from attn_cli.cli.explore import explore_command
 from attn_cli.cli.generate import EPILOG as GENERATE_EPILOG
@@ -31,8 +33,6 @@ from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
 from attn_cli.cli.models import EPILOG as MODELS_EPILOG
 from attn_cli.cli.models import models_command
-from attn_cli.cli.attribute import EPILOG as ATTRIBUTE_EPILOG
-from attn_cli.cli.attribute import attribute_command
 from attn_cli.cli.rollout import EPILOG as ROLLOUT_EPILOG
 from attn_cli.cli.rollout import rollout_command
 from attn_cli.cli.steps import EPILOG as STEPS_EPILOG
@@ -117,7 +117,9 @@ app.command("models", cls=Command, epilog=MODELS_EPILOG)(models_command)
 
 HEADS_SHOW = typer.main.get_command_from_info(
     typer.models.CommandInfo(name="heads show", cls=Command, epilog=HEADS_SHOW_EPILOG, callback=heads_show_command),
-    pretty_exceptions_short=True, rich_markup_mode=app.rich_markup_mode)
+    pretty_exceptions_short=True,
+    rich_markup_mode=app.rich_markup_mode,
+)
 
 
 def _version(value: bool) -> None:
@@ -128,7 +130,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", metavar="", callback=_version, is_eager=True, help="Show the version."),
+    version: bool = typer.Option(
+        False, "--version", metavar="", callback=_version, is_eager=True, help="Show the version."
+    ),
 ) -> None:
     """See what attention does with your sentence."""
 

@@ -38,8 +38,15 @@ def circuits_command(
         def run(progress, lazy: bool):
             return loading.load().circuits()
 
-        run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output, save=save,
-                     render=render_circuits_view, figure=save_figure)
+        run_and_emit(
+            run,
+            label=loading.label,
+            json_wanted=json_wanted,
+            output=output,
+            save=save,
+            render=render_circuits_view,
+            figure=save_figure,
+        )
 
 
 def render_circuits_view(report):

@@ -5,17 +5,16 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from rich.text import Text
 
-from attn_cli.plumbing import textio
-from attn_cli.plumbing.atomic import atomic_open
 from attn_cli.cli.edge import stderr_console
 from attn_cli.cli.options import OUTPUT_SETTINGS, PANEL_NAMES
+from attn_cli.plumbing import textio
+from attn_cli.plumbing.atomic import atomic_open
 from attn_cli.plumbing.errors import AttnError, BadInput
-
 
 FILE_LINES = 1_000_000  # the "screen height" of a file or pipe: no limit
 
@@ -59,8 +58,16 @@ def load_model(model: str, *, device: str, dtype, options: dict):
     return load(model, device=device, dtype=dtype.value, **options)
 
 
-def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path | None, save: Path | None,
-                 render: Callable, figure: Callable) -> None:
+def run_and_emit(
+    run: Callable,
+    *,
+    label: str,
+    json_wanted: bool,
+    output: Path | None,
+    save: Path | None,
+    render: Callable,
+    figure: Callable,
+) -> None:
     """run(progress, lazy) → report, under a progress bar; then JSON (stdout or -o) or render(report) printed.
 
     lazy: the report may analyse its layers as its JSON is written.
@@ -77,8 +84,12 @@ def run_and_emit(run: Callable, *, label: str, json_wanted: bool, output: Path |
             # as soon as the document is complete (jq) has printed onto the bar's line.
             emit_json(report, output, before_last=progress and progress.clear)
     if not json_wanted:
-        emit_terminal(lambda: render(report), save, defaults()["render"]["fallback_width"],
-                      figure=lambda path: figure(report, path))
+        emit_terminal(
+            lambda: render(report),
+            save,
+            defaults()["render"]["fallback_width"],
+            figure=lambda path: figure(report, path),
+        )
 
 
 class Bar:
@@ -119,8 +130,17 @@ def progress_on_stderr(label: str, doing: str, *columns) -> Iterator[Bar | None]
             return Text("") if task.total is None and not task.completed else self.column.render(task)
 
     # redirect_stdout=False: stdout carries the JSON document and must never pass through Rich.
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), Known(BarColumn()), Known(MofNCompleteColumn()),
-                  *map(Known, columns), console=console, transient=True, redirect_stdout=False, redirect_stderr=False) as progress:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        Known(BarColumn()),
+        Known(MofNCompleteColumn()),
+        *map(Known, columns),
+        console=console,
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    ) as progress:
         yield Bar(progress, label, doing)
 
 
@@ -129,8 +149,9 @@ def note(message: str, style: str = "yellow") -> None:
     stderr_console().print(Text(message, style=style), soft_wrap=True)
 
 
-def check_outputs(save: Path | None, as_json: bool, output: Path | None = None, dpi: int | None = None,
-                  **more: Path | None) -> bool:
+def check_outputs(
+    save: Path | None, as_json: bool, output: Path | None = None, dpi: int | None = None, **more: Path | None
+) -> bool:
     """Whether the command writes JSON (--json, or -o FILE); first, failing in milliseconds before the
     model loads, when an output file cannot be written (or drawn: --save FILE.png without cairosvg).
 
@@ -146,7 +167,9 @@ def check_outputs(save: Path | None, as_json: bool, output: Path | None = None, 
         check_dpi(dpi, save)
         return json_wanted
     if json_wanted:
-        raise BadInput("--save writes a figure beside the terminal view, not with --json", "use -o FILE to write the JSON document")
+        raise BadInput(
+            "--save writes a figure beside the terminal view, not with --json", "use -o FILE to write the JSON document"
+        )
     check_snapshot_path(save, dpi)
     return json_wanted
 
@@ -179,8 +202,9 @@ def check_integers(params: dict) -> None:
     The option's flag is its parameter's name in dashes (limit → --limit, top_k → --top-k)."""
     for name, value in params.items():
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.maxsize:
-            raise BadInput(f"--{name.replace('_', '-')} {value} is out of range",
-                           f"it must lie within ±{sys.maxsize:,}")
+            raise BadInput(
+                f"--{name.replace('_', '-')} {value} is out of range", f"it must lie within ±{sys.maxsize:,}"
+            )
 
 
 # A command's file options by parameter name: what it writes, and (below) what it reads.
@@ -237,8 +261,9 @@ def emit_json(report, output: Path | None, before_last: Callable[[], None] | Non
     note(f"wrote {output}", style="dim")
 
 
-def emit_terminal(render: Callable[[], object], save: Path | None, fallback_width: int,
-                  figure: Callable[[Path], None] | None = None) -> None:
+def emit_terminal(
+    render: Callable[[], object], save: Path | None, fallback_width: int, figure: Callable[[Path], None] | None = None
+) -> None:
     """Print render() (renderables size themselves to the console) to stdout; with --save also write
     figure(path), the command's SVG or HTML figure."""
     from rich.console import Console

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,17 +15,21 @@ EPILOG = (
     "Variants: shared-k (Q := K), no-scale (no 1/√d), raw (softmax(X·Xᵀ)·X, no projections), "
     "scoring=dot, scoring=scaled-dot, scoring=cosine.\n\n"
     "Examples:\n\n"
-    "  attn compare \"我是一个男孩\"\n\n"
-    "  attn compare \"The cat sat on the mat\" --variant no-scale --variant raw --layer 0\n\n"
-    "  attn compare \"Hello\" --propagate --json | jq '.diff[\"shared-k\"].summary'"
+    '  attn compare "我是一个男孩"\n\n'
+    '  attn compare "The cat sat on the mat" --variant no-scale --variant raw --layer 0\n\n'
+    '  attn compare "Hello" --propagate --json | jq \'.diff["shared-k"].summary\''
 )
 
 
 @loads_model
 def compare_command(
     text: opt.Text,
-    variant: Annotated[Optional[list[str]], typer.Option("--variant", "-V",
-        help="A counterfactual to set beside the model (repeatable). Default: shared-k.")] = None,
+    variant: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--variant", "-V", help="A counterfactual to set beside the model (repeatable). Default: shared-k."
+        ),
+    ] = None,
     propagate: opt.Propagate = False,
     loading: Loading = Loading(),
     layer: opt.Layer = "all",
@@ -47,13 +51,27 @@ def compare_command(
 
         def run(progress, lazy: bool):
             loaded = loading.load()
-            return loaded.compare(text, variants=variant or ("shared-k",), propagate=propagate, layers=layer,
-                                  heads=head, top_k=top_k, truncate=truncate, full=full,
-                                  vectors=opt.Include.qkv in (include or []))
+            return loaded.compare(
+                text,
+                variants=variant or ("shared-k",),
+                propagate=propagate,
+                layers=layer,
+                heads=head,
+                top_k=top_k,
+                truncate=truncate,
+                full=full,
+                vectors=opt.Include.qkv in (include or []),
+            )
 
-        run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=lambda report: render_compare_view(report, per_head_of(scale)),
-                     figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale))
+        run_and_emit(
+            run,
+            label=loading.label,
+            json_wanted=json_wanted,
+            output=output,
+            save=save,
+            render=lambda report: render_compare_view(report, per_head_of(scale)),
+            figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale),
+        )
 
 
 def render_compare_view(report, per_head: bool = False):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,7 +21,7 @@ EPILOG = (
     "|h\\[t,k]| > ratio × median |h| of that layer and text (--ratio, 100) and |h\\[t,k]| > floor (--floor, 100). "
     "Sun et al. use > 100 and about 1,000× the median: --ratio 1000.\n\n"
     "Examples:\n\n"
-    "  attn diagnose \"Hello, how are you?\"\n\n"
+    '  attn diagnose "Hello, how are you?"\n\n'
     "  attn diagnose --file corpus.txt --limit 500 --json -o diagnose.json\n\n"
     "  attn diagnose --file corpus.txt --model ./my-gpt2 --ratio 1000 --save sinks.svg"
 )
@@ -31,17 +31,38 @@ SaveDiagnose = opt.save_figure_option("each head's first-token weight as a layer
 
 @loads_model
 def diagnose_command(
-    texts: Annotated[Optional[list[str]], typer.Argument(metavar="TEXT", show_default=False,
-        help="Texts to diagnose; - reads one from stdin. Several run as padded batches.")] = None,
-    file: Annotated[Optional[Path], typer.Option("--file", "-f",
-        help="A corpus: a text per line, or JSONL with a \"text\" field per line; - reads stdin.")] = None,
-    epsilon: Annotated[float, typer.Option("--epsilon", metavar="EPSILON",
-        help="A head sinks when its mean first-token weight exceeds this (Gu et al. 2024).")] = 0.3,
-    ratio: Annotated[float, typer.Option("--ratio", metavar="RATIO",
-        help="Massive: larger than this many times the layer's median magnitude.")] = 100.0,
-    floor: Annotated[float, typer.Option("--floor", metavar="FLOOR",
-        help="Massive: and larger than this in absolute value.")] = 100.0,
-    limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="Diagnose at most N texts.")] = None,
+    texts: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="TEXT",
+            show_default=False,
+            help="Texts to diagnose; - reads one from stdin. Several run as padded batches.",
+        ),
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file", "-f", help='A corpus: a text per line, or JSONL with a "text" field per line; - reads stdin.'
+        ),
+    ] = None,
+    epsilon: Annotated[
+        float,
+        typer.Option(
+            "--epsilon",
+            metavar="EPSILON",
+            help="A head sinks when its mean first-token weight exceeds this (Gu et al. 2024).",
+        ),
+    ] = 0.3,
+    ratio: Annotated[
+        float,
+        typer.Option(
+            "--ratio", metavar="RATIO", help="Massive: larger than this many times the layer's median magnitude."
+        ),
+    ] = 100.0,
+    floor: Annotated[
+        float, typer.Option("--floor", metavar="FLOOR", help="Massive: and larger than this in absolute value.")
+    ] = 100.0,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", help="Diagnose at most N texts.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Texts per padded batch.")] = 32,
     loading: Loading = Loading(),
     as_json: opt.AsJson = False,
@@ -54,8 +75,9 @@ def diagnose_command(
     with user_errors():
         json_wanted = check_outputs(save, as_json, output, dpi)
         if bool(texts) == (file is not None):
-            raise BadInput("TEXT and --file are separate sources" if texts else "no text given",
-                           "pass TEXT... or --file FILE")
+            raise BadInput(
+                "TEXT and --file are separate sources" if texts else "no text given", "pass TEXT... or --file FILE"
+            )
         if texts:
             texts = [read_text(text) for text in texts]
         if file is not None:
@@ -65,9 +87,17 @@ def diagnose_command(
         from attn_cli.cli.heads import progress_bar
 
         with progress_bar("diagnosing") as progress:
-            report = loading.load().diagnose(texts or None, file=file, epsilon=epsilon, ratio=ratio, floor=floor,
-                                             batch_size=batch_size, limit=limit, truncate=truncate,
-                                             progress=progress)
+            report = loading.load().diagnose(
+                texts or None,
+                file=file,
+                epsilon=epsilon,
+                ratio=ratio,
+                floor=floor,
+                batch_size=batch_size,
+                limit=limit,
+                truncate=truncate,
+                progress=progress,
+            )
         if report.truncated:
             from attn_cli.render.scale import counted
 
@@ -78,8 +108,12 @@ def diagnose_command(
             from attn_cli.plumbing.config import defaults
             from attn_cli.render.diagnose_view import DiagnoseView
 
-            emit_terminal(lambda: DiagnoseView(report), save, defaults()["render"]["fallback_width"],
-                          figure=lambda path: save_figure(report, path, dpi=dpi))
+            emit_terminal(
+                lambda: DiagnoseView(report),
+                save,
+                defaults()["render"]["fallback_width"],
+                figure=lambda path: save_figure(report, path, dpi=dpi),
+            )
         if report.interrupted:
             from attn_cli.plumbing import interrupts
 

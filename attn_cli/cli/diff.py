@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -14,19 +14,30 @@ from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
     "Examples:\n\n"
-    "  attn diff \"The cat sat on the mat.\" \"The dog sat on the mat.\"\n\n"
-    "  attn diff \"Hello, how are you?\" --model ./base --against-model ./finetuned\n\n"
-    "  attn diff \"A text\" \"Another text\" --json | jq '.heads[:3]'"
+    '  attn diff "The cat sat on the mat." "The dog sat on the mat."\n\n'
+    '  attn diff "Hello, how are you?" --model ./base --against-model ./finetuned\n\n'
+    '  attn diff "A text" "Another text" --json | jq \'.heads[:3]\''
 )
 
 
 @loads_model
 def diff_command(
-    texts: Annotated[list[str], typer.Argument(metavar="TEXT [TEXT_B]", show_default=False,
-        help="Two texts to run on one model, or one text with --against-model; - reads one from stdin.")],
+    texts: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="TEXT [TEXT_B]",
+            show_default=False,
+            help="Two texts to run on one model, or one text with --against-model; - reads one from stdin.",
+        ),
+    ],
     loading: Loading = Loading(),
-    against_model: Annotated[Optional[str], typer.Option("--against-model",
-        help="A second checkpoint of the same shape and tokenizer to run TEXT on (B); --model is A.")] = None,
+    against_model: Annotated[
+        str | None,
+        typer.Option(
+            "--against-model",
+            help="A second checkpoint of the same shape and tokenizer to run TEXT on (B); --model is A.",
+        ),
+    ] = None,
     layer: opt.Layer = "all",
     head: opt.Head = "all",
     as_json: opt.AsJson = False,
@@ -40,8 +51,10 @@ def diff_command(
         json_wanted = check_outputs(save, as_json, output, dpi)
         expected = 1 if against_model else 2
         if len(texts) != expected:
-            raise BadInput(f"diff takes {'one text with --against-model' if against_model else 'two texts'}, "
-                           f"not {len(texts)}", "attn diff TEXT_A TEXT_B, or attn diff TEXT --against-model M")
+            raise BadInput(
+                f"diff takes {'one text with --against-model' if against_model else 'two texts'}, not {len(texts)}",
+                "attn diff TEXT_A TEXT_B, or attn diff TEXT --against-model M",
+            )
         texts = [read_text(text) for text in texts]
 
         def run(progress, lazy: bool):
@@ -51,9 +64,15 @@ def diff_command(
             other = loading.load(against_model)
             return loaded.diff(texts[0], against=other, layers=layer, heads=head)
 
-        run_and_emit(run, label="running both …", json_wanted=json_wanted, output=output, save=save,
-                     render=lambda report: render_diff_view(report, per_head_of(scale)),
-                     figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale))
+        run_and_emit(
+            run,
+            label="running both …",
+            json_wanted=json_wanted,
+            output=output,
+            save=save,
+            render=lambda report: render_diff_view(report, per_head_of(scale)),
+            figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale),
+        )
 
 
 def render_diff_view(report, per_head: bool = False):

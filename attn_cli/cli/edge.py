@@ -15,7 +15,7 @@ import functools
 import os
 import sys
 import warnings
-from typing import Iterator
+from collections.abc import Iterator
 
 import typer
 from rich.console import Console
@@ -47,8 +47,11 @@ def describe(error: BaseException) -> tuple[str, str | None, int]:
         return ("interrupted" if code == 130 else "terminated"), None, code
     if isinstance(error, UnicodeEncodeError) and (error.encoding or "").lower() not in _UTF8:
         char = error.object[error.start] if isinstance(error.object, str) else "?"
-        return (f"the output encoding {error.encoding} cannot write {ascii(char)}",
-                "use a UTF-8 locale or PYTHONIOENCODING=utf-8, or -o FILE", 1)
+        return (
+            f"the output encoding {error.encoding} cannot write {ascii(char)}",
+            "use a UTF-8 locale or PYTHONIOENCODING=utf-8, or -o FILE",
+            1,
+        )
     if isinstance(error, OSError):
         if error.errno == errno.EBADF and error.filename is None:
             return "cannot write to stdout: it is closed", "redirect it to a file or /dev/null, or use -o FILE", 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,21 +15,24 @@ EPILOG = (
     "Greedy by default; --sample draws at --temperature with --seed. Row i of a head is the step that "
     "produced generated token i: the attention of the token before it over everything it could see.\n\n"
     "Examples:\n\n"
-    "  attn generate \"The capital of France is\" --model ./my-gpt2 --max-new-tokens 8\n\n"
-    "  attn generate \"Once upon a time\" --model org/name --sample --temperature 0.8 --seed 1 --layer 5\n\n"
+    '  attn generate "The capital of France is" --model ./my-gpt2 --max-new-tokens 8\n\n'
+    '  attn generate "Once upon a time" --model org/name --sample --temperature 0.8 --seed 1 --layer 5\n\n'
     "  attn generate \"1, 2, 3,\" --model ./my-llama --json | jq '.text'"
 )
 
 
 @loads_model
 def generate_command(
-    prompt: Annotated[str, typer.Argument(metavar="PROMPT", show_default=False,
-        help="The text to continue; - reads it from stdin.")],
+    prompt: Annotated[
+        str, typer.Argument(metavar="PROMPT", show_default=False, help="The text to continue; - reads it from stdin.")
+    ],
     loading: Loading = Loading(),
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", help="Stop after this many tokens.")] = 20,
-    sample: Annotated[bool, typer.Option("--sample", metavar=opt.FLAG, help="Sample instead of taking the likeliest token.")] = False,
+    sample: Annotated[
+        bool, typer.Option("--sample", metavar=opt.FLAG, help="Sample instead of taking the likeliest token.")
+    ] = False,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (with --sample).")] = 1.0,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed for --sample.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed for --sample.")] = None,
     layer: opt.Layer = "all",
     head: opt.Head = "all",
     top_k: opt.TopK = None,
@@ -54,12 +57,27 @@ def generate_command(
                 if progress is not None:
                     progress(len(pieces), max_new_tokens, generating_line("".join(pieces)))
 
-            return loaded.generate(prompt, max_new_tokens=max_new_tokens, sample=sample, temperature=temperature,
-                                   seed=seed, layers=layer, heads=head, top_k=top_k, on_token=show)
+            return loaded.generate(
+                prompt,
+                max_new_tokens=max_new_tokens,
+                sample=sample,
+                temperature=temperature,
+                seed=seed,
+                layers=layer,
+                heads=head,
+                top_k=top_k,
+                on_token=show,
+            )
 
-        run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=lambda report: render_generate_view(report, per_head_of(scale)),
-                     figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale))
+        run_and_emit(
+            run,
+            label=loading.label,
+            json_wanted=json_wanted,
+            output=output,
+            save=save,
+            render=lambda report: render_generate_view(report, per_head_of(scale)),
+            figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale),
+        )
 
 
 def generating_line(text: str, cells: int = 24) -> str:

@@ -7,7 +7,7 @@ cli/__init__.py routes it here); `attn heads -- show` scores the word "show" as 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -26,32 +26,54 @@ EPILOG = (
     "  attn heads show heads-store\n\n"
     "  attn heads show heads-store --head 1.4 --score induction --top 3\n\n"
     "  attn heads show heads-store --save dashboard.html\n\n"
-    "  attn heads -- show      (scores the word \"show\" as a text)"
+    '  attn heads -- show      (scores the word "show" as a text)'
 )
 SHOW_NOTE = "\n\nattn heads show DIR: read a corpus store (attn heads show --help)."
 
 
 def heads_show_command(
-    store: Annotated[Optional[Path], typer.Argument(metavar="DIR", show_default=False,
-        help="A store written by attn heads --file CORPUS --store DIR.")] = None,
-    head: Annotated[Optional[str], typer.Option("--head", "-H", metavar="HEAD",
-        help="Show this head's dashboard: LAYER.HEAD, like 1.4.")] = None,
-    score: Annotated[Optional[str], typer.Option("--score", "-s", metavar="SCORE",
-        help="The score whose top texts and decile samples --head shows (default: the head's label).")] = None,
+    store: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="DIR", show_default=False, help="A store written by attn heads --file CORPUS --store DIR."
+        ),
+    ] = None,
+    head: Annotated[
+        str | None,
+        typer.Option("--head", "-H", metavar="HEAD", help="Show this head's dashboard: LAYER.HEAD, like 1.4."),
+    ] = None,
+    score: Annotated[
+        str | None,
+        typer.Option(
+            "--score",
+            "-s",
+            metavar="SCORE",
+            help="The score whose top texts and decile samples --head shows (default: the head's label).",
+        ),
+    ] = None,
     top: Annotated[int, typer.Option("--top", "-n", help="Top texts and top edges shown.")] = 5,
     as_json: opt.AsJson = False,
     output: opt.Output = None,
-    save: Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
-        help="Also write the dashboard page (FILE.html): a head finder and every head's dashboard, offline.")] = None,
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            metavar="FILE",
+            help="Also write the dashboard page (FILE.html): a head finder and every head's dashboard, offline.",
+        ),
+    ] = None,
 ) -> None:
     """A corpus store's heads (no model needed), or with --head L.H one head's dashboard."""
     with user_errors():
         if store is None:
-            raise BadInput("attn heads show needs a store directory: attn heads show DIR",
-                           "to score the word \"show\" as a text, write attn heads -- show")
+            raise BadInput(
+                "attn heads show needs a store directory: attn heads show DIR",
+                'to score the word "show" as a text, write attn heads -- show',
+            )
         if save is not None and save.suffix.lower() not in (".html", ".htm"):
-            raise BadInput(f"--save {save}: attn heads show writes the dashboard page, an .html file",
-                           "use --save dashboard.html")
+            raise BadInput(
+                f"--save {save}: attn heads show writes the dashboard page, an .html file", "use --save dashboard.html"
+            )
         if top < 1:
             raise BadInput(f"--top {top}: show at least 1", "use --top 5")
         json_wanted = check_outputs(save, as_json, output)
@@ -62,7 +84,7 @@ def heads_show_command(
             report = open_store(store)
         except BadInput as error:
             if not store.exists():  # perhaps `attn heads show me` meant the text "show me"
-                error.hint = f"{error.hint}; to score \"show {store}\" as text, write attn heads -- show {store}"
+                error.hint = f'{error.hint}; to score "show {store}" as text, write attn heads -- show {store}'
             raise
         if report.incomplete_note():
             note(report.incomplete_note())
@@ -76,8 +98,12 @@ def heads_show_command(
         from attn_cli.plumbing.config import defaults
         from attn_cli.render.store_view import DashboardView, StoreView
 
-        emit_terminal(lambda: DashboardView(dashboard) if dashboard is not None else StoreView(report), save,
-                      defaults()["render"]["fallback_width"], figure=lambda path: save_page(report, path, top, place))
+        emit_terminal(
+            lambda: DashboardView(dashboard) if dashboard is not None else StoreView(report),
+            save,
+            defaults()["render"]["fallback_width"],
+            figure=lambda path: save_page(report, path, top, place),
+        )
 
 
 def parse_head(text: str) -> tuple[int, int]:

@@ -13,8 +13,28 @@ def check_image_alone(texts, image: str) -> None:
         raise BadInput("give either text or --image, not both", "a vision transformer reads the image only")
 
 
-def inspect_image_command(texts, image: str, query: str | None, *, loading, layer, head, top_k, panels, json_wanted,
-                          output, save, dpi, scale, variant, rows, cols, full, vectors, norms) -> None:
+def inspect_image_command(
+    texts,
+    image: str,
+    query: str | None,
+    *,
+    loading,
+    layer,
+    head,
+    top_k,
+    panels,
+    json_wanted,
+    output,
+    save,
+    dpi,
+    scale,
+    variant,
+    rows,
+    cols,
+    full,
+    vectors,
+    norms,
+) -> None:
     """The image's report: JSON, or the picture in the terminal (the head's overlay and every head's)."""
     check_image_alone(texts, image)
     chosen = parse_query(query)
@@ -24,8 +44,19 @@ def inspect_image_command(texts, image: str, query: str | None, *, loading, laye
         # The pictures need each head's query rows: whole matrices for the terminal and figures (ViT-base's 144
         # heads × 197² pass the cell limit that keeps JSON documents small), the limit for JSON as for text.
         keep = full or (not json_wanted and rows is None and cols is None)
-        report = loaded.inspect_image(image, layers=layer, heads=head, top_k=top_k, variant=variant, rows=rows,
-                                      cols=cols, full=keep, vectors=vectors, norms=norms, progress=progress)
+        report = loaded.inspect_image(
+            image,
+            layers=layer,
+            heads=head,
+            top_k=top_k,
+            variant=variant,
+            rows=rows,
+            cols=cols,
+            full=keep,
+            vectors=vectors,
+            norms=norms,
+            progress=progress,
+        )
         if chosen is not None:
             report.image.token_of(*chosen)  # a patch off the grid fails before anything is drawn
         return report
@@ -46,5 +77,6 @@ def inspect_image_command(texts, image: str, query: str | None, *, loading, laye
         for warning in write(report, path, panels, dpi, query=chosen):
             note(warning)
 
-    run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output, save=save, render=render,
-                 figure=figure)
+    run_and_emit(
+        run, label=loading.label, json_wanted=json_wanted, output=output, save=save, render=render, figure=figure
+    )

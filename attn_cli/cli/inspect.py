@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -16,14 +16,14 @@ from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
     "Examples:\n\n"
-    "  attn inspect \"Hello, how are you?\"\n\n"
-    "  attn inspect \"The cat sat\" --layer 2 --head 0-3 --show weights,top\n\n"
+    '  attn inspect "Hello, how are you?"\n\n'
+    '  attn inspect "The cat sat" --layer 2 --head 0-3 --show weights,top\n\n'
     "  attn inspect \"Hello\" --json | jq '.layers[0].heads[0].weights'\n\n"
-    "  attn inspect \"我是一个男孩\" --shared-k --layer 0 --head 0\n\n"
-    "  attn inspect \"I love you\" --model toy -O heads=1 -O causal=true\n\n"
-    "  attn inspect \"The cat sat on the mat.\" --measure norm --layer 3\n\n"
-    "  attn inspect \"Unbelievably, tokenization works\" --words --layer 0 --head 2\n\n"
-    "  echo \"from stdin\" | attn inspect - --model ./my-bert --device cuda\n\n"
+    '  attn inspect "我是一个男孩" --shared-k --layer 0 --head 0\n\n'
+    '  attn inspect "I love you" --model toy -O heads=1 -O causal=true\n\n'
+    '  attn inspect "The cat sat on the mat." --measure norm --layer 3\n\n'
+    '  attn inspect "Unbelievably, tokenization works" --words --layer 0 --head 2\n\n'
+    '  echo "from stdin" | attn inspect - --model ./my-bert --device cuda\n\n'
     "  attn inspect --image cat.png --model google/vit-base-patch16-224 --layer 11 --query 3,7"
 )
 
@@ -40,15 +40,27 @@ class Measure(str, Enum):
 
 @loads_model
 def inspect_command(
-    texts: Annotated[Optional[list[str]], typer.Argument(metavar="TEXT", show_default=False,
-        help="The text to inspect; - reads it from stdin. Several texts run as one padded batch.")] = None,
+    texts: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="TEXT",
+            show_default=False,
+            help="The text to inspect; - reads it from stdin. Several texts run as one padded batch.",
+        ),
+    ] = None,
     loading: Loading = Loading(),
     layer: opt.Layer = "all",
     head: opt.Head = "all",
     top_k: opt.TopK = None,
-    show: Annotated[Optional[list[str]], typer.Option("--show", "-s",
-        help=f"Panels, comma-separated or repeated: {', '.join(opt.PANEL_NAMES)}. "
-             "Default: every head as a grid, and the most focused head in detail.")] = None,
+    show: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--show",
+            "-s",
+            help=f"Panels, comma-separated or repeated: {', '.join(opt.PANEL_NAMES)}. "
+            "Default: every head as a grid, and the most focused head in detail.",
+        ),
+    ] = None,
     as_json: opt.AsJson = False,
     include: opt.IncludeOpt = None,
     output: opt.Output = None,
@@ -56,26 +68,57 @@ def inspect_command(
     dpi: opt.Dpi = None,
     scale: opt.ScaleOpt = opt.ColourScale.fixed,
     truncate: opt.Truncate = False,
-    shared_k: Annotated[bool, typer.Option("--shared-k", metavar=opt.FLAG,
-        help="Compute each query with the key's projection (Q := K): every score matrix becomes symmetric.")] = False,
-    no_scale: Annotated[bool, typer.Option("--no-scale", metavar=opt.FLAG, help="Drop the 1/√d scale from the scores.")] = False,
-    scoring: Annotated[Optional[str], typer.Option("--scoring",
-        help="Recompute the scores from the model's Q and K with dot, scaled-dot (the model's own) or cosine. "
-             "The toy computes with bilinear or additive itself: -O scoring=bilinear.")] = None,
+    shared_k: Annotated[
+        bool,
+        typer.Option(
+            "--shared-k",
+            metavar=opt.FLAG,
+            help="Compute each query with the key's projection (Q := K): every score matrix becomes symmetric.",
+        ),
+    ] = False,
+    no_scale: Annotated[
+        bool, typer.Option("--no-scale", metavar=opt.FLAG, help="Drop the 1/√d scale from the scores.")
+    ] = False,
+    scoring: Annotated[
+        str | None,
+        typer.Option(
+            "--scoring",
+            help="Recompute the scores from the model's Q and K with dot, scaled-dot (the model's own) or cosine. "
+            "The toy computes with bilinear or additive itself: -O scoring=bilinear.",
+        ),
+    ] = None,
     propagate: opt.Propagate = False,
-    pre_rope: Annotated[bool, typer.Option("--pre-rope", metavar=opt.FLAG,
-        help="Show q and k before rotary position embeddings (RoPE models), for study.")] = False,
+    pre_rope: Annotated[
+        bool,
+        typer.Option(
+            "--pre-rope",
+            metavar=opt.FLAG,
+            help="Show q and k before rotary position embeddings (RoPE models), for study.",
+        ),
+    ] = False,
     full: opt.Full = False,
     rows: opt.Rows = None,
     cols: opt.Cols = None,
-    save_tensors: Annotated[Optional[Path], typer.Option("--save-tensors",
-        help="Write the selected heads' q, k, v, output, scores and weights to FILE.safetensors.")] = None,
-    padding: Annotated[Optional[Padding], typer.Option("--padding",
-        help="Pad a batch of several texts on the left or right. Default: the tokenizer's side.")] = None,
-    measure: Annotated[Measure, typer.Option("--measure",
-        help="weights, or norm: the value-weighted norms ‖α_ij·v_j·W_Oʰ‖ (how much each token really hands "
-             "over through the head), shown instead of the weights and added to the JSON as \"norms\".")]
-        = Measure.weights,
+    save_tensors: Annotated[
+        Path | None,
+        typer.Option(
+            "--save-tensors", help="Write the selected heads' q, k, v, output, scores and weights to FILE.safetensors."
+        ),
+    ] = None,
+    padding: Annotated[
+        Padding | None,
+        typer.Option(
+            "--padding", help="Pad a batch of several texts on the left or right. Default: the tokenizer's side."
+        ),
+    ] = None,
+    measure: Annotated[
+        Measure,
+        typer.Option(
+            "--measure",
+            help="weights, or norm: the value-weighted norms ‖α_ij·v_j·W_Oʰ‖ (how much each token really hands "
+            'over through the head), shown instead of the weights and added to the JSON as "norms".',
+        ),
+    ] = Measure.weights,
     words: opt.Words = False,
     target: opt.Target = None,
     stack: opt.Stack = "all",
@@ -92,11 +135,27 @@ def inspect_command(
             if target is not None:
                 raise BadInput("--target is the decoder's text of an encoder–decoder model", "drop it with --image")
 
-            return inspect_image_command(texts, image, query, loading=loading, layer=layer, head=head, top_k=top_k,
-                                         panels=panels, json_wanted=json_wanted, output=output, save=save, dpi=dpi,
-                                         scale=scale, variant=single_variant(shared_k, no_scale, scoring), rows=rows,
-                                         cols=cols, full=full, vectors=opt.Include.qkv in (include or []),
-                                         norms=measure is Measure.norm)
+            return inspect_image_command(
+                texts,
+                image,
+                query,
+                loading=loading,
+                layer=layer,
+                head=head,
+                top_k=top_k,
+                panels=panels,
+                json_wanted=json_wanted,
+                output=output,
+                save=save,
+                dpi=dpi,
+                scale=scale,
+                variant=single_variant(shared_k, no_scale, scoring),
+                rows=rows,
+                cols=cols,
+                full=full,
+                vectors=opt.Include.qkv in (include or []),
+                norms=measure is Measure.norm,
+            )
         if query is not None:
             raise BadInput("--query picks a patch of an image", "use it with --image FILE")
         if not texts:
@@ -105,8 +164,10 @@ def inspect_command(
         texts = [read_text(text) for text in texts]
         variant = single_variant(shared_k, no_scale, scoring)
         if words and panels and any(panel.value == "scores" for panel in panels):
-            raise BadInput("--words leaves scores out: softmax inputs of pieces do not add up to a word's score",
-                           "drop scores from --show, or drop --words")
+            raise BadInput(
+                "--words leaves scores out: softmax inputs of pieces do not add up to a word's score",
+                "drop scores from --show, or drop --words",
+            )
         vectors = opt.Include.qkv in (include or []) or wants_vectors(panels) or save_tensors is not None
 
         def run(progress, lazy: bool):
@@ -116,17 +177,46 @@ def inspect_command(
             loaded = loading.load()
             if target is not None or getattr(loaded.backend, "seq2seq", False):
                 if len(texts) > 1:
-                    raise BadInput("an encoder–decoder model takes one source TEXT and its --target",
-                                   "run each pair alone")
-                return loaded.inspect(texts[0], layers=layer, heads=head, top_k=top_k, rows=rows, cols=cols,
-                                      full=full, target=None if target is None else read_text(target), stacks=stack,
-                                      variant=variant, propagate=propagate, pre_rope=pre_rope, vectors=vectors,
-                                      norms=measure is Measure.norm, words=words, progress=progress)
-            reports = loaded.inspect(texts, layers=layer, heads=head, top_k=top_k, variant=variant,
-                                     propagate=propagate, truncate=truncate, padding=padding and padding.value,
-                                     pre_rope=pre_rope, rows=rows, cols=cols, full=full, vectors=vectors,
-                                     norms=measure is Measure.norm, lazy=lazy and save_tensors is None,
-                                     words=words, progress=progress)
+                    raise BadInput(
+                        "an encoder–decoder model takes one source TEXT and its --target", "run each pair alone"
+                    )
+                return loaded.inspect(
+                    texts[0],
+                    layers=layer,
+                    heads=head,
+                    top_k=top_k,
+                    rows=rows,
+                    cols=cols,
+                    full=full,
+                    target=None if target is None else read_text(target),
+                    stacks=stack,
+                    variant=variant,
+                    propagate=propagate,
+                    pre_rope=pre_rope,
+                    vectors=vectors,
+                    norms=measure is Measure.norm,
+                    words=words,
+                    progress=progress,
+                )
+            reports = loaded.inspect(
+                texts,
+                layers=layer,
+                heads=head,
+                top_k=top_k,
+                variant=variant,
+                propagate=propagate,
+                truncate=truncate,
+                padding=padding and padding.value,
+                pre_rope=pre_rope,
+                rows=rows,
+                cols=cols,
+                full=full,
+                vectors=vectors,
+                norms=measure is Measure.norm,
+                lazy=lazy and save_tensors is None,
+                words=words,
+                progress=progress,
+            )
             report = reports[0] if len(reports) == 1 else InspectBatch(reports, reports[0].padding_side)
             layers, heads = Selection(layers=layer, heads=head).resolve(loaded.info)
             warn_about_matrices(reports, full, len(layers) * len(heads))
@@ -136,9 +226,15 @@ def inspect_command(
                 write_tensors(report, save_tensors)
             return report
 
-        run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=lambda report: render_inspect(report, panels, per_head_of(scale)),
-                     figure=lambda report, path: save_figure(report, panels, path, dpi, scale))
+        run_and_emit(
+            run,
+            label=loading.label,
+            json_wanted=json_wanted,
+            output=output,
+            save=save,
+            render=lambda report: render_inspect(report, panels, per_head_of(scale)),
+            figure=lambda report, path: save_figure(report, panels, path, dpi, scale),
+        )
 
 
 def warn_about_matrices(reports, full: bool, heads_selected: int) -> None:
@@ -147,8 +243,10 @@ def warn_about_matrices(reports, full: bool, heads_selected: int) -> None:
 
     limit = Analysis.defaults().cell_limit
     if any(report.matrices_left_out for report in reports):
-        note(f"note: scores and weights left out: the selected heads × tokens² pass the {limit:,}-cell limit; "
-             "every per-row statistic is complete. Use --rows/--cols for a window, or --full for whole matrices.")
+        note(
+            f"note: scores and weights left out: the selected heads × tokens² pass the {limit:,}-cell limit; "
+            "every per-row statistic is complete. Use --rows/--cols for a window, or --full for whole matrices."
+        )
         return
     if full:
         cells = sum(len(report.tokens) ** 2 for report in reports) * heads_selected
@@ -169,8 +267,10 @@ def save_figure(report, panels, path, dpi, scale):
     from attn_cli.cli.common import save_figure as write
 
     if hasattr(report, "reports") and path.suffix.lower() in (".html", ".htm"):
-        note(f"note: {path.name} shows the first of the {len(report.reports)} texts; the SVG, PDF and PNG figures "
-             "show them all")
+        note(
+            f"note: {path.name} shows the first of the {len(report.reports)} texts; the SVG, PDF and PNG figures "
+            "show them all"
+        )
     write(report, path, panels, dpi, scale)
 
 
@@ -188,8 +288,10 @@ def render_inspect(report, panels, per_head: bool = False):
         return render_report(report, panels, per_head)
     parts = []
     for index, single in enumerate(report.reports):
-        parts += [Rule(f"text {index + 1} of {len(report.reports)} ({report.padding_side} padding removed)"),
-                  render_report(single, panels, per_head)]
+        parts += [
+            Rule(f"text {index + 1} of {len(report.reports)} ({report.padding_side} padding removed)"),
+            render_report(single, panels, per_head),
+        ]
     return Group(*parts)
 
 

@@ -12,8 +12,8 @@ import dataclasses
 import functools
 import inspect
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from attn_cli.cli import options as opt
 
@@ -35,8 +35,13 @@ class Loading:
         """The backend's options: -O KEY=VALUE pairs and the loading flags that were given."""
         from attn_cli.cli.common import model_options
 
-        return model_options(self.option, revision=self.revision, allow_pickle=self.allow_pickle,
-                             trust_remote_code=self.trust_remote_code, device_map=self.device_map)
+        return model_options(
+            self.option,
+            revision=self.revision,
+            allow_pickle=self.allow_pickle,
+            trust_remote_code=self.trust_remote_code,
+            device_map=self.device_map,
+        )
 
     def loaded_as(self) -> dict:
         """What attn_cli.load records of this load (Model.loaded_as): what Ray workers load, given before the
@@ -47,8 +52,9 @@ class Loading:
         """attn_cli.load with these choices, of `model` (another checkpoint: diff's B) or else this one."""
         from attn_cli.cli.common import load_model
 
-        return load_model(self.name if model is None else model, device=self.device, dtype=self.dtype,
-                          options=self.options())
+        return load_model(
+            self.name if model is None else model, device=self.device, dtype=self.dtype, options=self.options()
+        )
 
     @property
     def name(self) -> str:
@@ -67,8 +73,12 @@ def loads_model(command: Callable) -> Callable:
     """Give `command` the loading options in place of its `loading: Loading` parameter."""
     signature = inspect.signature(command, eval_str=True)
     hints = typing.get_type_hints(Loading, include_extras=True)
-    shared = [inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default,
-                                annotation=hints[field.name]) for field in dataclasses.fields(Loading)]
+    shared = [
+        inspect.Parameter(
+            field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default, annotation=hints[field.name]
+        )
+        for field in dataclasses.fields(Loading)
+    ]
     parameters = []
     for parameter in signature.parameters.values():
         # Typer calls commands with keywords only, so every parameter can be keyword-only.

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from attn_cli.plumbing.atomic import check_all_writable
 from attn_cli.cli import options as opt
 from attn_cli.cli.common import emit_json, emit_terminal
 from attn_cli.cli.edge import user_errors
+from attn_cli.plumbing.atomic import check_all_writable
 
 EPILOG = (
     "Examples:\n\n"
@@ -19,8 +19,15 @@ EPILOG = (
     "  attn models --cache-dir /data/hf-cache"
 )
 
-CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="HF_HUB_CACHE", show_default=False,
-    help="The Hugging Face cache to list. Default: huggingface_hub's own (HF_HUB_CACHE, else HF_HOME/hub).")]
+CacheDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache-dir",
+        envvar="HF_HUB_CACHE",
+        show_default=False,
+        help="The Hugging Face cache to list. Default: huggingface_hub's own (HF_HUB_CACHE, else HF_HOME/hub).",
+    ),
+]
 
 
 def models_command(as_json: opt.AsJson = False, output: opt.Output = None, cache_dir: CacheDir = None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -24,42 +24,85 @@ MODEL_PANEL = "Model"  # the loading options, grouped in --help
 OUTPUT_SETTINGS = ("save_weights",)  # -O settings that name a file attn writes (the toy's); others are read
 PANEL_NAMES = ("grid", "overview", "weights", "scores", "q", "k", "v", "symmetry", "stats", "top")
 
-Text = Annotated[str, typer.Argument(metavar="TEXT", help="The text to inspect; - reads it from stdin.",
-                                     show_default=False)]
-Image = Annotated[Optional[str], typer.Option("--image", metavar="FILE",
-    help="Read an image (PNG, JPEG; - reads stdin) with a vision transformer (ViT, DeiT, DINOv2, CLIP or SigLIP "
-         "vision) instead of text.")]
-Query = Annotated[Optional[str], typer.Option("--query", metavar="PATCH",
-    help="With --image: draw the attention from this patch, given as ROW,COL (3,7). Default: from [CLS].")]
-Target = Annotated[Optional[str], typer.Option("--target",
-    help="Encoder–decoder models (BART, Marian, T5 …): the decoder runs teacher-forced on TARGET; TEXT is "
-         "the source. Cross-attention heads are target rows × source columns.")]
-Stack = Annotated[str, typer.Option("--stack", help="Encoder–decoder models: encoder, decoder, cross (comma-separated) "
-                                    "or all.")]
-Model = Annotated[Optional[str], typer.Option("--model", "-m", envvar="ATTN_MODEL", rich_help_panel=MODEL_PANEL,
-    help="minilm (bundled), a local Hugging Face model directory, or a hub id in the HF cache.")]
+Text = Annotated[
+    str, typer.Argument(metavar="TEXT", help="The text to inspect; - reads it from stdin.", show_default=False)
+]
+Image = Annotated[
+    str | None,
+    typer.Option(
+        "--image",
+        metavar="FILE",
+        help="Read an image (PNG, JPEG; - reads stdin) with a vision transformer (ViT, DeiT, DINOv2, CLIP or SigLIP "
+        "vision) instead of text.",
+    ),
+]
+Query = Annotated[
+    str | None,
+    typer.Option(
+        "--query",
+        metavar="PATCH",
+        help="With --image: draw the attention from this patch, given as ROW,COL (3,7). Default: from [CLS].",
+    ),
+]
+Target = Annotated[
+    str | None,
+    typer.Option(
+        "--target",
+        help="Encoder–decoder models (BART, Marian, T5 …): the decoder runs teacher-forced on TARGET; TEXT is "
+        "the source. Cross-attention heads are target rows × source columns.",
+    ),
+]
+Stack = Annotated[
+    str, typer.Option("--stack", help="Encoder–decoder models: encoder, decoder, cross (comma-separated) or all.")
+]
+Model = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        envvar="ATTN_MODEL",
+        rich_help_panel=MODEL_PANEL,
+        help="minilm (bundled), a local Hugging Face model directory, or a hub id in the HF cache.",
+    ),
+]
 Layer = Annotated[str, typer.Option("--layer", "-l", help="Layers: 3, 0,2, 1-4 or all.")]
 Head = Annotated[str, typer.Option("--head", "-H", help="Heads: 3, 0,2, 1-4 or all.")]
-TopK = Annotated[Optional[int], typer.Option("--top-k", "-k", help="Most-attended keys per query. Default: 3.")]
+TopK = Annotated[int | None, typer.Option("--top-k", "-k", help="Most-attended keys per query. Default: 3.")]
 FLAG = ""  # the metavar of an on/off flag: Typer would print <bool> in its type column
 
-AsJson = Annotated[bool, typer.Option("--json", metavar=FLAG, help="Write one JSON document to stdout instead of tables.")]
-IncludeOpt = Annotated[Optional[list[Include]], typer.Option("--include",
-    help="Extra JSON fields: qkv adds q, k, v and output per head.")]
-Output = Annotated[Optional[Path], typer.Option("--output", "-o",
-    help="Write the JSON document to this file (implies --json).")]
-Save = Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
-    help="Also save a figure: FILE.svg (vector heatmaps with full labels, for papers), FILE.pdf or FILE.png "
-         "(the same figure drawn; needs the \\[figures] extra) or FILE.html "
-         "(one offline page: every head, hover a token to see its attention).")]
+AsJson = Annotated[
+    bool, typer.Option("--json", metavar=FLAG, help="Write one JSON document to stdout instead of tables.")
+]
+IncludeOpt = Annotated[
+    list[Include] | None, typer.Option("--include", help="Extra JSON fields: qkv adds q, k, v and output per head.")
+]
+Output = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write the JSON document to this file (implies --json).")
+]
+Save = Annotated[
+    Path | None,
+    typer.Option(
+        "--save",
+        metavar="FILE",
+        help="Also save a figure: FILE.svg (vector heatmaps with full labels, for papers), FILE.pdf or FILE.png "
+        "(the same figure drawn; needs the \\[figures] extra) or FILE.html "
+        "(one offline page: every head, hover a token to see its attention).",
+    ),
+]
 
 
 def save_figure_option(what: str):
     """--save for a command whose figure shows `what` (the SVG and the page draw the same matrices)."""
-    return Annotated[Optional[Path], typer.Option("--save", metavar="FILE",
-        help=f"Also save a figure of {what}: FILE.svg (vector heatmaps, full labels), FILE.pdf or FILE.png (the "
-             "same figure drawn; needs the \\[figures] extra) or FILE.html (one offline page: hover a cell or a "
-             "label for its numbers).")]
+    return Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            metavar="FILE",
+            help=f"Also save a figure of {what}: FILE.svg (vector heatmaps, full labels), FILE.pdf or FILE.png (the "
+            "same figure drawn; needs the \\[figures] extra) or FILE.html (one offline page: hover a cell or a "
+            "label for its numbers).",
+        ),
+    ]
 
 
 class ColourScale(str, Enum):
@@ -67,12 +110,22 @@ class ColourScale(str, Enum):
     head = "head"
 
 
-ScaleOpt = Annotated[ColourScale, typer.Option("--scale", metavar="SCALE",
-    help="How weights become colours: fixed (0 → 1, the same for every head, so heads compare) or head (each "
-         "head from its own smallest to its largest weight, so a broad head is not one flat colour). The "
-         "legend says which.")]
-Dpi = Annotated[Optional[int], typer.Option("--dpi", metavar="N",
-    help="Pixels per inch of --save FILE.png. Default: 150. SVG and PDF are vector.")]
+ScaleOpt = Annotated[
+    ColourScale,
+    typer.Option(
+        "--scale",
+        metavar="SCALE",
+        help="How weights become colours: fixed (0 → 1, the same for every head, so heads compare) or head (each "
+        "head from its own smallest to its largest weight, so a broad head is not one flat colour). The "
+        "legend says which.",
+    ),
+]
+Dpi = Annotated[
+    int | None,
+    typer.Option(
+        "--dpi", metavar="N", help="Pixels per inch of --save FILE.png. Default: 150. SVG and PDF are vector."
+    ),
+]
 
 
 SaveHeads = save_figure_option("each score as a layers × heads grid")
@@ -80,37 +133,102 @@ SaveGenerate = save_figure_option("the recorded rows (generated tokens × the to
 SaveRollout = save_figure_option("the rollout matrix")
 SaveAttribution = save_figure_option("the rolled-out contributions (and the attention rollout with --vs)")
 SaveDiff = save_figure_option("A, B and B − A (the most changed head in the SVG, every head on the page)")
-Device = Annotated[str, typer.Option("--device", "-d", envvar="ATTN_DEVICE", rich_help_panel=MODEL_PANEL,
-    help="auto, cpu, cuda, cuda:N or mps. auto picks CUDA, then MPS, then CPU.")]
-DTypeOpt = Annotated[DType, typer.Option("--dtype", rich_help_panel=MODEL_PANEL, metavar="DTYPE",
-    help="Model weights dtype: auto (as saved), float32, float16 or bfloat16. Analysis is always float32.")]
-Truncate = Annotated[bool, typer.Option("--truncate", metavar=FLAG,
-    help="Cut text longer than the model's positions instead of failing.")]
-AllowPickle = Annotated[bool, typer.Option("--allow-pickle", metavar=FLAG, rich_help_panel=MODEL_PANEL,
-    help="Allow pickle checkpoints (pytorch_model.bin). Pickles can run code: only for sources you trust.")]
-Propagate = Annotated[bool, typer.Option("--propagate", metavar=FLAG,
-    help="Inject the variant into every layer so its effect compounds through the model "
-         "(default: recompute each layer from the real model's inputs).")]
-Revision = Annotated[Optional[str], typer.Option("--revision", rich_help_panel=MODEL_PANEL,
-    help="Branch, tag or commit of a hub model (org/name).")]
-TrustRemoteCode = Annotated[bool, typer.Option("--trust-remote-code", metavar=FLAG, rich_help_panel=MODEL_PANEL,
-    help="Run Python code shipped with a hub model. Off by default: only for sources you trust.")]
-DeviceMap = Annotated[Optional[str], typer.Option("--device-map", rich_help_panel=MODEL_PANEL,
-    help="Let accelerate place a model too large for one device (auto, balanced, sequential); "
-         "needs the \\[big] extra. Captured Q, K, V are analysed on --device.")]
-Full = Annotated[bool, typer.Option("--full", metavar=FLAG,
-    help="Keep whole score and weight matrices however large (JSON grows with heads × tokens²).")]
-Words = Annotated[bool, typer.Option("--words", metavar=FLAG,
-    help="Merge subword pieces into words: attention to a word is the sum over its pieces, from a word the "
-         "mean over them (rows still sum to 1). Scores are left out: they do not add up over pieces.")]
-Rows = Annotated[Optional[str], typer.Option("--rows", help="Keep only query rows START:STOP of the matrices.")]
-Cols = Annotated[Optional[str], typer.Option("--cols", help="Keep only key columns START:STOP of the matrices.")]
+Device = Annotated[
+    str,
+    typer.Option(
+        "--device",
+        "-d",
+        envvar="ATTN_DEVICE",
+        rich_help_panel=MODEL_PANEL,
+        help="auto, cpu, cuda, cuda:N or mps. auto picks CUDA, then MPS, then CPU.",
+    ),
+]
+DTypeOpt = Annotated[
+    DType,
+    typer.Option(
+        "--dtype",
+        rich_help_panel=MODEL_PANEL,
+        metavar="DTYPE",
+        help="Model weights dtype: auto (as saved), float32, float16 or bfloat16. Analysis is always float32.",
+    ),
+]
+Truncate = Annotated[
+    bool,
+    typer.Option("--truncate", metavar=FLAG, help="Cut text longer than the model's positions instead of failing."),
+]
+AllowPickle = Annotated[
+    bool,
+    typer.Option(
+        "--allow-pickle",
+        metavar=FLAG,
+        rich_help_panel=MODEL_PANEL,
+        help="Allow pickle checkpoints (pytorch_model.bin). Pickles can run code: only for sources you trust.",
+    ),
+]
+Propagate = Annotated[
+    bool,
+    typer.Option(
+        "--propagate",
+        metavar=FLAG,
+        help="Inject the variant into every layer so its effect compounds through the model "
+        "(default: recompute each layer from the real model's inputs).",
+    ),
+]
+Revision = Annotated[
+    str | None,
+    typer.Option("--revision", rich_help_panel=MODEL_PANEL, help="Branch, tag or commit of a hub model (org/name)."),
+]
+TrustRemoteCode = Annotated[
+    bool,
+    typer.Option(
+        "--trust-remote-code",
+        metavar=FLAG,
+        rich_help_panel=MODEL_PANEL,
+        help="Run Python code shipped with a hub model. Off by default: only for sources you trust.",
+    ),
+]
+DeviceMap = Annotated[
+    str | None,
+    typer.Option(
+        "--device-map",
+        rich_help_panel=MODEL_PANEL,
+        help="Let accelerate place a model too large for one device (auto, balanced, sequential); "
+        "needs the \\[big] extra. Captured Q, K, V are analysed on --device.",
+    ),
+]
+Full = Annotated[
+    bool,
+    typer.Option(
+        "--full",
+        metavar=FLAG,
+        help="Keep whole score and weight matrices however large (JSON grows with heads × tokens²).",
+    ),
+]
+Words = Annotated[
+    bool,
+    typer.Option(
+        "--words",
+        metavar=FLAG,
+        help="Merge subword pieces into words: attention to a word is the sum over its pieces, from a word the "
+        "mean over them (rows still sum to 1). Scores are left out: they do not add up over pieces.",
+    ),
+]
+Rows = Annotated[str | None, typer.Option("--rows", help="Keep only query rows START:STOP of the matrices.")]
+Cols = Annotated[str | None, typer.Option("--cols", help="Keep only key columns START:STOP of the matrices.")]
 
 
 # A backend's own settings (backends/*.py declare them as `Options`).
-ModelOptions = Annotated[Optional[list[str]], typer.Option("--option", "-O", metavar="KEY=VALUE", show_default=False,
-    rich_help_panel=MODEL_PANEL,
-    help="A setting of the model's backend, repeatable. The toy: d_model, heads, layers, positions, seed, "
-         "scoring, additive_hidden, shared_projection, causal, valid_len, config, weights, save_weights "
-         "(e.g. -O heads=1 -O causal=true). Hugging Face models: revision, allow_pickle, trust_remote_code, "
-         "device_map; the bundled minilm: device_map.")]
+ModelOptions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--option",
+        "-O",
+        metavar="KEY=VALUE",
+        show_default=False,
+        rich_help_panel=MODEL_PANEL,
+        help="A setting of the model's backend, repeatable. The toy: d_model, heads, layers, positions, seed, "
+        "scoring, additive_hidden, shared_projection, causal, valid_len, config, weights, save_weights "
+        "(e.g. -O heads=1 -O causal=true). Hugging Face models: revision, allow_pickle, trust_remote_code, "
+        "device_map; the bundled minilm: device_map.",
+    ),
+]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -17,8 +17,8 @@ EPILOG = (
     "Each layer's heads are fused (mean by default) and mixed half and half with the identity for the "
     "residual path, rows renormalised; the layers are multiplied, first to last.\n\n"
     "Examples:\n\n"
-    "  attn rollout \"The cat sat on the mat.\"\n\n"
-    "  attn rollout \"The cat sat on the mat.\" --layers 0-2 --head-fusion max\n\n"
+    '  attn rollout "The cat sat on the mat."\n\n'
+    '  attn rollout "The cat sat on the mat." --layers 0-2 --head-fusion max\n\n'
     "  attn rollout \"Hello\" --json | jq '.rollout'\n\n"
     "  attn rollout --image cat.png --model facebook/dinov2-small"
 )
@@ -32,13 +32,18 @@ class HeadFusion(str, Enum):
 
 @loads_model
 def rollout_command(
-    text: Annotated[Optional[str], typer.Argument(metavar="[TEXT]", show_default=False,
-        help="The text to roll out; - reads it from stdin.")] = None,
+    text: Annotated[
+        str | None,
+        typer.Argument(metavar="[TEXT]", show_default=False, help="The text to roll out; - reads it from stdin."),
+    ] = None,
     loading: Loading = Loading(),
-    layers: Annotated[str, typer.Option("--layers", "--layer", "-l",
-        help="The consecutive layers to roll out: all, or a range like 0-3.")] = "all",
-    head_fusion: Annotated[HeadFusion, typer.Option("--head-fusion", help="How each layer's heads become one: mean, max or min.")]
-        = HeadFusion.mean,
+    layers: Annotated[
+        str,
+        typer.Option("--layers", "--layer", "-l", help="The consecutive layers to roll out: all, or a range like 0-3."),
+    ] = "all",
+    head_fusion: Annotated[
+        HeadFusion, typer.Option("--head-fusion", help="How each layer's heads become one: mean, max or min.")
+    ] = HeadFusion.mean,
     top_k: opt.TopK = None,
     as_json: opt.AsJson = False,
     output: opt.Output = None,
@@ -62,12 +67,19 @@ def rollout_command(
 
         def run(progress, lazy: bool):
             loaded = loading.load()
-            return loaded.rollout(text, image=image, layers=layers, head_fusion=head_fusion.value, top_k=top_k,
-                                  truncate=truncate)
+            return loaded.rollout(
+                text, image=image, layers=layers, head_fusion=head_fusion.value, top_k=top_k, truncate=truncate
+            )
 
-        run_and_emit(run, label=loading.label, json_wanted=json_wanted, output=output,
-                     save=save, render=lambda report: render_rollout_view(report, per_head_of(scale)),
-                     figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale))
+        run_and_emit(
+            run,
+            label=loading.label,
+            json_wanted=json_wanted,
+            output=output,
+            save=save,
+            render=lambda report: render_rollout_view(report, per_head_of(scale)),
+            figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale),
+        )
 
 
 def render_rollout_view(report, per_head: bool = False):

@@ -8,7 +8,7 @@ Arrays made from buffers (numpy memory, UTF-8 bytes and offsets) never ask; the 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -25,8 +25,12 @@ def numbers(values, type: pa.DataType, null: np.ndarray | None = None) -> pa.Arr
     else:
         values = np.ascontiguousarray(values, dtype=_NUMPY[type])
         data = values
-    return pa.Array.from_buffers(type, len(values), [_validity(null), pa.py_buffer(data)],
-                                 null_count=0 if null is None else int(np.count_nonzero(null)))
+    return pa.Array.from_buffers(
+        type,
+        len(values),
+        [_validity(null), pa.py_buffer(data)],
+        null_count=0 if null is None else int(np.count_nonzero(null)),
+    )
 
 
 def strings(items: Sequence[str | None]) -> pa.Array:
@@ -64,9 +68,12 @@ def _encoded(items: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def _string_array(offsets: np.ndarray, data: np.ndarray, null: np.ndarray) -> pa.Array:
-    return pa.Array.from_buffers(pa.string(), len(offsets) - 1,
-                                 [_validity(null if null.any() else None), pa.py_buffer(offsets),
-                                  pa.py_buffer(data)], null_count=int(null.sum()))
+    return pa.Array.from_buffers(
+        pa.string(),
+        len(offsets) - 1,
+        [_validity(null if null.any() else None), pa.py_buffer(offsets), pa.py_buffer(data)],
+        null_count=int(null.sum()),
+    )
 
 
 def lists(values: pa.Array, sizes: np.ndarray) -> pa.Array:
@@ -86,14 +93,16 @@ def column(values: list, type: pa.DataType) -> pa.Array:
         return strings(values)
     null = np.array([value is None for value in values], dtype=bool)
     filled = [0 if value is None else value for value in values]
-    return numbers(np.array(filled, dtype=bool if type == pa.bool_() else _NUMPY[type]), type,
-                   null if null.any() else None)
+    return numbers(
+        np.array(filled, dtype=bool if type == pa.bool_() else _NUMPY[type]), type, null if null.any() else None
+    )
 
 
 def from_rows(rows: list[dict], schema: pa.Schema) -> pa.Table:
     """Table.from_pylist(rows, schema=schema) without the pandas check."""
-    return pa.Table.from_arrays([column([row[field.name] for row in rows], field.type) for field in schema],
-                                schema=schema)
+    return pa.Table.from_arrays(
+        [column([row[field.name] for row in rows], field.type) for field in schema], schema=schema
+    )
 
 
 def _validity(null: np.ndarray | None) -> pa.Buffer | None:

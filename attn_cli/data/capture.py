@@ -10,8 +10,9 @@ Shapes (one sequence, T tokens, H query heads, H_kv key/value heads, D head dim)
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
@@ -48,24 +49,24 @@ class ModelInfo:
 @dataclass
 class LayerCapture:
     layer: int
-    q: "torch.Tensor"  # (H, T, D)
-    k: "torch.Tensor"  # (H_kv, T, D)
-    v: "torch.Tensor"  # (H_kv, T, D)
-    mask: "AttentionMask"  # rows(start, stop) -> (rows, T) bool, True = may attend
+    q: torch.Tensor  # (H, T, D)
+    k: torch.Tensor  # (H_kv, T, D)
+    v: torch.Tensor  # (H_kv, T, D)
+    mask: AttentionMask  # rows(start, stop) -> (rows, T) bool, True = may attend
     scale: float  # the factor the model multiplies q·k by (1/sqrt(D) unless the model says otherwise)
-    inputs: "torch.Tensor | None" = None  # (T, d_model) the attention layer's input X, when asked for
+    inputs: torch.Tensor | None = None  # (T, d_model) the attention layer's input X, when asked for
     # For scorings that are not q·kᵀ·scale (the toy's bilinear, additive):
     # scorer(q_rows (c, D), keys (n, D), head) -> scores (c, n). None: q·kᵀ·scale.
-    scorer: "Callable | None" = None
+    scorer: Callable | None = None
     # What the layer made of the heads, where the backend computes it itself (the toy):
-    concat: "torch.Tensor | None" = None  # (T, H·D) the heads' outputs side by side
-    projected: "torch.Tensor | None" = None  # (T, d_model) concat·W_Oᵀ + b_O, what the layer adds to X
+    concat: torch.Tensor | None = None  # (T, H·D) the heads' outputs side by side
+    projected: torch.Tensor | None = None  # (T, d_model) concat·W_Oᵀ + b_O, what the layer adds to X
     # The attention output projection W_O as (d_model, H·D): query head h's slice is columns h·D:(h+1)·D.
     # A reference to the model's own weight (no copy); None where it could not be found.
-    w_o: "torch.Tensor | None" = None
+    w_o: torch.Tensor | None = None
     # An additive score bias the model adds to q·kᵀ·scale before the softmax (T5's relative position bias), as the
     # model hands it: (B or 1, H, T_q, T_k) in a batch record, (H, T_q, T_k) in one sequence's. None: no bias.
-    bias: "torch.Tensor | None" = None
+    bias: torch.Tensor | None = None
 
     def scorer_for(self, heads: Sequence[int]) -> Callable:
         """score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n) for these query heads, in order:
@@ -76,11 +77,12 @@ class LayerCapture:
 
         if self.scorer is None:
             return lambda rows, keys: scores(rows, keys, self.scale)
-        return lambda rows, keys: torch.stack([scores(row, key, self.scale, self.scorer, head)
-                                               for row, key, head in zip(rows, keys, heads)])
+        return lambda rows, keys: torch.stack(
+            [scores(row, key, self.scale, self.scorer, head) for row, key, head in zip(rows, keys, heads)]
+        )
 
 
-def sequence_of(record: LayerCapture, index: int, real: "torch.Tensor") -> LayerCapture:
+def sequence_of(record: LayerCapture, index: int, real: torch.Tensor) -> LayerCapture:
     """Sequence `index` of a batched layer record, padding positions removed. real: (T,) bool."""
     keep = real.nonzero().squeeze(1).to(record.q.device)  # (T_real,)
     whole = len(keep) == record.q.shape[2]  # no padding: the sequence's rows are a view, not a copy
@@ -99,8 +101,9 @@ def sequence_of(record: LayerCapture, index: int, real: "torch.Tensor") -> Layer
     )
 
 
-def _rows_of(batched: "torch.Tensor | None", index: int, keep: "torch.Tensor", dim: int,
-             whole: bool) -> "torch.Tensor | None":
+def _rows_of(
+    batched: torch.Tensor | None, index: int, keep: torch.Tensor, dim: int, whole: bool
+) -> torch.Tensor | None:
     """Sequence `index` of a batched tensor ((B, H, T, D) with dim 1, (B, T, width) with dim 0), positions `keep`
     only; whole: `keep` is every position, so the sequence itself (a view)."""
     if batched is None:
@@ -119,9 +122,9 @@ class Capture:
     padding_side: str | None = None  # "left"/"right" when run in a padded batch of several texts
     # The tokenizer's words (data/words.py), where it says which tokens make which word (a fast
     # tokenizer's word ids and offsets); None: --words guesses them from the pieces' markers.
-    words: "list[Word] | None" = None
+    words: list[Word] | None = None
     # Cross-attention (an encoder–decoder model's decoder reading the encoder): the key tokens (the source),
     # when they are not `tokens` (the queries, the target). q is then (H, T_query, D), k and v (H_kv, T_key, D).
     keys: list[Token] | None = None
     # An image's patch grid (data/image.py) when a vision transformer read an image; None for text.
-    image: "PatchGrid | None" = None
+    image: PatchGrid | None = None

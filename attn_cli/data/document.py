@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from attn_cli.plumbing.errors import BadInput, MissingPackage
 
@@ -14,7 +14,7 @@ SCHEMA_VERSION = 1  # bumped on any breaking change of a document's shape
 # A report's notebook display (render/notebook.py: the --save html page in an <iframe>). Data cannot import
 # render (the stages flow one way), so the package's door (attn_cli/__init__.py), which every import of attn_cli
 # passes through, fills this slot; it stays None only if that door never ran.
-html_display: Callable[["Document"], str] | None = None
+html_display: Callable[[Document], str] | None = None
 
 
 class Document:
@@ -69,8 +69,10 @@ def optional(name: str, feature: str):
     try:
         return importlib.import_module(name)
     except ImportError:
-        raise MissingPackage(f"{feature} needs {name}, which is not installed",
-                             f"pip install {name} (or pip install 'attn-cli[notebook]')") from None
+        raise MissingPackage(
+            f"{feature} needs {name}, which is not installed",
+            f"pip install {name} (or pip install 'attn-cli[notebook]')",
+        ) from None
 
 
 def dumps(value) -> str:

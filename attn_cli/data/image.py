@@ -35,20 +35,28 @@ class PatchGrid:
     def token_of(self, row: int, col: int) -> int:
         """The token index of the patch in row `row`, column `col`."""
         if not (0 <= row < self.rows and 0 <= col < self.cols):
-            raise BadInput(f"--query {row},{col} is outside the {self.rows} × {self.cols} patch grid",
-                           f"rows 0-{self.rows - 1}, columns 0-{self.cols - 1}")
+            raise BadInput(
+                f"--query {row},{col} is outside the {self.rows} × {self.cols} patch grid",
+                f"rows 0-{self.rows - 1}, columns 0-{self.cols - 1}",
+            )
         return len(self.specials) + row * self.cols + col
 
     def on_grid(self, row: np.ndarray) -> np.ndarray:
         """A query's weights over every token (T,) → its weights on the patches as (rows, cols)."""
-        return np.asarray(row)[len(self.specials):].reshape(self.rows, self.cols)
+        return np.asarray(row)[len(self.specials) :].reshape(self.rows, self.cols)
 
     def to_json(self) -> dict:
         """What the JSON document says about the image (README "Vision transformers")."""
         height, width = self.pixels.shape[:2]
-        return {"source": self.source, "grid": {"rows": self.rows, "cols": self.cols}, "patch_size": self.patch_size,
-                "size": {"height": height, "width": width}, "special_tokens": list(self.specials),
-                "patch_token": "r{row}c{col}", "first_patch": len(self.specials)}
+        return {
+            "source": self.source,
+            "grid": {"rows": self.rows, "cols": self.cols},
+            "patch_size": self.patch_size,
+            "size": {"height": height, "width": width},
+            "special_tokens": list(self.specials),
+            "patch_token": "r{row}c{col}",
+            "first_patch": len(self.specials),
+        }
 
 
 def parse_query(text: str | None) -> tuple[int, int] | None:
@@ -71,4 +79,4 @@ def query_row(grid: PatchGrid, weights: np.ndarray, query: tuple[int, int] | Non
         return grid.on_grid(weights[index]), f"r{query[0]}c{query[1]}"
     if grid.specials and grid.specials[0] == "[CLS]":
         return grid.on_grid(weights[0]), "[CLS]"
-    return grid.on_grid(weights[len(grid.specials):].mean(axis=0)), "mean of the patches"
+    return grid.on_grid(weights[len(grid.specials) :].mean(axis=0)), "mean of the patches"

@@ -1,21 +1,21 @@
 """What a run looks at and how it analyses it: plain values, parsed and checked here (no torch).
 
-    Selection  which layers and heads, and which part of each head's matrices to keep
-    Window     that part, resolved for a text of T tokens (whole, a window, or nothing)
-    Analysis   how each head is analysed: top-k, the symmetry tolerance, vectors, the cell limit
+Selection  which layers and heads, and which part of each head's matrices to keep
+Window     that part, resolved for a text of T tokens (whole, a window, or nothing)
+Analysis   how each head is analysed: top-k, the symmetry tolerance, vectors, the cell limit
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence, Union
 
 from attn_cli.data.arguments import shown, whole
 from attn_cli.plumbing.errors import BadInput
 
 # "all", "3", "0,2", "1-4"; or an index; or a list of indices.
-Spec = Union[str, int, Sequence[int]]
-Span = Union[str, tuple[int, int], None]  # "100:140" or (100, 140)
+Spec = str | int | Sequence[int]
+Span = str | tuple[int, int] | None  # "100:140" or (100, 140)
 
 
 def parse_selection(spec: Spec, count: int, what: str) -> list[int]:
@@ -62,7 +62,7 @@ def parse_selection(spec: Spec, count: int, what: str) -> list[int]:
 
 
 def parse_span(spec: Span, option: str) -> tuple[int, int] | None:
-    """"100:140" → (100, 140); ":200" starts at 0; "100:" runs to the end (a huge stop, clipped later)."""
+    """ "100:140" → (100, 140); ":200" starts at 0; "100:" runs to the end (a huge stop, clipped later)."""
     if spec is None:
         return None
     if not isinstance(spec, str):
@@ -99,11 +99,11 @@ class Window:
         return self.tokens if self.keys is None else self.keys
 
     @classmethod
-    def whole(cls, tokens: int, keys: int | None = None) -> "Window":
+    def whole(cls, tokens: int, keys: int | None = None) -> Window:
         return cls((0, tokens), (0, tokens if keys is None else keys), tokens, keys)
 
     @classmethod
-    def nothing(cls, tokens: int, keys: int | None = None) -> "Window":
+    def nothing(cls, tokens: int, keys: int | None = None) -> Window:
         return cls((0, 0), (0, 0), tokens, keys)
 
     @property
@@ -154,8 +154,10 @@ def _clip(span: tuple[int, int] | None, tokens: int, option: str) -> tuple[int, 
         return 0, tokens
     start, stop = span[0], min(span[1], tokens)
     if not 0 <= start < stop:
-        raise BadInput(f"{option} {span[0]}:{span[1]} selects nothing of the {tokens} tokens",
-                       f"use START:STOP with 0 <= START < STOP <= {tokens}")
+        raise BadInput(
+            f"{option} {span[0]}:{span[1]} selects nothing of the {tokens} tokens",
+            f"use START:STOP with 0 <= START < STOP <= {tokens}",
+        )
     return start, stop
 
 
@@ -173,12 +175,15 @@ class Analysis:
         whole(self.top_k, "--top-k", minimum=1)
 
     @classmethod
-    def defaults(cls, **given) -> "Analysis":
+    def defaults(cls, **given) -> Analysis:
         """configs/defaults.toml, then the values given (None means not given)."""
         from attn_cli.plumbing.config import defaults
 
         settings = defaults()
-        values = {"top_k": settings["inspect"]["top_k"], "tolerance": settings["symmetry"]["relative_tolerance"],
-                  "cell_limit": settings["matrices"]["max_cells"]}
+        values = {
+            "top_k": settings["inspect"]["top_k"],
+            "tolerance": settings["symmetry"]["relative_tolerance"],
+            "cell_limit": settings["matrices"]["max_cells"],
+        }
         values.update({key: value for key, value in given.items() if value is not None})
         return cls(**values)

@@ -7,13 +7,14 @@ becomes null, as in the JSON.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 
-def cells(tokens: Sequence[str], heads: Iterable[tuple[dict, tuple[int, int], tuple[int, int], dict]],
-          row: str = "query"):
+def cells(
+    tokens: Sequence[str], heads: Iterable[tuple[dict, tuple[int, int], tuple[int, int], dict]], row: str = "query"
+):
     """One row per cell of each head's matrices.
 
     heads: per head (labels, rows, cols, matrices): labels {column: value} the same on all its cells (text,
@@ -29,8 +30,13 @@ def cells(tokens: Sequence[str], heads: Iterable[tuple[dict, tuple[int, int], tu
         count = (r1 - r0) * (c1 - c0)
         queries = np.repeat(np.arange(r0, r1), c1 - c0)  # row-major: (r0, c0), (r0, c0 + 1), …
         keys = np.tile(np.arange(c0, c1), r1 - r0)
-        parts = {**{name: np.full(count, value, dtype=object) for name, value in labels.items()},
-                 row: queries, f"{row}_token": names[queries], "key": keys, "key_token": names[keys]}
+        parts = {
+            **{name: np.full(count, value, dtype=object) for name, value in labels.items()},
+            row: queries,
+            f"{row}_token": names[queries],
+            "key": keys,
+            "key_token": names[keys],
+        }
         parts.update((name, np.asarray(matrix).reshape(-1)) for name, matrix in matrices.items() if matrix is not None)
         for name, values in parts.items():
             columns.setdefault(name, []).append(values)

@@ -21,7 +21,6 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
-from attn_cli.plumbing.errors import AttnError
 from attn_cli.explore.drawn import Drawn
 from attn_cli.explore.keys import LookKeys
 from attn_cli.explore.kinds import STACK_KEY, query_below
@@ -29,6 +28,7 @@ from attn_cli.explore.layout import MIN_HEIGHT, MIN_WIDTH, compact, detail_width
 from attn_cli.explore.session import DEFAULT_TEXT, Session, variant_message
 from attn_cli.explore.view import detail_place, status_line, variant_label
 from attn_cli.explore.widgets import DetailView, GridView, HelpScreen, KeysLine, Pane, SentenceInput, StripView, strip
+from attn_cli.plumbing.errors import AttnError
 
 
 def _of(owner: str, name: str) -> property:
@@ -66,18 +66,31 @@ class ExploreApp(LookKeys, App[int]):
 
     # What the session holds, read through the app.
     model, text, report, reports, threads, load_seconds, frozen = (
-        _of("session", name) for name in ("model", "text", "report", "reports", "threads", "load_seconds", "frozen"))
+        _of("session", name) for name in ("model", "text", "report", "reports", "threads", "load_seconds", "frozen")
+    )
     layer, head, query, variant, scores, metric = (
-        _of("session", name) for name in ("layer", "head", "query", "variant", "scores", "metric"))
+        _of("session", name) for name in ("layer", "head", "query", "variant", "scores", "metric")
+    )
     headers, grid_lines, maps_lines, panels = (
-        _of("drawn", name) for name in ("headers", "grid_lines", "maps_lines", "panels"))
+        _of("drawn", name) for name in ("headers", "grid_lines", "maps_lines", "panels")
+    )
 
-    def __init__(self, load_model, text: str = DEFAULT_TEXT, *, model_name: str = "", truncate: bool = False,
-                 export_dir: Path | None = None, threads: int | None = None, target: str | None = None,
-                 image: bool = False):
+    def __init__(
+        self,
+        load_model,
+        text: str = DEFAULT_TEXT,
+        *,
+        model_name: str = "",
+        truncate: bool = False,
+        export_dir: Path | None = None,
+        threads: int | None = None,
+        target: str | None = None,
+        image: bool = False,
+    ):
         super().__init__()
-        self.session = Session(load_model, text, model_name=model_name, truncate=truncate, threads=threads,
-                               target=target, image=image)
+        self.session = Session(
+            load_model, text, model_name=model_name, truncate=truncate, threads=threads, target=target, image=image
+        )
         self.drawn = Drawn(self.console, lambda: self.console_options, strip, self.no_color)
         self.model_name = model_name
         self.export_dir = Path.cwd() if export_dir is None else export_dir
@@ -129,9 +142,11 @@ class ExploreApp(LookKeys, App[int]):
     def tick_loading(self) -> None:
         if self.model is None and self.error is None:
             elapsed = time.perf_counter() - self.session.started
-            self.query_one("#loading", Static).update(Text.assemble(
-                ("attn explore\n\n", "bold"), f"{self.session.stage} … {elapsed:.1f} s\n\n",
-                ("q quits", "dim")))
+            self.query_one("#loading", Static).update(
+                Text.assemble(
+                    ("attn explore\n\n", "bold"), f"{self.session.stage} … {elapsed:.1f} s\n\n", ("q quits", "dim")
+                )
+            )
 
     def on_resize(self, event: events.Resize) -> None:
         # Textual calls this before App's own handler: self.size is still the size before, until that has run.
@@ -153,9 +168,13 @@ class ExploreApp(LookKeys, App[int]):
         if small and not self.screen.has_class("small") and isinstance(self.focused, StripView):
             self.focus_before_small = self.focused
         self.screen.set_class(small, "small")
-        self.query_one("#too-small", Static).update(Text(
-            f"attn explore needs a terminal of at least {MIN_WIDTH} × {MIN_HEIGHT}; this one is "
-            f"{width} × {height}. Enlarge it (q quits).", style="yellow"))
+        self.query_one("#too-small", Static).update(
+            Text(
+                f"attn explore needs a terminal of at least {MIN_WIDTH} × {MIN_HEIGHT}; this one is "
+                f"{width} × {height}. Enlarge it (q quits).",
+                style="yellow",
+            )
+        )
 
     # -- loading -------------------------------------------------------------------------------------
     def load_in_thread(self) -> None:
@@ -300,16 +319,26 @@ class ExploreApp(LookKeys, App[int]):
     def status_view(self) -> Text:
         page = self.page if isinstance(self.focused, StripView) else None
         hidden = self.query_one("#right", Pane).hidden_lines() if page not in (None, "grid") else 0
-        return status_line(self.layer, self.head, self.query, self.report.tokens[self.query].text, page, self.paged(),
-                           hidden, self.session.stack, self.session.image)
+        return status_line(
+            self.layer,
+            self.head,
+            self.query,
+            self.report.tokens[self.query].text,
+            page,
+            self.paged(),
+            hidden,
+            self.session.stack,
+            self.session.image,
+        )
 
     def redraw(self, grid: bool = True, header: bool = False, detail: bool = True) -> None:
         """Render what changed (header: text, variant or size; grid: the selected head or more) and show it."""
         if self.model is None:
             return
         if header or not self.header_lines:
-            header_view, self.header_lines = self.drawn.header_view(self.session.reports[(self.text, "baseline")],
-                                                                    self.variant, self.size.width, self.session.stack)
+            header_view, self.header_lines = self.drawn.header_view(
+                self.session.reports[(self.text, "baseline")], self.variant, self.size.width, self.session.stack
+            )
             self.query_one("#header", Static).update(header_view)
         self.show_status()
         self.show_pages()
@@ -329,8 +358,10 @@ class ExploreApp(LookKeys, App[int]):
     def show_pages(self) -> None:
         """Both panes, or on a compact screen only the page's (the other's display off)."""
         paged = self.paged()
-        for pane, shown in ((self.query_one("#left", Pane), not paged or self.page == "grid"),
-                            (self.query_one("#right", Pane), not paged or self.page != "grid")):
+        for pane, shown in (
+            (self.query_one("#left", Pane), not paged or self.page == "grid"),
+            (self.query_one("#right", Pane), not paged or self.page != "grid"),
+        ):
             if pane.display != shown:
                 pane.display = shown
 
@@ -399,10 +430,17 @@ class ExploreApp(LookKeys, App[int]):
         report = self.shown_report()
         try:
             head = self.session.detail_head(report, self.layer, self.head, self.detail_width())
-            written = export(self.export_dir, report, self.variant, self.layer, head, self.scores, self.exports,
-                             lambda: self.export_screenshot(title=f"attn explore · {report.model.name}",
-                                                            simplify=True),
-                             self.session.reports[(self.text, "baseline")] if self.session.kind == "pair" else None)
+            written = export(
+                self.export_dir,
+                report,
+                self.variant,
+                self.layer,
+                head,
+                self.scores,
+                self.exports,
+                lambda: self.export_screenshot(title=f"attn explore · {report.model.name}", simplify=True),
+                self.session.reports[(self.text, "baseline")] if self.session.kind == "pair" else None,
+            )
         except (AttnError, OSError) as error:
             self.say(f"error: {getattr(error, 'message', None) or error}", style="red")
             return

@@ -10,18 +10,28 @@ turns a list of Rich segments into what a widget shows (the app's: a Textual Str
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rich.console import Console, ConsoleOptions
 from rich.segment import Segment
 from rich.text import Text
 
-from attn_cli.plumbing.errors import AttnError
-from attn_cli.render.terminal import axes
 from attn_cli.explore.kinds import NoColour, header_view, heads_pictures, pictures_view, pictures_width
 from attn_cli.explore.layout import body_split, compact, detail_width, grid_height, thumbnails_room
-from attn_cli.explore.view import (CachedGrid, grid_thumb, grid_view, grid_width, gutter, maps_view, mark_strips,
-                                   panel_view, row_lines, thumbnails_grid)
+from attn_cli.explore.view import (
+    CachedGrid,
+    grid_thumb,
+    grid_view,
+    grid_width,
+    gutter,
+    maps_view,
+    mark_strips,
+    panel_view,
+    row_lines,
+    thumbnails_grid,
+)
+from attn_cli.plumbing.errors import AttnError
+from attn_cli.render.terminal import axes
 
 HEADER_MAX_LINES = 6
 
@@ -29,8 +39,9 @@ HEADER_MAX_LINES = 6
 class Drawn:
     """The caches of drawn lines, and how they are drawn: on `console` with options() (the screen's size)."""
 
-    def __init__(self, console: Console, options: Callable[[], ConsoleOptions], line: Callable = list,
-                 no_color: bool = False):
+    def __init__(
+        self, console: Console, options: Callable[[], ConsoleOptions], line: Callable = list, no_color: bool = False
+    ):
         self.console = console
         self.no_color = no_color  # NO_COLOR: the pictures over an image are drawn in shades (kinds.NoColour)
         self.options = options
@@ -49,8 +60,12 @@ class Drawn:
 
     def forget(self, reports: set[int], heads: set[int]) -> None:
         """Keep only the entries of these reports and heads (ids: Session.forget_old_texts)."""
-        for cache, alive in ((self.headers, reports), (self.grid_lines, reports), (self.maps_lines, heads),
-                             (self.panels, heads)):
+        for cache, alive in (
+            (self.headers, reports),
+            (self.grid_lines, reports),
+            (self.maps_lines, heads),
+            (self.panels, heads),
+        ):
             for key, entry in list(cache.items()):
                 if id(entry[0]) not in alive:
                     cache.pop(key, None)
@@ -67,8 +82,9 @@ class Drawn:
         return self.headers[key][1:]
 
     # -- the grid -----------------------------------------------------------------------------------
-    def grid_layout(self, shown, metric: str, mark: tuple[int, int], size: tuple[int, int],
-                    header_lines: int) -> tuple[int, bool]:
+    def grid_layout(
+        self, shown, metric: str, mark: tuple[int, int], size: tuple[int, int], header_lines: int
+    ) -> tuple[int, bool]:
         """(columns of the grid pane, stacked) on a screen of `size`: the widest thumbnails that fit (or the
         table's width), then body_split. On a compact screen the grid has a page of its own: the thumbnails as
         wide as the screen allows, however tall (the pane scrolls to the selected layer)."""
@@ -92,8 +108,13 @@ class Drawn:
         view = grid_view(report, metric, mark)
         parts = [part for group in view.renderables for part in getattr(group, "renderables", [group])]
         options = self.options().update_width(10_000)
-        return max((Measurement.get(self.console, options, part).maximum for part in parts if isinstance(part, Fit)),
-                   default=66) + 1
+        return (
+            max(
+                (Measurement.get(self.console, options, part).maximum for part in parts if isinstance(part, Fit)),
+                default=66,
+            )
+            + 1
+        )
 
     def grid(self, shown, metric: str, mark: tuple[int, int], width: int, query: int = 0) -> tuple:
         """(renderable, lines) of the grid: weight thumbnails rendered once per report and width (◂ placed
@@ -117,8 +138,9 @@ class Drawn:
         return self.grid_lines[key]
 
     # -- the selected head --------------------------------------------------------------------------
-    def detail_lines(self, report, variant: str, heads: tuple, layer: int, query: int, scores: bool, width: int,
-                     panel: bool = True) -> tuple:
+    def detail_lines(
+        self, report, variant: str, heads: tuple, layer: int, query: int, scores: bool, width: int, panel: bool = True
+    ) -> tuple:
         """(heatmap lines, {line: query row}, panel lines) of heads = (base, other, error), each rendered once
         per head, query, scores/weights and width (less the gutter's column)."""
         width -= 1  # the gutter
@@ -133,8 +155,9 @@ class Drawn:
                 self.maps_lines[key] = (base, other, lines, {})
             else:
                 stack = report.layers[0].stack if report.layers else None
-                lines = self.render_lines(maps_view(layer, tokens, scores, base, other, variant, error, keys, stack),
-                                          width)
+                lines = self.render_lines(
+                    maps_view(layer, tokens, scores, base, other, variant, error, keys, stack), width
+                )
                 self.maps_lines[key] = (base, other, lines, row_lines(lines, tokens))
         _, _, lines, rows = self.maps_lines[key]
         if not panel:
@@ -142,12 +165,16 @@ class Drawn:
         key = (id(base), id(other), variant, query, width)
         if key not in self.panels:
             view = panel_view(tokens, query, base, other, variant, keys)
-            self.panels[key] = (base, other, [self.line([Segment(" "), *line]) for line in
-                                              self.render_lines(view, width)])
+            self.panels[key] = (
+                base,
+                other,
+                [self.line([Segment(" "), *line]) for line in self.render_lines(view, width)],
+            )
         return lines, rows, self.panels[key][2]
 
-    def detail(self, session, width: int, layer: int | None = None, head: int | None = None,
-               part: str = "all") -> tuple[list, dict]:
+    def detail(
+        self, session, width: int, layer: int | None = None, head: int | None = None, part: str = "all"
+    ) -> tuple[list, dict]:
         """(lines, {line: query row}) of the session's selected head in a detail view `width` columns wide: its
         heatmap(s) behind a gutter with ▶ at the query row, then the query panel and statistics (part "all"),
         or only the "heatmap" or only the "panel" (a compact screen's pages); an error line if the head cannot
@@ -156,9 +183,16 @@ class Drawn:
             heads = session.selected_heads(width, layer, head)
         except AttnError as failure:
             return self.render(Text(f"error: {failure.message}", style="red"), width - 1), {}
-        lines, rows, panel = self.detail_lines(session.report, session.variant, heads,
-                                               session.layer if layer is None else layer, session.query,
-                                               session.scores, width, panel=layer is None)
+        lines, rows, panel = self.detail_lines(
+            session.report,
+            session.variant,
+            heads,
+            session.layer if layer is None else layer,
+            session.query,
+            session.scores,
+            width,
+            panel=layer is None,
+        )
         if layer is not None:  # a prefetch: the heatmap lines are what takes time
             return [], {}
         if part == "panel":

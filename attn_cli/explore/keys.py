@@ -10,10 +10,14 @@ from rich.text import Text
 from attn_cli.explore.kinds import STACK_KEY
 from attn_cli.explore.widgets import AttributionScreen, SentenceInput
 
-
 # The actions only some kinds of look have (Session.kind); every other action, every kind.
-KINDS = {"stack": ("pair",), "edit_target": ("pair",), "variant": ("text", "image"), "edit": ("text", "pair"),
-         "attribute": ("text",)}
+KINDS = {
+    "stack": ("pair",),
+    "edit_target": ("pair",),
+    "variant": ("text", "image"),
+    "edit": ("text", "pair"),
+    "attribute": ("text",),
+}
 
 
 class LookKeys:
@@ -111,4 +115,5 @@ class LookKeys:
                 return render_attribution(self.model.attribute(text, method=method, vs="attention"))
             except AttnError as error:
                 return Text(f"error: {error}", style="red")
+
         return attribute

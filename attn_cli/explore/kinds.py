@@ -37,10 +37,12 @@ def header_view(look, variant: str, stack: str | None, command: str = "attn expl
     from attn_cli.render.terminal import model_line, unit_list
 
     axes = STACK_TITLES[stack].split(" · ")[-1]  # 'target rows (queries) × source columns (keys)'
-    return Group(model_line(look, command), unit_list(look.tokens, "source tokens"),
-                 unit_list(look.target_tokens, "target tokens (decoder inputs, teacher-forced)"),
-                 Text.assemble(("stack ", "dim"), (stack, "bold magenta"),
-                               (f": {axes} · {STACK_KEY}: next stack", "dim")))
+    return Group(
+        model_line(look, command),
+        unit_list(look.tokens, "source tokens"),
+        unit_list(look.target_tokens, "target tokens (decoder inputs, teacher-forced)"),
+        Text.assemble(("stack ", "dim"), (stack, "bold magenta"), (f": {axes} · {STACK_KEY}: next stack", "dim")),
+    )
 
 
 def picture_view(report, head: HeadReport, layer: int, query: int, scores: bool, label: str = "") -> RenderableType:
@@ -63,14 +65,25 @@ def query_patch(grid, query: int) -> tuple[int, int] | None:
     return divmod(query - len(grid.specials), grid.cols) if query >= len(grid.specials) else None
 
 
-def pictures_view(report, base: HeadReport, other: HeadReport | None, other_name: str, other_error: str, layer: int,
-                  query: int, scores: bool) -> RenderableType:
+def pictures_view(
+    report,
+    base: HeadReport,
+    other: HeadReport | None,
+    other_name: str,
+    other_error: str,
+    layer: int,
+    query: int,
+    scores: bool,
+) -> RenderableType:
     """The selected head's picture; with a variant, the variant's below the baseline's."""
     if other is None:
         parts = [picture_view(report, base, layer, query, scores)]
     else:
-        parts = [picture_view(report, base, layer, query, scores, "baseline"), Text(""),
-                 picture_view(report, other, layer, query, scores, variant_label(other_name))]
+        parts = [
+            picture_view(report, base, layer, query, scores, "baseline"),
+            Text(""),
+            picture_view(report, other, layer, query, scores, variant_label(other_name)),
+        ]
     return Group(*parts, *([Text(other_error, style="yellow")] if other_error else []))
 
 
@@ -80,11 +93,18 @@ def heads_pictures(report, mark: tuple[int, int], query: int) -> RenderableType:
     from attn_cli.render.image_view import SmallPictures
 
     grid = report.image
-    pictures = [(f"{'▸' if (layer, head.head) == mark else ''}L{layer} H{head.head}",
-                 grid.on_grid(np.asarray(head.weights)[query])) for layer, head in report.heads()]
-    return Group(Text(f"Every head from {query}:{report.tokens[query].text}", style="bold"),
-                 SmallPictures(grid, pictures, query_patch(grid, query)),
-                 Text("each from its least to its most attended patch", style="dim"))
+    pictures = [
+        (
+            f"{'▸' if (layer, head.head) == mark else ''}L{layer} H{head.head}",
+            grid.on_grid(np.asarray(head.weights)[query]),
+        )
+        for layer, head in report.heads()
+    ]
+    return Group(
+        Text(f"Every head from {query}:{report.tokens[query].text}", style="bold"),
+        SmallPictures(grid, pictures, query_patch(grid, query)),
+        Text("each from its least to its most attended patch", style="dim"),
+    )
 
 
 def pictures_width(report) -> int:

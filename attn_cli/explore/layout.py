@@ -53,8 +53,9 @@ def detail_width(width: int, grid_columns: int, stacked: bool) -> int:
     return width - 1 if stacked else width - grid_columns - 2
 
 
-def head_window(query: int, tokens: int, width: int,
-                keys: int | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
+def head_window(
+    query: int, tokens: int, width: int, keys: int | None = None
+) -> tuple[tuple[int, int], tuple[int, int]]:
     """((first row, end row), (first key, end key)) of a long text's matrix around `query`, for a detail view
     `width` columns wide: ROW_WINDOW rows centred on the query, as many keys (one character each, at most
     COL_WINDOW) as fit beside the row labels, ending a little after the query. keys: the key tokens where they

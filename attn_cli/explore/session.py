@@ -7,14 +7,14 @@ Nothing here imports Textual: the app (explore/app.py) turns keys into the calls
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
 import gc
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
-from attn_cli.plumbing.errors import AttnError
 from attn_cli.explore.layout import head_window
 from attn_cli.explore.view import GRID_METRICS, VARIANTS, variant_label
+from attn_cli.plumbing.errors import AttnError
 
 DEFAULT_TEXT = "The cat sat on the mat."
 TOP_K = 5
@@ -66,8 +66,17 @@ def reports_in(look) -> list:
 class Session:
     """A model loaded once and the looks taken with it. load_model() → Model runs on the model thread."""
 
-    def __init__(self, load_model, text: str = DEFAULT_TEXT, *, model_name: str = "", truncate: bool = False,
-                 threads: int | None = None, target: str | None = None, image: bool = False):
+    def __init__(
+        self,
+        load_model,
+        text: str = DEFAULT_TEXT,
+        *,
+        model_name: str = "",
+        truncate: bool = False,
+        threads: int | None = None,
+        target: str | None = None,
+        image: bool = False,
+    ):
         self.load_model = load_model
         self.model_name = model_name
         self.text = text  # the sentence; an encoder–decoder model's source; with `image`, the image's file
@@ -315,8 +324,14 @@ class Session:
 
     def selected_heads(self, width: int, layer: int | None = None, head: int | None = None):
         """heads_to_show for the sentence and variant shown, at the selected head (or layer, head)."""
-        return self.heads_to_show(self.text, self.variant, self.variant_error,
-                                  self.layer if layer is None else layer, self.head if head is None else head, width)
+        return self.heads_to_show(
+            self.text,
+            self.variant,
+            self.variant_error,
+            self.layer if layer is None else layer,
+            self.head if head is None else head,
+            width,
+        )
 
     def detail_head(self, report, layer: int, head: int, width: int):
         """The head with matrices to draw: from the report, or, for a long text, a window around the query
@@ -328,10 +343,26 @@ class Session:
         key = (text, report.variant, self.stack, layer, head, rows, cols)
         if key not in self.windows:
             if self.kind == "pair":
-                windowed = self.model.inspect(text, target=self.target, stacks=self.stack, layers=[layer],
-                                              heads=[head], top_k=TOP_K, rows=rows, cols=cols)
+                windowed = self.model.inspect(
+                    text,
+                    target=self.target,
+                    stacks=self.stack,
+                    layers=[layer],
+                    heads=[head],
+                    top_k=TOP_K,
+                    rows=rows,
+                    cols=cols,
+                )
             else:
-                windowed = self.model.inspect(text, layers=[layer], heads=[head], top_k=TOP_K, variant=report.variant,
-                                              truncate=self.truncate, rows=rows, cols=cols)
+                windowed = self.model.inspect(
+                    text,
+                    layers=[layer],
+                    heads=[head],
+                    top_k=TOP_K,
+                    variant=report.variant,
+                    truncate=self.truncate,
+                    rows=rows,
+                    cols=cols,
+                )
             self.windows[key] = stack_report(windowed, self.stack).head(layer, head)
         return self.windows[key]

@@ -18,12 +18,18 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+from attn_cli.analyses.inspect_report import HeadReport, InspectReport
 from attn_cli.render.grid import HeadsGrid, picture_lines
 from attn_cli.render.heatmap import literal, row_label
 from attn_cli.render.layout import SideBySide
-from attn_cli.render.terminal import (head_summary, head_title, overview_grid, scores_heatmap, weights_formula,
-                                       weights_heatmap)
-from attn_cli.analyses.inspect_report import HeadReport, InspectReport
+from attn_cli.render.terminal import (
+    head_summary,
+    head_title,
+    overview_grid,
+    scores_heatmap,
+    weights_formula,
+    weights_heatmap,
+)
 
 # What `v` cycles through: the names Model.inspect(variant=...) takes.
 VARIANTS = ("baseline", "shared-k", "no-scale", "raw", "scoring=cosine")
@@ -38,8 +44,17 @@ def variant_label(variant: str) -> str:
     return variant.removeprefix("scoring=")
 
 
-def status_line(layer: int, head: int, query: int, token: str, page: str | None, paged: bool,
-                hidden: int = 0, stack: str | None = None, picture: bool = False) -> Text:
+def status_line(
+    layer: int,
+    head: int,
+    query: int,
+    token: str,
+    page: str | None,
+    paged: bool,
+    hidden: int = 0,
+    stack: str | None = None,
+    picture: bool = False,
+) -> Text:
     """One line that changes with every move: where the selection is and, with the focus on the "grid" or the
     selected head's "heatmap" or "panel", what ↑↓ and tab do there (`paged`: one page at a time; `hidden`: the
     selected head has lines below (1) or only above (-1) what its pane shows, which PgDn / PgUp reach; `stack`:
@@ -48,11 +63,19 @@ def status_line(layer: int, head: int, query: int, token: str, page: str | None,
     line = Text(f"{stack + ' ' if stack else ''}layer {layer} head {head} · query {query}:", style="bold")
     line.append_text(literal(token, "bold cyan"))
     if page is not None:
-        where = {"grid": f"tab: {'picture' if picture else 'heatmap'}", "heatmap": "tab: query panel",
-                 "panel": "tab: grid"}[page]
-        line.append(" · ↑↓ " + ("layers" if page == "grid" else "query patch" if picture else "query rows") + ", "
-                    + (where if paged else "tab switches") + {1: ", PgDn more", -1: ", PgUp back"}.get(hidden, ""),
-                    style="dim")
+        where = {
+            "grid": f"tab: {'picture' if picture else 'heatmap'}",
+            "heatmap": "tab: query panel",
+            "panel": "tab: grid",
+        }[page]
+        line.append(
+            " · ↑↓ "
+            + ("layers" if page == "grid" else "query patch" if picture else "query rows")
+            + ", "
+            + (where if paged else "tab switches")
+            + {1: ", PgDn more", -1: ", PgUp back"}.get(hidden, ""),
+            style="dim",
+        )
     return line
 
 
@@ -64,6 +87,7 @@ def detail_place(paged: bool, stacked: bool) -> str:
 
 
 # -- the all-heads grid ------------------------------------------------------------------------------
+
 
 class CachedGrid(HeadsGrid):
     """HeadsGrid that records the geometry of its last rendering, so a click can be mapped to a head.
@@ -154,8 +178,9 @@ def grid_width(report: InspectReport, thumb: int) -> int:
 def thumbnails_grid(report: InspectReport, mark: tuple[int, int] = NO_MARK) -> CachedGrid:
     layers = [(layer.layer, layer.heads) for layer in report.layers]
     stack = report.layers[0].stack if report.layers else None  # an encoder–decoder model's: say which
-    return CachedGrid(layers, f"All {stack} heads" if stack else f"All heads · {variant_label(report.variant)}",
-                      mark=mark)
+    return CachedGrid(
+        layers, f"All {stack} heads" if stack else f"All heads · {variant_label(report.variant)}", mark=mark
+    )
 
 
 def grid_view(report: InspectReport, metric: str, mark: tuple[int, int]) -> RenderableType:
@@ -164,14 +189,20 @@ def grid_view(report: InspectReport, metric: str, mark: tuple[int, int]) -> Rend
         return thumbnails_grid(report, mark)
     parts: list[RenderableType] = []
     if metric == "weights":
-        parts.append(Text("thumbnails need the whole matrices (this text is long): mean entropy instead",
-                          style="yellow"))
+        parts.append(
+            Text("thumbnails need the whole matrices (this text is long): mean entropy instead", style="yellow")
+        )
         metric = "entropy"
     layer, head = mark
     value = _metric(report.head(layer, head), metric)
     parts.append(overview_grid(report, metric))
-    parts.append(Text.assemble(("selected: ", "dim"), (f"layer {layer} head {head}", "bold"),
-                               f" = {value:.2f}" if math.isfinite(value) else " not defined"))
+    parts.append(
+        Text.assemble(
+            ("selected: ", "dim"),
+            (f"layer {layer} head {head}", "bold"),
+            f" = {value:.2f}" if math.isfinite(value) else " not defined",
+        )
+    )
     return Group(*parts)
 
 
@@ -180,6 +211,7 @@ def _metric(head: HeadReport, metric: str) -> float:
 
 
 # -- the selected head -------------------------------------------------------------------------------
+
 
 def row_lines(lines: list[list[Segment]], tokens: list[str]) -> dict[int, int]:
     """Which rendered lines are heatmap rows, and of which query: {line number: query index}.
@@ -204,8 +236,9 @@ def gutter(lines: list[list[Segment]], rows: dict[int, int], selected: int) -> l
     return [[mark if rows.get(number) == selected else blank, *line] for number, line in enumerate(lines)]
 
 
-def head_matrix_view(head: HeadReport, tokens: list[str], layer: int, scores: bool, label: str = "",
-                     keys: list[str] | None = None) -> RenderableType:
+def head_matrix_view(
+    head: HeadReport, tokens: list[str], layer: int, scores: bool, label: str = "", keys: list[str] | None = None
+) -> RenderableType:
     """The selected head's weights (or scores) heatmap, exactly as `attn inspect` draws it (keys: the column
     tokens where they are not the rows', as a cross-attention head's)."""
     if scores:
@@ -215,19 +248,22 @@ def head_matrix_view(head: HeadReport, tokens: list[str], layer: int, scores: bo
         return view
     if not label:
         return weights_heatmap(head, tokens, layer, keys=keys)
-    return weights_heatmap(head, tokens, layer, title=f"{label}: {head_title(layer, head)} · weights = "
-                                                      f"{weights_formula(head)}", keys=keys)
+    return weights_heatmap(
+        head, tokens, layer, title=f"{label}: {head_title(layer, head)} · weights = {weights_formula(head)}", keys=keys
+    )
 
 
-def query_panel(head: HeadReport, tokens: list[str], query: int, label: str = "",
-                keys: list[str] | None = None) -> RenderableType:
+def query_panel(
+    head: HeadReport, tokens: list[str], query: int, label: str = "", keys: list[str] | None = None
+) -> RenderableType:
     """The selected query token: its most-attended keys with weights, its entropy and self-weight (keys: the key
     tokens where they are not `tokens`; a cross-attention head has no self-weight, and says why)."""
     heading = Text.assemble(("query ", "dim"), (f"{query}:", "dim"), literal(tokens[query], "bold"))
     if label:
         heading = Text.assemble((f"{label} · ", "magenta"), heading)
-    listed = [Text.assemble(("→ ", "dim"), (f"{key.index}:", "dim"), literal(key.token, "bold"))
-              for key in head.top[query]]
+    listed = [
+        Text.assemble(("→ ", "dim"), (f"{key.index}:", "dim"), literal(key.token, "bold")) for key in head.top[query]
+    ]
     pad = max((key.cell_len for key in listed), default=0)
     lines = [heading]
     for text, key in zip(listed, head.top[query]):
@@ -237,9 +273,12 @@ def query_panel(head: HeadReport, tokens: list[str], query: int, label: str = ""
         lines.append(text)
     allowed = _allowed(head, query, len(tokens if keys is None else keys))
     uniform = math.log(allowed) if allowed > 1 else 0.0
-    lines += [Text.assemble(("entropy ", "dim"), f"{head.entropy[query]:.2f}",
-                            (f" nats (uniform over {allowed}: {uniform:.2f})", "dim")),
-              self_weight_line(head, query, tokens, keys)]
+    lines += [
+        Text.assemble(
+            ("entropy ", "dim"), f"{head.entropy[query]:.2f}", (f" nats (uniform over {allowed}: {uniform:.2f})", "dim")
+        ),
+        self_weight_line(head, query, tokens, keys),
+    ]
     return Group(*lines)
 
 
@@ -249,8 +288,11 @@ def self_weight_line(head: HeadReport, query: int, tokens: list[str], keys: list
         return Text.assemble(("self-weight ", "dim"), f"{head.self_weight[query]:.2f}")
     from attn_cli.math.measures import cross_tokens
 
-    return Text.assemble(("self-weight ", "dim"), "not defined: ",
-                         (f"{cross_tokens(len(tokens), len(keys))}, so no key is the query itself", "dim"))
+    return Text.assemble(
+        ("self-weight ", "dim"),
+        "not defined: ",
+        (f"{cross_tokens(len(tokens), len(keys))}, so no key is the query itself", "dim"),
+    )
 
 
 def _allowed(head: HeadReport, query: int, tokens: int) -> int:
@@ -268,25 +310,47 @@ def head_statistics(head: HeadReport, label: str = "") -> RenderableType:
     return Group(*lines)
 
 
-def maps_view(layer: int, tokens: list[str], scores: bool, base: HeadReport, other: HeadReport | None = None,
-              other_name: str = "", other_error: str = "", keys: list[str] | None = None,
-              stack: str | None = None) -> RenderableType:
+def maps_view(
+    layer: int,
+    tokens: list[str],
+    scores: bool,
+    base: HeadReport,
+    other: HeadReport | None = None,
+    other_name: str = "",
+    other_error: str = "",
+    keys: list[str] | None = None,
+    stack: str | None = None,
+) -> RenderableType:
     """The selected head's heatmap (titled with its `stack`, an encoder–decoder model's); with a variant, the
     variant's beside the baseline's."""
     if other is None:
         maps: RenderableType = head_matrix_view(base, tokens, layer, scores, stack or "", keys)
     else:
-        maps = SideBySide([head_matrix_view(base, tokens, layer, scores, "baseline", keys),
-                           head_matrix_view(other, tokens, layer, scores, variant_label(other_name), keys)])
+        maps = SideBySide(
+            [
+                head_matrix_view(base, tokens, layer, scores, "baseline", keys),
+                head_matrix_view(other, tokens, layer, scores, variant_label(other_name), keys),
+            ]
+        )
     return Group(maps, Text(other_error, style="yellow")) if other_error else maps
 
 
-def panel_view(tokens: list[str], query: int, base: HeadReport, other: HeadReport | None = None,
-               other_name: str = "", keys: list[str] | None = None) -> RenderableType:
+def panel_view(
+    tokens: list[str],
+    query: int,
+    base: HeadReport,
+    other: HeadReport | None = None,
+    other_name: str = "",
+    keys: list[str] | None = None,
+) -> RenderableType:
     """The query panel and the head's statistics (for the baseline and the variant)."""
     if other is None:
         return Group(Text(""), query_panel(base, tokens, query, keys=keys), Text(""), head_statistics(base))
     name = variant_label(other_name)
-    return Group(Text(""), SideBySide([query_panel(base, tokens, query, "baseline", keys),
-                                       query_panel(other, tokens, query, name, keys)]),
-                 Text(""), head_statistics(base, "baseline"), head_statistics(other, name))
+    return Group(
+        Text(""),
+        SideBySide([query_panel(base, tokens, query, "baseline", keys), query_panel(other, tokens, query, name, keys)]),
+        Text(""),
+        head_statistics(base, "baseline"),
+        head_statistics(other, name),
+    )

@@ -25,23 +25,30 @@ from attn_cli.explore.view import CachedGrid
 
 KEYS = [
     ("← → / h l", "previous / next head (past the last head of a layer: the next layer)"),
-    ("↑ ↓ / k j", "previous / next layer (in the heatmap, after tab or a click: the query row; over an image: "
-                  "the query patch a row up or down, [CLS] above the first row)"),
+    (
+        "↑ ↓ / k j",
+        "previous / next layer (in the heatmap, after tab or a click: the query row; over an image: "
+        "the query patch a row up or down, [CLS] above the first row)",
+    ),
     ("[ ]", "previous / next query token, wherever the focus is (over an image: the patch left / right)"),
     ("tab", "the grid or the selected head (small screens: grid → heatmap → query panel, shift+tab back)"),
     ("PgUp PgDn", "scroll the selected head's heatmaps or panel (the status line says where there is more)"),
     ("click", "a thumbnail selects its head; a heatmap row selects its query token"),
     ("e", "edit the sentence (an encoder–decoder model's source) and run the model again"),
     ("t", "encoder–decoder models: edit the target (the decoder's text) and run the model again"),
-    ("c", "encoder–decoder models: the next stack, encoder → decoder → cross-attention (target rows × source "
-          "columns)"),
-    ("v", "next variant: baseline, shared-k, no-scale, raw, cosine (beside the baseline; no raw over an image, "
-          "none for encoder–decoder models yet)"),
+    ("c", "encoder–decoder models: the next stack, encoder → decoder → cross-attention (target rows × source columns)"),
+    (
+        "v",
+        "next variant: baseline, shared-k, no-scale, raw, cosine (beside the baseline; no raw over an image, "
+        "none for encoder–decoder models yet)",
+    ),
     ("s", "scores / weights in the heatmap"),
     ("g", "grid metric: weight thumbnails, (over an image) every head's picture, mean entropy, asymmetry"),
     ("x", "export what is on screen: .svg (the screen), -head.svg (figure), .html, .json"),
-    ("a", "attribution of the sentence (attn attribute) beside the attention rollout; m: next method (a "
-          "sentence only)"),
+    (
+        "a",
+        "attribution of the sentence (attn attribute) beside the attention rollout; m: next method (a sentence only)",
+    ),
     ("?", "this help"),
     ("q", "quit"),
 ]
@@ -52,8 +59,9 @@ NULL = Style.null()  # every segment gets a style: Textual's NO_COLOR filter rea
 
 def strip(segments) -> Strip:
     """A Strip whose segments all have a style (Textual's NO_COLOR filter reads every segment's style)."""
-    return Strip([segment if segment.style is not None else Segment(segment.text, NULL, segment.control)
-                  for segment in segments])
+    return Strip(
+        [segment if segment.style is not None else Segment(segment.text, NULL, segment.control) for segment in segments]
+    )
 
 
 class StripView(Widget, can_focus=True):
@@ -103,12 +111,15 @@ class StripView(Widget, can_focus=True):
         self.app.redraw(grid=False, detail=False)
 
 
-SWITCH = [Binding("tab", "app.switch(1)", "next view", show=False),
-          Binding("shift+tab", "app.switch(-1)", "previous view", show=False)]
+SWITCH = [
+    Binding("tab", "app.switch(1)", "next view", show=False),
+    Binding("shift+tab", "app.switch(-1)", "previous view", show=False),
+]
 
 
 class GridView(StripView):
-    BINDINGS = [*SWITCH,
+    BINDINGS = [
+        *SWITCH,
         Binding("up,k", "app.layer(-1)", "layer", key_display="↑↓", show=True),
         Binding("down,j", "app.layer(1)", "layer", show=False),
     ]
@@ -124,7 +135,8 @@ class GridView(StripView):
 
 
 class DetailView(StripView):
-    BINDINGS = [*SWITCH,
+    BINDINGS = [
+        *SWITCH,
         # j/k as ↓/↑ here: the app's j/k (the layer) only where neither view has the focus
         Binding("up,k", "app.query(-1, True)", "query row", key_display="↑↓", show=True),
         Binding("down,j", "app.query(1, True)", "query row", show=False),
@@ -242,8 +254,7 @@ class KeysLine(Static):
         actions: dict[str, tuple] = {}
         for _, binding, enabled, _ in screen.active_bindings.values():
             if binding.show and binding.action not in actions:
-                actions[binding.action] = (binding.key, self.app.get_key_display(binding), binding.description,
-                                           enabled)
+                actions[binding.action] = (binding.key, self.app.get_key_display(binding), binding.description, enabled)
         self.shown = tuple(actions.values())
         self.draw()
 
@@ -295,9 +306,15 @@ class HelpScreen(ModalScreen[None]):
         keys = Table.grid(padding=(0, 2))  # a description that wraps stays in its column
         for key, what in KEYS:
             keys.add_row(Text(key, style="bold cyan"), what)
-        text = Group(Text("attn explore: keys", style="bold"),
-                     Text(f"The grid shows every head; the selected one's heatmap, query panel and statistics are "
-                          f"{self.place}. Esc, q or ? closes this.\n", style="dim"), keys)
+        text = Group(
+            Text("attn explore: keys", style="bold"),
+            Text(
+                f"The grid shows every head; the selected one's heatmap, query panel and statistics are "
+                f"{self.place}. Esc, q or ? closes this.\n",
+                style="dim",
+            ),
+            keys,
+        )
         with VerticalScroll():
             yield Static(text)
 
@@ -331,7 +348,8 @@ class AttributionScreen(ModalScreen[None]):
     def run(self, method: str) -> None:
         self.method = method
         self.query_one("#attribution", Static).update(
-            Text(f"running {method} (m: next method, Esc closes) …", style="dim"))
+            Text(f"running {method} (m: next method, Esc closes) …", style="dim")
+        )
         self.submit(self._in_thread, method)
 
     def _in_thread(self, method: str) -> None:

@@ -72,8 +72,10 @@ def check_finite_weights(weights: torch.Tensor) -> None:
     """AttnError (exit 1) when a row of weights is NaN: an allowed score was +inf or NaN (an allowed -inf only
     gets weight 0, as a finite score that low would)."""
     if _any_nan(weights):
-        raise AttnError("attention scores overflowed: q·kᵀ is not finite although q and k are",
-                        "the weights are too large for float32 (corrupt or badly scaled); check the checkpoint")
+        raise AttnError(
+            "attention scores overflowed: q·kᵀ is not finite although q and k are",
+            "the weights are too large for float32 (corrupt or badly scaled); check the checkpoint",
+        )
 
 
 def _any_nan(weights: torch.Tensor) -> bool:

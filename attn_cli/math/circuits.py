@@ -27,7 +27,7 @@ class Factored:
     b: torch.Tensor
 
     @property
-    def T(self) -> "Factored":  # noqa: N802 - the transpose, as torch and TransformerLens spell it
+    def T(self) -> Factored:  # noqa: N802 - the transpose, as torch and TransformerLens spell it
         return Factored(self.b.mT, self.a.mT)
 
     def norm(self) -> torch.Tensor:
@@ -73,7 +73,7 @@ def copying_scores(ov: Factored, w_e: torch.Tensor, w_u: torch.Tensor) -> torch.
     """
     unembed_embed = torch.zeros(w_e.shape[1], w_e.shape[1], dtype=ov.a.dtype, device=ov.a.device)
     for start in range(0, w_e.shape[0], VOCAB_CHUNK):
-        unembed_embed += w_u[:, start:start + VOCAB_CHUNK].to(ov.a) @ w_e[start:start + VOCAB_CHUNK].to(ov.a)
+        unembed_embed += w_u[:, start : start + VOCAB_CHUNK].to(ov.a) @ w_e[start : start + VOCAB_CHUNK].to(ov.a)
     eigenvalues = torch.linalg.eigvals(ov.b @ unembed_embed @ ov.a)  # (..., r)
     return eigenvalues.sum(-1).real / eigenvalues.abs().sum(-1)
 
@@ -106,15 +106,16 @@ def position_split(qk: Factored, w_e: torch.Tensor, w_pos: torch.Tensor) -> Posi
 
     terms = {pair: mean_square(*pair) for pair in ("ee", "ep", "pe", "pp")}
     total = sum(terms.values())
-    return PositionSplit(content=terms["ee"] / total, position=terms["pp"] / total,
-                         mixed=(terms["ep"] + terms["pe"]) / total)
+    return PositionSplit(
+        content=terms["ee"] / total, position=terms["pp"] / total, mixed=(terms["ep"] + terms["pe"]) / total
+    )
 
 
 def _mean_gram(rows: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """XᵀX / rows(X) (d × d) in `like`'s dtype, a chunk of rows at a time."""
     gram = torch.zeros(rows.shape[1], rows.shape[1], dtype=like.dtype, device=like.device)
     for start in range(0, rows.shape[0], VOCAB_CHUNK):
-        chunk = rows[start:start + VOCAB_CHUNK].to(like)
+        chunk = rows[start : start + VOCAB_CHUNK].to(like)
         gram += chunk.mT @ chunk
     return gram / rows.shape[0]
 

@@ -56,8 +56,9 @@ class Entry:
     massive: bool
 
 
-def layer_entries(state: torch.Tensor, layer: int, ratio: float, floor: float,
-                  top: int) -> tuple[float, list[Entry], int, list[int]]:
+def layer_entries(
+    state: torch.Tensor, layer: int, ratio: float, floor: float, top: int
+) -> tuple[float, list[Entry], int, list[int]]:
     """One text's residual stream after one layer, state (T, d_model) over its real tokens:
     (median magnitude, its `top` largest entries, how many entries are massive, the dims holding one)."""
     magnitude = state.detach().abs().float()
@@ -68,6 +69,14 @@ def layer_entries(state: torch.Tensor, layer: int, ratio: float, floor: float,
     entries = []
     for value, index in zip(values.tolist(), flat.tolist()):
         position, dim = divmod(index, width)
-        entries.append(Entry(layer, position, dim, float(state[position, dim]),
-                             value / median if median > 0 else float("inf"), bool(massive[position, dim])))
+        entries.append(
+            Entry(
+                layer,
+                position,
+                dim,
+                float(state[position, dim]),
+                value / median if median > 0 else float("inf"),
+                bool(massive[position, dim]),
+            )
+        )
     return median, entries, int(massive.sum()), massive.any(0).nonzero().flatten().tolist()

@@ -15,7 +15,6 @@ import torch
 
 from attn_cli.math import attention, scoring
 
-
 WHOLE_MASK_CELLS = 1 << 21  # a (B, T, T) bool mask this small is built whole to pick rows from
 
 
@@ -64,8 +63,7 @@ class ColumnMaxima:
             column = self.whole.gather(-1, key[..., None, None].expand(*key.shape, self.whole.shape[-2], 1))
             row = (column[..., 0] == weight[..., None]).to(torch.uint8).argmax(-1)  # argmax: the first of equals
         none = weight <= 0
-        return (row.masked_fill(none, -1), key.masked_fill(none, -1),
-                weight.masked_fill(none, float("nan")))
+        return (row.masked_fill(none, -1), key.masked_fill(none, -1), weight.masked_fill(none, float("nan")))
 
 
 def strongest(weights: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,8 +90,17 @@ def row_weights(q_heads, k_heads, rows, allowed_rows, scale: float, scorer, chun
     if scorer is None:
         scores = scoring.scores(q_rows, k_heads, scale)[:, :, 0]  # (B, h, T)
     else:
-        scores = torch.stack([torch.stack([scoring.scores(q_rows[b, h], k_heads[b, h], scale, scorer, head)[0]
-                                           for h, head in enumerate(chunk)]) for b in range(count)])
+        scores = torch.stack(
+            [
+                torch.stack(
+                    [
+                        scoring.scores(q_rows[b, h], k_heads[b, h], scale, scorer, head)[0]
+                        for h, head in enumerate(chunk)
+                    ]
+                )
+                for b in range(count)
+            ]
+        )
     if count * keys * keys <= WHOLE_MASK_CELLS:  # short texts: the whole (B, T, T) mask once, rows gathered
         allowed = allowed_rows(0, keys).gather(1, rows.reshape(count, heads, 1).expand(-1, -1, keys))
     else:  # long texts: each distinct row's mask row, where it was chosen

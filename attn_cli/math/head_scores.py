@@ -55,9 +55,18 @@ from dataclasses import dataclass
 import torch
 
 from attn_cli.math import measures
+from attn_cli.math.score_names import (  # noqa: F401
+    BROAD,
+    BROAD_THRESHOLD,
+    LABEL_THRESHOLD,
+    MIXED,
+    RETRIEVAL,
+    SCORES,
+    SHARES,
+    SINK,
+    SINK_EPSILON,
+)
 
-from attn_cli.math.score_names import (BROAD, BROAD_THRESHOLD, LABEL_THRESHOLD, MIXED, RETRIEVAL,  # noqa: F401
-                                      SCORES, SHARES, SINK, SINK_EPSILON)
 _MARKERS = ("##", "Ġ", "▁", "Ċ")  # subword markers of WordPiece, byte-level BPE and SentencePiece
 
 
@@ -100,8 +109,9 @@ def token_flags(tokens: list[list], device="cpu", needle: bool = False) -> Token
     unmarked = ~separator.any(-1) & (lengths > 0)  # (B,) a text with no separator: its last token stands for one
     separator[unmarked, lengths[unmarked] - 1] = True
     punctuation = torch.zeros(count, longest, dtype=torch.bool)
-    punctuation[real] = torch.tensor([not token.special and is_punctuation(token.text) for token in flat],
-                                     dtype=torch.bool)
+    punctuation[real] = torch.tensor(
+        [not token.special and is_punctuation(token.text) for token in flat], dtype=torch.bool
+    )
     flags = TokenFlags(ids.to(device), real.to(device), separator.to(device), punctuation.to(device))
     if needle:
         flags.target, flags.needle = (tensor.to(device) for tensor in needle_targets(ids, real))
@@ -133,15 +143,17 @@ def share_patterns(flags: TokenFlags, start: int, stop: int) -> torch.Tensor:
     before[:, 1:] = ids[:, :-1]
     after_copy = (ids[:, start:stop, None] == before[:, None, :]) & (key >= 1)  # (B, c, T): id_{j-1} = id_i
     shape = (count, stop - start, keys)
-    return torch.stack([
-        (key == query - 1).expand(shape),  # previous_token
-        same & (key < query),  # duplicate_token
-        after_copy & (key - 1 < query),  # induction
-        (key == 0).expand(shape),  # first_token
-        flags.separator[:, None, :] & (key != query),  # last_token: another token's separator
-        flags.punctuation[:, None, :].expand(shape),  # punctuation
-        (key == query).expand(shape),  # self
-    ])
+    return torch.stack(
+        [
+            (key == query - 1).expand(shape),  # previous_token
+            same & (key < query),  # duplicate_token
+            after_copy & (key - 1 < query),  # induction
+            (key == 0).expand(shape),  # first_token
+            flags.separator[:, None, :] & (key != query),  # last_token: another token's separator
+            flags.punctuation[:, None, :].expand(shape),  # punctuation
+            (key == query).expand(shape),  # self
+        ]
+    )
 
 
 def _repeat_weights(weights: torch.Tensor, flags: TokenFlags, start: int, allowed: torch.Tensor):
@@ -156,14 +168,20 @@ def _repeat_weights(weights: torch.Tensor, flags: TokenFlags, start: int, allowe
     ids, real = flags.ids, flags.real
     query = torch.arange(start, start + rows, device=ids.device)[:, None]  # (c, 1)
     key = torch.arange(keys, device=ids.device)[None, :]  # (1, T)
-    copies = ((ids[:, start:start + rows, None] == ids[:, None, :]) & (key < query)
-              & real[:, start:start + rows, None] & real[:, None, :])  # (B, c, T)
+    copies = (
+        (ids[:, start : start + rows, None] == ids[:, None, :])
+        & (key < query)
+        & real[:, start : start + rows, None]
+        & real[:, None, :]
+    )  # (B, c, T)
     text, row, earlier = copies.nonzero(as_tuple=True)  # (n,) each
     after = (earlier + 1).clamp_max(keys - 1)
     on = weights.new_zeros(2, count, rows, heads)
     has = torch.zeros(2, count, rows, dtype=torch.bool, device=weights.device)
-    for kind, target, ok in ((0, earlier, allowed[text, row, earlier]),
-                             (1, after, (earlier + 1 < keys) & allowed[text, row, after])):
+    for kind, target, ok in (
+        (0, earlier, allowed[text, row, earlier]),
+        (1, after, (earlier + 1 < keys) & allowed[text, row, after]),
+    ):
         t, r, k = text[ok], row[ok], target[ok]
         on[kind].index_put_((t, r), weights[t, :, r, k], accumulate=True)  # weights[t, :, r, k]: (n, h)
         has[kind, t, r] = True
@@ -205,26 +223,33 @@ class TextSums:
         first_row = query == 0
         marks = torch.stack([flags.separator, flags.punctuation], -1)  # (B, T, 2)
         own = _diagonal(weights, query)  # (B, h, c): A[i, i]
-        separator_row = flags.separator[:, start:start + rows]  # (B, c): a separator's own row …
+        separator_row = flags.separator[:, start : start + rows]  # (B, c): a separator's own row …
         other_separator = allowed & flags.separator[:, None, :]  # … does not count its weight on itself
-        other_separator[..., start:start + rows] &= ~torch.eye(rows, dtype=torch.bool, device=weights.device)
+        other_separator[..., start : start + rows] &= ~torch.eye(rows, dtype=torch.bool, device=weights.device)
         repeats, has_repeat = _repeat_weights(weights, flags, start, allowed)  # (2, B, h, c), (2, B, c)
-        on_targets = torch.stack([  # (7, B, h, c): weight on each pattern's targets, per row
-            _diagonal(weights, previous).masked_fill(first_row, 0.0),
-            *repeats,
-            weights[..., 0],
-            *(weights @ marks[:, None].to(weights.dtype)).unbind(-1),
-            own,
-        ])
+        on_targets = torch.stack(
+            [  # (7, B, h, c): weight on each pattern's targets, per row
+                _diagonal(weights, previous).masked_fill(first_row, 0.0),
+                *repeats,
+                weights[..., 0],
+                *(weights @ marks[:, None].to(weights.dtype)).unbind(-1),
+                own,
+            ]
+        )
         on_targets[4] -= own * separator_row[:, None]
-        has_target = torch.stack([  # (7, B, c): the row may attend a target
-            _diagonal(allowed, previous) & ~first_row,
-            *has_repeat,
-            allowed[..., 0],
-            other_separator.any(-1),
-            (allowed & flags.punctuation[:, None, :]).any(-1),
-            _diagonal(allowed, query),
-        ]) & counted
+        has_target = (
+            torch.stack(
+                [  # (7, B, c): the row may attend a target
+                    _diagonal(allowed, previous) & ~first_row,
+                    *has_repeat,
+                    allowed[..., 0],
+                    other_separator.any(-1),
+                    (allowed & flags.punctuation[:, None, :]).any(-1),
+                    _diagonal(allowed, query),
+                ]
+            )
+            & counted
+        )
         self._add_shares(slice(0, 7), on_targets, has_target)
         self._add_spread(weights, counted, keys_allowed)
         if flags.target is not None:
@@ -240,11 +265,16 @@ class TextSums:
         counted = keys_allowed >= 2  # (B, c)
         marks = torch.stack([keys.separator, keys.punctuation], -1)  # (B, T_k, 2)
         on_targets = torch.stack([weights[..., 0], *(weights @ marks[:, None].to(weights.dtype)).unbind(-1)])
-        has_target = torch.stack([  # (3, B, c)
-            allowed[..., 0],
-            (allowed & keys.separator[:, None, :]).any(-1),
-            (allowed & keys.punctuation[:, None, :]).any(-1),
-        ]) & counted
+        has_target = (
+            torch.stack(
+                [  # (3, B, c)
+                    allowed[..., 0],
+                    (allowed & keys.separator[:, None, :]).any(-1),
+                    (allowed & keys.punctuation[:, None, :]).any(-1),
+                ]
+            )
+            & counted
+        )
         self._add_shares(slice(3, 6), on_targets, has_target)  # first_token, last_token, punctuation
         self._add_spread(weights, counted, keys_allowed)
 
@@ -273,7 +303,7 @@ class TextSums:
         """Rows whose next token is the needle's copy: a hit where the row's argmax key is the needle
         position holding that token (argmax takes the earliest of equal weights)."""
         rows = weights.shape[-2]
-        target = flags.target[:, start:start + rows]  # (B, c)
+        target = flags.target[:, start : start + rows]  # (B, c)
         key = weights.argmax(-1)  # (B, h, c)
         on_needle = flags.needle.gather(1, key.flatten(1)).view_as(key)  # (B, h, c)
         copied = flags.ids.gather(1, key.flatten(1)).view_as(key) == target[:, None, :]

@@ -58,15 +58,14 @@ class AttentionMask:
             return torch.ones(self.keys, dtype=torch.bool, device=self.device)
         return self._dense().any(dim=-2)
 
-    def for_sequence(self, sequence: int, keep: torch.Tensor) -> "AttentionMask":
+    def for_sequence(self, sequence: int, keep: torch.Tensor) -> AttentionMask:
         """Sequence `sequence` of a batched mask with only the positions `keep` (padding removed)."""
         count = len(keep)
         if self.dense is None:
             return AttentionMask(count, count, self.causal, None, self.device)
         dense = self.dense if self.dense.dim() == 2 else self.dense[sequence]
-        return AttentionMask(count, count, self.causal, dense.index_select(0, keep).index_select(1, keep),
-                             self.device)
+        return AttentionMask(count, count, self.causal, dense.index_select(0, keep).index_select(1, keep), self.device)
 
-    def to(self, device) -> "AttentionMask":
+    def to(self, device) -> AttentionMask:
         dense = None if self.dense is None else self.dense.to(device)
         return AttentionMask(self.queries, self.keys, self.causal, dense, device)

@@ -25,7 +25,7 @@ def cross_tokens(queries: int, keys: int) -> str:
     return f"cross-attention: queries are the {queries} target tokens and keys the {keys} source tokens"
 
 
-def not_applicable(heads: int, queries: int, keys: int) -> list["Symmetry"]:
+def not_applicable(heads: int, queries: int, keys: int) -> list[Symmetry]:
     """Symmetry of a cross-attention head: S_ij and S_ji pair target token i with source token j and target j
     with source i, different tokens, so S − Sᵀ measures nothing (and is not defined when T_q ≠ T_k)."""
     reason = f"{cross_tokens(queries, keys)}, so S_ij and S_ji are not a pair of the same two tokens"
@@ -66,8 +66,10 @@ class SymmetryAccumulator:
     def result(self, tolerance: float) -> list[Symmetry]:
         """One Symmetry per head."""
         relative = torch.where(self.scores_squared > 0, (self.diff_squared / self.scores_squared).sqrt(), 0.0)
-        return [Symmetry(float(peak), float(rel), float(rel) <= tolerance)
-                for peak, rel in zip(self.max_abs_diff.tolist(), relative.tolist())]
+        return [
+            Symmetry(float(peak), float(rel), float(rel) <= tolerance)
+            for peak, rel in zip(self.max_abs_diff.tolist(), relative.tolist())
+        ]
 
 
 def _accumulate(accumulator, diff: torch.Tensor, block: int) -> None:
@@ -122,7 +124,10 @@ def dense_symmetry(scores: torch.Tensor, valid: torch.Tensor, tolerance: float) 
     diff_squared, scores_squared = (_sum_of_squares(x).double() for x in (diff, scores))  # (h,) each
     relative = torch.where(scores_squared > 0, (diff_squared / scores_squared).sqrt(), 0.0)
     peaks = diff.amax((-2, -1)) if diff.numel() else torch.zeros(len(scores))
-    return [Symmetry(float(peak), float(rel), float(rel) <= tolerance) for peak, rel in zip(peaks.tolist(), relative.tolist())]
+    return [
+        Symmetry(float(peak), float(rel), float(rel) <= tolerance)
+        for peak, rel in zip(peaks.tolist(), relative.tolist())
+    ]
 
 
 class ScoreMoments:
@@ -214,7 +219,7 @@ class TopKeyTensors:
     weights: torch.Tensor  # (..., Tq, k)
     kept: torch.Tensor  # (..., Tq, k) bool: an allowed key
 
-    def __getitem__(self, index) -> "TopKeyTensors":
+    def __getitem__(self, index) -> TopKeyTensors:
         """The same leading index of every field: top[h] is head h's (Tq, k)."""
         return TopKeyTensors(self.indices[index], self.weights[index], self.kept[index])
 
@@ -223,8 +228,9 @@ class TopKeyTensors:
         return _pairs(self.indices.tolist(), self.weights.tolist(), self.kept.tolist(), self.indices.dim() - 2)
 
 
-def top_key_tensors(weights: torch.Tensor, allowed: torch.Tensor, k: int, offset: int = 0,
-                    keys: int | None = None) -> TopKeyTensors:
+def top_key_tensors(
+    weights: torch.Tensor, allowed: torch.Tensor, k: int, offset: int = 0, keys: int | None = None
+) -> TopKeyTensors:
     """Per query row, the k most-attended allowed keys: (..., Tq, min(k, keys)) each, filled up where a row has fewer.
 
     weights (..., Tq, Tk), allowed broadcasting to it. offset: added to the key indices (a block of
@@ -248,8 +254,9 @@ def cat_top_keys(blocks: list[TopKeyTensors]) -> TopKeyTensors:
     """Blocks of query rows (..., c, k) -> (..., Tq, k), in order."""
     if len(blocks) == 1:
         return blocks[0]
-    return TopKeyTensors(*(torch.cat([getattr(b, name) for b in blocks], dim=-2)
-                           for name in ("indices", "weights", "kept")))
+    return TopKeyTensors(
+        *(torch.cat([getattr(b, name) for b in blocks], dim=-2) for name in ("indices", "weights", "kept"))
+    )
 
 
 def top_keys(weights: torch.Tensor, allowed: torch.Tensor, k: int) -> list:
@@ -264,8 +271,9 @@ def top_keys(weights: torch.Tensor, allowed: torch.Tensor, k: int) -> list:
 def _pairs(indices: list, values: list, keep: list, leading: int) -> list:
     if leading:
         return [_pairs(i, v, ok, leading - 1) for i, v, ok in zip(indices, values, keep)]
-    return [[(i, w) for i, w, ok in zip(row_i, row_w, row_ok) if ok]
-            for row_i, row_w, row_ok in zip(indices, values, keep)]
+    return [
+        [(i, w) for i, w, ok in zip(row_i, row_w, row_ok) if ok] for row_i, row_w, row_ok in zip(indices, values, keep)
+    ]
 
 
 def value_norms(v: torch.Tensor, w_o: torch.Tensor, heads: list[int]) -> torch.Tensor:
@@ -277,7 +285,7 @@ def value_norms(v: torch.Tensor, w_o: torch.Tensor, heads: list[int]) -> torch.T
     token, so it is left out (as Kobayashi et al. 2020 do).
     """
     d = v.shape[-1]
-    slices = torch.stack([w_o[:, h * d:(h + 1) * d] for h in heads]).to(v)  # (h, d_model, D)
+    slices = torch.stack([w_o[:, h * d : (h + 1) * d] for h in heads]).to(v)  # (h, d_model, D)
     return (v @ slices.transpose(-2, -1)).norm(dim=-1)  # (h, T, d_model) -> (h, T)
 
 

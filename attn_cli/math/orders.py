@@ -14,8 +14,13 @@ def group_value_order(group: np.ndarray, value: np.ndarray, text_id: np.ndarray)
     and the value's float32 bits reversed below (a non-negative float's bits order as it does), where every value
     is a float32 (the scores and weights are) and no value is negative; lexsort otherwise. Rows tying on (group,
     value) are then put in text_id order, among themselves only."""
-    if (len(group) < 2 or group.min() < 0 or group.max() >= 1 << 32 or not np.all(value >= 0)
-            or not np.array_equal(value.astype(np.float32), value)):
+    if (
+        len(group) < 2
+        or group.min() < 0
+        or group.max() >= 1 << 32
+        or not np.all(value >= 0)
+        or not np.array_equal(value.astype(np.float32), value)
+    ):
         return np.lexsort((text_id, -value, group))
     bits = (value + 0.0).astype(np.float32).view(np.uint32)  # + 0.0: -0.0 becomes 0.0, whose bits are 0
     key = (group.astype(np.uint64) << np.uint64(32)) | (np.uint64(0xFFFFFFFF) - bits.astype(np.uint64))

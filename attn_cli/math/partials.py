@@ -105,8 +105,13 @@ class Partial:
     def __post_init__(self):
         layers, heads = self.shape
         stats = (layers, heads, len(SCORES))
-        for name, dtype, fill in (("count", np.int64, 0), ("total", np.int64, 0), ("squares", object, 0),
-                                  ("low", np.float64, np.inf), ("high", np.float64, -np.inf)):
+        for name, dtype, fill in (
+            ("count", np.int64, 0),
+            ("total", np.int64, 0),
+            ("squares", object, 0),
+            ("low", np.float64, np.inf),
+            ("high", np.float64, -np.inf),
+        ):
             if getattr(self, name) is None:
                 setattr(self, name, np.full(stats, fill, dtype=dtype))
         if self.fine is None:
@@ -121,13 +126,24 @@ class Partial:
 
 TOP_FIELDS = {"group": np.int64, "value": np.float64, "text_id": np.int64}
 SAMPLE_FIELDS = {"group": np.int64, "hash": np.uint64, "text_id": np.int64, "value": np.float64}
-VIEW_FIELDS = {"text_id": np.int64, "group": np.int64, "query": np.int64, "edge_key": np.int64,
-               "edge_weight": np.float64, "keys": (np.int64, KEYS), "weights": (np.float32, KEYS)}
+VIEW_FIELDS = {
+    "text_id": np.int64,
+    "group": np.int64,
+    "query": np.int64,
+    "edge_key": np.int64,
+    "edge_weight": np.float64,
+    "keys": (np.int64, KEYS),
+    "weights": (np.float32, KEYS),
+}
 
 
 def _empty(fields: dict) -> dict:
-    return {name: np.zeros((0, kind[1]) if isinstance(kind, tuple) else 0,
-                           dtype=kind[0] if isinstance(kind, tuple) else kind) for name, kind in fields.items()}
+    return {
+        name: np.zeros(
+            (0, kind[1]) if isinstance(kind, tuple) else 0, dtype=kind[0] if isinstance(kind, tuple) else kind
+        )
+        for name, kind in fields.items()
+    }
 
 
 def text_hash(text_ids: np.ndarray) -> np.ndarray:
@@ -163,8 +179,14 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int, exa
     scores = len(SCORES)
     values = batch.values  # (n, L, H, S)
     defined = ~np.isnan(values)
-    part = Partial(shape, top_n, samples_n, texts=len(batch.text_ids),
-                   tokens=sum(len(tokens) for tokens in batch.tokens), truncated=batch.truncated)
+    part = Partial(
+        shape,
+        top_n,
+        samples_n,
+        texts=len(batch.text_ids),
+        tokens=sum(len(tokens) for tokens in batch.tokens),
+        truncated=batch.truncated,
+    )
     part.count = defined.sum(0).astype(np.int64)
     units = fixed(values)  # (n, L, H, S) int64
     part.total = units.sum(0)
@@ -181,19 +203,33 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int, exa
     part.fine = np.bincount(group * FINE + bins, minlength=groups * FINE).reshape(part.fine.shape)
     part.hist = np.bincount(group * BINS + hist_bin(value), minlength=groups * BINS).reshape(part.hist.shape)
     t, l, h = np.nonzero(batch.sink >= 0)
-    part.sinks = Counter(zip(l.tolist(), h.tolist(), (positions := batch.sink[t, l, h].tolist()),
-                             [batch.tokens[text][position] for text, position in zip(t.tolist(), positions)]))
+    part.sinks = Counter(
+        zip(
+            l.tolist(),
+            h.tolist(),
+            (positions := batch.sink[t, l, h].tolist()),
+            [batch.tokens[text][position] for text, position in zip(t.tolist(), positions)],
+        )
+    )
     if not examples:
         return part
     part.top = _top_columns(values.reshape(len(values), -1), batch.text_ids, top_n)
-    part.samples = _keep({"group": group * FINE + bins, "hash": text_hash(text_id), "text_id": text_id,
-                          "value": value}, samples_n, descending=False)
+    part.samples = _keep(
+        {"group": group * FINE + bins, "hash": text_hash(text_id), "text_id": text_id, "value": value},
+        samples_n,
+        descending=False,
+    )
     part.edges = _top_columns(batch.edge_weight.reshape(len(values), -1).astype(np.float64), batch.text_ids, top_n)
     t, l, h = (axis.ravel() for axis in np.indices(batch.query.shape))
-    part.views = {"text_id": batch.text_ids[t], "group": l * heads + h, "query": batch.query[t, l, h].astype(np.int64),
-                  "edge_key": batch.edge_key[t, l, h].astype(np.int64),
-                  "edge_weight": batch.edge_weight[t, l, h].astype(np.float64),
-                  "keys": batch.keys[t, l, h].astype(np.int64), "weights": batch.weights[t, l, h].astype(np.float32)}
+    part.views = {
+        "text_id": batch.text_ids[t],
+        "group": l * heads + h,
+        "query": batch.query[t, l, h].astype(np.int64),
+        "edge_key": batch.edge_key[t, l, h].astype(np.int64),
+        "edge_weight": batch.edge_weight[t, l, h].astype(np.float64),
+        "keys": batch.keys[t, l, h].astype(np.int64),
+        "weights": batch.weights[t, l, h].astype(np.float32),
+    }
     part.token_lists = {int(text_id): _shared(tokens) for text_id, tokens in zip(batch.text_ids, batch.tokens)}
     return _prune(part)
 
@@ -208,8 +244,11 @@ def merge(first: Partial, second: Partial) -> Partial:
     """The Partial of both parts' texts (disjoint sets of texts), the same whatever the order. Into an empty
     first (no text yet: a run's start) second comes back as it is, which is what merging would give: the
     Partials that reduce, merge_all and from_state make are already in their canonical order."""
-    if first.texts == 0 and (first.shape, first.top_n, first.samples_n) == (second.shape, second.top_n,
-                                                                             second.samples_n):
+    if first.texts == 0 and (first.shape, first.top_n, first.samples_n) == (
+        second.shape,
+        second.top_n,
+        second.samples_n,
+    ):
         return second
     return merge_all([first, second], first.shape, first.top_n, first.samples_n)
 
@@ -283,11 +322,13 @@ def _prune(part: Partial) -> Partial:
     order (text_id, group), so that equal Partials have equal arrays."""
     layers_heads = part.shape[0] * part.shape[1]
     scores = len(SCORES)
-    wanted = np.concatenate([  # with repeats: a view can serve several rows
-        part.top["text_id"] * layers_heads + part.top["group"] // scores,
-        part.samples["text_id"] * layers_heads + part.samples["group"] // (scores * FINE),
-        part.edges["text_id"] * layers_heads + part.edges["group"],
-    ])
+    wanted = np.concatenate(
+        [  # with repeats: a view can serve several rows
+            part.top["text_id"] * layers_heads + part.top["group"] // scores,
+            part.samples["text_id"] * layers_heads + part.samples["group"] // (scores * FINE),
+            part.edges["text_id"] * layers_heads + part.edges["group"],
+        ]
+    )
     views = part.views
     key = views["text_id"] * layers_heads + views["group"]  # one view per (text, head): unique
     order = np.argsort(key, kind="stable")  # merged parts' views come as sorted runs: a linear merge
@@ -383,24 +424,36 @@ def to_state(part: Partial) -> tuple[dict[str, np.ndarray], dict]:
     arrays["squares"] = np.array([str(value) for value in part.squares.ravel()])  # Python ints past int64
     for table in ("top", "samples", "edges", "views"):
         arrays.update({f"{table}.{column}": values for column, values in getattr(part, table).items()})
-    meta = {"shape": list(part.shape), "top_n": part.top_n, "samples_n": part.samples_n, "texts": part.texts,
-            "tokens": part.tokens, "truncated": part.truncated,
-            "sinks": [[*key, texts] for key, texts in sorted(part.sinks.items())],
-            "token_lists": [[text_id, tokens] for text_id, tokens in part.token_lists.items()]}
+    meta = {
+        "shape": list(part.shape),
+        "top_n": part.top_n,
+        "samples_n": part.samples_n,
+        "texts": part.texts,
+        "tokens": part.tokens,
+        "truncated": part.truncated,
+        "sinks": [[*key, texts] for key, texts in sorted(part.sinks.items())],
+        "token_lists": [[text_id, tokens] for text_id, tokens in part.token_lists.items()],
+    }
     return arrays, meta
 
 
 def from_state(arrays, meta: dict) -> Partial:
     shape = tuple(meta["shape"])
-    part = Partial(shape, meta["top_n"], meta["samples_n"], texts=meta["texts"], tokens=meta["tokens"],
-                   truncated=meta["truncated"])
+    part = Partial(
+        shape, meta["top_n"], meta["samples_n"], texts=meta["texts"], tokens=meta["tokens"], truncated=meta["truncated"]
+    )
     for name in ("count", "total", "low", "high", "hist", "fine"):
         setattr(part, name, np.array(arrays[name]))
     part.squares = np.array([int(value) for value in arrays["squares"]], dtype=object).reshape(part.count.shape)
-    for table, fields in (("top", TOP_FIELDS), ("samples", SAMPLE_FIELDS), ("edges", TOP_FIELDS),
-                          ("views", VIEW_FIELDS)):
+    for table, fields in (
+        ("top", TOP_FIELDS),
+        ("samples", SAMPLE_FIELDS),
+        ("edges", TOP_FIELDS),
+        ("views", VIEW_FIELDS),
+    ):
         setattr(part, table, {column: np.array(arrays[f"{table}.{column}"]) for column in fields})
-    part.sinks = Counter({(layer, head, position, token): texts
-                          for layer, head, position, token, texts in meta["sinks"]})
+    part.sinks = Counter(
+        {(layer, head, position, token): texts for layer, head, position, token, texts in meta["sinks"]}
+    )
     part.token_lists = {text_id: _shared(tokens) for text_id, tokens in meta["token_lists"]}
     return part

@@ -38,7 +38,7 @@ def relevancy(layers: list[torch.Tensor]) -> torch.Tensor:
 
 # Capacities in (0, 1] become whole numbers for scipy's max-flow (integers only): 2^30 keeps each within
 # 5e-10 of its value and every sum of them inside int32. The flows agree with networkx's on floats to ~1e-9.
-_FLOW_SCALE = 2 ** 30
+_FLOW_SCALE = 2**30
 
 
 def attention_flow(layers: list[torch.Tensor]) -> torch.Tensor:
@@ -68,8 +68,17 @@ def attention_flow(layers: list[torch.Tensor]) -> torch.Tensor:
         targets.append((layer - 1) * count + cols)
         capacities.append(np.rint(mixed[rows, cols] * _FLOW_SCALE).astype(np.int32))
     nodes = (top + 1) * count
-    graph = csr_array((np.concatenate(capacities), (np.concatenate(sources), np.concatenate(targets))),
-                      shape=(nodes, nodes))
-    flows = np.array([[maximum_flow(graph, top * count + i, j, method="dinic").flow_value for j in range(count)]
-                      for i in range(count)], dtype=np.float64) / _FLOW_SCALE  # (T, T)
+    graph = csr_array(
+        (np.concatenate(capacities), (np.concatenate(sources), np.concatenate(targets))), shape=(nodes, nodes)
+    )
+    flows = (
+        np.array(
+            [
+                [maximum_flow(graph, top * count + i, j, method="dinic").flow_value for j in range(count)]
+                for i in range(count)
+            ],
+            dtype=np.float64,
+        )
+        / _FLOW_SCALE
+    )  # (T, T)
     return torch.from_numpy(flows / flows.sum(-1, keepdims=True))

@@ -5,8 +5,18 @@ math/head_scores.py.
 
 from __future__ import annotations
 
-SCORES = ("previous_token", "duplicate_token", "induction", "first_token", "last_token", "punctuation", "self",
-          "broad", "sink", "retrieval")
+SCORES = (
+    "previous_token",
+    "duplicate_token",
+    "induction",
+    "first_token",
+    "last_token",
+    "punctuation",
+    "self",
+    "broad",
+    "sink",
+    "retrieval",
+)
 SHARES = SCORES[:7]  # the "mul" weight shares; broad, sink and retrieval are last
 BROAD, SINK, RETRIEVAL = 7, 8, 9
 SINK_EPSILON = 0.3  # a key holding more than this of a row's weight (Gu et al. 2024)

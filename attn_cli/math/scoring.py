@@ -13,15 +13,17 @@ into its scorer), and nothing else.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
 QKS = tuple[torch.Tensor, torch.Tensor, float]
 
 
-def scores(q: torch.Tensor, k: torch.Tensor, scale: float, scorer: Callable | None = None,
-           head: int = 0) -> torch.Tensor:
+def scores(
+    q: torch.Tensor, k: torch.Tensor, scale: float, scorer: Callable | None = None, head: int = 0
+) -> torch.Tensor:
     """Attention scores, unmasked. q (..., Tq, D), k (..., Tk, D) -> (..., Tq, Tk).
 
     scorer(q (Tq, D), k (Tk, D), head) replaces q·kᵀ·scale for learned scorings (one head at a time).

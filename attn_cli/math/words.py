@@ -8,7 +8,7 @@ rows, so each merged row is again a distribution: rows still sum to 1.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -24,8 +24,9 @@ import shutil
 import stat
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from attn_cli.plumbing import interrupts
 from attn_cli.plumbing.errors import AttnError, BadInput
@@ -72,10 +73,19 @@ def in_place(path: Path, option: str = "") -> bool:
         return _std_stream(status) is not None
     if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
         return True
-    what = ("a directory" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "a block device" if stat.S_ISBLK(mode) else "not a regular file")
-    raise BadInput(f"cannot write {f'{option} {path}'.strip()}: it is {what}",
-                   "name a regular file (or a FIFO or a character device such as /dev/stdout)")
+    what = (
+        "a directory"
+        if stat.S_ISDIR(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a block device"
+        if stat.S_ISBLK(mode)
+        else "not a regular file"
+    )
+    raise BadInput(
+        f"cannot write {f'{option} {path}'.strip()}: it is {what}",
+        "name a regular file (or a FIFO or a character device such as /dev/stdout)",
+    )
 
 
 @contextlib.contextmanager
@@ -216,8 +226,10 @@ def check_not_inputs(outputs: dict[str, Path | None], inputs: list[tuple[str, Pa
     for option, path in outputs.items():
         label = read.get(_identity(path)) if path is not None else None
         if label is not None:
-            raise BadInput(f"{option} {path} is {label}, which this command reads",
-                           "write to another file: the input would be replaced")
+            raise BadInput(
+                f"{option} {path} is {label}, which this command reads",
+                "write to another file: the input would be replaced",
+            )
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

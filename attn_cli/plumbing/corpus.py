@@ -9,16 +9,20 @@ blank values are not texts (as blank lines are not), so they take no index.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from attn_cli.plumbing.errors import BadInput
 from attn_cli.plumbing.textio import check_corpus, count_texts, read_corpus
 
 PARQUET = (".parquet", ".pq")
 ARROW = (".arrow", ".feather", ".ipc")
-DATASETS_MARKS = ("dataset_info.json", "state.json", "dataset_dict.json")  # what save_to_disk writes: a Dataset, a DatasetDict
+DATASETS_MARKS = (
+    "dataset_info.json",
+    "state.json",
+    "dataset_dict.json",
+)  # what save_to_disk writes: a Dataset, a DatasetDict
 ROWS_A_BATCH = 1024
 
 
@@ -49,8 +53,10 @@ def open_corpus(path: Path | str, column: str = "text") -> Corpus:
             return _datasets(path, column)
         files = sorted(entry for entry in path.iterdir() if entry.suffix.lower() in PARQUET + ARROW)
         if not files:
-            raise BadInput(f"--file {path} is a directory with no .parquet or .arrow files",
-                           "name a text, JSONL, Parquet or Arrow file, or a directory of Parquet or Arrow files")
+            raise BadInput(
+                f"--file {path} is a directory with no .parquet or .arrow files",
+                "name a text, JSONL, Parquet or Arrow file, or a directory of Parquet or Arrow files",
+            )
         return _columnar(files, column, "parquet" if all(f.suffix.lower() in PARQUET for f in files) else "arrow")
     suffix = path.suffix.lower()
     if suffix in PARQUET + ARROW:
@@ -66,9 +72,17 @@ def _columnar(files: list[Path], column: str, kind: str) -> Corpus:
     blank strings are not texts)."""
     for file in files:
         _check_column(_schema(file), column, file)
-    return Corpus(kind, lambda: (text for file in files for batch in _batches(file, column)
-                                 for text in batch.to_pylist() if text is not None and text.strip()),
-                  lambda: sum(_count(batch) for file in files for batch in _batches(file, column)))
+    return Corpus(
+        kind,
+        lambda: (
+            text
+            for file in files
+            for batch in _batches(file, column)
+            for text in batch.to_pylist()
+            if text is not None and text.strip()
+        ),
+        lambda: sum(_count(batch) for file in files for batch in _batches(file, column)),
+    )
 
 
 def _schema(file: Path):
@@ -113,12 +127,15 @@ def _check_column(schema, column: str, file: Path) -> None:
     import pyarrow as pa
 
     if column not in schema.names:
-        raise BadInput(f"--file {file} has no column {column!r} (its columns: {', '.join(schema.names)})",
-                       "name the text column with --column")
+        raise BadInput(
+            f"--file {file} has no column {column!r} (its columns: {', '.join(schema.names)})",
+            "name the text column with --column",
+        )
     kind = schema.field(column).type
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)):
-        raise BadInput(f"--file {file}: column {column!r} holds {kind}, not strings",
-                       "name a column of texts with --column")
+        raise BadInput(
+            f"--file {file}: column {column!r} holds {kind}, not strings", "name a column of texts with --column"
+        )
 
 
 def _count(values) -> int:
@@ -131,26 +148,32 @@ def _datasets(path: Path, column: str) -> Corpus:
     try:
         import datasets
     except ImportError:
-        raise BadInput(f"--file {path} is a datasets directory, and reading one needs the datasets package",
-                       "pip install datasets") from None
+        raise BadInput(
+            f"--file {path} is a datasets directory, and reading one needs the datasets package", "pip install datasets"
+        ) from None
     try:
         loaded = datasets.load_from_disk(str(path))
     except Exception as error:  # its own errors: a corrupt or foreign folder
         raise BadInput(f"--file {path}: datasets cannot load it ({_first_line(error)})") from None
     if not hasattr(loaded, "features"):
-        raise BadInput(f"--file {path} holds several splits ({', '.join(loaded)})",
-                       f"name one split's directory, e.g. {path / next(iter(loaded))}")
+        raise BadInput(
+            f"--file {path} holds several splits ({', '.join(loaded)})",
+            f"name one split's directory, e.g. {path / next(iter(loaded))}",
+        )
     table = loaded.with_format("arrow")
-    _check_column(table.features.arrow_schema if hasattr(table.features, "arrow_schema") else
-                  loaded.data.schema, column, path)
+    _check_column(
+        table.features.arrow_schema if hasattr(table.features, "arrow_schema") else loaded.data.schema, column, path
+    )
 
     def values():
         for start in range(0, len(table), ROWS_A_BATCH):
-            yield table[start:start + ROWS_A_BATCH][column]
+            yield table[start : start + ROWS_A_BATCH][column]
 
-    return Corpus("datasets", lambda: (text for chunk in values() for text in chunk.to_pylist()
-                                       if text is not None and text.strip()),
-                  lambda: sum(_count(chunk) for chunk in values()))
+    return Corpus(
+        "datasets",
+        lambda: (text for chunk in values() for text in chunk.to_pylist() if text is not None and text.strip()),
+        lambda: sum(_count(chunk) for chunk in values()),
+    )
 
 
 def _first_line(error: BaseException) -> str:

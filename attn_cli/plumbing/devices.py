@@ -25,8 +25,7 @@ def resolve_device(spec: str) -> str:
     if name.startswith("cuda"):
         if not torch.cuda.is_available():
             raise DeviceUnavailable(
-                f"device {name} requested but CUDA is not available to this torch build "
-                f"({torch.__version__})",
+                f"device {name} requested but CUDA is not available to this torch build ({torch.__version__})",
                 "use --device cpu, or install a CUDA build of torch (see README)",
             )
         index = int(name.split(":")[1]) if ":" in name else 0

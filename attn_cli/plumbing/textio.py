@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import stat
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO
 
 from attn_cli.plumbing.errors import BadInput
 
@@ -66,8 +67,9 @@ def decode(data: bytes, source: str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise BadInput(f"{source} is not valid UTF-8: byte 0x{data[error.start]:02x} at offset {error.start}",
-                       _HINT) from None
+        raise BadInput(
+            f"{source} is not valid UTF-8: byte 0x{data[error.start]:02x} at offset {error.start}", _HINT
+        ) from None
 
 
 def check_unicode(text: str, source: str) -> None:
@@ -76,7 +78,7 @@ def check_unicode(text: str, source: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
         code = ord(text[error.start])
-        what = (f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"lone surrogate U+{code:04X}")
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"lone surrogate U+{code:04X}"
         raise BadInput(f"{source} is not valid UTF-8: {what} at character {error.start}", _HINT) from None
 
 
@@ -93,8 +95,9 @@ def read_corpus(path: Path | str) -> Iterator[str]:
         return
     path = Path(path)
     with _open(path) as handle:
-        yield from _texts(read_lines(handle, str(path)), str(path),
-                          True if path.suffix.lower() in (".jsonl", ".ndjson") else None)
+        yield from _texts(
+            read_lines(handle, str(path)), str(path), True if path.suffix.lower() in (".jsonl", ".ndjson") else None
+        )
 
 
 def _texts(lines: Iterable[str], name: str, jsonl: bool | None) -> Iterator[str]:
@@ -110,8 +113,9 @@ def _texts(lines: Iterable[str], name: str, jsonl: bool | None) -> Iterator[str]
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise BadInput(f"{name}:{number}: not JSON ({error.msg})", 'a JSONL corpus has one {"text": …} a line') \
-                from None
+            raise BadInput(
+                f"{name}:{number}: not JSON ({error.msg})", 'a JSONL corpus has one {"text": …} a line'
+            ) from None
         text = record.get("text") if isinstance(record, dict) else None
         if not isinstance(text, str):
             raise BadInput(f'{name}:{number}: no "text" string', 'a JSONL corpus has one {"text": …} a line')

@@ -12,8 +12,13 @@ from attn_cli.render.layout import SideBySide
 from attn_cli.render.scale import Scale
 from attn_cli.render.terminal import header, keys_text, row_label, titled
 
-METHOD_NAMES = {"alti": "ALTI", "globenc": "GlobEnc", "value-zeroing": "value zeroing",
-                "gradient": "gradient-weighted attention", "flow": "attention flow"}
+METHOD_NAMES = {
+    "alti": "ALTI",
+    "globenc": "GlobEnc",
+    "value-zeroing": "value zeroing",
+    "gradient": "gradient-weighted attention",
+    "flow": "attention flow",
+}
 UNNORMALISED = ("gradient",)  # relevancy R = I + Σ Ā·R: rows do not sum to 1, the diagonal is at least 1
 
 
@@ -63,15 +68,37 @@ def render_attribution(report, per_head: bool = False) -> RenderableType:
     """per_head: each matrix coloured from its own smallest to its largest share (--scale head)."""
     tokens = [token.text for token in report.tokens]
     label = "relevancy" if report.method in UNNORMALISED else "share"
-    maps = [Heatmap(report.matrix, tokens, attribution_title(report), attribution_scale(report, report.matrix,
-                    per_head), hint="widen", label=label, unit="matrix")]
+    maps = [
+        Heatmap(
+            report.matrix,
+            tokens,
+            attribution_title(report),
+            attribution_scale(report, report.matrix, per_head),
+            hint="widen",
+            label=label,
+            unit="matrix",
+        )
+    ]
     if report.attention is not None:
-        maps.insert(0, Heatmap(report.attention, tokens, attention_title(report),
-                               Scale.weights(report.attention, per_head), hint="widen", label="share", unit="matrix"))
+        maps.insert(
+            0,
+            Heatmap(
+                report.attention,
+                tokens,
+                attention_title(report),
+                Scale.weights(report.attention, per_head),
+                hint="widen",
+                label="share",
+                unit="matrix",
+            ),
+        )
     sources = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     sources.add_column("output", no_wrap=True)
     sources.add_column("input tokens (relevancy)" if report.method in UNNORMALISED else "input tokens (share)")
     for index, row in enumerate(report.top):
         sources.add_row(row_label(index, tokens[index]), keys_text(row))
-    return Group(header(report, "attn attribute"), SideBySide(maps, shrink=True) if len(maps) > 1 else maps[0],
-                 titled(sources_title(report), sources))
+    return Group(
+        header(report, "attn attribute"),
+        SideBySide(maps, shrink=True) if len(maps) > 1 else maps[0],
+        titled(sources_title(report), sources),
+    )

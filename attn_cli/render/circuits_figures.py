@@ -39,29 +39,51 @@ def _grids(report) -> list[tuple[str, np.ndarray, Scale, list[str], list[str], s
     layers = [f"L{layer}" for layer in range(report.model.layers)]
     heads = [f"h{head}" for head in range(report.model.heads)]
     if report.copying_note is None:
-        pictures.append(("OV copying score Σλ/Σ|λ|", _per_head(report, lambda head: head.copying), Scale("scores", 1.0),
-                         layers, heads, HEADS_CAPTION, "copying"))
+        pictures.append(
+            (
+                "OV copying score Σλ/Σ|λ|",
+                _per_head(report, lambda head: head.copying),
+                Scale("scores", 1.0),
+                layers,
+                heads,
+                HEADS_CAPTION,
+                "copying",
+            )
+        )
     if any(head.split is not None for head in report.heads):
         share = _per_head(report, lambda head: head.split and head.split["position"])
-        pictures.append(("QK position·position share", share, Scale.weights(), layers, heads, HEADS_CAPTION,
-                         "share"))
+        pictures.append(("QK position·position share", share, Scale.weights(), layers, heads, HEADS_CAPTION, "share"))
     return pictures
 
 
 def circuits_items(report, per_head: bool = False) -> list[Heat]:
     """per_head (--scale head) does not apply: these grids are scores and shares on fixed scales."""
-    return [Heat(title, matrix, scale, rows=rows, cols=cols, caption=caption, noun=noun)
-            for title, matrix, scale, rows, cols, caption, noun in _grids(report)]
+    return [
+        Heat(title, matrix, scale, rows=rows, cols=cols, caption=caption, noun=noun)
+        for title, matrix, scale, rows, cols, caption, noun in _grids(report)
+    ]
 
 
 def circuits_page(report, per_head: bool = False) -> dict:
     from attn_cli.render.command_figures import rounded
 
     kinds = {"scores": "scores", "weights": "weights", "magnitude": "norms"}  # norms: coloured 0 → limit
-    runs = [{"name": title, "kind": kinds[scale.kind], "limit": scale.limit,
-             "rowTokens": rows, "colTokens": cols, "noun": noun + " ", "lines": False,
-             "axes": ["reader", "writer"] if "composition" in title else ["layer", "head"],
-             "layers": [{"layer": 0, "heads": [{"head": 0, "m": rounded(matrix)}]}]}
-            for title, matrix, scale, rows, cols, _, noun in _grids(report)]
-    return {"runs": runs, "start": [0, 0],
-            "caption": "composition: rows read, columns write; copying and position share: layers × heads"}
+    runs = [
+        {
+            "name": title,
+            "kind": kinds[scale.kind],
+            "limit": scale.limit,
+            "rowTokens": rows,
+            "colTokens": cols,
+            "noun": noun + " ",
+            "lines": False,
+            "axes": ["reader", "writer"] if "composition" in title else ["layer", "head"],
+            "layers": [{"layer": 0, "heads": [{"head": 0, "m": rounded(matrix)}]}],
+        }
+        for title, matrix, scale, rows, cols, _, noun in _grids(report)
+    ]
+    return {
+        "runs": runs,
+        "start": [0, 0],
+        "caption": "composition: rows read, columns write; copying and position share: layers × heads",
+    }

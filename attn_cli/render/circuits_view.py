@@ -31,8 +31,14 @@ class CircuitsView:
 
 
 def render_circuits(report: CircuitsReport, width: int) -> RenderableType:
-    parts: list[RenderableType] = [_header(report), Text(""), Text(HEAD_TITLE, style="bold"), _head_table(report),
-                                   _head_notes(report), Text("")]
+    parts: list[RenderableType] = [
+        _header(report),
+        Text(""),
+        Text(HEAD_TITLE, style="bold"),
+        _head_table(report),
+        _head_notes(report),
+        Text(""),
+    ]
     if report.model.layers < 2:
         parts.append(Text("composition: one layer, so no head reads what another wrote", style="dim"))
     else:
@@ -46,9 +52,11 @@ def render_circuits(report: CircuitsReport, width: int) -> RenderableType:
 
 def _header(report: CircuitsReport) -> Text:
     info = report.model
-    text = Text.assemble(("attn circuits", "bold"),
-                         f" · {info.name} ({info.architecture}, {counted(info.layers, 'layer')} × "
-                         f"{counted(info.heads, 'head')}, head dim {info.head_dim}) · {report.device}, {report.dtype}\n")
+    text = Text.assemble(
+        ("attn circuits", "bold"),
+        f" · {info.name} ({info.architecture}, {counted(info.layers, 'layer')} × "
+        f"{counted(info.heads, 'head')}, head dim {info.head_dim}) · {report.device}, {report.dtype}\n",
+    )
     processing = report.processing
     folded = " and ".join(NORM_NAMES[kind] for kind in processing["norms_folded"]) or "no norm"
     line = f"From the weights (no text is run), as TransformerLens loads them: {folded} folded into W_Q, W_K, W_V"
@@ -117,8 +125,12 @@ def reader_grid(report: CircuitsReport, mode: str, max_rows: int = GRID_ROWS):
     heads, layers = report.model.heads, report.model.layers - 1
     readers = report.composition[mode][:, heads:].T[:, :-heads]  # (N − H, N − H)
     if len(readers) <= max_rows:
-        return (readers, [f"{index // heads + 1}.{index % heads}" for index in range(len(readers))],
-                [f"{index // heads}.{index % heads}" for index in range(len(readers))], False)
+        return (
+            readers,
+            [f"{index // heads + 1}.{index % heads}" for index in range(len(readers))],
+            [f"{index // heads}.{index % heads}" for index in range(len(readers))],
+            False,
+        )
     blocks = readers.reshape(layers, heads, layers, heads)
     strongest = np.nan_to_num(blocks, nan=-np.inf).max(axis=(1, 3))
     pooled = np.where(np.isfinite(strongest), strongest, np.nan)
@@ -134,18 +146,21 @@ def composition_grid(report: CircuitsReport, mode: str, width: int) -> Renderabl
     label_width = max(len(name) for name in row_names) + 1
     cell = next((size for size in (4, 2, 1) if label_width + len(col_names) * (size + (size == 4)) <= width), 0)
     if cell == 0:
-        return Text(f"{MODE_NAMES[mode]}: {len(col_names)} columns do not fit {width}; see --json or --save",
-                    style="yellow")
-    lines = [Text(title, style="bold"),
-             _column_header(col_names, label_width, cell, 1 if pooled else heads)]
+        return Text(
+            f"{MODE_NAMES[mode]}: {len(col_names)} columns do not fit {width}; see --json or --save", style="yellow"
+        )
+    lines = [Text(title, style="bold"), _column_header(col_names, label_width, cell, 1 if pooled else heads)]
     for name, row in zip(row_names, readers):
         line = Text(name.rjust(label_width - 1) + " ", style="dim")
         for value in row:
             line.append_text(_cell(value, cell, scale))
         line.rstrip()
         lines.append(line)
-    axes = ("rows: the reading layer, columns: the writing layer; a cell: their strongest head pair" if pooled else
-            "rows: the reading head (layer.head), columns: the writing head; blank: not an earlier layer")
+    axes = (
+        "rows: the reading layer, columns: the writing layer; a cell: their strongest head pair"
+        if pooled
+        else "rows: the reading head (layer.head), columns: the writing head; blank: not an earlier layer"
+    )
     short = "rows read, columns write" + ("; a cell: the strongest head pair" if pooled else "")
     lines.append(Text(axes if len(axes) <= width else short, style="dim"))
     lines.append(legend(scale, width, "score"))
@@ -161,7 +176,7 @@ def _column_header(names: list[str], label_width: int, cell: int, group: int) ->
     line = ""
     for start in range(0, len(names), group):
         layer = names[start].split(".")[0].removeprefix("L")
-        line += f"L{layer}"[:group * cell].ljust(group * cell)
+        line += f"L{layer}"[: group * cell].ljust(group * cell)
     text.append(line.rstrip())
     return text
 
@@ -178,8 +193,9 @@ def _cell(value: float, cell: int, scale: Scale) -> Text:
 
 
 def _top_pairs(report: CircuitsReport, width: int) -> Group:
-    rows: list[RenderableType] = [Text("Strongest pairs (writer→reader score, ×: over the median of all pairs)",
-                                       style="bold")]
+    rows: list[RenderableType] = [
+        Text("Strongest pairs (writer→reader score, ×: over the median of all pairs)", style="bold")
+    ]
     for mode in ("q", "k", "v"):
         line = Text(f" {mode.upper()} ", style="bold")
         for pair in report.top(mode):

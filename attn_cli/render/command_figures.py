@@ -46,11 +46,18 @@ def own_span(matrix, kind: str = "weights", per_head: bool = False) -> dict:
 
 def _one(name: str, matrix, kind: str = "weights", per_head: bool = False, **extra) -> dict:
     """A page run of one matrix (no layer or head to pick): layer 0, head 0."""
-    return {"name": name, "kind": kind, "limit": 1.0, **extra, **({"perHead": True} if per_head else {}),
-            "layers": [{"layer": 0, "heads": [{"head": 0, "m": rounded(matrix), **own_span(matrix, kind, per_head)}]}]}
+    return {
+        "name": name,
+        "kind": kind,
+        "limit": 1.0,
+        **extra,
+        **({"perHead": True} if per_head else {}),
+        "layers": [{"layer": 0, "heads": [{"head": 0, "m": rounded(matrix), **own_span(matrix, kind, per_head)}]}],
+    }
 
 
 # -- heads ----------------------------------------------------------------------------------------------
+
 
 def heads_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
     """Row labels (L0 …; an encoder–decoder model's "encoder L0" … "cross L1", a row per stack and layer), column
@@ -58,8 +65,9 @@ def heads_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
     from attn_cli.math.head_scores import SCORES
 
     order = {None: 0, "encoder": 1, "decoder": 2, "cross": 3}
-    layers = sorted({(profile.stack, profile.layer) for profile in report.heads},
-                    key=lambda row: (order[row[0]], row[1]))
+    layers = sorted(
+        {(profile.stack, profile.layer) for profile in report.heads}, key=lambda row: (order[row[0]], row[1])
+    )
     heads = sorted({profile.head for profile in report.heads})
     grids = {name: np.full((len(layers), len(heads)), np.nan) for name in SCORES}
     for profile in report.heads:
@@ -82,20 +90,26 @@ def _score_title(name: str) -> str:
 def heads_items(report, per_head: bool = False) -> list[Heat]:
     """Each score's layers × heads grid on the fixed 0 → 1 scale (scores, not weights: per_head is not theirs)."""
     rows, cols, grids = heads_grids(report)
-    return [Heat(_score_title(name), grid, Scale.weights(), rows=rows, cols=cols, caption=HEADS_CAPTION, noun="score")
-            for name, grid in grids.items()]
+    return [
+        Heat(_score_title(name), grid, Scale.weights(), rows=rows, cols=cols, caption=HEADS_CAPTION, noun="score")
+        for name, grid in grids.items()
+    ]
 
 
 def heads_page(report, per_head: bool = False) -> dict:
     rows, cols, grids = heads_grids(report)
-    runs = [_one(_score_title(name), grid, rowTokens=rows, colTokens=cols, noun="score ", lines=False,
-                 axes=["layer", "head"])
-            for name, grid in grids.items()]
+    runs = [
+        _one(
+            _score_title(name), grid, rowTokens=rows, colTokens=cols, noun="score ", lines=False, axes=["layer", "head"]
+        )
+        for name, grid in grids.items()
+    ]
     layers = "layers" if all(profile.stack is None for profile in report.heads) else "layers of the stacks"
     return {"runs": runs, "start": [0, 0], "caption": f"{len(rows)} {layers} × {len(cols)} heads, each score 0 → 1"}
 
 
 # -- generate -------------------------------------------------------------------------------------------
+
 
 def _generated_window(report) -> Window:
     total = len(report.tokens)
@@ -109,27 +123,50 @@ def generate_items(report, per_head: bool = False) -> list[Heat]:
     if len(pairs) > MAX_DETAIL:
         pairs = [most_focused(pairs)]
     window = _generated_window(report)
-    return [Heat(f"layer {layer} · head {head.head} (kv head {head.kv_head})", head.weights,
-                 Scale.weights(head.weights, per_head), window,
-                 caption="rows: generated tokens · columns: every token they saw")
-            for layer, head in pairs]
+    return [
+        Heat(
+            f"layer {layer} · head {head.head} (kv head {head.kv_head})",
+            head.weights,
+            Scale.weights(head.weights, per_head),
+            window,
+            caption="rows: generated tokens · columns: every token they saw",
+        )
+        for layer, head in pairs
+    ]
 
 
 def generate_page(report, per_head: bool = False) -> dict:
     from attn_cli.render.generate_view import most_focused
 
     window = _generated_window(report)
-    run = {"name": "generated tokens (rows) over every token they saw", "kind": "weights", "limit": 1.0,
-           **({"perHead": True} if per_head else {}),
-           "layers": [{"layer": layer.layer, "heads": [
-               {"head": head.head, "m": rounded(head.weights), "rows": list(window.rows), "cols": list(window.cols),
-                **own_span(head.weights, per_head=per_head)}
-               for head in layer.heads]} for layer in report.layers]}
+    run = {
+        "name": "generated tokens (rows) over every token they saw",
+        "kind": "weights",
+        "limit": 1.0,
+        **({"perHead": True} if per_head else {}),
+        "layers": [
+            {
+                "layer": layer.layer,
+                "heads": [
+                    {
+                        "head": head.head,
+                        "m": rounded(head.weights),
+                        "rows": list(window.rows),
+                        "cols": list(window.cols),
+                        **own_span(head.weights, per_head=per_head),
+                    }
+                    for head in layer.heads
+                ],
+            }
+            for layer in report.layers
+        ],
+    }
     layer, head = most_focused([(layer.layer, head) for layer in report.layers for head in layer.heads])
     return {"runs": [run], "start": [layer, head.head]}
 
 
 # -- rollout --------------------------------------------------------------------------------------------
+
 
 def rollout_title(report) -> str:
     span = f"layers {report.layers[0]}-{report.layers[-1]}" if len(report.layers) > 1 else f"layer {report.layers[0]}"
@@ -137,27 +174,55 @@ def rollout_title(report) -> str:
 
 
 def rollout_items(report, per_head: bool = False) -> list[Heat]:
-    return [Heat(rollout_title(report), report.matrix, Scale.weights(report.matrix, per_head),
-                 caption="rows: output tokens · columns: the input tokens they trace back to", noun="share")]
+    return [
+        Heat(
+            rollout_title(report),
+            report.matrix,
+            Scale.weights(report.matrix, per_head),
+            caption="rows: output tokens · columns: the input tokens they trace back to",
+            noun="share",
+        )
+    ]
 
 
 def rollout_page(report, per_head: bool = False) -> dict:
-    return {"runs": [_one("rollout", report.matrix, per_head=per_head, noun="share ")], "start": [0, 0],
-            "caption": rollout_title(report), "unit": "matrix", "verbs": OVER_LAYERS}
+    return {
+        "runs": [_one("rollout", report.matrix, per_head=per_head, noun="share ")],
+        "start": [0, 0],
+        "caption": rollout_title(report),
+        "unit": "matrix",
+        "verbs": OVER_LAYERS,
+    }
 
 
 # -- attribute ------------------------------------------------------------------------------------------
+
 
 def attribution_items(report, per_head: bool = False) -> list[Heat]:
     """The raw attention rollout (with --vs attention) and the method's, side by side on one scale."""
     from attn_cli.render.attribution_view import UNNORMALISED, attention_title, attribution_scale, attribution_title
 
     caption = "rows: output tokens · columns: the input tokens they come from"
-    items = [Heat(attribution_title(report), report.matrix, attribution_scale(report, report.matrix, per_head),
-                  caption=caption, noun="relevancy" if report.method in UNNORMALISED else "share")]
+    items = [
+        Heat(
+            attribution_title(report),
+            report.matrix,
+            attribution_scale(report, report.matrix, per_head),
+            caption=caption,
+            noun="relevancy" if report.method in UNNORMALISED else "share",
+        )
+    ]
     if report.attention is not None:
-        items.insert(0, Heat(attention_title(report), report.attention, Scale.weights(report.attention, per_head),
-                             caption=caption, noun="share"))
+        items.insert(
+            0,
+            Heat(
+                attention_title(report),
+                report.attention,
+                Scale.weights(report.attention, per_head),
+                caption=caption,
+                noun="share",
+            ),
+        )
     return items
 
 
@@ -177,6 +242,7 @@ def attribution_page(report, per_head: bool = False) -> dict:
 
 # -- diff -----------------------------------------------------------------------------------------------
 
+
 def diff_items(report, per_head: bool = False) -> list[Heat]:
     """A, B and (when the rows match) B − A of the most changed head, as the terminal shows them."""
     from attn_cli.render.diff_view import paired_tokens
@@ -186,12 +252,15 @@ def diff_items(report, per_head: bool = False) -> list[Heat]:
     head_a, head_b = report.a.head(top.layer, top.head), report.b.head(top.layer, top.head)
     title = f"layer {top.layer} · head {top.head}"
     weights_a, weights_b = _matrix_for(head_a, "weights"), _matrix_for(head_b, "weights")
-    items = [Heat(f"A · {title}", weights_a, Scale.weights(weights_a, per_head), rows=_tokens(report.a)),
-             Heat(f"B · {title}", weights_b, Scale.weights(weights_b, per_head), rows=_tokens(report.b))]
+    items = [
+        Heat(f"A · {title}", weights_a, Scale.weights(weights_a, per_head), rows=_tokens(report.a)),
+        Heat(f"B · {title}", weights_b, Scale.weights(weights_b, per_head), rows=_tokens(report.b)),
+    ]
     if report.comparable:
         change = head_b.weights - head_a.weights
-        items.append(Heat(f"B − A · {title}", change, Scale.scores(change), rows=paired_tokens(report),
-                          noun="weight change"))
+        items.append(
+            Heat(f"B − A · {title}", change, Scale.scores(change), rows=paired_tokens(report), noun="weight change")
+        )
     return items
 
 
@@ -200,22 +269,42 @@ def diff_page(report, per_head: bool = False) -> dict:
     from attn_cli.render.diff_view import paired_tokens
     from attn_cli.render.figures import _run_json
 
-    runs = [{**_run_json("A", report.a.layers, per_head=per_head), "rowTokens": _tokens(report.a)},
-            {**_run_json("B", report.b.layers, per_head=per_head), "rowTokens": _tokens(report.b)}]
+    runs = [
+        {**_run_json("A", report.a.layers, per_head=per_head), "rowTokens": _tokens(report.a)},
+        {**_run_json("B", report.b.layers, per_head=per_head), "rowTokens": _tokens(report.b)},
+    ]
     if report.comparable:
-        changes = [[b.weights - a.weights for a, b in zip(la.heads, lb.heads)]
-                   for la, lb in zip(report.a.layers, report.b.layers)]
+        changes = [
+            [b.weights - a.weights for a, b in zip(la.heads, lb.heads)]
+            for la, lb in zip(report.a.layers, report.b.layers)
+        ]
         limit = Scale.scores(*[change for layer in changes for change in layer]).limit
-        runs.append({"name": "B − A", "kind": "scores", "limit": limit, "rowTokens": paired_tokens(report),
-                     "noun": "weight change ", "lines": False,
-                     "layers": [{"layer": layer.layer, "heads": [{"head": head.head, "m": rounded(change)}
-                                                                  for head, change in zip(layer.heads, layer_changes)]}
-                                for layer, layer_changes in zip(report.a.layers, changes)]})
+        runs.append(
+            {
+                "name": "B − A",
+                "kind": "scores",
+                "limit": limit,
+                "rowTokens": paired_tokens(report),
+                "noun": "weight change ",
+                "lines": False,
+                "layers": [
+                    {
+                        "layer": layer.layer,
+                        "heads": [
+                            {"head": head.head, "m": rounded(change)}
+                            for head, change in zip(layer.heads, layer_changes)
+                        ],
+                    }
+                    for layer, layer_changes in zip(report.a.layers, changes)
+                ],
+            }
+        )
     top = report.heads[0]
     return {"runs": runs, "start": [top.layer, top.head]}
 
 
 # -- diagnose -----------------------------------------------------------------------------------------
+
 
 def diagnose_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
     """Row labels, column labels, and the (layers, heads) grids: each head's first-token weight α, and
@@ -231,18 +320,27 @@ def diagnose_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]
 def diagnose_items(report, per_head: bool = False) -> list[Heat]:
     """α on the fixed 0 → 1 scale (a mean weight, compared across heads: per_head is not its)."""
     rows, cols, grids = diagnose_grids(report)
-    caption = f"rows: layers and their sink rate (share of heads with α > {report.thresholds['sink_epsilon']:g}) · " \
-              f"columns: heads · model sink rate {report.sink_rate:.2f}"
-    return [Heat(title, grid, Scale.weights(), rows=rows, cols=cols, caption=caption, noun="weight")
-            for title, grid in grids.items()]
+    caption = (
+        f"rows: layers and their sink rate (share of heads with α > {report.thresholds['sink_epsilon']:g}) · "
+        f"columns: heads · model sink rate {report.sink_rate:.2f}"
+    )
+    return [
+        Heat(title, grid, Scale.weights(), rows=rows, cols=cols, caption=caption, noun="weight")
+        for title, grid in grids.items()
+    ]
 
 
 def diagnose_page(report, per_head: bool = False) -> dict:
     rows, cols, grids = diagnose_grids(report)
-    runs = [_one(title, grid, rowTokens=rows, colTokens=cols, noun="", lines=False, axes=["layer", "head"])
-            for title, grid in grids.items()]
-    return {"runs": runs, "start": [0, 0],
-            "caption": f"{len(rows)} layers × {len(cols)} heads · model sink rate {report.sink_rate:.2f}"}
+    runs = [
+        _one(title, grid, rowTokens=rows, colTokens=cols, noun="", lines=False, axes=["layer", "head"])
+        for title, grid in grids.items()
+    ]
+    return {
+        "runs": runs,
+        "start": [0, 0],
+        "caption": f"{len(rows)} layers × {len(cols)} heads · model sink rate {report.sink_rate:.2f}",
+    }
 
 
 FIGURES = {  # report type → (its SVG items, its page's runs)

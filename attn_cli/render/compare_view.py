@@ -16,7 +16,9 @@ PER_HEAD_ROWS = 12  # more compared heads than this: one row per layer (means)
 
 
 def render_compare(report: CompareReport, per_head: bool = False) -> RenderableType:
-    mode = "injected into every layer (--propagate)" if report.propagate else "recomputed per layer from the real inputs"
+    mode = (
+        "injected into every layer (--propagate)" if report.propagate else "recomputed per layer from the real inputs"
+    )
     parts: list[RenderableType] = [header(report, "attn compare"), Text(f"variants {mode}", style="dim")]
     for name, summary in report.summaries.items():
         parts.append(Text.assemble((f"{name}", "bold magenta"), f" — {report.descriptions[name]}"))
@@ -33,11 +35,13 @@ def summary_sentence(summary: VariantSummary) -> str:
         symmetric = f"all {summary.heads} heads symmetric" if summary.heads > 1 else "the head is symmetric"
     else:
         symmetric = f"{summary.symmetric_heads} of {summary.heads} heads symmetric"
-    return (f"{symmetric} (max rel. asymmetry {stat(summary.max_asymmetry)}); "
-            f"mean self-weight {_arrow(summary.self_weight, ' → ')}; mean entropy {_arrow(summary.entropy, ' → ')} "
-            f"nats; score variance {_arrow(summary.score_variance, ' → ')}; "
-            f"rows moved by {stat(summary.js_divergence)} nats JS on average; "
-            f"same top-1 key in {summary.top1_agreement:.0%} of rows")
+    return (
+        f"{symmetric} (max rel. asymmetry {stat(summary.max_asymmetry)}); "
+        f"mean self-weight {_arrow(summary.self_weight, ' → ')}; mean entropy {_arrow(summary.entropy, ' → ')} "
+        f"nats; score variance {_arrow(summary.score_variance, ' → ')}; "
+        f"rows moved by {stat(summary.js_divergence)} nats JS on average; "
+        f"same top-1 key in {summary.top1_agreement:.0%} of rows"
+    )
 
 
 def _arrow(change: Change, between: str = "→") -> str:
@@ -47,12 +51,26 @@ def _arrow(change: Change, between: str = "→") -> str:
 
 def diff_table(name: str, layers: list[tuple[int, list[HeadDiff]]]) -> RenderableType:
     per_head = sum(len(heads) for _, heads in layers) <= PER_HEAD_ROWS
-    title = f"baseline → {name}, per head" if per_head else f"baseline → {name}, mean over the selected heads of each layer"
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False,
-                  caption="baseline→variant; JS: mean Jensen-Shannon divergence of the rows (nats); "
-                  "top-1: rows with the same most-attended key", caption_justify="left")
-    for column in ("layer", "head" if per_head else "heads", "asymmetry", "self", "entropy", "score var",
-                   "JS", "top-1"):
+    title = (
+        f"baseline → {name}, per head" if per_head else f"baseline → {name}, mean over the selected heads of each layer"
+    )
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        caption="baseline→variant; JS: mean Jensen-Shannon divergence of the rows (nats); "
+        "top-1: rows with the same most-attended key",
+        caption_justify="left",
+    )
+    for column in (
+        "layer",
+        "head" if per_head else "heads",
+        "asymmetry",
+        "self",
+        "entropy",
+        "score var",
+        "JS",
+        "top-1",
+    ):
         table.add_column(column, justify="right", no_wrap=True)
     for layer, heads in layers:
         rows = [(str(diff.head), [diff]) for diff in heads] if per_head else [(f"{len(heads)}", heads)]
@@ -67,11 +85,18 @@ def _diff_cells(diffs: list[HeadDiff]) -> list[str]:
         return sum(values) / len(values)
 
     def arrow(name: str) -> str:
-        return _arrow(Change(mean(getattr(d, name).baseline for d in diffs),
-                             mean(getattr(d, name).variant for d in diffs)))
+        return _arrow(
+            Change(mean(getattr(d, name).baseline for d in diffs), mean(getattr(d, name).variant for d in diffs))
+        )
 
-    return [arrow("asymmetry"), arrow("self_weight"), arrow("entropy"), arrow("score_variance"),
-            stat(mean(d.js_divergence for d in diffs)), f"{mean(d.top1_agreement for d in diffs):.0%}"]
+    return [
+        arrow("asymmetry"),
+        arrow("self_weight"),
+        arrow("entropy"),
+        arrow("score_variance"),
+        stat(mean(d.js_divergence for d in diffs)),
+        f"{mean(d.top1_agreement for d in diffs):.0%}",
+    ]
 
 
 def shown_pairs(report: CompareReport) -> list[tuple[int, int]]:
@@ -92,16 +117,24 @@ def side_by_side(report: CompareReport, per_head: bool = False) -> list[Renderab
     parts: list[RenderableType] = []
     if sum(len(layer.heads) for layer in baseline) > 2:
         layer_pos, head_pos = pairs[0]
-        parts.append(Text(f"In detail: layer {baseline[layer_pos].layer} head "
-                          f"{baseline[layer_pos].heads[head_pos].head}, the head {next(iter(report.diffs))} changes "
-                          "most (largest JS divergence). Pick others with --layer and --head.", style="dim"))
+        parts.append(
+            Text(
+                f"In detail: layer {baseline[layer_pos].layer} head "
+                f"{baseline[layer_pos].heads[head_pos].head}, the head {next(iter(report.diffs))} changes "
+                "most (largest JS divergence). Pick others with --layer and --head.",
+                style="dim",
+            )
+        )
     tokens = [token.text for token in report.tokens]
     for layer_pos, head_pos in pairs:
         maps = []
         for name, run in report.runs.items():
             entry = run[layer_pos]
             head = entry.heads[head_pos]
-            maps.append(weights_heatmap(head, tokens, entry.layer, title=f"{name} · {head_title(entry.layer, head)}",
-                                        per_head=per_head))
+            maps.append(
+                weights_heatmap(
+                    head, tokens, entry.layer, title=f"{name} · {head_title(entry.layer, head)}", per_head=per_head
+                )
+            )
         parts.append(SideBySide(maps))
     return parts

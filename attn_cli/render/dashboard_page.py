@@ -27,8 +27,10 @@ def dashboard_data(report: StoreReport, top: int = PAGE_TOP, start: tuple[int, i
     scores = list(report.scores_named)
     examples = report.all_examples(top)
     texts = TextPieces()
-    title = (f"attn heads show · {info.name} ({info.architecture}, {counted(info.layers, 'layer')} × "
-             f"{counted(info.heads, 'head')})")
+    title = (
+        f"attn heads show · {info.name} ({info.architecture}, {counted(info.layers, 'layer')} × "
+        f"{counted(info.heads, 'head')})"
+    )
     text = f"{report.texts:,} texts from {report.source}, {report.tokens:,} tokens · store {report.path}"
     if not report.complete:
         text += " · incomplete: the run stopped early (--resume completes it)"
@@ -50,7 +52,9 @@ def _head(report: StoreReport, profile, scores: list[str]) -> dict:
     distributions = report.distributions[profile.layer, profile.head]
     sink = profile.sink_key
     return {
-        "layer": profile.layer, "head": profile.head, "label": profile.label,
+        "layer": profile.layer,
+        "head": profile.head,
+        "label": profile.label,
         "score": report.default_score(profile.layer, profile.head),
         "mean": [_rounded(profile.scores[name]) for name in scores],
         "std": [_rounded(profile.std[name]) for name in scores],
@@ -62,18 +66,27 @@ def _head(report: StoreReport, profile, scores: list[str]) -> dict:
     }
 
 
-def _examples(found: HeadExamples, texts: "TextPieces") -> dict:
-    return {"top": {score: [_example(e, texts) for e in rows] for score, rows in found.top.items()},
-            "decile": {score: [_example(e, texts) for e in rows] for score, rows in found.decile.items()},
-            "edge": [_example(e, texts) for e in found.edge]}
+def _examples(found: HeadExamples, texts: TextPieces) -> dict:
+    return {
+        "top": {score: [_example(e, texts) for e in rows] for score, rows in found.top.items()},
+        "decile": {score: [_example(e, texts) for e in rows] for score, rows in found.decile.items()},
+        "edge": [_example(e, texts) for e in found.edge],
+    }
 
 
-def _example(example: Example, texts: "TextPieces") -> dict:
+def _example(example: Example, texts: TextPieces) -> dict:
     """An example without its tokens: text t's tokens s … s + c - 1 are in the page's `texts` (shared)."""
     texts.add(example)
-    record = {"t": example.text_id, "v": _rounded(example.value), "s": example.window_start,
-              "c": len(example.tokens), "n": example.length, "q": example.query, "k": list(example.keys),
-              "w": [_rounded(weight) for weight in example.weights]}
+    record = {
+        "t": example.text_id,
+        "v": _rounded(example.value),
+        "s": example.window_start,
+        "c": len(example.tokens),
+        "n": example.length,
+        "q": example.query,
+        "k": list(example.keys),
+        "w": [_rounded(weight) for weight in example.weights],
+    }
     if example.decile is not None:
         record["d"] = example.decile
     return record

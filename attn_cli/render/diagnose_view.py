@@ -31,12 +31,19 @@ class DiagnoseView:
 def render_diagnose(report: DiagnoseReport, width: int) -> RenderableType:
     parts: list[RenderableType] = [_header(report), _layers(report, width)]
     if report.largest is not None:
-        title = "Largest entries of the residual stream" + (" (each layer.dim's largest over the texts)"
-                                                            if report.texts > 1 else "")
+        title = "Largest entries of the residual stream" + (
+            " (each layer.dim's largest over the texts)" if report.texts > 1 else ""
+        )
         parts += [Text(""), Text(title, style="bold"), _largest(report)]
         if report.texts > 1 and report.recurring:
-            parts += [Text(""), Text("Recurring (layer, dim): in how many texts each held a massive entry, or the "
-                                     "layer's largest", style="bold"), _recurring(report)]
+            parts += [
+                Text(""),
+                Text(
+                    "Recurring (layer, dim): in how many texts each held a massive entry, or the layer's largest",
+                    style="bold",
+                ),
+                _recurring(report),
+            ]
     parts.append(_footer(report))
     return Group(*parts)
 
@@ -44,8 +51,9 @@ def render_diagnose(report: DiagnoseReport, width: int) -> RenderableType:
 def _header(report: DiagnoseReport) -> Text:
     info, thresholds = report.model, report.thresholds
     shape = f"{counted(info.layers, 'layer')} × {counted(info.heads, 'head')}"
-    line = Text.assemble(("attn diagnose", "bold"), f" · {info.name} ({info.architecture}, {shape}) · "
-                         f"{report.device}, {report.dtype}\n")
+    line = Text.assemble(
+        ("attn diagnose", "bold"), f" · {info.name} ({info.architecture}, {shape}) · {report.device}, {report.dtype}\n"
+    )
     texts = "1 text" if report.texts == 1 else f"{report.texts:,} texts"
     source = "" if report.source == "arguments" else f" from {report.source}"
     line.append(f"{texts}{source}, {report.tokens:,} tokens" + ("" if report.texts == 1 else "; means over the texts"))
@@ -55,13 +63,17 @@ def _header(report: DiagnoseReport) -> Text:
         line.append(f"\n{report.truncated} texts were cut to the model's positions (--truncate)", style="yellow")
     line.append("\nSink rate ")
     line.append(f"{report.sink_rate:.2f}", style="bold")
-    line.append(f": the share of heads whose weight on token 0, averaged over the rows, exceeds "
-                f"ε = {thresholds['sink_epsilon']:g} (Gu et al. 2024)")
+    line.append(
+        f": the share of heads whose weight on token 0, averaged over the rows, exceeds "
+        f"ε = {thresholds['sink_epsilon']:g} (Gu et al. 2024)"
+    )
     if report.massive is not None:
         line.append("\nMassive activations ")
         line.append(f"{report.massive:,}", style="bold")
-        line.append(f": residual-stream entries over {thresholds['massive_ratio']:g}× their layer's median "
-                    f"magnitude and over {thresholds['massive_floor']:g} (Sun et al. 2024)")
+        line.append(
+            f": residual-stream entries over {thresholds['massive_ratio']:g}× their layer's median "
+            f"magnitude and over {thresholds['massive_floor']:g} (Sun et al. 2024)"
+        )
     return line
 
 
@@ -82,8 +94,11 @@ def _layers(report: DiagnoseReport, width: int) -> Table:
         if strip:
             row.append(_strip(layer.first_token))
         if hidden:
-            row += [stat(layer.median), _entry(layer.peak) if layer.peak is not None else "",
-                    Text(f"{layer.massive:,}", style="bold red" if layer.massive else "dim")]
+            row += [
+                stat(layer.median),
+                _entry(layer.peak) if layer.peak is not None else "",
+                Text(f"{layer.massive:,}", style="bold red" if layer.massive else "dim"),
+            ]
         table.add_row(*row)
     return table
 
@@ -113,13 +128,26 @@ def _entry(entry) -> Text:
 
 def _largest(report: DiagnoseReport) -> Table:
     table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="dim")
-    for name, justify in (("layer", "right"), ("token", "left"), ("pos", "right"), ("dim", "right"),
-                          ("value", "right"), ("× median", "right"), ("massive", "left")):
+    for name, justify in (
+        ("layer", "right"),
+        ("token", "left"),
+        ("pos", "right"),
+        ("dim", "right"),
+        ("value", "right"),
+        ("× median", "right"),
+        ("massive", "left"),
+    ):
         table.add_column(name, justify=justify, no_wrap=True)
     for entry in report.largest:
-        table.add_row(str(entry.layer), _short(entry.token), str(entry.position), str(entry.dim), stat(entry.value),
-                      "—" if entry.ratio is None else stat(entry.ratio),
-                      Text("yes", style="bold red") if entry.massive else Text("no", style="dim"))
+        table.add_row(
+            str(entry.layer),
+            _short(entry.token),
+            str(entry.position),
+            str(entry.dim),
+            stat(entry.value),
+            "—" if entry.ratio is None else stat(entry.ratio),
+            Text("yes", style="bold red") if entry.massive else Text("no", style="dim"),
+        )
     return table
 
 
@@ -134,12 +162,17 @@ def _recurring(report: DiagnoseReport) -> Table:
 
 def _footer(report: DiagnoseReport) -> Text:
     if report.largest is None:
-        return Text(f"\n{report.model.name} hands over no residual stream, so massive activations are not "
-                    "looked for.", style="dim")
-    return Text("\nα per head: each head's first-token weight, 0 · ░ ▒ ▓ █ 1. |h|: residual stream after "
-                "the layer. Formulas: attn diagnose --help.", style="dim")
+        return Text(
+            f"\n{report.model.name} hands over no residual stream, so massive activations are not looked for.",
+            style="dim",
+        )
+    return Text(
+        "\nα per head: each head's first-token weight, 0 · ░ ▒ ▓ █ 1. |h|: residual stream after "
+        "the layer. Formulas: attn diagnose --help.",
+        style="dim",
+    )
 
 
 def _short(token: str, limit: int = 10) -> str:
     shown = "".join(ch if ch.isprintable() else "?" for ch in token)
-    return shown if len(shown) <= limit else shown[:limit - 1] + "…"
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"

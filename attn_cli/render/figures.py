@@ -15,8 +15,8 @@ from importlib import resources
 
 import numpy as np
 
-from attn_cli.render.scale import NEGATIVE, POSITIVE, SEQUENTIAL, Scale, hex_colour
 from attn_cli.render.command_figures import FIGURES, own_span, rounded
+from attn_cli.render.scale import NEGATIVE, POSITIVE, SEQUENTIAL, Scale, hex_colour
 from attn_cli.render.svg import Heat, Svg, flow, grid_svg, text_width
 
 MAX_DETAIL = 16  # heads drawn in full in one SVG; more are shown in the all-heads grid
@@ -24,7 +24,14 @@ MAX_DETAIL = 16  # heads drawn in full in one SVG; more are shown in the all-hea
 
 # -- what a report shows ------------------------------------------------------------------------------
 
-PAGE_KINDS = ("InspectReport", "InspectBatch", "PairReport", "CompareReport", "StepsReport", *FIGURES)  # reports with a page
+PAGE_KINDS = (
+    "InspectReport",
+    "InspectBatch",
+    "PairReport",
+    "CompareReport",
+    "StepsReport",
+    *FIGURES,
+)  # reports with a page
 
 
 def report_kind(report) -> str | None:
@@ -71,8 +78,9 @@ def _inspect_panels(report, panels, per_head: bool = False) -> tuple[list[tuple[
         for kind in kinds:
             if kind == "weights" and head.norms is not None:  # --measure norm: shown instead, as in the terminal
                 matrix = _matrix_for(head, "norms")
-                drawn.append((f"{head_title(layer, head)} · {NORMS_TITLE}", matrix, Scale.magnitude(matrix),
-                              head.window))
+                drawn.append(
+                    (f"{head_title(layer, head)} · {NORMS_TITLE}", matrix, Scale.magnitude(matrix), head.window)
+                )
                 continue
             matrix = _matrix_for(head, kind)
             formula = weights_formula(head) if kind == "weights" else scores_formula(head)
@@ -99,6 +107,7 @@ def _report_title(report, command: str) -> str:
 
 # -- SVG ----------------------------------------------------------------------------------------------
 
+
 def svg_figure(report, panels=None, looked_by: str = "inspect", per_head: bool = False) -> str:
     """A vector figure of the report (inspect, a batch, compare, steps, heads, diagnose, generate, rollout
     or diff). An inspect report's title names the command it `looked_by` (`attn explore` exports one head of
@@ -124,8 +133,9 @@ def _report_text(report) -> str:
     return getattr(report, "text", "attn")
 
 
-def _svg_report(svg: Svg, x: float, y: float, report, panels, looked_by: str = "inspect",
-                per_head: bool = False) -> float:
+def _svg_report(
+    svg: Svg, x: float, y: float, report, panels, looked_by: str = "inspect", per_head: bool = False
+) -> float:
     kind = report_kind(report)
     if kind == "InspectBatch":
         for single in report.reports:
@@ -153,8 +163,15 @@ def _svg_report(svg: Svg, x: float, y: float, report, panels, looked_by: str = "
     _svg_title(svg, x, y, _report_title(report, looked_by))
     items, grid = _inspect_panels(report, panels, per_head)
     if getattr(report, "keys", None) is not None:  # cross-attention: target rows, source columns
-        items = [Heat(*item, rows=tokens, cols=[unit.text for unit in report.keys],
-                      caption="rows: target tokens (queries) · columns: source tokens (keys)") for item in items]
+        items = [
+            Heat(
+                *item,
+                rows=tokens,
+                cols=[unit.text for unit in report.keys],
+                caption="rows: target tokens (queries) · columns: source tokens (keys)",
+            )
+            for item in items
+        ]
     y += 34
     if grid:
         from attn_cli.render.terminal import most_focused
@@ -180,8 +197,9 @@ def _compare_items(report, per_head: bool = False):
             entry = run[layer_pos]
             head = entry.heads[head_pos]
             matrix = _matrix_for(head, "weights")
-            items.append((f"{name} · {head_title(entry.layer, head)}", matrix, Scale.weights(matrix, per_head),
-                          head.window))
+            items.append(
+                (f"{name} · {head_title(entry.layer, head)}", matrix, Scale.weights(matrix, per_head), head.window)
+            )
     return items
 
 
@@ -200,6 +218,7 @@ def _steps_items(report, per_head: bool = False):
 
 # -- HTML ---------------------------------------------------------------------------------------------
 
+
 def _head_json(head, kind: str = "weights", per_head: bool = False) -> dict:
     window = head.window
     matrix = _matrix_for(head, kind)
@@ -212,9 +231,16 @@ def _head_json(head, kind: str = "weights", per_head: bool = False) -> dict:
 def _run_json(name: str, layers, kind: str = "weights", limit: float = 1.0, per_head: bool = False) -> dict:
     """A page run; per_head: its weights coloured on each head's own scale (the head records say its range)."""
     own = {"perHead": True} if per_head and kind == "weights" else {}
-    return {"name": name, "kind": kind, "limit": limit, **own,
-            "layers": [{"layer": layer.layer, "heads": [_head_json(head, kind, per_head) for head in layer.heads]}
-                       for layer in layers]}
+    return {
+        "name": name,
+        "kind": kind,
+        "limit": limit,
+        **own,
+        "layers": [
+            {"layer": layer.layer, "heads": [_head_json(head, kind, per_head) for head in layer.heads]}
+            for layer in layers
+        ],
+    }
 
 
 def page_data(report, per_head: bool = False) -> dict:
@@ -224,9 +250,15 @@ def page_data(report, per_head: bool = False) -> dict:
     if kind == "InspectBatch":
         report = report.reports[0]  # one page per text; the first (the CLI says so)
         kind = "InspectReport"
-    data = {"tokens": _token_list(report), "model": report.model.name, "text": _report_text(report),
-            "scale": {name: [hex_colour(rgb) for rgb in stops]
-                      for name, stops in (("weights", SEQUENTIAL), ("negative", NEGATIVE), ("positive", POSITIVE))}}
+    data = {
+        "tokens": _token_list(report),
+        "model": report.model.name,
+        "text": _report_text(report),
+        "scale": {
+            name: [hex_colour(rgb) for rgb in stops]
+            for name, stops in (("weights", SEQUENTIAL), ("negative", NEGATIVE), ("positive", POSITIVE))
+        },
+    }
     if kind in FIGURES:  # heads, generate, rollout, diff
         command, _, page = FIGURES[kind]
         data["title"] = _report_title(report, command)
@@ -236,9 +268,14 @@ def page_data(report, per_head: bool = False) -> dict:
         from attn_cli.render.terminal import most_focused
 
         data["title"] = _report_title(report, "inspect")
-        data["runs"] = [{**_run_json(stack_title(single), single.layers, per_head=per_head),
-                         "rowTokens": _tokens(single), "colTokens": [unit.text for unit in single.key_axis]}
-                        for single in report.stacks]
+        data["runs"] = [
+            {
+                **_run_json(stack_title(single), single.layers, per_head=per_head),
+                "rowTokens": _tokens(single),
+                "colTokens": [unit.text for unit in single.key_axis],
+            }
+            for single in report.stacks
+        ]
         last = report.stacks[-1]  # the cross-attention, where it was asked for
         layer, head = most_focused(last.heads())
         data["start"] = [layer, head.head]
@@ -253,9 +290,20 @@ def page_data(report, per_head: bool = False) -> dict:
         runs = []
         for title, matrix, scale, _ in _steps_items(report, per_head):
             kind = "weights" if not scale.diverging else "scores"
-            runs.append({"name": title, "kind": kind, "limit": scale.limit, **({"perHead": True} if scale.own else {}),
-                         "layers": [{"layer": report.layer, "heads": [
-                             {"head": report.head, "m": rounded(matrix), **own_span(matrix, kind, scale.own)}]}]})
+            runs.append(
+                {
+                    "name": title,
+                    "kind": kind,
+                    "limit": scale.limit,
+                    **({"perHead": True} if scale.own else {}),
+                    "layers": [
+                        {
+                            "layer": report.layer,
+                            "heads": [{"head": report.head, "m": rounded(matrix), **own_span(matrix, kind, scale.own)}],
+                        }
+                    ],
+                }
+            )
         data["runs"] = runs
         data["start"] = [report.layer, report.head]
     else:
@@ -282,8 +330,13 @@ def shown_pairs_safe(report):
 def script_json(data) -> str:
     """JSON safe inside <script>: no '</' (so no '</script>'), no '<!--', and U+2028/9 escaped."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def html_page(report, per_head: bool = False) -> str:
@@ -298,13 +351,13 @@ def html_document(data: dict, script: str = "page.js", style: str = "page.css") 
     script = folder.joinpath(script).read_text(encoding="utf-8")
     style = folder.joinpath(style).read_text(encoding="utf-8")
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n"
         f"<title>{escape(data['title'])}</title>\n<style>\n{style}</style>\n</head>\n<body>\n"
         f"<h1>{escape(data['title'])}</h1>\n"
-        f"<p class=\"text\">{escape(data['text'])}</p>\n"
-        "<div id=\"app\"></div>\n"
-        f"<script id=\"attn-data\" type=\"application/json\">{script_json(data)}</script>\n"
+        f'<p class="text">{escape(data["text"])}</p>\n'
+        '<div id="app"></div>\n'
+        f'<script id="attn-data" type="application/json">{script_json(data)}</script>\n'
         f"<script>\n{script}</script>\n</body>\n</html>\n"
     )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
 from attn_cli.plumbing.errors import AttnError, BadInput
 from attn_cli.render.raster import DRAWN_FORMATS, check_drawable, draw, missing_glyphs_note
@@ -37,11 +38,14 @@ def check_snapshot_path(path: Path, dpi: float | None = None) -> None:
     PNG and PDF need the [figures] extra), or --dpi is given for a figure that has no pixels."""
     suffix = path.suffix.lower()
     if suffix in (".jpg", ".jpeg"):
-        raise BadInput(f"--save {path}: attn writes .svg, .png, .pdf and .html figures, not {path.suffix}",
-                       "use FILE.png for pixels")
+        raise BadInput(
+            f"--save {path}: attn writes .svg, .png, .pdf and .html figures, not {path.suffix}",
+            "use FILE.png for pixels",
+        )
     if suffix not in SNAPSHOT_FORMATS + DRAWN_FORMATS:
-        raise BadInput(f"--save {path}: unknown format {path.suffix or '(none)'!r}",
-                       "use a .svg, .png, .pdf or .html file")
+        raise BadInput(
+            f"--save {path}: unknown format {path.suffix or '(none)'!r}", "use a .svg, .png, .pdf or .html file"
+        )
     check_dpi(dpi, path)
     if suffix in DRAWN_FORMATS:
         check_drawable(f"--save {path}")
@@ -56,15 +60,23 @@ def check_dpi(dpi: float | None, path: Path | None) -> None:
         return
     if path is None or path.suffix.lower() != ".png":
         given = f"--save {path} is vector" if path is not None else "no --save was given"
-        raise BadInput(f"--dpi sets the pixels of a --save FILE.png figure, and {given}",
-                       "use --save FILE.png, or drop --dpi (SVG and PDF have no pixels)")
+        raise BadInput(
+            f"--dpi sets the pixels of a --save FILE.png figure, and {given}",
+            "use --save FILE.png, or drop --dpi (SVG and PDF have no pixels)",
+        )
     low, high = DPI_RANGE
     if not low <= dpi <= high:
         raise BadInput(f"--dpi {dpi:g} is out of range", f"use {low} to {high} (default {DEFAULT_DPI})")
 
 
-def save_figure(report, path: Path, panels=None, dpi: float | None = None, per_head: bool = False,
-                query: tuple[int, int] | None = None) -> list[str]:
+def save_figure(
+    report,
+    path: Path,
+    panels=None,
+    dpi: float | None = None,
+    per_head: bool = False,
+    query: tuple[int, int] | None = None,
+) -> list[str]:
     """--save for a report: a vector SVG figure, that SVG drawn as PNG or PDF, or a self-contained
     interactive HTML page (render/figures.py; an image's report: render/image_figures.py, from the
     patch `query`); per_head: weights on each head's own colour scale.
@@ -85,8 +97,9 @@ def save_figure(report, path: Path, panels=None, dpi: float | None = None, per_h
         if missing:
             notes.append(missing_glyphs_note(path, missing))
     else:
-        content = (svg_figure(report, panels, per_head=per_head) if suffix == ".svg"
-                   else html_page(report, per_head)).encode("utf-8")
+        content = (
+            svg_figure(report, panels, per_head=per_head) if suffix == ".svg" else html_page(report, per_head)
+        ).encode("utf-8")
     with atomic_path(path, "--save") as temp:  # an OSError becomes one AttnError there
         write_figure(temp, content)
     return notes
@@ -114,8 +127,11 @@ def save_tensors(report, path: Path) -> None:
             if rows is not None:
                 tensors[f"{prefix}.{name}"] = torch.from_numpy(rows).float().contiguous()
         window = head.window
-        heads[prefix] = {"kv_head": head.kv_head, "scale": head.scale,
-                         "window": [list(window.rows), list(window.cols)] if window.is_partial else None}
+        heads[prefix] = {
+            "kv_head": head.kv_head,
+            "scale": head.scale,
+            "window": [list(window.rows), list(window.cols)] if window.is_partial else None,
+        }
     metadata = {
         "text": report.text,
         "tokens": dumps([token.text for token in report.tokens]),

@@ -18,9 +18,18 @@ import re
 TEXT = re.compile(r"<text\b([^>]*)>([^<]*)</text>")
 ROOT_FAMILY = re.compile(r'<svg\b[^>]*?\bfont-family="([^"]*)"')
 # Families tried when fontconfig itself cannot be called (cairo built without it): common CJK fonts.
-KNOWN_FALLBACKS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei",
-                   "WenQuanYi Micro Hei", "Droid Sans Fallback", "PingFang SC", "Hiragino Sans",
-                   "Microsoft YaHei", "Arial Unicode MS")
+KNOWN_FALLBACKS = (
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Source Han Sans SC",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "Droid Sans Fallback",
+    "PingFang SC",
+    "Hiragino Sans",
+    "Microsoft YaHei",
+    "Arial Unicode MS",
+)
 
 
 def with_fallback_fonts(svg: str) -> tuple[str, list[str]]:
@@ -111,17 +120,17 @@ def _fontconfig():
         return None
     pointer = ctypes.c_void_p
     for function, arguments, result in (
-            ("FcNameParse", [ctypes.c_char_p], pointer),
-            ("FcCharSetCreate", [], pointer),
-            ("FcCharSetAddChar", [pointer, ctypes.c_uint32], ctypes.c_int),
-            ("FcCharSetDestroy", [pointer], None),
-            ("FcPatternAddCharSet", [pointer, ctypes.c_char_p, pointer], ctypes.c_int),
-            ("FcConfigSubstitute", [pointer, pointer, ctypes.c_int], ctypes.c_int),
-            ("FcDefaultSubstitute", [pointer], None),
-            ("FcFontMatch", [pointer, pointer, ctypes.POINTER(ctypes.c_int)], pointer),
-            ("FcPatternGetString", [pointer, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
-             ctypes.c_int),
-            ("FcPatternDestroy", [pointer], None)):
-        setattr(getattr(library, function), "argtypes", arguments)
-        setattr(getattr(library, function), "restype", result)
+        ("FcNameParse", [ctypes.c_char_p], pointer),
+        ("FcCharSetCreate", [], pointer),
+        ("FcCharSetAddChar", [pointer, ctypes.c_uint32], ctypes.c_int),
+        ("FcCharSetDestroy", [pointer], None),
+        ("FcPatternAddCharSet", [pointer, ctypes.c_char_p, pointer], ctypes.c_int),
+        ("FcConfigSubstitute", [pointer, pointer, ctypes.c_int], ctypes.c_int),
+        ("FcDefaultSubstitute", [pointer], None),
+        ("FcFontMatch", [pointer, pointer, ctypes.POINTER(ctypes.c_int)], pointer),
+        ("FcPatternGetString", [pointer, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)], ctypes.c_int),
+        ("FcPatternDestroy", [pointer], None),
+    ):
+        getattr(library, function).argtypes = arguments
+        getattr(library, function).restype = result
     return library

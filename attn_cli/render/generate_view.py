@@ -8,10 +8,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from attn_cli.data.selection import Window
 from attn_cli.render.heatmap import Heatmap
 from attn_cli.render.scale import Scale
 from attn_cli.render.terminal import header, keys_text, literal, row_label, titled
-from attn_cli.data.selection import Window
 
 
 def render_generate(report, per_head: bool = False) -> RenderableType:
@@ -21,15 +21,23 @@ def render_generate(report, per_head: bool = False) -> RenderableType:
     story.append_text(literal(report.text, "bold green"))
     mode = "sampled" if report.sample else "greedy"
     parts: list[RenderableType] = [
-        header(report, "attn generate"), story,
-        Text(f"{_generated(count, total)} ({mode}, stopped at {report.stop.replace('_', ' ')}); "
-             f"{_new(count, total)}", style="dim"),
+        header(report, "attn generate"),
+        story,
+        Text(
+            f"{_generated(count, total)} ({mode}, stopped at {report.stop.replace('_', ' ')}); {_new(count, total)}",
+            style="dim",
+        ),
     ]
     pairs = [(layer.layer, head) for layer in report.layers for head in layer.heads]
     layer, head = most_focused(pairs)
     if len(pairs) > 1:
-        parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head selected. "
-                          "Pick others with --layer and --head.", style="dim"))
+        parts.append(
+            Text(
+                f"In detail: layer {layer} head {head.head}, the most focused head selected. "
+                "Pick others with --layer and --head.",
+                style="dim",
+            )
+        )
     window = Window((count, total), (0, total), total)  # rows: the generated tokens
     title = f"layer {layer} · head {head.head} (kv head {head.kv_head}) · keys 0-{count - 1}: the prompt"
     parts.append(Heatmap(head.weights, tokens, title, Scale.weights(head.weights, per_head), window, hint="widen"))

@@ -19,6 +19,7 @@ DIM = Style(dim=True)
 INK_FLOOR = 0.2  # without colour, cells under this weight get no ink in the grid
 THUMB_MAX = 16  # characters across one thumbnail (32 tokens) at most
 
+
 class HeadsGrid:
     """Every selected head's weights as a small picture: layers down, heads across.
 
@@ -26,8 +27,14 @@ class HeadsGrid:
     per_head: each head's picture spans the colours from its own smallest to its largest weight.
     """
 
-    def __init__(self, layers: list[tuple[int, list]], title: str = "", mark: tuple[int, int] | None = None,
-                 scale: Scale | None = None, per_head: bool = False):
+    def __init__(
+        self,
+        layers: list[tuple[int, list]],
+        title: str = "",
+        mark: tuple[int, int] | None = None,
+        scale: Scale | None = None,
+        per_head: bool = False,
+    ):
         self.layers = layers
         self.title = title
         self.mark = mark
@@ -51,8 +58,9 @@ class HeadsGrid:
 
     def first_shape(self) -> tuple[int, int] | None:
         """(rows, cols) of the heads' matrices (one window for all of them); None when none was kept."""
-        return next((np.shape(head.weights) for _, heads in self.layers for head in heads if head.weights is not None),
-                    None)
+        return next(
+            (np.shape(head.weights) for _, heads in self.layers for head in heads if head.weights is not None), None
+        )
 
     def frame_lines(self, console: Console, width: int) -> int:
         """Lines besides the pictures: the title (it may wrap), the head numbers, the note and the legend."""
@@ -99,14 +107,18 @@ class HeadsGrid:
             return console.render_lines(renderable, options, pad=False)
 
         if not self.layers or all(head.weights is None for _, heads in self.layers for head in heads):
-            return text(Text("all-heads grid: the weights were not kept (see --rows/--cols or --full)",
-                             style="yellow"))
+            return text(Text("all-heads grid: the weights were not kept (see --rows/--cols or --full)", style="yellow"))
         thumb, half = self.layout(console, width, self.max_lines)
         cols = next(head.weights.shape[1] for _, heads in self.layers for head in heads if head.weights is not None)
         if thumb < 2:
             need = self.label_width + 3 * self.across
-            return text(Text(f"all-heads grid: {self.across} heads need {need} columns, the terminal has {width}; "
-                             "widen it or pick fewer heads with --head", style="yellow"))
+            return text(
+                Text(
+                    f"all-heads grid: {self.across} heads need {need} columns, the terminal has {width}; "
+                    "widen it or pick fewer heads with --head",
+                    style="yellow",
+                )
+            )
         out = text(Text(self.title, style="bold")) if self.title else []
         head_ids = [head.head for head in max((heads for _, heads in self.layers), key=len)]
         header = Text(" " * self.label_width)
@@ -133,9 +145,14 @@ class HeadsGrid:
                     line.append(Segment(" " * (thumb - len(codes)) + ("◂" if marked else " ")))
                 line[-1] = Segment(line[-1].text.rstrip())
                 out.append(line)
-        phrases = ["query rows ↓, key columns →",
-                   "a cell: the strongest of a few tokens" if pooled else
-                   "2 cells a character" if half else "2×2 cells a character"]
+        phrases = [
+            "query rows ↓, key columns →",
+            "a cell: the strongest of a few tokens"
+            if pooled
+            else "2 cells a character"
+            if half
+            else "2×2 cells a character",
+        ]
         if self.mark is not None:
             phrases.append("◂ the head in detail below")
         note = phrases[0]

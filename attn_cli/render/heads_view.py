@@ -8,8 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attn_cli.math.score_names import MIXED, SCORES
 from attn_cli.analyses.heads_report import HeadProfile, HeadsReport
+from attn_cli.math.score_names import MIXED, SCORES
 from attn_cli.render.scale import counted
 
 # label → (one-letter code, cell style, name in the legend and the top table)
@@ -28,13 +28,19 @@ KINDS = {
 }
 ROW_LABEL = 4  # "L11 "
 TOP_LABEL = 20  # the type's chip and name in the top table
-TOP_NAMES = {"first_token": "first [CLS]/BOS", "last_token": "last [SEP]/EOS", "previous_token": "previous",
-             "duplicate_token": "duplicate"}
+TOP_NAMES = {
+    "first_token": "first [CLS]/BOS",
+    "last_token": "last [SEP]/EOS",
+    "previous_token": "previous",
+    "duplicate_token": "duplicate",
+}
 TOP_COUNT = 5
 # An encoder–decoder model's stacks: the title over each one's grid, and the letter before layer.head in the top list
-STACK_TITLES = {"encoder": "encoder self-attention · source × source",
-                "decoder": "decoder self-attention · target × target (causal)",
-                "cross": "cross-attention · target rows (queries) × source columns (keys)"}
+STACK_TITLES = {
+    "encoder": "encoder self-attention · source × source",
+    "decoder": "decoder self-attention · target × target (causal)",
+    "cross": "cross-attention · target rows (queries) × source columns (keys)",
+}
 STACK_CODES = {"encoder": "e", "decoder": "d", "cross": "x"}
 
 
@@ -70,8 +76,11 @@ def _grids(report: HeadsReport, width: int) -> list[RenderableType]:
         title = Text(STACK_TITLES.get(stack, stack), style="bold")
         missing = list(profiles[0].not_defined)
         if missing:
-            title.append(f"\nnot defined: {', '.join(TOP_NAMES.get(name, name) for name in missing)} (target queries, "
-                         "source keys)", style="dim")
+            title.append(
+                f"\nnot defined: {', '.join(TOP_NAMES.get(name, name) for name in missing)} (target queries, "
+                "source keys)",
+                style="dim",
+            )
         parts += [title, _grid(profiles, width)]
     return parts
 
@@ -82,23 +91,33 @@ def _header(report: HeadsReport) -> Text:
     if report.decoder_layers is not None:
         decoder = counted(report.decoder_layers, "decoder layer")
         shape = f"{info.layers} encoder + {decoder} × {counted(info.heads, 'head')}"
-    line = Text.assemble(("attn heads", "bold"), f" · {info.name} ({info.architecture}, {shape}) · "
-                         f"{report.device}, {report.dtype}\n")
+    line = Text.assemble(
+        ("attn heads", "bold"), f" · {info.name} ({info.architecture}, {shape}) · {report.device}, {report.dtype}\n"
+    )
     if report.probe is not None:
         probe = report.probe
         if probe["kind"] == "retrieval":
-            line.append(f"retrieval probe (seed {probe['seed']}, {report.tokens} tokens): a {probe['needle']}-token "
-                        f"needle after token {probe['depth']}\nof a {probe['length']}-token haystack, then the needle "
-                        "again", style="magenta")
+            line.append(
+                f"retrieval probe (seed {probe['seed']}, {report.tokens} tokens): a {probe['needle']}-token "
+                f"needle after token {probe['depth']}\nof a {probe['length']}-token haystack, then the needle "
+                "again",
+                style="magenta",
+            )
         else:
-            line.append(f"{probe['kind']} probe: {probe['length']} random tokens, then the same again "
-                        f"(seed {probe['seed']}), {report.tokens} tokens", style="magenta")
+            line.append(
+                f"{probe['kind']} probe: {probe['length']} random tokens, then the same again "
+                f"(seed {probe['seed']}), {report.tokens} tokens",
+                style="magenta",
+            )
     else:
         texts = "1 text" if report.texts == 1 else f"{report.texts:,} texts"
         source = "" if report.source == "arguments" else f" from {report.source}"
-        line.append(_input_line(report) if report.target is not None or report.patch_grid is not None else
-                    f"{texts}{source}, {report.tokens:,} tokens; " +
-                    ("scores of the one text" if report.texts == 1 else "means over the texts"))
+        line.append(
+            _input_line(report)
+            if report.target is not None or report.patch_grid is not None
+            else f"{texts}{source}, {report.tokens:,} tokens; "
+            + ("scores of the one text" if report.texts == 1 else "means over the texts")
+        )
     if report.interrupted:
         line.append(f"\nstopped by Ctrl-C: these are the {report.texts:,} texts done", style="bold yellow")
     if report.truncated:
@@ -111,10 +130,14 @@ def _input_line(report: HeadsReport) -> str:
     """What one pair or one image was: the decoder's target, or the image's grid."""
     if report.patch_grid is not None:
         grid = report.patch_grid["grid"]
-        return (f"image {report.patch_grid['source']}: {grid['rows']} × {grid['cols']} patches and "
-                f"{counted(len(report.patch_grid['special_tokens']), 'special token')}; scores of the one image")
-    return (f"1 pair, {report.tokens:,} tokens (source and target); the decoder teacher-forced on "
-            f"“{_short(report.target, 40)}”")
+        return (
+            f"image {report.patch_grid['source']}: {grid['rows']} × {grid['cols']} patches and "
+            f"{counted(len(report.patch_grid['special_tokens']), 'special token')}; scores of the one image"
+        )
+    return (
+        f"1 pair, {report.tokens:,} tokens (source and target); the decoder teacher-forced on "
+        f"“{_short(report.target, 40)}”"
+    )
 
 
 def _cell_width(heads: int, width: int) -> int:
@@ -129,8 +152,7 @@ def _grid(profiles: list[HeadProfile], width: int) -> Table:
     table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 0, 0, 1), header_style="dim")
     table.add_column("", width=ROW_LABEL - 1, no_wrap=True, style="dim")
     for head in heads:
-        table.add_column(str(head) if cell > 1 or head % 4 == 0 else "", width=cell, no_wrap=True,
-                         overflow="crop")
+        table.add_column(str(head) if cell > 1 or head % 4 == 0 else "", width=cell, no_wrap=True, overflow="crop")
     by_place = {(profile.layer, profile.head): profile for profile in profiles}
     for layer in layers:
         row = [f"L{layer}"]
@@ -176,8 +198,13 @@ def _legend(width: int) -> Text:
 def _top_table(report: HeadsReport, width: int) -> Group:
     corpus = report.texts > 1
     stacked = _stacks(report) != [None]
-    title = ("Top heads per score (" + ("e encoder, d decoder, x cross; " if stacked else "") + "layer.head score" +
-             ("±std over texts" if corpus else "") + ")")
+    title = (
+        "Top heads per score ("
+        + ("e encoder, d decoder, x cross; " if stacked else "")
+        + "layer.head score"
+        + ("±std over texts" if corpus else "")
+        + ")"
+    )
     rows: list[RenderableType] = [Text(title, style="bold")]
     for name in SCORES:
         code, style, label = KINDS[name]
@@ -187,13 +214,18 @@ def _top_table(report: HeadsReport, width: int) -> Group:
         if not ranked:
             line.append("  " + (next(iter(reasons.values())) if reasons else _undefined(name)), style="dim")
         # some heads have the score, others (cross heads) cannot: said at the end, room kept for it
-        note = f"  {', '.join(STACK_CODES.get(stack, stack) for stack in reasons)}: not defined" if ranked and reasons \
+        note = (
+            f"  {', '.join(STACK_CODES.get(stack, stack) for stack in reasons)}: not defined"
+            if ranked and reasons
             else ""
+        )
         for profile in ranked:
             entry = Text()
             entry.append("  ")
-            entry.append(f"{STACK_CODES.get(profile.stack, '')}{profile.layer}.{profile.head}",
-                         style="bold" if profile.label == name else "")
+            entry.append(
+                f"{STACK_CODES.get(profile.stack, '')}{profile.layer}.{profile.head}",
+                style="bold" if profile.label == name else "",
+            )
             entry.append(f" {_score(profile.scores[name])}")
             if corpus and profile.std[name] is not None:
                 entry.append(f"±{_score(profile.std[name])}", style="dim")
@@ -220,4 +252,4 @@ def _undefined(name: str) -> str:
 
 def _short(token: str, limit: int = 7) -> str:
     shown = "".join(ch if ch.isprintable() else "?" for ch in token)
-    return shown if len(shown) <= limit else shown[:limit - 1] + "…"
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"

@@ -16,8 +16,8 @@ from rich.measure import Measurement
 from rich.style import Style
 from rich.text import Text
 
-from attn_cli.render.scale import CellFormat, Scale, luminance
 from attn_cli.data.selection import Window
+from attn_cli.render.scale import CellFormat, Scale, luminance
 
 NUMBER_CELL = 4  # '1.00', '-1.4', '.40'
 LABEL_TOKEN = 12  # characters of a token in a row label before it is clipped
@@ -62,8 +62,9 @@ def legend(scale: Scale, width: int, what: str | None = None, extra: str = "", u
         text.append(scale.shade(value), style=Style(color=scale.colour(value)))
     text.append(f" {scale.high_label}")
     shared = ["the same scale for every head"] if unit == "head" else []
-    phrases = {"weights": shared + ["brighter = more"],
-               "scores": ["centred on 0", "brighter = further from 0"]}.get(scale.kind, ["brighter = more"])
+    phrases = {"weights": shared + ["brighter = more"], "scores": ["centred on 0", "brighter = further from 0"]}.get(
+        scale.kind, ["brighter = more"]
+    )
     if scale.own:  # --scale head: said first (its range is at the ends), never taken for the fixed scale
         phrases = [f"per-{unit} scale: this {unit}'s min → max", "brighter = more"]
     if extra:
@@ -82,9 +83,18 @@ class Heatmap:
     keys: the column tokens where they are not the row tokens (cross-attention: target rows × source columns).
     """
 
-    def __init__(self, matrix: np.ndarray | None, tokens: list[str], title: str, scale: Scale | None = None,
-                 window: Window | None = None, hint: str = WINDOW_HINT, label: str | None = None,
-                 keys: list[str] | None = None, unit: str = "head"):
+    def __init__(
+        self,
+        matrix: np.ndarray | None,
+        tokens: list[str],
+        title: str,
+        scale: Scale | None = None,
+        window: Window | None = None,
+        hint: str = WINDOW_HINT,
+        label: str | None = None,
+        keys: list[str] | None = None,
+        unit: str = "head",
+    ):
         self.matrix = None if matrix is None else np.asarray(matrix, dtype=np.float64)
         self.tokens = tokens
         self.keys = tokens if keys is None else keys
@@ -98,8 +108,9 @@ class Heatmap:
         if self.matrix is not None:
             rows, cols = self.matrix.shape
             self.digits = len(str(self.row0 + rows - 1))
-            self.label_width = max((row_label(i, tokens[i], self.digits).cell_len
-                                    for i in range(self.row0, self.row0 + rows)), default=1)
+            self.label_width = max(
+                (row_label(i, tokens[i], self.digits).cell_len for i in range(self.row0, self.row0 + rows)), default=1
+            )
             self.cols = cols
 
     # -- sizes ---------------------------------------------------------------------------------------
@@ -119,12 +130,18 @@ class Heatmap:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
         if self.matrix is None:
-            yield Text(f"{self.title}: not kept for {len(self.tokens)} tokens (past the matrix size limit); pick a "
-                       "window with --rows A:B --cols C:D, or pass --full", style="yellow")
+            yield Text(
+                f"{self.title}: not kept for {len(self.tokens)} tokens (past the matrix size limit); pick a "
+                "window with --rows A:B --cols C:D, or pass --full",
+                style="yellow",
+            )
             return
         rows, cols = self.matrix.shape
-        place = (f" · rows {self.row0}-{self.row0 + rows - 1}, keys {self.col0}-{self.col0 + cols - 1}"
-                 if self.window else "")
+        place = (
+            f" · rows {self.row0}-{self.row0 + rows - 1}, keys {self.col0}-{self.col0 + cols - 1}"
+            if self.window
+            else ""
+        )
         for cell, gap in ((NUMBER_CELL, 1), (2, 0), (1, 0)):
             if self.width_for(cell, gap) <= width:
                 break
@@ -147,8 +164,7 @@ class Heatmap:
             line.rstrip()
             yield line
         yield self.key_list(width)
-        extra = fmt.note if fmt and fmt.note else ("" if numbers else
-                                                   f"{self.numbers_width} columns show numbers")
+        extra = fmt.note if fmt and fmt.note else ("" if numbers else f"{self.numbers_width} columns show numbers")
         yield legend(self.scale, width, self.label, extra=extra, unit=self.unit)
 
     def cell(self, value: float, cell: int, fmt: CellFormat | None) -> Text:
@@ -173,8 +189,9 @@ class Heatmap:
         for place in range(digits):
             label = tag if place == digits - 1 else ""
             line = Text(label.rjust(self.label_width) + " ", style="dim")
-            line.append("".join(index.rjust(digits)[place].rjust(cell) + " " * gap for index in indices).rstrip(),
-                        style="bold")
+            line.append(
+                "".join(index.rjust(digits)[place].rjust(cell) + " " * gap for index in indices).rstrip(), style="bold"
+            )
             lines.append(line)
         return lines
 
@@ -196,9 +213,13 @@ class Heatmap:
         need = self.width_for(1, 0)
         if self.hint == WINDOW_HINT:
             rows = len(self.matrix)
-            advice = (f"pick a window, e.g. --rows {self.row0}:{self.row0 + min(rows, 40)} "
-                      f"--cols {self.col0}:{self.col0 + fits}")
+            advice = (
+                f"pick a window, e.g. --rows {self.row0}:{self.row0 + min(rows, 40)} "
+                f"--cols {self.col0}:{self.col0 + fits}"
+            )
         else:
             advice = "widen the terminal"
-        return Text(f"{self.title}: {self.cols} key columns need {need} columns, the terminal has {width}; {advice}",
-                    style="yellow")
+        return Text(
+            f"{self.title}: {self.cols} key columns need {need} columns, the terminal has {width}; {advice}",
+            style="yellow",
+        )

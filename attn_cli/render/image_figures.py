@@ -50,8 +50,11 @@ def image_svg(report, query=None) -> str:
     svg, url = Svg(), data_url(grid.pixels)
     height = SIDE * grid.pixels.shape[0] / grid.pixels.shape[1]
     scale = Scale("weights", 1.0)
-    svg.add(svg.text(10, 24, f"{report.model.name} · {grid.source} · {grid.rows} × {grid.cols} patches", 14,
-                     weight="bold"), 400, 30)
+    svg.add(
+        svg.text(10, 24, f"{report.model.name} · {grid.source} · {grid.rows} × {grid.cols} patches", 14, weight="bold"),
+        400,
+        30,
+    )
     cell_w, cell_h = SIDE / grid.cols, height / grid.rows
     for index, (title, weights) in enumerate(pictures(report, query)):
         x = 10 + (index % ACROSS) * (SIDE + GAP)
@@ -60,14 +63,22 @@ def image_svg(report, query=None) -> str:
         rects = "".join(
             f'<rect x="{x + c * cell_w:.2f}" y="{y + 18 + r * cell_h:.2f}" width="{cell_w:.2f}" height="{cell_h:.2f}" '
             f'fill="{hex_colour(scale.rgb(float(shares[r, c])))}" fill-opacity="{OPACITY * shares[r, c]:.3f}"/>'
-            for r in range(grid.rows) for c in range(grid.cols))
+            for r in range(grid.rows)
+            for c in range(grid.cols)
+        )
         if query is not None and hasattr(report, "heads"):
-            rects += (f'<rect x="{x + query[1] * cell_w + 1:.2f}" y="{y + 18 + query[0] * cell_h + 1:.2f}" '
-                      f'width="{cell_w - 2:.2f}" height="{cell_h - 2:.2f}" fill="none" stroke="{hex_colour(MARK)}" '
-                      'stroke-width="2"/>')
-        svg.add(svg.text(x, y + 13, title, 12) +
-                f'<image x="{x}" y="{y + 18}" width="{SIDE}" height="{height:.2f}" href="{url}" '
-                f'preserveAspectRatio="none"/>' + rects, x + SIDE, y + 18 + height)
+            rects += (
+                f'<rect x="{x + query[1] * cell_w + 1:.2f}" y="{y + 18 + query[0] * cell_h + 1:.2f}" '
+                f'width="{cell_w - 2:.2f}" height="{cell_h - 2:.2f}" fill="none" stroke="{hex_colour(MARK)}" '
+                'stroke-width="2"/>'
+            )
+        svg.add(
+            svg.text(x, y + 13, title, 12)
+            + f'<image x="{x}" y="{y + 18}" width="{SIDE}" height="{height:.2f}" href="{url}" '
+            f'preserveAspectRatio="none"/>' + rects,
+            x + SIDE,
+            y + 18 + height,
+        )
     return svg.document(f"attn · {grid.source}")
 
 
@@ -87,8 +98,10 @@ def coded_rows(grid, weights) -> dict:
     span = np.where(high > low, high - low, 1.0)
     codes = np.rint((rows - low) / span * LEVELS).astype(np.uint8)  # (T + 1, P)
     ranges = np.hstack([low, high]).astype("<f4")  # (T + 1, 2)
-    return {"codes": base64.b64encode(codes.tobytes()).decode("ascii"),
-            "ranges": base64.b64encode(ranges.tobytes()).decode("ascii")}
+    return {
+        "codes": base64.b64encode(codes.tobytes()).decode("ascii"),
+        "ranges": base64.b64encode(ranges.tobytes()).decode("ascii"),
+    }
 
 
 def image_page_data(report, query=None) -> dict:
@@ -98,11 +111,20 @@ def image_page_data(report, query=None) -> dict:
     if hasattr(report, "matrix"):
         heads = [{"title": "rollout", **coded_rows(grid, report.matrix)}]
     else:
-        heads = [{"title": f"L{layer} H{head.head}", **coded_rows(grid, head.weights)} for layer, head in report.heads()]
-    return {"title": f"attn · {report.model.name}", "text": grid.source, "image": data_url(grid.pixels),
-            "rows": grid.rows, "cols": grid.cols, "specials": list(grid.specials), "heads": heads,
-            "query": None if query is None or hasattr(report, "matrix") else list(query),
-            "colours": [hex_colour(Scale("weights", 1.0).rgb(level / 32)) for level in range(33)]}
+        heads = [
+            {"title": f"L{layer} H{head.head}", **coded_rows(grid, head.weights)} for layer, head in report.heads()
+        ]
+    return {
+        "title": f"attn · {report.model.name}",
+        "text": grid.source,
+        "image": data_url(grid.pixels),
+        "rows": grid.rows,
+        "cols": grid.cols,
+        "specials": list(grid.specials),
+        "heads": heads,
+        "query": None if query is None or hasattr(report, "matrix") else list(query),
+        "colours": [hex_colour(Scale("weights", 1.0).rgb(level / 32)) for level in range(33)],
+    }
 
 
 def image_html(report, query=None) -> str:

@@ -86,8 +86,8 @@ def outline_pixels(pixels: np.ndarray, box: tuple[int, int, int, int]) -> np.nda
     """(h, w, 3) pixels with the box's border (one pixel wide) in MARK."""
     top, bottom, left, right = box
     marked = pixels.copy()
-    marked[[top, bottom], left:right + 1] = MARK
-    marked[top:bottom + 1, [left, right]] = MARK
+    marked[[top, bottom], left : right + 1] = MARK
+    marked[top : bottom + 1, [left, right]] = MARK
     return marked
 
 
@@ -99,7 +99,7 @@ def outline_cells(lines: list[str], box: tuple[int, int, int, int]) -> list[str]
     marked = [list(line) for line in lines]
     for number in range(first, last + 1):
         if number in (first, last):
-            marked[number][left:right + 1] = ["+"] + ["-"] * (right - left - 1) + ["+"] if right > left else ["+"]
+            marked[number][left : right + 1] = ["+"] + ["-"] * (right - left - 1) + ["+"] if right > left else ["+"]
         else:
             marked[number][left] = marked[number][right] = "|"
     return ["".join(line) for line in marked]
@@ -108,15 +108,25 @@ def outline_cells(lines: list[str], box: tuple[int, int, int, int]) -> list[str]
 def shade(values: np.ndarray) -> list[str]:
     """Each row of values in [0, 1] as shade characters (' ' under SHADE_FLOOR, then ░ ▒ ▓ █)."""
     index = np.minimum(len(SHADES) - 1, (values * len(SHADES)).astype(int))
-    return ["".join(" " if value < SHADE_FLOOR else SHADES[i] for value, i in zip(row, indices))
-            for row, indices in zip(values, index)]
+    return [
+        "".join(" " if value < SHADE_FLOOR else SHADES[i] for value, i in zip(row, indices))
+        for row, indices in zip(values, index)
+    ]
 
 
 class Picture:
     """One image with one query's attention over it, `width` cells wide (or as wide as there is room)."""
 
-    def __init__(self, grid: PatchGrid, weights: np.ndarray | None, width: int = MAIN_WIDTH, title: str = "",
-                 lines: int = MAIN_LINES, with_image: bool = True, query: tuple[int, int] | None = None):
+    def __init__(
+        self,
+        grid: PatchGrid,
+        weights: np.ndarray | None,
+        width: int = MAIN_WIDTH,
+        title: str = "",
+        lines: int = MAIN_LINES,
+        with_image: bool = True,
+        query: tuple[int, int] | None = None,
+    ):
         height, wide = grid.pixels.shape[:2]
         self.grid, self.weights, self.title, self.query = grid, weights, title, query  # query: outlined
         self.with_image = with_image  # without colour: also the image in shades, beside the attention
@@ -161,15 +171,17 @@ def colour_lines(pixels: np.ndarray) -> RenderResult:
 
 
 def _rgb(pixel) -> str:
-    return "#%02x%02x%02x" % tuple(int(channel) for channel in pixel)
+    return "#{:02x}{:02x}{:02x}".format(*tuple(int(channel) for channel in pixel))
 
 
 def image_lines(grid: PatchGrid) -> Text:
     height, width = grid.pixels.shape[:2]
     specials = " ".join(grid.specials) or "none"
-    return Text(f"image {grid.source} · {width}×{height} px as the model saw it · {grid.rows} × {grid.cols} "
-                f"patches of {grid.patch_size} px (r0c0 top left, row by row) · its own tokens: {specials}",
-                style="dim")
+    return Text(
+        f"image {grid.source} · {width}×{height} px as the model saw it · {grid.rows} × {grid.cols} "
+        f"patches of {grid.patch_size} px (r0c0 top left, row by row) · its own tokens: {specials}",
+        style="dim",
+    )
 
 
 def render_image_report(report, query: tuple[int, int] | None = None) -> RenderableType:
@@ -180,39 +192,60 @@ def render_image_report(report, query: tuple[int, int] | None = None) -> Rendera
     heads = report.heads()
     parts: list[RenderableType] = [header_line(report), image_lines(grid)]
     if report.matrices_left_out:
-        parts.append(Text("the weights were left out (past the cell limit): pass --full, or fewer --layer/--head",
-                          style="yellow"))
+        parts.append(
+            Text(
+                "the weights were left out (past the cell limit): pass --full, or fewer --layer/--head", style="yellow"
+            )
+        )
         return Group(*parts)
     layer, head = heads[0] if len(heads) == 1 else most_focused(heads)
     row, name = query_row(grid, head.weights, query)
     chosen = "" if len(heads) == 1 else " (the most focused head; --layer L --head H picks one)"
     outlined = "" if query is None else " (outlined)"
-    parts += [Text(""), Text(f"layer {layer} head {head.head}: attention from {name}{outlined}{chosen}", style="bold"),
-              Picture(grid, row, query=query), legend(row)]
+    parts += [
+        Text(""),
+        Text(f"layer {layer} head {head.head}: attention from {name}{outlined}{chosen}", style="bold"),
+        Picture(grid, row, query=query),
+        legend(row),
+    ]
     if len(heads) > 1:
-        parts += [Text(""), Text(f"every head: attention from {name}, each picture from its least to its most attended patch", style="bold"),
-                  small_pictures(grid, heads, query)]
+        parts += [
+            Text(""),
+            Text(
+                f"every head: attention from {name}, each picture from its least to its most attended patch",
+                style="bold",
+            ),
+            small_pictures(grid, heads, query),
+        ]
     return Group(*parts)
 
 
 def header_line(report, command: str = "inspect") -> Text:
     model = report.model
-    return Text.assemble((command, "bold"), " · ", (model.name, "cyan"),
-                         f" ({model.architecture}, {model.layers} layers × {model.heads} heads, head dim "
-                         f"{model.head_dim}) · {report.device} · {report.dtype}")
+    return Text.assemble(
+        (command, "bold"),
+        " · ",
+        (model.name, "cyan"),
+        f" ({model.architecture}, {model.layers} layers × {model.heads} heads, head dim "
+        f"{model.head_dim}) · {report.device} · {report.dtype}",
+    )
 
 
 def legend(row: np.ndarray, what: str = "attention") -> Text:
     low, high = (float(np.nanmin(row)), float(np.nanmax(row))) if row.size else (0.0, 0.0)
-    return Text(f"darkest = the least {what} on a patch ({low:.3g}) … brightest = the most ({high:.3g}); "
-                f"the patches hold {float(np.nansum(row)):.3f} of it, the model's own tokens the rest", style="dim")
+    return Text(
+        f"darkest = the least {what} on a patch ({low:.3g}) … brightest = the most ({high:.3g}); "
+        f"the patches hold {float(np.nansum(row)):.3f} of it, the model's own tokens the rest",
+        style="dim",
+    )
 
 
 def small_pictures(grid: PatchGrid, heads, query) -> RenderableType:
     """Every head as a small picture (as wide as the grid has columns, or twice), titled L·H, in a table
     as many across as fit."""
-    return SmallPictures(grid, [(f"L{layer} H{head.head}", query_row(grid, head.weights, query)[0])
-                                for layer, head in heads], query)
+    return SmallPictures(
+        grid, [(f"L{layer} H{head.head}", query_row(grid, head.weights, query)[0]) for layer, head in heads], query
+    )
 
 
 class SmallPictures:
@@ -225,8 +258,12 @@ class SmallPictures:
         across = max(1, (options.max_width + 1) // (width + 1))
         table = Table.grid(padding=(0, 1))
         for start in range(0, len(self.pictures), across):
-            table.add_row(*[Picture(self.grid, weights, width, title, with_image=False, query=self.query)
-                            for title, weights in self.pictures[start:start + across]])
+            table.add_row(
+                *[
+                    Picture(self.grid, weights, width, title, with_image=False, query=self.query)
+                    for title, weights in self.pictures[start : start + across]
+                ]
+            )
         yield table
 
 
@@ -235,6 +272,11 @@ def render_image_rollout(report) -> RenderableType:
     grid = report.image
     row, name = query_row(grid, report.matrix, None)
     layers = f"layers {report.layers[0]}-{report.layers[-1]}" if len(report.layers) > 1 else f"layer {report.layers[0]}"
-    return Group(header_line(report, "rollout"), image_lines(grid), Text(""),
-                 Text(f"rollout from {name} over {layers} ({report.head_fusion} of the heads)", style="bold"),
-                 Picture(grid, row), legend(row, "rollout"))
+    return Group(
+        header_line(report, "rollout"),
+        image_lines(grid),
+        Text(""),
+        Text(f"rollout from {name} over {layers} ({report.head_fusion} of the heads)", style="bold"),
+        Picture(grid, row),
+        legend(row, "rollout"),
+    )

@@ -18,8 +18,14 @@ VECTOR_CELL = 7  # '-12.34'
 class VectorTable:
     """Per-token vectors (q, k or v) of the tokens in span, as many dimensions as fit the width."""
 
-    def __init__(self, rows: np.ndarray | None, tokens: list[str], title: str, span: tuple[int, int],
-                 more: str = "--json has all"):
+    def __init__(
+        self,
+        rows: np.ndarray | None,
+        tokens: list[str],
+        title: str,
+        span: tuple[int, int],
+        more: str = "--json has all",
+    ):
         self.rows, self.tokens, self.title, self.span, self.more = rows, tokens, title, span, more
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
@@ -68,8 +74,10 @@ class Fit:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         need = self.need(console, options)
         if need > options.max_width:
-            yield Text(f"{self.what}: needs {need} columns, the terminal has {options.max_width}; {self.advice}",
-                       style="yellow")
+            yield Text(
+                f"{self.what}: needs {need} columns, the terminal has {options.max_width}; {self.advice}",
+                style="yellow",
+            )
         else:
             yield self.renderable
 
@@ -112,8 +120,11 @@ class FitScreen:
         self.parts, self.flexible = parts, flexible
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        rendered = {index: console.render_lines(part, options, pad=False)
-                    for index, part in enumerate(self.parts) if part is not self.flexible}
+        rendered = {
+            index: console.render_lines(part, options, pad=False)
+            for index, part in enumerate(self.parts)
+            if part is not self.flexible
+        }
         screen = options.max_height
         others = sum(len(lines) for lines in rendered.values())
         fits_beside = self.flexible.min_lines(console, options.max_width) + others <= screen

@@ -16,8 +16,9 @@ from attn_cli.backends.catalog import Catalog, CatalogEntry, Source
 
 def render_models(catalog: Catalog) -> RenderableType:
     """The table, then where the Hugging Face cache is (and how to fill it when it is empty)."""
-    return Group(Text("Models attn can run without a download", style="bold"), ModelsTable(catalog),
-                 cache_line(catalog))
+    return Group(
+        Text("Models attn can run without a download", style="bold"), ModelsTable(catalog), cache_line(catalog)
+    )
 
 
 DESCRIPTION_MIN = 24  # narrower than this, each model's description goes on its own line
@@ -49,8 +50,21 @@ class ModelsTable:
         for entry in self.catalog.models:
             name, source, architecture, layers, heads, kv, dim, where_ = model_cells(entry, self.catalog.cache_dir)
             name.stylize("bold")
-            yield Text.assemble(name, " · ", source, " · ", architecture, " · ", layers, " layers × ", heads,
-                                " heads (kv ", kv, "), head dim ", dim)
+            yield Text.assemble(
+                name,
+                " · ",
+                source,
+                " · ",
+                architecture,
+                " · ",
+                layers,
+                " layers × ",
+                heads,
+                " heads (kv ",
+                kv,
+                "), head dim ",
+                dim,
+            )
             yield Padding(where_, (0, 0, 0, 2))
 
 

@@ -23,9 +23,11 @@ FRAME_HEIGHT = 640  # px, before the page is measured (and for good where script
 TABLE_ROWS = 50  # rows of a list shown in the fallback table; the rest are counted
 # The frame's onload: fit its height to the page's, now and whenever the page's size changes. srcdoc frames
 # share the notebook's origin, so the notebook may read the page's height (the page cannot reach out).
-FIT = ("var f=this,d=f.contentDocument;if(!d)return;"
-       "var fit=function(){f.style.height=Math.ceil(d.documentElement.getBoundingClientRect().height)+'px'};"
-       "fit();if(window.ResizeObserver)new ResizeObserver(fit).observe(d.documentElement)")
+FIT = (
+    "var f=this,d=f.contentDocument;if(!d)return;"
+    "var fit=function(){f.style.height=Math.ceil(d.documentElement.getBoundingClientRect().height)+'px'};"
+    "fit();if(window.ResizeObserver)new ResizeObserver(fit).observe(d.documentElement)"
+)
 
 
 def notebook_html(report) -> str:
@@ -46,16 +48,20 @@ def notebook_html(report) -> str:
 
 def frame(page: str) -> str:
     """A whole HTML page as one notebook output: an iframe whose srcdoc is the page, attribute-escaped."""
-    return (f'<iframe class="attn-page" srcdoc="{escape(page, quote=True)}" onload="{escape(FIT, quote=True)}" '
-            f'style="width:100%;height:{FRAME_HEIGHT}px;border:0" title="attn"></iframe>')
+    return (
+        f'<iframe class="attn-page" srcdoc="{escape(page, quote=True)}" onload="{escape(FIT, quote=True)}" '
+        f'style="width:100%;height:{FRAME_HEIGHT}px;border:0" title="attn"></iframe>'
+    )
 
 
 def document_tables(document: dict) -> str:
     """A JSON document as HTML: its plain fields as one table, each list of records as a table of its own."""
     command = document.get("command", "report")
     fields = {key: value for key, value in document.items() if not _is_records(value)}
-    parts = [f"<p><b>attn {escape(str(command))}</b></p>", _table(["field", "value"],
-                                                                   [[key, value] for key, value in fields.items()])]
+    parts = [
+        f"<p><b>attn {escape(str(command))}</b></p>",
+        _table(["field", "value"], [[key, value] for key, value in fields.items()]),
+    ]
     for key, value in document.items():
         if _is_records(value):
             columns = list(dict.fromkeys(name for record in value for name in record))

@@ -26,8 +26,10 @@ def check_drawable(option: str) -> None:
     except ImportError:
         raise BadInput(f"{option} needs cairosvg to draw PNG and PDF figures", f"{EXTRA}, or save .svg") from None
     except OSError as error:  # cairocffi imports, but finds no libcairo on the system
-        raise BadInput(f"{option} needs the cairo library to draw PNG and PDF figures ({error})",
-                       "install cairo (Debian: apt install libcairo2), or save .svg") from None
+        raise BadInput(
+            f"{option} needs the cairo library to draw PNG and PDF figures ({error})",
+            "install cairo (Debian: apt install libcairo2), or save .svg",
+        ) from None
 
 
 def draw(svg: str, suffix: str, dpi: float) -> tuple[bytes, list[str]]:
@@ -40,8 +42,10 @@ def draw(svg: str, suffix: str, dpi: float) -> tuple[bytes, list[str]]:
         size = SIZE.search(svg)
         side = max(float(size.group(1)), float(size.group(2))) * dpi / CSS_DPI if size else 0
         if side > MAX_PIXELS:
-            raise AttnError(f"the figure would be {side:,.0f} pixels across at {dpi:g} dpi, past cairo's "
-                            f"{MAX_PIXELS:,}", "lower --dpi, pick fewer heads, or save .pdf or .svg (vector)")
+            raise AttnError(
+                f"the figure would be {side:,.0f} pixels across at {dpi:g} dpi, past cairo's {MAX_PIXELS:,}",
+                "lower --dpi, pick fewer heads, or save .pdf or .svg (vector)",
+            )
         return cairosvg.svg2png(bytestring=data, scale=dpi / CSS_DPI), missing
     return cairosvg.svg2pdf(bytestring=data), missing
 
@@ -49,5 +53,7 @@ def draw(svg: str, suffix: str, dpi: float) -> tuple[bytes, list[str]]:
 def missing_glyphs_note(path, missing: list[str]) -> str:
     """The one warning line for characters no font has: they are drawn as empty boxes."""
     shown = " ".join(missing[:12]) + (f" and {len(missing) - 12} more" if len(missing) > 12 else "")
-    return (f"warning: no installed font has {shown}: {path} draws them as empty boxes; install a font that does "
-            "(for Chinese, Japanese and Korean, e.g. Debian's fonts-noto-cjk or fonts-wqy-zenhei)")
+    return (
+        f"warning: no installed font has {shown}: {path} draws them as empty boxes; install a font that does "
+        "(for Chinese, Japanese and Korean, e.g. Debian's fonts-noto-cjk or fonts-wqy-zenhei)"
+    )

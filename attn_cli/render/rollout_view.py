@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
+
 from attn_cli.render.heatmap import Heatmap
 from attn_cli.render.scale import Scale
 from attn_cli.render.terminal import header, keys_text, row_label, titled
@@ -22,6 +23,8 @@ def render_rollout(report, per_head: bool = False) -> RenderableType:
         sources.add_row(row_label(index, tokens[index]), keys_text(row))
     # rows sum to 1, like weights: the same fixed scale
     scale = Scale.weights(report.matrix, per_head)
-    return Group(header(report, "attn rollout"),
-                 Heatmap(report.matrix, tokens, title, scale, hint="widen", unit="matrix"),
-                 titled("where each output token comes from", sources))
+    return Group(
+        header(report, "attn rollout"),
+        Heatmap(report.matrix, tokens, title, scale, hint="widen", unit="matrix"),
+        titled("where each output token comes from", sources),
+    )

@@ -33,7 +33,7 @@ def _interpolate(stops, share: float) -> tuple[int, int, int]:
 
 
 def hex_colour(rgb: tuple[int, int, int]) -> str:
-    return "#%02x%02x%02x" % rgb
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
 
 
 def luminance(rgb: tuple[int, int, int]) -> float:
@@ -52,7 +52,7 @@ class Scale:
     own: bool = False  # weights on one head's own scale (--scale head), not the fixed 0 → 1
 
     @classmethod
-    def weights(cls, matrix=None, per_head: bool = False) -> "Scale":
+    def weights(cls, matrix=None, per_head: bool = False) -> Scale:
         """The fixed 0 → 1 scale; per_head: the matrix's own smallest → largest finite weight (NaN: masked,
         left out). A matrix of one value (a single allowed key) keeps 0 → that value."""
         if not per_head or matrix is None:
@@ -68,7 +68,7 @@ class Scale:
         return cls("weights", high, low, own=True)
 
     @classmethod
-    def scores(cls, *matrices) -> "Scale":
+    def scores(cls, *matrices) -> Scale:
         """A diverging scale centred on 0 reaching the largest |finite value| of the matrices."""
         limit = 0.0
         for matrix in matrices:
@@ -81,7 +81,7 @@ class Scale:
         return cls("scores", limit or 1.0)
 
     @classmethod
-    def magnitude(cls, *matrices) -> "Scale":
+    def magnitude(cls, *matrices) -> Scale:
         """Non-negative values (norms): the weights' colours from 0 up to the largest finite value."""
         return cls("magnitude", cls.scores(*matrices).limit)
 
@@ -193,7 +193,7 @@ class CellFormat:
     bare: bool = False  # scores under 1 in size: no leading zero ('-.21'), '0' where they round to 0
 
     @classmethod
-    def choose(cls, matrix: np.ndarray, scale: Scale, width: int) -> "CellFormat":
+    def choose(cls, matrix: np.ndarray, scale: Scale, width: int) -> CellFormat:
         if scale.kind == "weights":
             return cls(2, True)
         finite = np.asarray(matrix, dtype=np.float64)
@@ -207,7 +207,7 @@ class CellFormat:
             if all(len(fmt.text(value)) <= width for value in extremes):
                 return fmt
         exponent = 1
-        while len(str(int(round(max(abs(finite.min()), abs(finite.max())) / 10 ** exponent)))) + 1 > width:
+        while len(str(int(round(max(abs(finite.min()), abs(finite.max())) / 10**exponent)))) + 1 > width:
             exponent += 1
         return cls(0, False, exponent)
 
@@ -218,7 +218,7 @@ class CellFormat:
             if value < 0.005:
                 return "0"
             return f"{value:.2f}" if value >= 0.995 else f"{value:.2f}".lstrip("0")
-        value = value / 10 ** self.exponent
+        value = value / 10**self.exponent
         text = f"{value:.{self.decimals}f}"
         if self.bare:
             return "0" if float(text) == 0 else text.replace("0.", ".", 1)

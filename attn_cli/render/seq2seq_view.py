@@ -26,9 +26,11 @@ def stack_title(report) -> str:
 
 
 def render_pair(report, panels=None, per_head: bool = False) -> RenderableType:
-    parts: list[RenderableType] = [unit_list(report.tokens, "source tokens"),
-                                   unit_list(report.target_tokens, "target tokens (decoder inputs)"),
-                                   Text("teacher-forced: " + report.teacher_forcing_note, style="dim")]
+    parts: list[RenderableType] = [
+        unit_list(report.tokens, "source tokens"),
+        unit_list(report.target_tokens, "target tokens (decoder inputs)"),
+        Text("teacher-forced: " + report.teacher_forcing_note, style="dim"),
+    ]
     for stack in report.stacks:
         parts += [Rule(stack_title(stack)), render_report(stack, panels, per_head)]
     return Group(*parts)
@@ -42,9 +44,11 @@ def render_pair_generate(report, per_head: bool = False) -> RenderableType:
     from attn_cli.render.scale import Scale
 
     decoder = report.decoder
-    parts: list[RenderableType] = [unit_list(report.tokens, "source tokens"),
-                                   Rule("decoder self-attention · generated-token rows × decoder tokens"),
-                                   render_generate(decoder, per_head)]
+    parts: list[RenderableType] = [
+        unit_list(report.tokens, "source tokens"),
+        Rule("decoder self-attention · generated-token rows × decoder tokens"),
+        render_generate(decoder, per_head),
+    ]
     pairs = [(layer.layer, head) for layer in report.cross for head in layer.heads]
     if pairs:
         layer, head = most_focused(pairs)
@@ -52,9 +56,15 @@ def render_pair_generate(report, per_head: bool = False) -> RenderableType:
 
         # rows numbered as the decoder's tokens are: generated token i is decoder token prompt_tokens + i
         total, sources = len(decoder.tokens), len(report.tokens)
-        parts += [Rule("cross-attention · generated-token rows × source columns"),
-                  Heatmap(head.weights, [token.text for token in decoder.tokens],
-                          f"cross layer {layer} · head {head.head}, the most focused", Scale.weights(head.weights, per_head),
-                          Window((decoder.prompt_tokens, total), (0, sources), total, sources),
-                          keys=[token.text for token in report.tokens])]
+        parts += [
+            Rule("cross-attention · generated-token rows × source columns"),
+            Heatmap(
+                head.weights,
+                [token.text for token in decoder.tokens],
+                f"cross layer {layer} · head {head.head}, the most focused",
+                Scale.weights(head.weights, per_head),
+                Window((decoder.prompt_tokens, total), (0, sources), total, sources),
+                keys=[token.text for token in report.tokens],
+            ),
+        ]
     return Group(*parts)

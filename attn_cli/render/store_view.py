@@ -18,8 +18,12 @@ from attn_cli.render.heads_view import _score as _value  # three characters, as 
 from attn_cli.render.scale import Scale, counted, luminance
 
 SPARKS = "▁▂▃▄▅▆▇█"  # a histogram bin's height, relative to the score's fullest bin
-HIST_NAMES = {"first_token": "first", "last_token": "last", "previous_token": "previous",
-              "duplicate_token": "duplicate"}  # the scores' names beside their histograms
+HIST_NAMES = {
+    "first_token": "first",
+    "last_token": "last",
+    "previous_token": "previous",
+    "duplicate_token": "duplicate",
+}  # the scores' names beside their histograms
 NAME_WIDTH = 16  # " U  punctuation ": the chip and the longest name, a space after it
 MIN_CONTEXT = 24  # characters of context kept on an example's line, however narrow the terminal
 NEXT = "--head L.H: one head's dashboard · --save dashboard.html: every head on a page"
@@ -34,8 +38,9 @@ def store_header(report: StoreReport) -> Text:
     written = f" · {counted(report.parts, 'part')} · written by attn {report.run['attn_version']}"
     line = Text.assemble(("store ", "dim"), (report.path, "bold"), (written, "dim"))
     if not report.complete:
-        line.append(f"\nincomplete: the run stopped after {report.texts:,} texts (--resume completes it)",
-                    style="bold yellow")
+        line.append(
+            f"\nincomplete: the run stopped after {report.texts:,} texts (--resume completes it)", style="bold yellow"
+        )
     return line
 
 
@@ -46,8 +51,9 @@ class StoreView:
         self.report = report
 
     def __rich_console__(self, console, options):
-        yield Group(store_header(self.report), render_heads(self.report, options.max_width),
-                    Text(f"\n{NEXT}", style="dim"))
+        yield Group(
+            store_header(self.report), render_heads(self.report, options.max_width), Text(f"\n{NEXT}", style="dim")
+        )
 
 
 class DashboardView:
@@ -57,8 +63,9 @@ class DashboardView:
         self.dashboard = dashboard
 
     def __rich_console__(self, console, options):
-        yield render_dashboard(self.dashboard, options.max_width, colour=not console.no_color
-                               and console.color_system is not None)
+        yield render_dashboard(
+            self.dashboard, options.max_width, colour=not console.no_color and console.color_system is not None
+        )
 
 
 def render_dashboard(dashboard: HeadDashboard, width: int, colour: bool = True) -> RenderableType:
@@ -67,9 +74,12 @@ def render_dashboard(dashboard: HeadDashboard, width: int, colour: bool = True) 
     examples = dashboard.examples
     name = _score_name(dashboard.score)
     parts: list[RenderableType] = [
-        Text.assemble(("attn heads show", "bold"), f" · {info.name} ({info.architecture}, "
-                      f"{counted(info.layers, 'layer')} × {counted(info.heads, 'head')}) · "
-                      f"{store.texts:,} texts from {store.source}"),
+        Text.assemble(
+            ("attn heads show", "bold"),
+            f" · {info.name} ({info.architecture}, "
+            f"{counted(info.layers, 'layer')} × {counted(info.heads, 'head')}) · "
+            f"{store.texts:,} texts from {store.source}",
+        ),
         store_header(store),
         _head_line(dashboard),
         Text(""),
@@ -77,13 +87,13 @@ def render_dashboard(dashboard: HeadDashboard, width: int, colour: bool = True) 
         *[_histogram_line(dashboard, score) for score in store.scores_named],
         Text(""),
         Text(f"Top texts by {name} (score; the query, its keys and weights →)", style="bold"),
-        *_example_lines(examples.top.get(dashboard.score, [])[:dashboard.top], width, colour, "value"),
+        *_example_lines(examples.top.get(dashboard.score, [])[: dashboard.top], width, colour, "value"),
         Text(""),
         Text(f"A sample from each tenth of {name}, lowest first", style="bold"),
         *_example_lines(_one_per_decile(examples.decile.get(dashboard.score, [])), width, colour, "decile"),
         Text(""),
         Text("Top edges (single weights, the sink key excluded)", style="bold"),
-        *_example_lines(examples.edge[:dashboard.top], width, colour, "value"),
+        *_example_lines(examples.edge[: dashboard.top], width, colour, "value"),
     ]
     if not colour:
         parts.append(Text("\n[query] {key}: the highlighted query token and the keys it attends", style="dim"))
@@ -97,8 +107,9 @@ def _score_name(score: str) -> str:
 def _head_line(dashboard: HeadDashboard) -> Text:
     profile = dashboard.profile
     code, style, _ = KINDS.get(profile.label, ("?", "", ""))
-    line = Text.assemble((f"head {profile.layer}.{profile.head}", "bold"), " · ", (f" {code} ", style),
-                         f" {_score_name(profile.label)}")
+    line = Text.assemble(
+        (f"head {profile.layer}.{profile.head}", "bold"), " · ", (f" {code} ", style), f" {_score_name(profile.label)}"
+    )
     if profile.sink_key is not None:
         sink = profile.sink_key
         line.append(f" · sink key {sink.token} (position {sink.position}, in {sink.texts:,} texts)", style="dim")
@@ -108,7 +119,7 @@ def _head_line(dashboard: HeadDashboard) -> Text:
 def _histogram_line(dashboard: HeadDashboard, score: str) -> Text:
     distribution = dashboard.store.distributions[dashboard.profile.layer, dashboard.profile.head][score]
     code, style, _ = KINDS[score]
-    name = f" {HIST_NAMES.get(score, score)}"[:NAME_WIDTH - 3]
+    name = f" {HIST_NAMES.get(score, score)}"[: NAME_WIDTH - 3]
     line = Text.assemble((f" {code} ", style), name.ljust(NAME_WIDTH - 3))
     line.append("│", style="dim")
     line.append(sparkline(distribution.hist), style="bold" if score == dashboard.score else "")
@@ -129,8 +140,9 @@ def sparkline(hist) -> str:
     fullest = max(hist, default=0)
     if fullest == 0:
         return " " * len(hist)
-    return "".join(" " if count == 0 else SPARKS[min(len(SPARKS) - 1, (count * len(SPARKS) - 1) // fullest)]
-                   for count in hist)
+    return "".join(
+        " " if count == 0 else SPARKS[min(len(SPARKS) - 1, (count * len(SPARKS) - 1) // fullest)] for count in hist
+    )
 
 
 def _one_per_decile(examples: list[Example]) -> list[Example]:
@@ -138,6 +150,7 @@ def _one_per_decile(examples: list[Example]) -> list[Example]:
 
 
 # -- an example on one line ------------------------------------------------------------------------------
+
 
 def _example_lines(examples: list[Example], width: int, colour: bool, lead: str) -> list[Text]:
     if not examples:
@@ -228,8 +241,11 @@ def _pieces(example: Example, colour: bool) -> list[tuple[str, Style | str]]:
             style = QUERY_STYLE
         elif role == "key":
             rgb = scale.rgb(weights[position])
-            style = Style(color="black" if luminance(rgb) > 0.45 else "white", bgcolor=scale.colour(weights[position]),
-                          underline=True)
+            style = Style(
+                color="black" if luminance(rgb) > 0.45 else "white",
+                bgcolor=scale.colour(weights[position]),
+                underline=True,
+            )
         pieces.append((((" " if space else "") + word), style))
     return pieces
 
@@ -237,7 +253,7 @@ def _pieces(example: Example, colour: bool) -> list[tuple[str, Style | str]]:
 def _word(token: str, marked: bool) -> tuple[str, bool]:
     """(the token's text, whether a space goes before it) for WordPiece ('##') and BPE/SentencePiece ('Ġ', '▁')."""
     if token.startswith(SUBWORD) and len(token) > len(SUBWORD):
-        return printable(token[len(SUBWORD):]), False
+        return printable(token[len(SUBWORD) :]), False
     if token[:1] in SPACE_MARKERS:
         return printable(token[1:]) or "␣", True
     return printable(token), not marked  # a BPE token without a marker continues the word before it
@@ -249,4 +265,4 @@ def printable(text: str) -> str:
 
 def short(token: str, limit: int = 8) -> str:
     shown = printable(_word(token, False)[0])
-    return shown if len(shown) <= limit else shown[:limit - 1] + "…"
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"

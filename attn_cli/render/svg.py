@@ -38,7 +38,7 @@ class Heat:
 
 def text_width(text: str, size: float) -> float:
     """A generous estimate of a label's width in px (wide characters count double)."""
-    return sum(2 if ord(ch) > 0x2e80 else 1 for ch in text) * size * 0.62
+    return sum(2 if ord(ch) > 0x2E80 else 1 for ch in text) * size * 0.62
 
 
 class Svg:
@@ -53,14 +53,18 @@ class Svg:
         self.height = max(self.height, bottom)
 
     def text(self, x, y, content, size=12, anchor="start", weight="normal", extra="") -> str:
-        return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
-                f'font-weight="{weight}"{extra}>{escape(content)}</text>')
+        return (
+            f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
+            f'font-weight="{weight}"{extra}>{escape(content)}</text>'
+        )
 
     def document(self, title: str) -> str:
         width, height = math.ceil(self.width + 20), math.ceil(self.height + 20)
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-                f'viewBox="0 0 {width} {height}" font-family="{FONT}">\n<title>{escape(title)}</title>\n'
-                f'<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(self.parts) + "\n</svg>\n")
+        return (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-family="{FONT}">\n<title>{escape(title)}</title>\n'
+            f'<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(self.parts) + "\n</svg>\n"
+        )
 
 
 def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -> tuple[float, float]:
@@ -81,18 +85,20 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
     left = max(text_width(token, size) for token in row_tokens) + 8
     top = max(text_width(token, size) for token in col_tokens) * 0.75 + 10
     # the title on two lines, head then formula, so neighbouring heatmaps' titles never overlap
-    head_part, _, formula = title.partition(" · weights = ") if " · weights = " in title else title.partition(
-        " · scores = ")
+    head_part, _, formula = (
+        title.partition(" · weights = ") if " · weights = " in title else title.partition(" · scores = ")
+    )
     kind = "weights = " if " · weights = " in title else "scores = " if formula else ""
     lines = [head_part] + ([kind + formula] if formula else [])
-    out = [svg.text(x0, y0 + 15 + 17 * index, line, 14 if index == 0 else 12, weight="bold" if index == 0 else "normal")
-           for index, line in enumerate(lines)]
+    out = [
+        svg.text(x0, y0 + 15 + 17 * index, line, 14 if index == 0 else 12, weight="bold" if index == 0 else "normal")
+        for index, line in enumerate(lines)
+    ]
     title_width = max(text_width(line, 14) for line in lines)
     gx, gy = x0 + left, y0 + 26 + 17 * (len(lines) - 1) + top
     for j, token in enumerate(col_tokens):  # key labels, slanted up-right, reading from the column
         cx = gx + (j + 0.5) * cell
-        out.append(svg.text(cx, gy - 5, token, size,
-                            extra=f' transform="rotate(-50 {cx:.1f} {gy - 5:.1f})"'))
+        out.append(svg.text(cx, gy - 5, token, size, extra=f' transform="rotate(-50 {cx:.1f} {gy - 5:.1f})"'))
     for i, token in enumerate(row_tokens):
         out.append(svg.text(gx - 5, gy + (i + 0.5) * cell + size * 0.35, token, size, anchor="end"))
     numbers = cell >= 22
@@ -103,15 +109,27 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
             if not math.isfinite(value):
                 continue
             colour = scale.colour(value)
-            out.append(f'<rect x="{gx + j * cell:.2f}" y="{gy + i * cell:.2f}" width="{cell:.2f}" '
-                       f'height="{cell:.2f}" fill="{colour}"><title>{escape(row_tokens[i])} → '
-                       f'{escape(col_tokens[j])}: {value:.4g}</title></rect>')
+            out.append(
+                f'<rect x="{gx + j * cell:.2f}" y="{gy + i * cell:.2f}" width="{cell:.2f}" '
+                f'height="{cell:.2f}" fill="{colour}"><title>{escape(row_tokens[i])} → '
+                f"{escape(col_tokens[j])}: {value:.4g}</title></rect>"
+            )
             if numbers:
                 ink = "black" if luminance(scale.rgb(value)) > 0.45 else "white"
-                out.append(svg.text(gx + (j + 0.5) * cell, gy + (i + 0.5) * cell + 3.5, fmt.text(value), 9, "middle",
-                                    extra=f' fill="{ink}"'))
-    out.append(f'<rect x="{gx:.2f}" y="{gy:.2f}" width="{cols * cell:.2f}" height="{rows * cell:.2f}" '
-               'fill="none" stroke="#888" stroke-width="0.6"/>')
+                out.append(
+                    svg.text(
+                        gx + (j + 0.5) * cell,
+                        gy + (i + 0.5) * cell + 3.5,
+                        fmt.text(value),
+                        9,
+                        "middle",
+                        extra=f' fill="{ink}"',
+                    )
+                )
+    out.append(
+        f'<rect x="{gx:.2f}" y="{gy:.2f}" width="{cols * cell:.2f}" height="{rows * cell:.2f}" '
+        'fill="none" stroke="#888" stroke-width="0.6"/>'
+    )
     bar_x = gx + cols * cell + 18
     bar_h = max(BAR_MIN, rows * cell)
     out.append(colour_bar(svg, bar_x, gy, bar_h, scale, heat.noun))
@@ -129,29 +147,40 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
 bar_ids = iter(range(1, 1 << 30))
 
 
-def colour_bar(svg: Svg, x: float, y: float, height: float, scale: Scale, noun: str | None = None,
-               labels: tuple[str, str, str] | None = None) -> str:
+def colour_bar(
+    svg: Svg,
+    x: float,
+    y: float,
+    height: float,
+    scale: Scale,
+    noun: str | None = None,
+    labels: tuple[str, str, str] | None = None,
+) -> str:
     """A vertical colour bar, brightest at the top; labels: (top, middle, bottom), else the scale's."""
     gradient = f"bar{next(bar_ids)}"
     stops = scale.stops(11)
-    stop_tags = "".join(f'<stop offset="{index / 10:.2f}" stop-color="{scale.colour(value)}"/>'
-                        for index, value in enumerate(reversed(stops)))
-    out = [f'<defs><linearGradient id="{gradient}" x1="0" y1="0" x2="0" y2="1">{stop_tags}</linearGradient></defs>',
-           f'<rect x="{x:.1f}" y="{y:.1f}" width="12" height="{height:.1f}" fill="url(#{gradient})" '
-           'stroke="#888" stroke-width="0.5"/>']
+    stop_tags = "".join(
+        f'<stop offset="{index / 10:.2f}" stop-color="{scale.colour(value)}"/>'
+        for index, value in enumerate(reversed(stops))
+    )
+    out = [
+        f'<defs><linearGradient id="{gradient}" x1="0" y1="0" x2="0" y2="1">{stop_tags}</linearGradient></defs>',
+        f'<rect x="{x:.1f}" y="{y:.1f}" width="12" height="{height:.1f}" fill="url(#{gradient})" '
+        'stroke="#888" stroke-width="0.5"/>',
+    ]
     ticks = labels or (scale.high_label, scale.middle_label, scale.low_label)
     for index, label in enumerate(ticks):
         ty = y + height * index / 2
         out.append(f'<line x1="{x + 12:.1f}" y1="{ty:.1f}" x2="{x + 16:.1f}" y2="{ty:.1f}" stroke="#444"/>')
         out.append(svg.text(x + 18, ty + 4, label, 10))
     noun = noun or NOUNS[scale.kind]
-    out.append(svg.text(x + 6, y + height + BAR_LABEL, noun, 9, "middle",
-                        extra=' fill="#666"'))
+    out.append(svg.text(x + 6, y + height + BAR_LABEL, noun, 9, "middle", extra=' fill="#666"'))
     return "\n".join(out)
 
 
-def grid_svg(svg: Svg, x0: float, y0: float, layers, scale: Scale, mark=None,
-             per_head: bool = False) -> tuple[float, float]:
+def grid_svg(
+    svg: Svg, x0: float, y0: float, layers, scale: Scale, mark=None, per_head: bool = False
+) -> tuple[float, float]:
     """Every head as a thumbnail: layers down, heads across, labelled; per_head: each head's colours span its
     own smallest → largest weight (the colour bar then says so instead of giving one range)."""
     across = max(len(heads) for _, heads in layers)
@@ -161,12 +190,18 @@ def grid_svg(svg: Svg, x0: float, y0: float, layers, scale: Scale, mark=None,
     cell_w, cell_h = thumb / cols, thumb / cols
     height = cell_h * rows
     which = "each head on its own scale, min → max" if per_head else "same colour scale"
-    out = [svg.text(x0, y0 + 15, f"Every head's weights (query rows ↓, key columns →); {which}", 14,
-                    weight="bold")]
+    out = [svg.text(x0, y0 + 15, f"Every head's weights (query rows ↓, key columns →); {which}", 14, weight="bold")]
     gx, gy = x0 + 30, y0 + 40
     for index in range(across):
-        out.append(svg.text(gx + index * (thumb + 8) + thumb / 2, gy - 6, f"h{layers[0][1][index].head}"
-                            if index < len(layers[0][1]) else "", 11, "middle"))
+        out.append(
+            svg.text(
+                gx + index * (thumb + 8) + thumb / 2,
+                gy - 6,
+                f"h{layers[0][1][index].head}" if index < len(layers[0][1]) else "",
+                11,
+                "middle",
+            )
+        )
     for row, (layer, heads) in enumerate(layers):
         ty = gy + row * (height + 8)
         out.append(svg.text(gx - 6, ty + height / 2 + 4, f"L{layer}", 11, "end"))
@@ -176,18 +211,28 @@ def grid_svg(svg: Svg, x0: float, y0: float, layers, scale: Scale, mark=None,
             if matrix is None:
                 continue
             own = Scale.weights(head.masked(head.weights), per_head=True) if per_head else scale
-            out.append(f'<g><title>layer {layer} head {head.head}</title>'
-                       f'<rect x="{tx:.1f}" y="{ty:.1f}" width="{thumb:.1f}" height="{height:.1f}" '
-                       f'fill="{scale.colour(0)}"/>')
+            out.append(
+                f"<g><title>layer {layer} head {head.head}</title>"
+                f'<rect x="{tx:.1f}" y="{ty:.1f}" width="{thumb:.1f}" height="{height:.1f}" '
+                f'fill="{scale.colour(0)}"/>'
+            )
             for i in range(matrix.shape[0]):
                 for j in range(matrix.shape[1]):
                     value = float(matrix[i, j])
                     if math.isfinite(value) and own.share(value) >= 0.02:
-                        out.append(f'<rect x="{tx + j * cell_w:.2f}" y="{ty + i * cell_h:.2f}" '
-                                   f'width="{cell_w + 0.05:.2f}" height="{cell_h + 0.05:.2f}" '
-                                   f'fill="{own.colour(value)}"/>')
-            stroke = ' stroke="#1a73e8" stroke-width="2"' if mark == (layer, head.head) else ' stroke="#bbb" stroke-width="0.5"'
-            out.append(f'<rect x="{tx:.1f}" y="{ty:.1f}" width="{thumb:.1f}" height="{height:.1f}" fill="none"{stroke}/></g>')
+                        out.append(
+                            f'<rect x="{tx + j * cell_w:.2f}" y="{ty + i * cell_h:.2f}" '
+                            f'width="{cell_w + 0.05:.2f}" height="{cell_h + 0.05:.2f}" '
+                            f'fill="{own.colour(value)}"/>'
+                        )
+            stroke = (
+                ' stroke="#1a73e8" stroke-width="2"'
+                if mark == (layer, head.head)
+                else ' stroke="#bbb" stroke-width="0.5"'
+            )
+            out.append(
+                f'<rect x="{tx:.1f}" y="{ty:.1f}" width="{thumb:.1f}" height="{height:.1f}" fill="none"{stroke}/></g>'
+            )
     bottom = gy + len(layers) * (height + 8)
     right = gx + across * (thumb + 8)
     labels = ("its max", "", "its min") if per_head else None
@@ -208,4 +253,3 @@ def flow(svg: Svg, x0: float, y0: float, items, tokens, limit: float = 1500) -> 
         x += width + 30
         line = max(line, height)
     return y + line + 24
-

@@ -18,16 +18,26 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from attn_cli.analyses.inspect_report import HeadReport, InspectReport
 from attn_cli.render.grid import HeadsGrid
 from attn_cli.render.heatmap import Heatmap, clip, literal, row_label, token_text
 from attn_cli.render.layout import Fit, FitScreen, VectorTable
 from attn_cli.render.scale import Scale, counted, luminance, stat
-from attn_cli.analyses.inspect_report import HeadReport, InspectReport
 
 TOP_ROWS = 64  # query rows listed in the top table of a long text without a --rows window
 
-__all__ = ["Panel", "render_report", "header", "head_title", "literal", "weights_heatmap", "scores_heatmap",
-           "heads_grid", "clip", "row_label"]
+__all__ = [
+    "Panel",
+    "render_report",
+    "header",
+    "head_title",
+    "literal",
+    "weights_heatmap",
+    "scores_heatmap",
+    "heads_grid",
+    "clip",
+    "row_label",
+]
 
 
 class Panel(str, Enum):
@@ -52,8 +62,11 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None, per_h
         mode = "injected into every layer (--propagate)" if report.propagate else "recomputed per layer"
         parts.append(Text(f"variant: {report.variant}, {mode}", style="magenta"))
     if report.pre_rope:
-        parts.append(Text("q and k before rotary position embeddings (--pre-rope): not the scores the model uses",
-                          style="magenta"))
+        parts.append(
+            Text(
+                "q and k before rotary position embeddings (--pre-rope): not the scores the model uses", style="magenta"
+            )
+        )
     if panels is None:
         shown = parts + default_view(report, heads, per_head)
         grid = next((part for part in shown if isinstance(part, HeadsGrid)), None)
@@ -65,8 +78,12 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None, per_h
     if Panel.symmetry in panels:
         parts.append(titled("Symmetry of the score matrix S = q·kᵀ·scale", symmetry_table(heads)))
     if Panel.stats in panels:
-        parts.append(titled("Scores against the √d argument: var(q·k) ≈ d·var(q)·var(k); the 1/√d scale divides "
-                            "it by d", score_stats_table(heads)))
+        parts.append(
+            titled(
+                "Scores against the √d argument: var(q·k) ≈ d·var(q)·var(k); the 1/√d scale divides it by d",
+                score_stats_table(heads),
+            )
+        )
     tokens, keys = axes(report)
     for layer, head in heads:
         title = head_title(layer, head)
@@ -76,8 +93,15 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None, per_h
             parts.append(scores_heatmap(head, tokens, layer, keys=keys))
         for name in ("q", "k", "v"):
             if Panel(name) in panels:
-                parts.append(VectorTable(head.tensors.get(name), tokens, f"{title} · {name.upper()}",
-                                         shown_rows(head, len(tokens)), "--json --include qkv has all"))
+                parts.append(
+                    VectorTable(
+                        head.tensors.get(name),
+                        tokens,
+                        f"{title} · {name.upper()}",
+                        shown_rows(head, len(tokens)),
+                        "--json --include qkv has all",
+                    )
+                )
         if Panel.top in panels:
             parts.append(titled(f"{title} · most-attended keys", top_table(head, tokens)))
     return Group(*parts)
@@ -89,8 +113,9 @@ def axes(report: InspectReport) -> tuple[list[str], list[str] | None]:
     return rows, None if report.keys is None else [unit.text for unit in report.keys]
 
 
-def default_view(report: InspectReport, heads: list[tuple[int, HeadReport]], per_head: bool = False
-                 ) -> list[RenderableType]:
+def default_view(
+    report: InspectReport, heads: list[tuple[int, HeadReport]], per_head: bool = False
+) -> list[RenderableType]:
     """All heads as a grid, then the most focused one in detail: its weights and two lines of statistics."""
     tokens, keys = axes(report)
     parts: list[RenderableType] = []
@@ -98,16 +123,22 @@ def default_view(report: InspectReport, heads: list[tuple[int, HeadReport]], per
     if len(heads) > 1:
         layer, head = most_focused(heads)
         parts.append(heads_grid(report, mark=(layer, head.head), per_head=per_head))
-        parts.append(Text(f"In detail: layer {layer} head {head.head}, the most focused head (lowest mean entropy). "
-                          "Others: --layer L --head H; more: --show "
-                          f"{'top,stats' if report.words is not None else 'top,scores,stats'},overview", style="dim"))
+        parts.append(
+            Text(
+                f"In detail: layer {layer} head {head.head}, the most focused head (lowest mean entropy). "
+                "Others: --layer L --head H; more: --show "
+                f"{'top,stats' if report.words is not None else 'top,scores,stats'},overview",
+                style="dim",
+            )
+        )
     parts.append(measure_heatmap(head, tokens, layer, per_head, keys))
     parts += head_summary(head)
     return parts
 
 
-def measure_heatmap(head: HeadReport, tokens: list[str], layer: int, per_head: bool = False,
-                    keys: list[str] | None = None) -> Heatmap:
+def measure_heatmap(
+    head: HeadReport, tokens: list[str], layer: int, per_head: bool = False, keys: list[str] | None = None
+) -> Heatmap:
     """The head's weights, or with --measure norm its value-weighted norms instead. keys: the column tokens
     where they are not `tokens` (cross-attention)."""
     if head.norms is not None:
@@ -118,8 +149,12 @@ def measure_heatmap(head: HeadReport, tokens: list[str], layer: int, per_head: b
 def heads_grid(report: InspectReport, mark: tuple[int, int] | None = None, per_head: bool = False) -> HeadsGrid:
     layers = [(layer.layer, layer.heads) for layer in report.layers]
     count = sum(len(heads) for _, heads in layers)
-    title = (f"Every head's weights: {len(layers)} layer{'s' if len(layers) != 1 else ''} × "
-             f"{max(len(heads) for _, heads in layers)} heads" if count > 1 else "The head's weights")
+    title = (
+        f"Every head's weights: {len(layers)} layer{'s' if len(layers) != 1 else ''} × "
+        f"{max(len(heads) for _, heads in layers)} heads"
+        if count > 1
+        else "The head's weights"
+    )
     return HeadsGrid(layers, title, mark=mark, per_head=per_head)
 
 
@@ -127,14 +162,28 @@ def head_summary(head: HeadReport) -> list[Text]:
     """Symmetry and the √d argument for one head, in two short lines."""
     sym = head.symmetry
     verdict = Text("symmetric", style="green") if sym.symmetric else Text("not symmetric", style="dim")
-    lines = [Text.assemble(("Symmetry", "bold"), " not defined: ", sym.reason)] if sym.reason else [Text.assemble(("Symmetry", "bold"), f" of S = q·kᵀ·scale: max |S−Sᵀ| {stat(sym.max_abs_diff)}, "
-                           f"‖S−Sᵀ‖/‖S‖ {stat(sym.relative)}: ", verdict)]
+    lines = (
+        [Text.assemble(("Symmetry", "bold"), " not defined: ", sym.reason)]
+        if sym.reason
+        else [
+            Text.assemble(
+                ("Symmetry", "bold"),
+                f" of S = q·kᵀ·scale: max |S−Sᵀ| {stat(sym.max_abs_diff)}, ‖S−Sᵀ‖/‖S‖ {stat(sym.relative)}: ",
+                verdict,
+            )
+        ]
+    )
     stats = head.score_stats
     if stats is not None:
         unscaled = "" if stats.unscaled_variance is None else f"; unscaled {stat(stats.unscaled_variance)}"
-        lines.append(Text.assemble(("Scores", "bold"), f": mean {stat(stats.mean)}, variance {stat(stats.variance)}"
-                                   f"{unscaled}, d·var(q)·var(k) {stat(stats.predicted_unscaled_variance)} "
-                                   f"(d = {stats.head_dim})"))
+        lines.append(
+            Text.assemble(
+                ("Scores", "bold"),
+                f": mean {stat(stats.mean)}, variance {stat(stats.variance)}"
+                f"{unscaled}, d·var(q)·var(k) {stat(stats.predicted_unscaled_variance)} "
+                f"(d = {stats.head_dim})",
+            )
+        )
     return lines
 
 
@@ -143,8 +192,15 @@ def head_title(layer: int, head: HeadReport) -> str:
     return f"layer {layer} · head {head.head} ({kv})"
 
 
-def weights_heatmap(head: HeadReport, tokens: list[str], layer: int, title: str | None = None,
-                    formula: str | None = None, per_head: bool = False, keys: list[str] | None = None) -> Heatmap:
+def weights_heatmap(
+    head: HeadReport,
+    tokens: list[str],
+    layer: int,
+    title: str | None = None,
+    formula: str | None = None,
+    per_head: bool = False,
+    keys: list[str] | None = None,
+) -> Heatmap:
     """The weights heatmap with masked cells blank (their weight is exactly 0; their score is NaN);
     per_head: coloured from its own smallest to its largest weight."""
     title = title or f"{head_title(layer, head)} · weights = {formula or weights_formula(head)}"
@@ -155,12 +211,19 @@ def weights_heatmap(head: HeadReport, tokens: list[str], layer: int, title: str 
 def norms_heatmap(head: HeadReport, tokens: list[str], layer: int) -> Heatmap:
     """--measure norm: the value-weighted norms ‖α·v·W_Oʰ‖, 0 up to their largest, masked cells blank."""
     values = head.masked(head.norms)
-    return Heatmap(values, tokens, f"{head_title(layer, head)} · value-weighted norms ‖α·v·W_Oʰ‖",
-                   Scale.magnitude(values), head.window, label="norm")
+    return Heatmap(
+        values,
+        tokens,
+        f"{head_title(layer, head)} · value-weighted norms ‖α·v·W_Oʰ‖",
+        Scale.magnitude(values),
+        head.window,
+        label="norm",
+    )
 
 
-def scores_heatmap(head: HeadReport, tokens: list[str], layer: int, scale: Scale | None = None,
-                   keys: list[str] | None = None) -> Heatmap:
+def scores_heatmap(
+    head: HeadReport, tokens: list[str], layer: int, scale: Scale | None = None, keys: list[str] | None = None
+) -> Heatmap:
     title = f"{head_title(layer, head)} · scores = {scores_formula(head)}"
     return Heatmap(head.scores, tokens, title, scale or Scale.scores(head.scores), head.window, keys=keys)
 
@@ -184,10 +247,15 @@ def header(report, command: str) -> RenderableType:
     parts: list[RenderableType] = [model_line(report, command), unit_list(report.tokens, "tokens")]
     words = getattr(report, "words", None)
     if words is not None:
-        parts += [unit_list(words, "words"),
-                  Text(f"--words: {len(report.tokens)} tokens merged into {len(words)} words; attention to a word = "
-                       "the sum over its pieces, from a word = the mean over them (rows sum to 1). Scores are not "
-                       "merged; symmetry and score statistics are of the token-level scores.", style="dim")]
+        parts += [
+            unit_list(words, "words"),
+            Text(
+                f"--words: {len(report.tokens)} tokens merged into {len(words)} words; attention to a word = "
+                "the sum over its pieces, from a word = the mean over them (rows sum to 1). Scores are not "
+                "merged; symmetry and score statistics are of the token-level scores.",
+                style="dim",
+            ),
+        ]
     if report.truncated_from is not None:
         parts.append(Text(f"truncated from {report.truncated_from} tokens (--truncate)", style="yellow"))
     return Group(*parts)
@@ -198,7 +266,9 @@ def model_line(report, command: str) -> Text:
     model = report.model
     kv = f", {model.kv_heads} kv heads" if model.kv_heads != model.heads else ""
     return Text.assemble(
-        (command, "bold"), " · ", literal(model.name, "cyan"),
+        (command, "bold"),
+        " · ",
+        literal(model.name, "cyan"),
         f" ({model.architecture}, {counted(model.layers, 'layer')} × {counted(model.heads, 'head')}{kv}, "
         f"head dim {model.head_dim}"
         f"{', causal' if model.causal else ''}) · {report.device} · {report.dtype}",
@@ -228,8 +298,9 @@ def overview_grid(report: InspectReport, metric: str) -> RenderableType:
     """Layers × heads, one number per head, coloured so the interesting heads stand out."""
     title, bright = OVERVIEW[metric]
     if metric == "asymmetry" and report.keys is not None:
-        return Text(f"{title}: not defined for cross-attention heads (queries and keys are different tokens)",
-                    style="dim")
+        return Text(
+            f"{title}: not defined for cross-attention heads (queries and keys are different tokens)", style="dim"
+        )
     tokens = len(report.axis)
     if metric == "entropy":
         note = f"0 = one key, {math.log(tokens):.2f} = uniform over {tokens} tokens; {bright}"
@@ -253,8 +324,11 @@ def overview_grid(report: InspectReport, metric: str) -> RenderableType:
             ink = "black" if luminance(rgb) > 0.45 else "white"
             cells.append(Text(f"{value:.2f}", style=Style(color=ink, bgcolor=scale.colour(share))))
         table.add_row(str(layer.layer), *cells)
-    return Group(Text(title, style="bold"), Fit(table, "overview table", "widen the terminal, or pick heads with "
-                                                "--head, or use --show grid"), Text(note, style="dim"))
+    return Group(
+        Text(title, style="bold"),
+        Fit(table, "overview table", "widen the terminal, or pick heads with --head, or use --show grid"),
+        Text(note, style="dim"),
+    )
 
 
 def _head_metric(head: HeadReport, metric: str) -> float:
@@ -273,24 +347,40 @@ def symmetry_table(heads: list[tuple[int, HeadReport]]) -> Table:
         table.add_column(name, justify="right", no_wrap=True)
     for layer, head in heads:
         sym = head.symmetry
-        verdict = (Text("not defined", style="dim") if sym.symmetric is None else
-                   Text("yes", style="green") if sym.symmetric else Text("no", style="dim"))
+        verdict = (
+            Text("not defined", style="dim")
+            if sym.symmetric is None
+            else Text("yes", style="green")
+            if sym.symmetric
+            else Text("no", style="dim")
+        )
         table.add_row(str(layer), str(head.head), stat(sym.max_abs_diff), stat(sym.relative), verdict)
     return table
 
 
 def score_stats_table(heads: list[tuple[int, HeadReport]]) -> Table:
     """Score mean and variance with and without the scale, beside d·var(q)·var(k) (the √d argument)."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, caption="unscaled: the variance without the scale; "
-                  "d·vq·vk: d·var(q)·var(k)", caption_justify="left")
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        caption="unscaled: the variance without the scale; d·vq·vk: d·var(q)·var(k)",
+        caption_justify="left",
+    )
     for name in ("layer", "head", "mean", "variance", "unscaled", "d·vq·vk", "d"):
         table.add_column(name, justify="right", no_wrap=True)
     for layer, head in heads:
         stats = head.score_stats
         if stats is None:
             continue
-        table.add_row(str(layer), str(head.head), stat(stats.mean), stat(stats.variance),
-                      stat(stats.unscaled_variance), stat(stats.predicted_unscaled_variance), str(stats.head_dim))
+        table.add_row(
+            str(layer),
+            str(head.head),
+            stat(stats.mean),
+            stat(stats.variance),
+            stat(stats.unscaled_variance),
+            stat(stats.predicted_unscaled_variance),
+            str(stats.head_dim),
+        )
     return table
 
 
@@ -309,7 +399,9 @@ def shown_rows(head: HeadReport, tokens: int) -> tuple[int, int]:
 def top_table(head: HeadReport, tokens: list[str]) -> Table:
     """Most-attended keys per query row: the window's rows, or the first TOP_ROWS of a long text."""
     start, stop = shown_rows(head, len(tokens))
-    caption = f"rows {start}-{stop - 1} of {len(tokens)}; pick others with --rows" if stop - start < len(tokens) else None
+    caption = (
+        f"rows {start}-{stop - 1} of {len(tokens)}; pick others with --rows" if stop - start < len(tokens) else None
+    )
     table = Table(box=box.SIMPLE_HEAD, caption=caption, caption_justify="left", pad_edge=False)
     table.add_column("query", no_wrap=True)
     table.add_column("attends to (weight)")
@@ -318,8 +410,12 @@ def top_table(head: HeadReport, tokens: list[str]) -> Table:
     for index in range(start, stop):
         # Keys under 1% weight are noise on screen (the JSON keeps all k).
         row = [key for rank, key in enumerate(head.top[index]) if rank == 0 or key.weight >= 0.01]
-        table.add_row(row_label(index, tokens[index]), keys_text(row),
-                      f"{head.entropy[index]:.2f}", _number(head.self_weight[index]))
+        table.add_row(
+            row_label(index, tokens[index]),
+            keys_text(row),
+            f"{head.entropy[index]:.2f}",
+            _number(head.self_weight[index]),
+        )
     return table
 
 
@@ -336,5 +432,3 @@ def keys_text(keys, style_of=lambda key: "bold") -> Text:
         text.append_text(token_text(key.token, style_of(key)))
         text.append(f" {key.weight:.2f}", style="dim")
     return text
-
-
