@@ -179,3 +179,31 @@ def test_windows_and_the_cell_limit(minilm):
     left_out = minilm.inspect(TEXT, layers=0, heads=2, cell_limit=10)
     assert left_out.matrices_left_out and left_out.head(0, 2).weights is None
     assert minilm.inspect(TEXT, layers=0, heads=2, cell_limit=10, full=True).head(0, 2).weights is not None
+
+
+def test_a_report_prints_as_one_line_naming_model_text_and_shape(minilm):
+    """print(report) in a script, repr(report) and IPython's text/plain are the one summary line, not the
+    dataclass repr with every matrix (371,267 characters for one sentence); a lazy report is not read by it."""
+    from IPython.core.formatters import DisplayFormatter
+
+    reports = [
+        minilm.inspect("The cat sat on the mat.", layers="0-1"),
+        minilm.inspect("The cat sat on the mat.", lazy=True),
+        minilm.rollout("The cat sat on the mat."),
+        minilm.heads(["The cat sat on the mat."], layers=0),
+        minilm.attribute("The cat sat on the mat."),
+        minilm.compare("The cat sat on the mat.", layers=0),
+        minilm.diff("The cat sat on the mat.", "A dog ran.", layers=0),
+        attn_cli.load("toy", heads=2, d_model=8).steps("I love you"),
+        attn_cli.load("lab").generate("the cat", max_new_tokens=2),
+    ]
+    for report in reports:
+        line = str(report)
+        assert line == repr(report) == DisplayFormatter().format(report, include={"text/plain"})[0]["text/plain"]
+        assert "\n" not in line and len(line) < 200, line
+        assert line.startswith(f"<attn {type(report).__name__}: ") and report.model.name in line, line
+    assert str(reports[0]) == "<attn InspectReport: minilm, 'The cat sat on the mat.', 9 tokens, 2 layers × 12 heads>"
+    assert str(reports[1]) == "<attn InspectReport: minilm, 'The cat sat on the mat.', 9 tokens>"
+    assert len(reports[1].to_json_dict()["layers"]) == 6  # the summary did not consume the lazy layers
+    long = str(minilm.inspect("word " * 100, layers=0))
+    assert len(long) < 200 and "…'" in long

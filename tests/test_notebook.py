@@ -76,7 +76,10 @@ def test_every_report_with_a_page_displays_that_page(minilm, tiny_gpt2_lm_dir):
 def test_a_list_of_reports_is_a_list_of_summary_lines(minilm):
     """model.inspect([a, b]) returns a list; IPython prints it in two lines, not every matrix twice."""
     bundle, _ = DisplayFormatter().format(minilm.inspect(["short", "a longer one"], layers=0))
-    assert bundle == {"text/plain": "[<attn InspectReport: 'short'>, <attn InspectReport: 'a longer one'>]"}
+    assert bundle == {
+        "text/plain": "[<attn InspectReport: minilm, 'short', 3 tokens, 1 layer × 12 heads>,\n "
+        "<attn InspectReport: minilm, 'a longer one', 5 tokens, 1 layer × 12 heads>]"
+    }
 
 
 def test_a_subclass_of_the_heads_report_displays_the_heads_page(minilm):
@@ -184,7 +187,10 @@ def test_the_notebook_runs_and_stores_no_giant_text(executed):
         for output in cell.outputs
         if "text/html" in output.get("data", {})
     ]
-    assert "<attn InspectReport: 'The cat sat on the mat because it was tired.'>" in plain
+    assert (
+        "<attn InspectReport: minilm, 'The cat sat on the mat because it was tired.', 13 tokens, 6 layers × 12 heads>"
+        in plain
+    )
     framed = [fragment for fragment in html_outputs(executed) if fragment.startswith("<iframe")]
     assert len(framed) == 3  # inspect, heads, compare; the DataFrames are pandas' own tables
 

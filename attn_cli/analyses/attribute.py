@@ -26,7 +26,7 @@ import numpy as np
 from attn_cli.analyses.attribute_flow import flow
 from attn_cli.analyses.attribute_gradient import gradient
 from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
-from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 VERSUS = ("attention",)  # what --vs can put beside the method: attention rollout over the same layers
@@ -47,6 +47,9 @@ class AttributionReport(Document):
     attention: np.ndarray | None = None  # (T, T) raw attention rolled out over the same layers (--vs attention)
     truncated_from: int | None = None
     target: dict | None = None  # gradient: what was differentiated (kind, which output, its value)
+
+    def summary_shape(self) -> str:
+        return f"{self.method}, {counted(len(self.tokens), 'token')}, {counted(len(self.layers), 'layer')}"
 
     def to_json_dict(self) -> dict:
         document = {

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from attn_cli.data.capture import ModelInfo
-from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 TOP_PAIRS = 5  # strongest pairs listed per composition mode
@@ -64,6 +64,9 @@ class CircuitsReport(Document):
     copying_note: str | None  # why the copying score is not defined, or None
     position_note: str  # how the positional split is made, or why it is not defined
     notes: list[str] = field(default_factory=list)  # GQA, biases, rotary
+
+    def summary_shape(self) -> str:
+        return counted(len(self.heads), "head")
 
     def head(self, layer: int, head: int) -> HeadCircuit:
         """report.head(1, 2).copying"""

@@ -17,7 +17,7 @@ from attn_cli.analyses.inspect_report import (
     run_header,
 )
 from attn_cli.data.capture import ModelInfo, Token
-from attn_cli.data.document import Document
+from attn_cli.data.document import Document, counted
 from attn_cli.data.selection import Analysis, Selection, Window
 from attn_cli.plumbing.errors import BadInput
 
@@ -66,6 +66,9 @@ class CompareReport(Document):
     diffs: dict[str, list[tuple[int, list[HeadDiff]]]]  # variant → [(layer, per-head diffs)]
     summaries: dict[str, VariantSummary]
     truncated_from: int | None = None
+
+    def summary_shape(self) -> str:
+        return f"{counted(len(self.tokens), 'token')}, {counted(len(self.runs) - 1, 'variant')}"
 
     def head(self, layer: int, head: int, run: str = "baseline") -> HeadReport:
         """One head of one run: result.head(0, 2, "shared-k")."""

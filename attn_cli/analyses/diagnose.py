@@ -21,7 +21,7 @@ from attn_cli.analyses.batches import Progress, over_batches
 from attn_cli.analyses.heads import LayerScores, score_batch
 from attn_cli.analyses.heads_report import corpus_document
 from attn_cli.data.capture import ModelInfo
-from attn_cli.data.document import Document
+from attn_cli.data.document import Document, counted
 from attn_cli.math.diagnostics import MASSIVE_FLOOR, MASSIVE_RATIO, Entry, first_token_sums, layer_entries, sink_rates
 from attn_cli.math.head_scores import SINK_EPSILON
 from attn_cli.plumbing.errors import BadInput
@@ -96,6 +96,9 @@ class DiagnoseReport(Document):
     thresholds: dict = field(default_factory=dict)  # sink_epsilon, massive_ratio, massive_floor
     interrupted: bool = False
     truncated: int = 0
+
+    def summary_shape(self) -> str:
+        return f"{counted(self.texts, 'text')}, {counted(self.tokens, 'token')}, {counted(len(self.layers), 'layer')}"
 
     @property
     def massive(self) -> int | None:

@@ -18,7 +18,7 @@ import numpy as np
 from attn_cli.analyses.compare import Change
 from attn_cli.analyses.inspect import inspect_texts
 from attn_cli.analyses.inspect_report import HeadReport, InspectReport, num_json
-from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, short
 from attn_cli.data.selection import Analysis, Selection
 from attn_cli.plumbing.errors import BadInput
 
@@ -42,6 +42,12 @@ class DiffReport(Document):
     a: InspectReport
     b: InspectReport
     heads: list[HeadChange]  # most changed first
+
+    def summary_parts(self) -> list[str | None]:
+        heads = counted(len(self.heads), "head")
+        if self.mode == "models":
+            return [f"{self.a.model.name} against {self.b.model.name}", short(self.a.text), heads]
+        return [self.a.model.name, f"{short(self.a.text)} against {short(self.b.text)}", heads]
 
     @property
     def model(self):

@@ -16,7 +16,7 @@ from attn_cli.analyses.inspect import check_texts
 from attn_cli.analyses.inspect_report import TopKey, find_head, matrix_json, num_json
 from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Token
-from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted
 from attn_cli.data.selection import Selection
 from attn_cli.plumbing.errors import BadInput
 
@@ -48,6 +48,9 @@ class GenerateReport(Document):
     stop: str  # "eos" or "max_new_tokens"
     sample: bool
     truncated_from: None = None  # a prompt is never cut (the header every view shares reads it)
+
+    def summary_shape(self) -> str:
+        return f"{counted(self.prompt_tokens, 'prompt token')} + {len(self.tokens) - self.prompt_tokens} generated"
 
     def head(self, layer: int, head: int) -> GeneratedHead:
         return find_head(self.layers, layer, head)

@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from attn_cli.data.capture import ModelInfo
-from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted
 from attn_cli.math.score_names import BROAD_THRESHOLD, LABEL_THRESHOLD, SCORES, SINK_EPSILON
 from attn_cli.plumbing.errors import BadInput
 
@@ -57,6 +57,9 @@ class HeadsReport(Document):
     thresholds: dict = field(
         default_factory=lambda: {"label": LABEL_THRESHOLD, "broad": BROAD_THRESHOLD, "sink_epsilon": SINK_EPSILON}
     )
+
+    def summary_shape(self) -> str:
+        return f"{counted(self.texts, 'text')}, {counted(self.tokens, 'token')}, {counted(len(self.heads), 'head')}"
 
     def head(self, layer: int, head: int, stack: str | None = None) -> HeadProfile:
         """report.head(0, 2).scores["previous_token"]; an encoder–decoder model's: report.head(0, 2, "cross")."""

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from attn_cli.data.capture import ModelInfo, Token
-from attn_cli.data.document import SCHEMA_VERSION, Document, dumps
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, dumps
 from attn_cli.data.image import PatchGrid
 from attn_cli.data.selection import Window
 from attn_cli.data.words import Word
@@ -179,6 +179,12 @@ class InspectReport(Document):
     # queries, the target): every matrix is then (T_query, T_key).
     keys: list[Token] | None = None
 
+    def summary_shape(self) -> str:
+        shape = counted(len(self.axis), "word" if self.words is not None else "token")
+        if isinstance(self.layers, list) and self.layers:  # a lazy run's layers are not read for a summary
+            shape += f", {counted(len(self.layers), 'layer')} × {counted(len(self.layers[0].heads), 'head')}"
+        return shape
+
     @property
     def key_axis(self) -> list:
         """What the matrices' columns are: the keys where they are other tokens than the rows, else `axis`."""
@@ -246,6 +252,9 @@ class InspectBatch(Document):
 
     reports: list[InspectReport]
     padding_side: str  # "left" or "right"
+
+    def summary_parts(self) -> list[str | None]:
+        return [self.model.name, f"{counted(len(self.reports), 'text')} padded {self.padding_side}"]
 
     @property
     def model(self) -> ModelInfo:

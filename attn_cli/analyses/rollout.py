@@ -13,7 +13,7 @@ import numpy as np
 
 from attn_cli.analyses.inspect import inspect_texts
 from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
-from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted
 from attn_cli.data.selection import Analysis, Selection
 from attn_cli.plumbing.errors import BadInput
 
@@ -31,6 +31,9 @@ class RolloutReport(Document):
     top: list[list[TopKey]]  # (T, ≤k) the input tokens each output token traces back to most
     truncated_from: int | None = None
     image: object = None  # PatchGrid (data/image.py) when a vision transformer read an image
+
+    def summary_shape(self) -> str:
+        return f"{counted(len(self.tokens), 'token')}, {counted(len(self.layers), 'layer')} rolled out"
 
     def to_json_dict(self) -> dict:
         document = {

@@ -18,7 +18,7 @@ from attn_cli.analyses.inspect_report import (
     run_header,
 )
 from attn_cli.data.capture import Token
-from attn_cli.data.document import Document, dumps
+from attn_cli.data.document import Document, counted, dumps, short
 from attn_cli.data.selection import Analysis, Selection
 from attn_cli.plumbing.errors import BadInput
 
@@ -40,6 +40,12 @@ class PairReport(Document):
     target_tokens: list[Token]  # the decoder's inputs (TEACHER_FORCED)
     stacks: list[InspectReport]
     truncated_from: None = None  # (run_header reads it) a pair is never cut
+
+    def summary_shape(self) -> str:
+        return (
+            f"→ {short(self.target)}, {counted(len(self.tokens), 'source token')} × "
+            f"{counted(len(self.target_tokens), 'target token')}"
+        )
 
     @property
     def model(self):

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from attn_cli.analyses.generate import GeneratedHead, GeneratedLayer, GenerateReport
 from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
 from attn_cli.data.capture import Token
-from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, short
 from attn_cli.data.selection import Selection
 
 
@@ -25,6 +25,9 @@ class PairGenerateReport(Document):
     tokens: list[Token]  # the source's
     decoder: GenerateReport
     cross: list[GeneratedLayer]
+
+    def summary_shape(self) -> str:
+        return f"from {short(self.prompt)}, {counted(len(self.decoder.tokens) - self.decoder.prompt_tokens, 'token')} generated"
 
     @property
     def text(self) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 
 from attn_cli.analyses.inspect import check_texts
 from attn_cli.analyses.inspect_report import matrix_json
-from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted
 from attn_cli.data.selection import parse_selection
 from attn_cli.plumbing.errors import BadInput
 
@@ -39,6 +39,11 @@ class StepsReport(Document):
     device: str = "cpu"
     dtype: str = "float32"
     truncated_from: int | None = None
+
+    def summary_shape(self) -> str:
+        return (
+            f"{counted(len(self.tokens), 'token')}, head {self.layer}.{self.head}, {counted(len(self.stages), 'stage')}"
+        )
 
     def to_json_dict(self) -> dict:
         return {

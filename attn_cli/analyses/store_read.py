@@ -193,6 +193,9 @@ class HeadDashboard(Document):
     score: str  # the score whose top texts and decile samples are shown
     top: int  # top texts and edges shown
 
+    def summary_parts(self) -> list[str | None]:
+        return [self.store.model.name, self.store.path, f"head {self.profile.layer}.{self.profile.head}, {self.score}"]
+
     @property
     def examples(self) -> HeadExamples:
         return self.store.examples(self.profile.layer, self.profile.head)

@@ -22,7 +22,7 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted
 from attn_cli.plumbing.errors import AttnError, ModelNotFound
 
 NO_DIMENSIONS = {"architecture": None, "layers": None, "heads": None, "kv_heads": None, "head_dim": None}
@@ -58,6 +58,9 @@ class CatalogEntry:
 class Catalog(Document):
     models: list[CatalogEntry]  # built-ins in registry order, then the cache by name
     cache_dir: Path  # the Hugging Face cache that was scanned (it may not exist)
+
+    def summary_shape(self) -> str:
+        return counted(len(self.models), "model")
 
     def to_json_dict(self) -> dict:
         return {

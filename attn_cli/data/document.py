@@ -47,17 +47,47 @@ class Document:
         return None if html_display is None else html_display(self)
 
     def summary(self) -> str:
-        """One line: the report's kind and what it was run on."""
+        """One line: the report's kind, its model, what it was run on and its shape, e.g.
+        `<attn InspectReport: minilm, 'The cat sat.', 6 tokens, 6 layers × 12 heads>`."""
+        return f"<attn {type(self).__name__}: {', '.join(part for part in self.summary_parts() if part)}>"
+
+    def summary_parts(self) -> list[str | None]:
+        """The summary's parts: the model's name, the text, the shape (None or "": left out)."""
         text = getattr(self, "text", None)
-        return f"<attn {type(self).__name__}" + (f": {text!r}>" if isinstance(text, str) else ">")
+        return [
+            getattr(getattr(self, "model", None), "name", None),
+            short(text) if isinstance(text, str) else None,
+            self.summary_shape(),
+        ]
+
+    def summary_shape(self) -> str:
+        """How much the report holds, in a few words (each report says what counts)."""
+        return ""
 
     def __init_subclass__(cls, **kwargs):
-        """Every report prints as its summary line in IPython (a notebook's text/plain, a list of reports), not
-        as its dataclass repr, which writes out every matrix (hundreds of kB in the .ipynb for one sentence).
-        IPython reads _repr_pretty_ from a class's own __dict__ before its __repr__, so each class gets one;
-        repr() itself stays the dataclass's."""
+        """Every report prints as its summary line: print(report), repr(report), a list of reports, and IPython's
+        text/plain (what a notebook stores) — not as its dataclass repr, which writes out every matrix (hundreds of
+        kB for one sentence). Set here, in the class's own __dict__, @dataclass leaves __repr__ alone (it only adds
+        one a class does not define), and IPython reads _repr_pretty_ from a class's own __dict__ first."""
         super().__init_subclass__(**kwargs)
+        cls.__repr__ = cls.__str__ = _summary
         cls._repr_pretty_ = _pretty
+
+
+def _summary(report: Document) -> str:
+    return report.summary()
+
+
+SUMMARY_TEXT = 60  # characters of a report's text in its summary line
+
+
+def short(text: str) -> str:
+    """repr() of the text on one line: at most SUMMARY_TEXT characters of it, then an ellipsis."""
+    return repr(text if len(text) <= SUMMARY_TEXT else text[: SUMMARY_TEXT - 1] + "…")
+
+
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _pretty(report: Document, printer, cycle: bool) -> None:
