@@ -708,3 +708,41 @@ def test_an_ascii_stdout_is_one_line(tmp_path):
     process_error(run_attn("inspect 我是 --model toy --json", tmp_path, PYTHONIOENCODING="ascii"), 1, "encoding ascii")
     completed = run_attn("inspect 我是 --model toy -o out.json", tmp_path, PYTHONIOENCODING="ascii")
     assert completed.returncode == 0, completed.stderr
+
+
+# --- issue 35: number options -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("heads", "hello", "--engine", "ray", "--gpus-per-worker", "nan"),
+        ("heads", "hello", "--engine", "ray", "--gpus-per-worker", "inf"),
+        ("diagnose", "hello", "--epsilon", "nan"),
+        ("diagnose", "hello", "--ratio", "-1"),
+        ("diagnose", "hello", "--floor", "-inf"),
+        ("generate", "hello", "--temperature", "nan"),
+    ],
+)
+def test_every_float_option_refuses_nan_inf_and_negatives(args, monkeypatch, capsys):
+    """The check sits on every float option (cli Command), so it runs while parsing, before any model;
+    through the real edge, which gives a usage error its one line."""
+    from attn_cli.cli.edge import run_at_the_edge
+
+    no_model_load(monkeypatch)
+    monkeypatch.setattr("sys.argv", ["attn", *args, "--model", "toy"])
+    monkeypatch.setattr("attn_cli.launch.prepare_process", lambda: None)
+    with pytest.raises(SystemExit) as exit_:
+        run_at_the_edge(app)
+    assert exit_.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert f"'{args[-2]}'" in lines[0] and "not a finite number of 0 or more" in lines[0], lines[0]
+
+
+def test_the_api_refuses_a_nan_gpus_per_worker():
+    from attn_cli.analyses.ray_engine import check_engine
+    from attn_cli.plumbing.errors import BadInput
+
+    with pytest.raises(BadInput, match="finite"):
+        check_engine("ray", None, None, float("nan"))

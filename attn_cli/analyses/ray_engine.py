@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from attn_cli.analyses import fold as folding
+from attn_cli.data.arguments import number
 from attn_cli.math import partials
 from attn_cli.plumbing import interrupts
 from attn_cli.plumbing.errors import AttnError, BadInput
@@ -52,6 +53,7 @@ def require_ray():
 
 def check_engine(engine: str, address: str | None, workers: int | None, gpus_per_worker: float) -> bool:
     """Whether the run is on Ray; the engine's own options checked (before a model loads)."""
+    gpus_per_worker = number(gpus_per_worker, "--gpus-per-worker")  # NaN would pass `< 0` and reach int()
     if engine not in ("local", "ray"):
         raise BadInput(f"engine: unknown engine {engine!r}", "engines: local, ray")
     if engine == "local":

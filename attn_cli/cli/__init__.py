@@ -60,6 +60,8 @@ class Command(_FlagsWithoutType, TyperCommand):
                 param.display_type_rich = lambda ctx: None  # the name column already says TEXT
             elif param.metavar is None and not param.is_flag:
                 param.metavar = value_word(param)
+            if param.type_descriptor.annotation is float:
+                param.callback = _finite(param.callback)
 
     def collect_usage_pieces(self, ctx):
         """[OPTIONS] TEXT... (required), [TEXT]... (optional): not Typer's {TEXT}... and [[TEXT]...]...."""
@@ -70,6 +72,19 @@ class Command(_FlagsWithoutType, TyperCommand):
                 word = word if param.required else f"[{word}]"
                 pieces.append(word + ("..." if param.nargs != 1 and " " not in word else ""))
         return pieces
+
+
+def _finite(callback):
+    """Every float option's check, wrapped around its own callback: a count, a rate or a threshold, so a
+    finite number of 0 or more (the parser itself takes nan, inf and -1)."""
+    import math
+
+    def check(ctx, param, value):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise typer.BadParameter(f"{value:g} is not a finite number of 0 or more", ctx=ctx, param=param)
+        return value if callback is None else callback(ctx, param, value)
+
+    return check
 
 
 def value_word(option) -> str:
