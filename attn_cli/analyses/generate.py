@@ -141,7 +141,8 @@ def generate_from(
     if not hasattr(backend, "capture_generation") or not info.causal:
         raise BadInput(
             f"{info.name} is not a causal language model, so it does not generate",
-            "use a decoder (GPT-2, Llama, Qwen, Mistral …) saved with its language-model head",
+            'try the decoder that ships with attn, --model lab (load("lab")), or a decoder (GPT-2, Llama, Qwen, '
+            "Mistral …) saved with its language-model head",
         )
     whole(max_new_tokens, "--max-new-tokens", minimum=1)
     if seed is not None:
