@@ -141,6 +141,20 @@ def test_an_encoder_decoder_model_needs_a_target_and_other_commands_refuse_it(ma
         model.inspect(SOURCE, target=TARGET, stacks="middle")
 
 
+def test_an_empty_target_is_named_as_the_target(marian_dir):
+    """attn inspect SRC --target "" said "the text is empty" (the TEXT argument's words): it names --target."""
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+
+    for command in ("inspect", "heads"):
+        for empty in ("", "   "):
+            result = CliRunner().invoke(app, [command, SOURCE, "--target", empty, "--model", str(marian_dir)])
+            assert result.exit_code == 2, (command, result.output)
+            assert result.stderr.startswith("error: --target is empty"), result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1
+
+
 @pytest.fixture(scope="module")
 def cross_report(marian):
     return marian.inspect(SOURCE, target=TARGET, stacks="cross", layers=1, heads=0)

@@ -19,9 +19,10 @@ from attn_cli.plumbing.errors import AttnError, BadInput
 FILE_LINES = 1_000_000  # the "screen height" of a file or pipe: no limit
 
 
-def read_text(text: str) -> str:
-    """The argument itself, or stdin for '-'. Blank text, or text that is not valid UTF-8, is a usage error."""
-    return textio.read_text(text)
+def read_text(text: str, name: str = "the text") -> str:
+    """The argument itself, or stdin for '-'. Blank text, or text that is not valid UTF-8, is a usage error
+    naming `name` (the option it came from, where it is not the TEXT argument)."""
+    return textio.read_text(text, name)
 
 
 def parse_panels(show: list[str] | None):

@@ -184,7 +184,7 @@ def heads_command(
                 raise BadInput(
                     "--target goes with one source TEXT", "attn heads SOURCE --target TARGET --model SEQ2SEQ"
                 )
-            texts, target = texts[0], read_text(target)
+            texts, target = texts[0], read_text(target, "--target")
         from attn_cli.analyses.ray_engine import check_engine, is_url
 
         on_ray = check_engine(engine.value, address, workers, gpus_per_worker)  # no Ray: how to install it

@@ -188,7 +188,7 @@ def inspect_command(
                     rows=rows,
                     cols=cols,
                     full=full,
-                    target=None if target is None else read_text(target),
+                    target=None if target is None else read_text(target, "--target"),
                     stacks=stack,
                     variant=variant,
                     propagate=propagate,

@@ -19,9 +19,10 @@ from attn_cli.plumbing.errors import BadInput
 _HINT = "pass UTF-8 text (iconv -t UTF-8 converts other encodings)"
 
 
-def read_text(text: str) -> str:
-    """The argument itself, or stdin for '-'. Text that is not valid Unicode, or blank, is a usage error."""
-    return check_text(read_stdin() if text == "-" else text, "the text")
+def read_text(text: str, name: str = "the text") -> str:
+    """The argument itself, or stdin for '-'. Text that is not valid Unicode, or blank, is a usage error that
+    names the text (`--target is empty`, not `the text is empty`, for an encoder–decoder model's target)."""
+    return check_text(read_stdin() if text == "-" else text, name)
 
 
 def check_text(text, source: str) -> str:
