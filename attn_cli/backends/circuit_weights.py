@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import torch
 
 from attn_cli.backends.capture_hook import output_projection
-from attn_cli.plumbing.errors import UnsupportedModel
+from attn_cli.backends.validate import check_finite_tensor
+from attn_cli.plumbing.errors import AttnError, UnsupportedModel
 
 # The query, key and value projections by name (nn.Linear each): Llama/Mistral/Qwen/OPT/BART, BERT, DistilBERT.
 _SEPARATE = (("q_proj", "k_proj", "v_proj"), ("query", "key", "value"), ("q_lin", "k_lin", "v_lin"))
@@ -68,6 +69,7 @@ def hf_circuit_weights(model, lm, info) -> CircuitWeights:
     w_e = _cpu(model.get_input_embeddings().weight)
     w_pos, positions = _positions(model, info)
     w_u, unembedding = _unembedding(model, lm, final, w_e, info)
+    _check_finite(stacked, reading, final, {"the token embedding": w_e, "W_pos": w_pos, "W_U": w_u})
     return CircuitWeights(
         *stacked,
         reading_norms=reading,
@@ -81,6 +83,22 @@ def hf_circuit_weights(model, lm, info) -> CircuitWeights:
         biases=biases,
         qk_norms=any(hasattr(module, "q_norm") or hasattr(module, "k_norm") for module in attentions),
     )
+
+
+def _check_finite(stacked: list, reading: list, final, others: dict) -> None:
+    """The check the captures get (validate.check_finite_tensor) on the weights the circuits are made of: NaN or
+    Inf there would reach an SVD as a LinAlgError, or numbers that mean nothing. stacked: w_q, w_k, w_v, w_o."""
+    for layer in range(len(stacked[0])):
+        for name, tensor in zip(("W_Q", "W_K", "W_V", "W_O"), stacked):
+            check_finite_tensor(layer, name, tensor[layer])
+        if reading[layer] is not None:
+            check_finite_tensor(layer, "its norm's scale", reading[layer].scale)
+    for name, tensor in {**others, "the final norm's scale": None if final is None else final.scale}.items():
+        if tensor is not None and not bool(torch.isfinite(tensor).all()):
+            raise AttnError(
+                f"{name} holds NaN or infinite values",
+                "the weights hold non-finite numbers or the dtype overflowed; try --dtype float32",
+            )
 
 
 def _cpu(tensor: torch.Tensor) -> torch.Tensor:
