@@ -128,6 +128,33 @@ def test_a_file_that_is_not_an_image_is_one_line(vision_dirs, tmp_path):
     assert "not an image Pillow can read" in result.stderr
 
 
+def _png_header(path, width: int, height: int):
+    """A PNG whose header claims width × height (its pixel data is a few bytes): what a decompression bomb shows."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0")) + chunk(b"IEND", b"")
+    )
+    return path
+
+
+@pytest.mark.parametrize("side", [20000, 10000])  # over twice Pillow's limit (it raises), over it (it warns)
+@pytest.mark.parametrize("command", ["inspect", "heads"])
+def test_an_image_whose_header_claims_too_many_pixels_is_one_line(tmp_path, side, command):
+    model = build("vit", tmp_path / "vit")
+    bomb = _png_header(tmp_path / "bomb.png", side, side)
+    result = run_cli(command, "--image", str(bomb), "--model", str(model))
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --image"), result.stderr
+    assert f"too large: its header claims {side * side:,} pixels, over the limit of 89,478,485" in lines[0]
+
+
 @pytest.mark.parametrize(
     "config, modality",
     [
