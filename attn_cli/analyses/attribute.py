@@ -140,6 +140,25 @@ METHODS: dict[str, Callable] = {
 }
 
 
+def refuse_unused(method: str, options: dict) -> None:
+    """An option the method does not read (every method takes **_, so it would be dropped without a word, as
+    --target was under alti) is a usage error, like --dpi without a PNG."""
+    import inspect
+
+    taken = {
+        name
+        for name, parameter in inspect.signature(METHODS[method]).parameters.items()
+        if parameter.kind is parameter.KEYWORD_ONLY or parameter.default is not parameter.empty
+    }
+    unused = [name for name in options if name not in taken]
+    if unused:
+        readers = [name for name, function in METHODS.items() if unused[0] in inspect.signature(function).parameters]
+        raise BadInput(
+            f"--{unused[0]} is for --method {' or '.join(readers)}; {method} does not read it",
+            f"drop --{unused[0]}, or add --method {readers[0]}",
+        )
+
+
 def attribute(
     backend,
     text: str,
@@ -160,6 +179,7 @@ def attribute(
         raise BadInput(f"--method {method!r}", f"use {', '.join(METHODS)}")
     if vs is not None and vs not in VERSUS:
         raise BadInput(f"--vs {vs!r}", f"use {', '.join(VERSUS)}")
+    refuse_unused(method, options)
     chosen = consecutive_layers(backend.info, layers, "attribute")
     per_layer, matrix, *measured = METHODS[method](backend, text, chosen, truncate=truncate, **options)
     tokens, truncated_from = backend.tokens(text, truncate)
