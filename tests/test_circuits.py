@@ -189,6 +189,28 @@ def test_a_planted_k_composition_stands_out(tmp_path):
     assert report.score("q", (0, 1), (1, 2)) < 0.5
 
 
+@pytest.mark.parametrize(
+    "where, fragment",
+    [("key", "layer 1: W_K holds NaN or infinite values"), ("embedding", "the token embedding holds NaN")],
+)
+def test_non_finite_weights_are_refused_in_one_line_not_an_svd_error(tmp_path, where, fragment):
+    """The captures' finite check (backends/validate) guards the circuits' weights too: a NaN in W_K (or the
+    embedding) is one line naming it, exit 1, not torch's LinAlgError from linalg.svd."""
+    d = 64
+
+    def plant(model):
+        if where == "key":
+            model.transformer.h[1].attn.c_attn.weight[0, d + 3] = float("nan")  # x·W: columns d:2d are W_K
+        else:
+            model.transformer.wte.weight[5, 0] = float("inf")
+
+    result = runner.invoke(app, ["circuits", "--model", str(planted_gpt2(tmp_path, plant))])
+    assert result.exit_code == 1, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: " + fragment), result.stderr
+    assert "unexpected" not in lines[0]
+
+
 # ---- other architectures
 
 
