@@ -226,6 +226,34 @@ def test_without_ray_engine_ray_is_one_line_before_the_model_loads(corpus, tmp_p
     assert not (tmp_path / "s").exists()
 
 
+def test_an_address_with_nothing_listening_is_one_line_not_a_hang(corpus, tmp_path, monkeypatch):
+    """A TCP connect to host:port before ray.init, which would otherwise retry for minutes printing the GCS
+    client's warnings. No Ray is started: a port just closed on 127.0.0.1 refuses at once."""
+    import socket
+
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'attn-cli[ray]'")
+    import attn_cli.backends.registry as registry
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed on leaving: nothing listens there now
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("reached ray.init or loaded the model")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    monkeypatch.setattr(registry, "load_backend", refuse)
+    address = f"127.0.0.1:{port}"
+    store = tmp_path / "s"
+    result = CliRunner().invoke(
+        app, ["heads", "--file", str(corpus), "--store", str(store), "--engine", "ray", "--address", address]
+    )
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach a Ray cluster at {address}: "), lines
+    assert "start one there" in lines[0] and not store.exists()
+
+
 def test_without_ray_the_api_says_how_to_install_it(tiny, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(BadInput, match=r"pip install 'attn-cli\[ray\]'"):

@@ -39,6 +39,7 @@ CHUNK_BATCHES = 4  # batches a task: the unit a worker runs and progress moves b
 IN_FLIGHT = 2  # chunks queued per worker: one running, one waiting, so a worker never idles on the driver
 RUNNING: list = []  # (actor, pid) of the run in progress: what a test kills
 WAITING: list = []  # at most one Workers waiting for a run: started by prestart(), or kept by the run before
+REACH_TIMEOUT = 5.0  # seconds a cluster's host:port has to accept a TCP connection (check_reachable)
 URL_SCHEMES = ("s3://", "gs://", "gcs://", "abfs://", "az://", "hdfs://", "http://", "https://", "local://")
 
 
@@ -255,6 +256,8 @@ def connect(address: str | None) -> bool:
     ray = require_ray()
     if ray.is_initialized():
         return False
+    if address:
+        check_reachable(address)
     local = {} if address else {"include_dashboard": False}  # Ray refuses node settings for a cluster it joins
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, **local)
@@ -262,6 +265,30 @@ def connect(address: str | None) -> bool:
         where = f"at {address}" if address else "here"
         raise AttnError(f"cannot reach a Ray cluster {where}: {_first_line(error)}") from None
     return address is None
+
+
+def check_reachable(address: str, timeout: float = REACH_TIMEOUT) -> None:
+    """A plain TCP connect to the cluster's host:port before ray.init, which with nothing there retries for
+    minutes, printing the GCS client's warnings. "auto", "local" and an address without a port go to Ray as
+    they are; ray://host:port (Ray Client) is checked like host:port."""
+    import socket
+
+    where = address.removeprefix("ray://")
+    host, colon, port = where.rpartition(":")
+    if not colon or not port.isdigit() or address in ("auto", "local"):
+        return
+    host = host.strip("[]")  # [::1]:6379
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return
+    except TimeoutError:
+        why = f"no answer within {timeout:g} s"
+    except OSError as error:  # refused, no route, an unknown host name
+        why = (error.strerror or str(error)).lower()
+    raise AttnError(
+        f"cannot reach a Ray cluster at {address}: {why}",
+        "start one there (ray start --head) or give the head's host:port with --address",
+    )
 
 
 def _fold(
