@@ -12,6 +12,11 @@ import pytest
 
 # Before huggingface_hub is imported anywhere: the tests never touch the network.
 os.environ["HF_HUB_OFFLINE"] = "1"
+# pytest-xdist starts its workers with COLUMNS=80 and LINES=24 set, which a serial run does not have: a
+# view that fits its grid to LINES would draw for a 24-line screen in a worker and for a pipe otherwise.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
@@ -63,6 +68,25 @@ USER_VARIABLES = (
     "FORCE_COLOR",
     "TTY_COMPATIBLE",
 )
+
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true")
+
+
+def missing_tool(reason: str):
+    """Skip a test whose tool (a browser, tmux, cairo) is not here, naming it; in CI, fail instead.
+
+    .ci/run installs every tool the tests use, so in CI a missing one is a broken install, never a skip.
+    """
+    if IN_CI:
+        pytest.fail(f"{reason}: .ci/run installs it, so in CI its absence is a failure", pytrace=False)
+    pytest.skip(reason)
+
+
+def needs_program(name: str, why: str = "") -> None:
+    """missing_tool() unless the program `name` is on PATH."""
+    if shutil.which(name) is None:
+        missing_tool(f"{name} is not installed" + (f": {why}" if why else ""))
 
 
 def isolate(monkeypatch, columns: int) -> None:
@@ -201,11 +225,11 @@ CHROMIUM = next(
 @pytest.fixture(scope="module")
 def browser():
     if CHROMIUM is None:
-        pytest.skip("no Chromium here (apt-get install chromium; .ci/run does where it can)")
+        missing_tool("no Chromium here (apt-get install chromium)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("the playwright package is not installed (pip install -e '.[test]')")
+        missing_tool("the playwright package is not installed (pip install -e '.[test]')")
     with sync_playwright() as playwright:
         try:
             launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])

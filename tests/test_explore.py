@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from conftest import modules_loaded_by  # noqa: E402
+from conftest import modules_loaded_by, needs_program  # noqa: E402
 
 from attn_cli.api import Model, load  # noqa: E402
 from attn_cli.explore.app import ExploreApp  # noqa: E402
@@ -170,6 +169,7 @@ def test_edit_runs_the_new_sentence_and_empty_text_is_a_message(minilm):
     run(scenario())
 
 
+@pytest.mark.slow
 def test_a_long_session_keeps_only_the_last_sentences(toy):
     """Reports and drawn lines of old sentences are let go (KEEP_TEXTS of them stay); what is shown still works."""
     from attn_cli.explore.session import KEEP_TEXTS
@@ -475,9 +475,9 @@ def test_the_terminal_check_names_each_stream_that_is_not_one():
     )
 
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_in_a_real_terminal(tmp_path):
     """Start `attn explore` in a 120 × 40 tmux pane (on the most focused head), move two heads, quit; exit 0."""
+    needs_program("tmux")
     session = f"attn-explore-test-{os.getpid()}"
     status = tmp_path / "status"
     env = f"env -u COLUMNS -u LINES PYTHONPATH={ROOT} HF_HUB_OFFLINE=1"

@@ -171,6 +171,7 @@ def html_outputs(notebook) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_the_notebook_runs_and_stores_no_giant_text(executed):
     errors = [
         output

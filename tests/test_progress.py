@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import needs_program
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSWER = "0.1767767"  # layer 0 head 0's scale, 1/√32, as the JSON writes it
@@ -52,8 +53,9 @@ def pane_after(command: str, tmp_path: Path, *, timeout: float = 240) -> list[st
         subprocess.run([*tmux, "kill-server"], capture_output=True)
 
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed: the bar needs a real terminal")
+@pytest.mark.slow
 def test_a_pipe_readers_answer_lands_on_its_own_line_under_load(tmp_path):
+    needs_program("tmux", "the bar needs a real terminal")
     # The reader answers as soon as the document is complete, not at end of file: jq, the user's case
     # (a C program, quick enough to print while the bar is still up), else Python reading the line.
     python = shlex.quote(sys.executable)

@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _corpus import sentences  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here starts a local Ray cluster (seconds each)
+
 RUN = dict(batch_size=32, part_texts=512, top=5, samples=2)  # 2,000 lines: parts of 512, the last one short
 SMALL = dict(batch_size=8, part_texts=64, top=3, samples=2)  # 300 lines: 5 parts, the last one short
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import isolate
+from conftest import isolate, needs_program
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,7 +228,7 @@ def run_command(command: str, workdir: Path) -> Ran:
             data, code, errors = result.stdout_bytes, result.exit_code, result.stderr
         else:
             if shutil.which(program[0]) is None and program[0] not in ("python", "python3"):
-                pytest.skip(f"{program[0]} is not installed")
+                needs_program(program[0])
             argv = [sys.executable, *program[1:]] if program[0] in ("python", "python3") else program
             process = subprocess.run(
                 argv, input=data, capture_output=True, cwd=workdir, timeout=300, env={**os.environ, **env}

@@ -271,6 +271,7 @@ def run_until_a_part_then(corpus: Path, directory: Path, signum: int) -> int:
     return process.returncode
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
 def test_a_stopped_process_then_resume_equals_an_uninterrupted_run(minilm, corpus, store, tmp_path, signum):
     directory = tmp_path / "store"
