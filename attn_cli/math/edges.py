@@ -26,7 +26,7 @@ def every_row(weights: torch.Tensor, start: int) -> bool:
 class ColumnMaxima:
     """Per (text, head, key): the largest weight any counted row puts on the key, and the first such row."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.best: torch.Tensor | None = None  # (B, h, T)
         self.row: torch.Tensor | None = None  # (B, h, T) long; None while `whole` stands in for it
         self.whole: torch.Tensor | None = None  # (B, h, T, T) every row's weights, where one block held them
@@ -46,6 +46,7 @@ class ColumnMaxima:
         if self.best is None:
             self.best, self.row = best, row
             return
+        assert self.row is not None  # a first block of some rows came before this one
         better = best > self.best  # strictly: an earlier row keeps a tie
         self.best = torch.where(better, best, self.best)
         self.row = torch.where(better, row, self.row)
@@ -53,6 +54,7 @@ class ColumnMaxima:
     def edge(self, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """sink (B, h) each text's sink key, -1 for none -> (row, key, weight), each (B, h); where there is no
         edge: row and key -1, weight NaN."""
+        assert self.best is not None, "edge() after add()"
         has_sink = (sink >= 0)[..., None]  # (B, h, 1)
         excluded = torch.zeros_like(self.best, dtype=torch.bool)
         excluded.scatter_(-1, sink.clamp_min(0)[..., None], has_sink)
@@ -60,6 +62,7 @@ class ColumnMaxima:
         if self.row is not None:
             row = self.row.gather(-1, key[..., None])[..., 0]
         else:  # the first row whose weight on the key is its maximum (max is exact: equality finds it)
+            assert self.whole is not None  # add() kept every row's weights in place of their rows
             column = self.whole.gather(-1, key[..., None, None].expand(*key.shape, self.whole.shape[-2], 1))
             row = (column[..., 0] == weight[..., None]).to(torch.uint8).argmax(-1)  # argmax: the first of equals
         none = weight <= 0

@@ -302,6 +302,7 @@ class TextSums:
     def _add_retrieval(self, weights: torch.Tensor, flags: TokenFlags, start: int) -> None:
         """Rows whose next token is the needle's copy: a hit where the row's argmax key is the needle
         position holding that token (argmax takes the earliest of equal weights)."""
+        assert flags.target is not None and flags.needle is not None  # called only when a text marks a needle
         rows = weights.shape[-2]
         target = flags.target[:, start : start + rows]  # (B, c)
         key = weights.argmax(-1)  # (B, h, c)

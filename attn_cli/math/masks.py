@@ -46,6 +46,7 @@ class AttentionMask:
         return 0, self.keys
 
     def _dense(self) -> torch.Tensor:
+        assert self.dense is not None  # called only where the rule is a dense mask
         return self.dense if self.dense.dim() == 2 else self.dense[0]
 
     def full(self) -> torch.Tensor:

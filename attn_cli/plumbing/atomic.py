@@ -221,13 +221,15 @@ def check_not_inputs(outputs: dict[str, Path | None], inputs: list[tuple[str, Pa
     outputs: {"-o": Path, …}; inputs: ("--file c.txt", Path), … Only an existing regular file can be both."""
     read: dict[tuple[int, int], str] = {}
     for label, path in inputs:
-        read.setdefault(_identity(path), label)
-    read.pop(None, None)
-    for option, path in outputs.items():
-        label = read.get(_identity(path)) if path is not None else None
-        if label is not None:
+        identity = _identity(path)
+        if identity is not None:
+            read.setdefault(identity, label)
+    for option, output in outputs.items():
+        identity = _identity(output) if output is not None else None
+        reader = read.get(identity) if identity is not None else None
+        if reader is not None:
             raise BadInput(
-                f"{option} {path} is {label}, which this command reads",
+                f"{option} {output} is {reader}, which this command reads",
                 "write to another file: the input would be replaced",
             )
 
