@@ -556,3 +556,41 @@ def test_loads_model_needs_a_loading_parameter():
 
     with pytest.raises(TypeError, match="loading"):
         loads_model(command)
+
+
+def test_a_text_that_loses_tokens_to_the_unknown_token_says_so_on_stderr():
+    """MiniLM reads "我是一个男孩" as 我 [UNK] 一 [UNK] 男 [UNK], and the lab decoder "ran" as <unk>: one line on
+    stderr says how many, which pieces and what reads them; the JSON on stdout is the document it always was."""
+    runner = CliRunner()
+    chinese = runner.invoke(app, ["inspect", "我是一个男孩", "--layer", "0", "--json"])
+    assert chinese.exit_code == 0
+    assert chinese.stderr.splitlines() == [
+        "warning: 3 of 6 tokens of '我是一个男孩' are [UNK]: minilm's vocabulary lacks them (是 个 孩); "
+        "--model toy splits CJK text per character (a multilingual checkpoint reads it with trained weights)"
+    ]
+    import attn_cli
+
+    assert json.loads(chinese.stdout) == attn_cli.load("minilm").inspect("我是一个男孩", layers=0).to_json_dict()
+    lab = runner.invoke(app, ["generate", "the cat ran", "--model", "lab", "-n", "2"])
+    assert lab.exit_code == 0
+    assert lab.stderr.startswith("warning: 1 of 3 tokens of 'the cat ran' is <unk>: lab's vocabulary lacks it (ran); ")
+    assert len(lab.stderr.splitlines()) == 1
+    for words in (["inspect", "The cat sat on the mat."], ["inspect", "我是一个男孩", "--model", "toy"]):
+        quiet = runner.invoke(app, [*words, "--layer", "0", "--json"])
+        assert quiet.exit_code == 0 and quiet.stderr == "", quiet.stderr  # read whole: nothing to say
+    one_in_many = runner.invoke(app, ["inspect", "a 是 " + "word " * 20, "--layer", "0", "--json"])
+    assert one_in_many.stderr == ""  # 1 of 23: below a noticeable share (NOTICEABLE, a tenth)
+
+
+def test_the_pieces_lost_to_the_unknown_token_are_found_between_the_known_ones():
+    from attn_cli.data.capture import Token
+    from attn_cli.data.unknown import lost_pieces, unknown_note
+
+    def tokens(*texts):
+        return [Token(i, text, i, text in ("[CLS]", "[SEP]")) for i, text in enumerate(texts)]
+
+    assert lost_pieces("Café 是 naïve", tokens("[CLS]", "cafe", "[UNK]", "naive", "[SEP]")) == ["是"]
+    assert lost_pieces("我是一个男孩", tokens("我", "[UNK]", "一", "[UNK]", "男", "[UNK]")) == ["是", "个", "孩"]
+    assert lost_pieces("hello 😀 🙂 world", tokens("hello", "[UNK]", "[UNK]", "world")) == ["😀 🙂"]
+    assert lost_pieces("xyz", tokens("abc", "[UNK]")) == []  # not found in order: nothing named, still counted
+    assert unknown_note("xyz", tokens("abc", "[UNK]"), "m").startswith("warning: 1 of 2 tokens of 'xyz' is [UNK]: ")

@@ -79,6 +79,7 @@ def run_and_emit(
     with progress_on_stderr(label, doing="analysing layers") as progress:
         report = run(progress, json_wanted)
         warn_if_truncated(report)
+        warn_if_unknown(report)
         if json_wanted:
             # A lazy report analyses layers (moving the bar) while its JSON is written, so the bar
             # is cleared just before the last chunk: not after, when a reader of stdout that answers
@@ -243,6 +244,38 @@ def warn_if_truncated(report) -> None:
     for single in getattr(report, "reports", [report]):
         if getattr(single, "truncated_from", None) is not None:
             note(f"warning: text truncated from {single.truncated_from} tokens to the model's {len(single.tokens)}")
+
+
+def warn_if_unknown(report) -> None:
+    """A warning on stderr per text that lost a noticeable share of its tokens to the unknown token."""
+    from attn_cli.data.unknown import unknown_note
+
+    for text, tokens in texts_read(report):
+        message = unknown_note(text, tokens, report.model.name)
+        if message is not None:
+            note(message)
+
+
+def texts_read(report):
+    """(text, its tokens) of each text the model read for `report`: a batch's texts, diff's two, a pair's source
+    and target, a prompt (not what was generated); an image has no text."""
+    if getattr(report, "image", None) is not None:
+        return
+    if hasattr(report, "reports"):  # InspectBatch
+        for single in report.reports:
+            yield from texts_read(single)
+    elif hasattr(report, "a") and hasattr(report, "b"):  # DiffReport
+        yield from texts_read(report.a)
+        yield from texts_read(report.b)
+    elif hasattr(report, "prompt_tokens"):  # GenerateReport
+        yield report.prompt, report.tokens[: report.prompt_tokens]
+    elif hasattr(report, "decoder"):  # PairGenerateReport: the source
+        yield report.prompt, report.tokens
+    elif hasattr(report, "target_tokens"):  # PairReport
+        yield report.text, report.tokens
+        yield report.target, report.target_tokens
+    elif isinstance(getattr(report, "text", None), str) and hasattr(report, "tokens"):
+        yield report.text, report.tokens
 
 
 def emit_json(report, output: Path | None, before_last: Callable[[], None] | None = None) -> None:

@@ -15,7 +15,7 @@ EPILOG = (
     "Variants: shared-k (Q := K), no-scale (no 1/√d), raw (softmax(X·Xᵀ)·X, no projections), "
     "scoring=dot, scoring=scaled-dot, scoring=cosine.\n\n"
     "Examples:\n\n"
-    '  attn compare "我是一个男孩"\n\n'
+    '  attn compare "Time flies like an arrow."\n\n'
     '  attn compare "The cat sat on the mat" --variant no-scale --variant raw --layer 0\n\n'
     '  attn compare "Hello" --propagate --json | jq \'.diff["shared-k"].summary\''
 )

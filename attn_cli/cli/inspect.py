@@ -19,7 +19,7 @@ EPILOG = (
     '  attn inspect "Hello, how are you?"\n\n'
     '  attn inspect "The cat sat" --layer 2 --head 0-3 --show weights,top\n\n'
     "  attn inspect \"Hello\" --json | jq '.layers[0].heads[0].weights'\n\n"
-    '  attn inspect "我是一个男孩" --shared-k --layer 0 --head 0\n\n'
+    '  attn inspect "Time flies like an arrow." --shared-k --layer 0 --head 0\n\n'
     '  attn inspect "I love you" --model toy -O heads=1 -O causal=true\n\n'
     '  attn inspect "The cat sat on the mat." --measure norm --layer 3\n\n'
     '  attn inspect "Unbelievably, tokenization works" --words --layer 0 --head 2\n\n'

@@ -17,6 +17,7 @@ from rich.style import Style
 from rich.text import Text
 
 from attn_cli.data.selection import Window
+from attn_cli.data.unknown import UNKNOWN_TOKENS
 from attn_cli.render.scale import CellFormat, Scale, luminance
 
 NUMBER_CELL = 4  # '1.00', '-1.4', '.40'
@@ -31,9 +32,8 @@ def literal(text: str, style: str | Style = "") -> Text:
     return Text(shown, style=style)
 
 
-# The tokenizer's stand-in for a piece its vocabulary lacks (BERT's [UNK], SentencePiece's <unk>): not
-# a word of the text, so it is drawn dim and italic wherever tokens are listed, never bold like a word.
-UNKNOWN_TOKENS = frozenset({"[UNK]", "<unk>"})
+# The tokenizer's stand-in for a piece its vocabulary lacks (data/unknown.py): not a word of the text, so it is
+# drawn dim and italic wherever tokens are listed, never bold like a word.
 
 
 def token_text(token: str, style: str = "bold") -> Text:
