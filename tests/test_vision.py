@@ -36,7 +36,7 @@ def eager_attentions(directory, image) -> list[np.ndarray]:
     import transformers
     from transformers import AutoImageProcessor
 
-    from attn_cli.backends.vision import VISION_TYPES
+    from attn_cli.backends.validate import VISION_TYPES
 
     kind = json.loads((directory / "config.json").read_text())["model_type"]
     model = getattr(transformers, VISION_TYPES[kind]).from_pretrained(directory, attn_implementation="eager").eval()

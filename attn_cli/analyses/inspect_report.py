@@ -19,11 +19,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from attn_cli.data.capture import ModelInfo, Token
+from attn_cli.data.capture import ModelInfo, Token, Word
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, dumps
 from attn_cli.data.image import PatchGrid
 from attn_cli.data.selection import Window
-from attn_cli.data.words import Word
 from attn_cli.math.measures import Symmetry
 from attn_cli.plumbing.errors import BadInput
 

@@ -17,9 +17,9 @@ from collections.abc import Iterable, Iterator, Sequence
 import torch
 
 from attn_cli.analyses.inspect_report import HeadReport, LayerReport, TopKeys
-from attn_cli.data.capture import Capture
+from attn_cli.data.capture import Capture, Word
 from attn_cli.data.selection import Analysis, Selection, Window
-from attn_cli.data.words import Word, words_from_markers
+from attn_cli.data.words import words_from_markers
 from attn_cli.math import measures
 from attn_cli.math.words import merge_mask, merge_weights
 from attn_cli.plumbing.errors import BadInput

@@ -13,13 +13,18 @@ from pathlib import Path
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, LayersCaptured, capturing
-from attn_cli.backends.hf_info import model_info
-from attn_cli.backends.validate import check_config_file, check_finite, check_finite_record, check_tokenizer, load_model
-from attn_cli.backends.vision import VISION_TYPES, load_vision_backend
+from attn_cli.backends.hf_info import from_pretrained_dtype, model_info, stop_reason
+from attn_cli.backends.validate import (
+    VISION_TYPES,
+    check_config_file,
+    check_finite,
+    check_finite_record,
+    check_tokenizer,
+    load_model,
+)
+from attn_cli.backends.vision import load_vision_backend
 from attn_cli.data.capture import Capture, Token, sequence_of
 from attn_cli.plumbing.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
-
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -431,13 +436,6 @@ def _untied_last_state(config):
 _UNSET = object()
 
 
-def stop_reason(generated: list[int], eos: int | list[int] | None) -> str:
-    """Why generation ended: "eos" when on one of the end-of-sequence ids generate() stops on (the model's
-    generation_config's, an id or a list, which need not be the tokenizer's eos), else "max_new_tokens"."""
-    eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
-    return "eos" if generated and generated[-1] in eos_ids else "max_new_tokens"
-
-
 def _opening(text: str, words: int = 6) -> str:
     """The text's first words, quoted, so an error about one text of a corpus says which one."""
     shown = text.split()[:words]
@@ -493,7 +491,7 @@ def load_hf_backend(
             directory,
             local_files_only=True,
             use_safetensors=None if allow_pickle else True,
-            dtype="auto" if dtype == "auto" else _DTYPES[dtype],
+            dtype=from_pretrained_dtype(dtype),
             trust_remote_code=trust_remote_code,
             **placement,
         )

@@ -1,5 +1,6 @@
-"""What a loaded Hugging Face model is, read off its config and modules: its ModelInfo (dimensions, attention
-kind, the positions it can place). Shared by the text and vision backends."""
+"""What a Hugging Face model is, read off its config and modules: its ModelInfo (dimensions, attention kind,
+the positions it can place), the dtype it is loaded in, and why its generation stopped. Shared by the text,
+encoder–decoder and vision backends."""
 
 from __future__ import annotations
 
@@ -37,3 +38,20 @@ def usable_positions(model) -> int | None:
         if name.endswith("position_embeddings") and getattr(module, "padding_idx", None) is not None:
             return limit - module.padding_idx - 1
     return limit
+
+
+def from_pretrained_dtype(dtype: str):
+    """--dtype as from_pretrained takes it: "auto" (as saved) or the torch dtype of that name
+    (float32, float16, bfloat16; backends/registry.py refuses any other)."""
+    import torch
+
+    if dtype == "auto":
+        return "auto"
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+
+
+def stop_reason(generated: list[int], eos: int | list[int] | None) -> str:
+    """Why generation ended: "eos" when on one of the end-of-sequence ids generate() stops on (the model's
+    generation_config's, an id or a list, which need not be the tokenizer's eos), else "max_new_tokens"."""
+    eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
+    return "eos" if generated and generated[-1] in eos_ids else "max_new_tokens"

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
-from attn_cli.backends.validate import check_finite
+from attn_cli.backends.hf_info import stop_reason
+from attn_cli.backends.validate import check_finite, check_finite_record
 from attn_cli.data.capture import Capture, LayerCapture, ModelInfo, Token
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
@@ -178,9 +179,6 @@ def capture_pair_generation(
     cross layer's capture at every step: each step's one query (the decoder's newest input token) over the
     decoder's cache or over the source. Returns the source's tokens, the decoder's ids (its start token, then
     the generated ones) and why it stopped ("eos" or "max_new_tokens")."""
-    from attn_cli.backends.hf import stop_reason
-    from attn_cli.backends.validate import check_finite_record
-
     if backend.lm is None:
         raise UnsupportedModel(
             f"{backend.info.name} has no language-model head in its checkpoint, so it cannot generate",

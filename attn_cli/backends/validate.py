@@ -26,6 +26,18 @@ SUPPORTED = (
     "and encoder–decoder (BART, mBART, Marian, T5), and images through vision transformers (ViT, DeiT, "
     "DINOv2, the CLIP and SigLIP vision towers); not audio, video or vision–language models"
 )
+# The images attn reads (backends/vision.py): config.json's model_type → the transformers class holding the
+# vision tower. A whole CLIP/SigLIP checkpoint (text and vision) is read through its vision tower only.
+VISION_TYPES = {
+    "vit": "ViTModel",
+    "deit": "DeiTModel",
+    "dinov2": "Dinov2Model",
+    "dinov2_with_registers": "Dinov2WithRegistersModel",
+    "clip_vision_model": "CLIPVisionModel",
+    "clip": "CLIPVisionModel",
+    "siglip_vision_model": "SiglipVisionModel",
+    "siglip": "SiglipVisionModel",
+}
 _OTHER_INPUTS = ("pixel_values", "pixel_values_videos", "input_features", "input_values")  # images, video, audio
 _HARMLESS_MISSING = ("pooler.",)  # computed after every attention layer: cannot change what attn reports
 # Sizes that must be positive integers when a config gives them (GPT-2 spells them n_head, n_layer, n_embd).
@@ -99,8 +111,6 @@ _VIDEO = ("videomae", "vivit", "timesformer", "x_clip", "vjepa2", "video_llava",
 def check_modality(config: dict, path: Path) -> None:
     """Audio, video and vision–language models (and image models other than the ViT family) are refused
     in one line naming what attn reads: text models and the vision transformers of backends/vision.py."""
-    from attn_cli.backends.vision import VISION_TYPES
-
     kind = str(config.get("model_type", ""))
     if kind in VISION_TYPES:
         return

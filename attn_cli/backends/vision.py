@@ -15,29 +15,13 @@ import numpy as np
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
-from attn_cli.backends.hf_info import model_info
-from attn_cli.backends.validate import check_finite, load_model
+from attn_cli.backends.hf_info import from_pretrained_dtype, model_info
+from attn_cli.backends.validate import VISION_TYPES, check_finite, load_model
 from attn_cli.data.capture import Capture, Token, sequence_of
 from attn_cli.data.image import PatchGrid
 from attn_cli.plumbing.errors import ModelNotFound, UnsupportedModel
 
-# config.json's model_type → the transformers class holding the vision tower. A whole CLIP/SigLIP
-# checkpoint (text and vision) is read through its vision tower only.
-VISION_TYPES = {
-    "vit": "ViTModel",
-    "deit": "DeiTModel",
-    "dinov2": "Dinov2Model",
-    "dinov2_with_registers": "Dinov2WithRegistersModel",
-    "clip_vision_model": "CLIPVisionModel",
-    "clip": "CLIPVisionModel",
-    "siglip_vision_model": "SiglipVisionModel",
-    "siglip": "SiglipVisionModel",
-}
 SUPPORTED = "ViT, DeiT, DINOv2 (with registers), and the CLIP and SigLIP vision towers"
-
-
-def is_vision(config: dict) -> bool:
-    return config.get("model_type") in VISION_TYPES
 
 
 def load_vision_backend(
@@ -46,8 +30,6 @@ def load_vision_backend(
     """The model and its image processor from a local directory, offline."""
     import transformers
     from transformers import AutoImageProcessor
-
-    from attn_cli.backends.hf import _DTYPES
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -60,7 +42,7 @@ def load_vision_backend(
             modality="image",
             local_files_only=True,
             use_safetensors=None if allow_pickle else True,
-            dtype="auto" if dtype == "auto" else _DTYPES[dtype],
+            dtype=from_pretrained_dtype(dtype),
         )
     except (OSError, ValueError) as error:
         raise ModelNotFound(

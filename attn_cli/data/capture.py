@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     import torch
 
     from attn_cli.data.image import PatchGrid
-    from attn_cli.data.words import Word
     from attn_cli.math.masks import AttentionMask
 
 
@@ -28,6 +27,16 @@ class Token:
     text: str  # as the tokenizer spells it ("hello", "##ing", "Ġthe")
     id: int
     special: bool  # [CLS], [SEP], <s>, padding …
+
+
+@dataclass(frozen=True)
+class Word:
+    """Tokens that make one word (--words): data/words.py groups them, from the tokenizer or the pieces."""
+
+    index: int
+    text: str  # as written in the text (offsets), or the pieces joined without their markers
+    special: bool
+    pieces: tuple[int, ...]  # the token positions that make it, in order
 
 
 @dataclass(frozen=True)
@@ -120,7 +129,7 @@ class Capture:
     layers: dict[int, LayerCapture] = field(default_factory=dict)  # only the requested layers
     truncated_from: int | None = None  # token count before --truncate cut it
     padding_side: str | None = None  # "left"/"right" when run in a padded batch of several texts
-    # The tokenizer's words (data/words.py), where it says which tokens make which word (a fast
+    # The tokenizer's words (grouped by data/words.py), where it says which tokens make which word (a fast
     # tokenizer's word ids and offsets); None: --words guesses them from the pieces' markers.
     words: list[Word] | None = None
     # Cross-attention (an encoder–decoder model's decoder reading the encoder): the key tokens (the source),

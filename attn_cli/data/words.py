@@ -7,22 +7,11 @@ from the subword markers of the piece texts. Special tokens ([CLS], <s>, …) ar
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from attn_cli.data.capture import Token
+from attn_cli.data.capture import Token, Word
 
 CONTINUES = "##"  # WordPiece: a piece that continues the word before it
 STARTS = ("Ġ", "▁")  # byte-level BPE and SentencePiece: a piece that starts a word (after a space)
-
-
-@dataclass(frozen=True)
-class Word:
-    index: int
-    text: str  # as written in the text (offsets), or the pieces joined without their markers
-    special: bool
-    pieces: tuple[int, ...]  # the token positions that make it, in order
 
 
 def words_from_tokenizer(
