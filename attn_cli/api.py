@@ -24,6 +24,7 @@ from typing import overload
 from attn_cli.analyses.compare import CompareReport
 from attn_cli.analyses.inspect import Progress, inspect_texts
 from attn_cli.analyses.inspect_report import InspectReport
+from attn_cli.backends.capabilities import Seq2Seq, supports
 from attn_cli.data import arguments
 from attn_cli.data.capture import Capture, ModelInfo
 from attn_cli.data.selection import Analysis, Selection, Span, Spec, parse_span
@@ -167,6 +168,11 @@ class Model:
     def dtype(self) -> str:
         return self.backend.dtype
 
+    @property
+    def seq2seq(self) -> bool:
+        """An encoder–decoder model: inspect and heads take a source and its target (backends/capabilities.Seq2Seq)."""
+        return supports(self.backend, Seq2Seq)
+
     def __repr__(self) -> str:
         info = self.info
         return (
@@ -230,7 +236,7 @@ class Model:
         report (a PairReport) holds the encoder, decoder and cross-attention stacks (stacks: "all", or some of
         "encoder,decoder,cross"); the cross heads' matrices are target rows × source columns.
         """
-        if target is not None or getattr(self.backend, "seq2seq", False):
+        if target is not None or self.seq2seq:
             return self._pair(
                 text,
                 target,
@@ -525,7 +531,7 @@ class Model:
         from attn_cli.analyses.heads import PROBE_LENGTH, run_heads
         from attn_cli.analyses.heads import probe as make_probe
 
-        if target is not None or image is not None or getattr(self.backend, "seq2seq", False):
+        if target is not None or image is not None or self.seq2seq:
             corpus_only = {
                 "--file": file,
                 "--probe": probe,

@@ -26,8 +26,9 @@ import numpy as np
 from attn_cli.analyses.attribute_flow import flow
 from attn_cli.analyses.attribute_gradient import gradient
 from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
+from attn_cli.backends.capabilities import EncoderBlocks, require
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted
-from attn_cli.plumbing.errors import BadInput, UnsupportedModel
+from attn_cli.plumbing.errors import BadInput
 
 VERSUS = ("attention",)  # what --vs can put beside the method: attention rollout over the same layers
 
@@ -89,12 +90,7 @@ class AttributionReport(Document):
 
 
 def _blocks(backend, text: str, layers: list[int], truncate: bool = False):
-    if not hasattr(backend, "encoder_blocks"):
-        raise UnsupportedModel(
-            f"the {backend.info.name} backend cannot show a layer's residual and LayerNorms",
-            "use a Hugging Face model, such as the default minilm",
-        )
-    return backend.encoder_blocks(text, layers, truncate)
+    return require(backend, EncoderBlocks, "attn attribute").encoder_blocks(text, layers, truncate)
 
 
 def alti(backend, text: str, layers: list[int], truncate: bool = False, **_):

@@ -9,7 +9,8 @@ T² max-flows over (L+1)·T nodes: short inputs only (FLOW_MAX_TOKENS).
 
 from __future__ import annotations
 
-from attn_cli.plumbing.errors import BadInput, UnsupportedModel
+from attn_cli.backends.capabilities import Tokenizes, require
+from attn_cli.plumbing.errors import BadInput
 
 # The max-flows alone for 6 layers (MiniLM), on the shared 2-core machine: 16 tokens 1.5 s, 32 tokens 9 s,
 # 64 tokens 40 s.
@@ -23,11 +24,12 @@ def flow(backend, text: str, layers: list[int], truncate: bool = False, **_):
     from attn_cli.data.selection import Analysis, Selection
     from attn_cli.math.relevance import attention_flow
 
-    if not hasattr(backend, "tokens"):
-        raise UnsupportedModel(
-            f"the {backend.info.name} backend cannot run attn attribute",
-            "use a Hugging Face model, such as the default minilm, or attn rollout",
-        )
+    require(
+        backend,
+        Tokenizes,
+        "attn attribute --method flow",
+        hint="use a Hugging Face model, such as the default minilm, or attn rollout",
+    )
     [report] = inspect_texts(backend, [text], Selection(layers=layers, full=True), Analysis(top_k=1), truncate=truncate)
     count = len(report.tokens)
     if count > FLOW_MAX_TOKENS:

@@ -16,19 +16,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_cli.plumbing.errors import UnsupportedModel
+from attn_cli.backends.capabilities import AttentionGradients, require
 
 
 def gradient(backend, text: str, layers: list[int], truncate: bool = False, target=None, **_):
     """-> (per_layer Ā (L, T, T), matrix R (T, T), the target differentiated (a JSON-ready dict))."""
     from attn_cli.math.relevance import gradient_weighted, relevancy
 
-    if not hasattr(backend, "attention_gradients"):
-        raise UnsupportedModel(
-            f"the {backend.info.name} backend has no gradients",
-            "--method gradient needs a Hugging Face model, such as the default minilm",
-        )
-    run = backend.attention_gradients(text, layers, target, truncate=truncate)
+    run = require(
+        backend,
+        AttentionGradients,
+        "attn attribute --method gradient",
+        hint="--method gradient needs a Hugging Face model, such as the default minilm",
+    ).attention_gradients(text, layers, target, truncate=truncate)
     per_layer = [gradient_weighted(run.weights[layer], run.grads[layer]) for layer in layers]  # each (T, T)
     matrix = relevancy(per_layer)
     return np.stack([layer.float().numpy() for layer in per_layer]), matrix.float().numpy(), run.target

@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from attn_cli.backends.capabilities import CircuitWeights, require
 from attn_cli.data.capture import ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted
-from attn_cli.plumbing.errors import BadInput, UnsupportedModel
+from attn_cli.plumbing.errors import BadInput
 
 TOP_PAIRS = 5  # strongest pairs listed per composition mode
 BIAS_NOTE = (
@@ -176,13 +177,12 @@ def run_circuits(backend) -> CircuitsReport:
 
     from attn_cli.math import circuits
 
-    weights_of = getattr(backend, "circuit_weights", None)
-    if weights_of is None:
-        raise UnsupportedModel(
-            f"{backend.info.name}: attn circuits reads a Hugging Face model's weights",
-            "try a GPT-2, BERT or Llama-style model (the toy has no circuits view)",
-        )
-    weights = weights_of()
+    weights = require(
+        backend,
+        CircuitWeights,
+        "attn circuits",
+        hint="try a GPT-2, BERT or Llama-style model (the toy has no circuits view)",
+    ).circuit_weights()
     info = backend.info
     folded = _folded(weights)
     layers, heads = info.layers, info.heads

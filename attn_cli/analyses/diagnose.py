@@ -20,6 +20,7 @@ import torch
 from attn_cli.analyses.batches import Progress, over_batches
 from attn_cli.analyses.heads import LayerScores, score_batch
 from attn_cli.analyses.heads_report import corpus_document
+from attn_cli.backends.capabilities import CapturesPadded, supports
 from attn_cli.data.capture import ModelInfo
 from attn_cli.data.document import Document, counted
 from attn_cli.math.diagnostics import MASSIVE_FLOOR, MASSIVE_RATIO, Entry, first_token_sums, layer_entries, sink_rates
@@ -149,7 +150,7 @@ def run_diagnose(
     info = backend.info
     layers, heads = list(range(info.layers)), list(range(info.heads))
     totals = Totals(info.layers, info.heads, epsilon, ratio, floor)
-    hidden_too = hasattr(backend, "capture_padded")  # the toy hands over no residual stream
+    hidden_too = supports(backend, CapturesPadded)  # the toy hands over no residual stream
 
     def score(batch: list[str]):
         states = {}

@@ -14,6 +14,7 @@ import numpy as np
 
 from attn_cli.analyses.inspect import check_texts
 from attn_cli.analyses.inspect_report import TopKey, find_head, matrix_json, num_json
+from attn_cli.backends.capabilities import CapturesGeneration, Seq2Seq, supports
 from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Token
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted
@@ -124,7 +125,7 @@ def generate_from(
 
     check_texts([prompt])
     info = backend.info
-    if getattr(backend, "seq2seq", False):  # an encoder–decoder model: decoder and cross rows (seq2seq_generate.py)
+    if supports(backend, Seq2Seq):  # an encoder–decoder model: decoder and cross rows (seq2seq_generate.py)
         from attn_cli.analyses.seq2seq_generate import generate_pair
 
         whole(max_new_tokens, "--max-new-tokens", minimum=1)
@@ -138,7 +139,7 @@ def generate_from(
             seed=seed,
             top_k=top_k,
         )
-    if not hasattr(backend, "capture_generation") or not info.causal:
+    if not supports(backend, CapturesGeneration) or not info.causal:
         raise BadInput(
             f"{info.name} is not a causal language model, so it does not generate",
             'try the decoder that ships with attn, --model lab (load("lab")), or a decoder (GPT-2, Llama, Qwen, '

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from attn_cli.analyses.batches import Progress
 from attn_cli.analyses.fold import PART_TEXTS, SAMPLES, TOP, fold
 from attn_cli.analyses.heads_report import HeadProfile, HeadsReport, SinkKey  # the report, torch-free
+from attn_cli.backends.capabilities import CapturesPadded, HasTokenizer, supports
 from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Capture
 from attn_cli.data.selection import Selection
@@ -162,8 +163,7 @@ def score_batch(
     copies); other backends (the toy) give one Capture per text, re-padded here.
     """
     make = scorer or LayerScores
-    padded = getattr(backend, "capture_padded", None)
-    if padded is None:
+    if not supports(backend, CapturesPadded):
         captures = backend.capture_batch(batch, layers, truncate=truncate)
         tokens = [capture.tokens for capture in captures]
         scores = make(tokens, layers, heads, backend.info, captures[0].layers[layers[0]].q.device, needle)
@@ -178,7 +178,9 @@ def score_batch(
             scores = make(run.tokens, layers, heads, backend.info, run.real.device, needle)
         scores.add_padded(run, record)
 
-    run = padded(batch, layers, sink, truncate=truncate, **({} if hidden is None else {"hidden": hidden}))
+    run = backend.capture_padded(
+        batch, layers, sink, truncate=truncate, **({} if hidden is None else {"hidden": hidden})
+    )
     if scores is None:  # the forward ran but never called attention for a selected layer
         raise UnsupportedModel(
             f"{backend.info.name}: no attention call reached attn for layers {layers}",
@@ -484,8 +486,7 @@ def probe(backend, kind: str, seed: int = 0, length: int = PROBE_LENGTH) -> dict
         fitted -= 1
     generator = random.Random(seed)
     count = fitted + needle_of(fitted)
-    tokenizer = getattr(backend, "tokenizer", None)
-    words = _vocabulary_words(tokenizer, generator, count) if tokenizer is not None else None
+    words = _vocabulary_words(backend.tokenizer, generator, count) if supports(backend, HasTokenizer) else None
     if words is None:
         words = _random_words(generator, count)
     described = {"kind": kind, "seed": seed, "length": fitted, "requested": length}

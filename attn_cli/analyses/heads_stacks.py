@@ -50,7 +50,6 @@ def heads_alone(
 def heads_pair(backend, source: str, target: str, selection: Selection, stacks: Sequence[str]) -> HeadsReport:
     """Every selected head of every stack in `stacks` (encoder, decoder, cross), teacher-forced on target."""
     from attn_cli.analyses.seq2seq import capture_stacks
-    from attn_cli.backends.hf_seq2seq import stack_info
 
     chosen, source_tokens, target_tokens, captures = capture_stacks(backend, source, target, selection, stacks)
     profiles = [
@@ -67,7 +66,7 @@ def heads_pair(backend, source: str, target: str, selection: Selection, stacks: 
         heads=profiles,
         source="arguments",
         target=target,
-        decoder_layers=stack_info(backend.info, backend.model.config, "decoder").layers,
+        decoder_layers=backend.stack_info("decoder").layers,
     )
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from attn_cli.analyses.inspect import inspect_texts
 from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
+from attn_cli.backends.capabilities import Seq2Seq, supports
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted
 from attn_cli.data.selection import Analysis, Selection
 from attn_cli.plumbing.errors import BadInput
@@ -100,7 +101,7 @@ def roll_out(
         from attn_cli.analyses.image import inspect_image
 
         report = inspect_image(backend, image[0], image[1], selection, Analysis(top_k=top_k))
-    elif getattr(backend, "seq2seq", False):  # the encoder's self-attention: a chain of square maps over the source
+    elif supports(backend, Seq2Seq):  # the encoder's self-attention: a chain of square maps over the source
         from attn_cli.analyses.seq2seq import inspect_pair
 
         report = inspect_pair(backend, text, None, selection, Analysis(top_k=top_k), ["encoder"]).stacks[0]

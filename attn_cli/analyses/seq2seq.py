@@ -17,6 +17,7 @@ from attn_cli.analyses.inspect_report import (
     layer_text,
     run_header,
 )
+from attn_cli.backends.capabilities import Seq2Seq, supports
 from attn_cli.data.capture import Token
 from attn_cli.data.document import Document, counted, dumps, short
 from attn_cli.data.selection import Analysis, Selection
@@ -110,15 +111,12 @@ def _with_tokens(text: str, report: InspectReport) -> str:
 def capture_stacks(backend, source: str, target: str | None, selection: Selection, stacks: Sequence[str]):
     """One teacher-forced forward of an encoder–decoder model: the (layers, heads) chosen per stack, the source's
     and the decoder's tokens, and a Capture per stack (hf_seq2seq.capture_pair)."""
-    from attn_cli.backends.hf_seq2seq import stack_info
-
     check_texts([source] if target is None else [source, target])
-    if not getattr(backend, "seq2seq", False):
+    if not supports(backend, Seq2Seq):
         raise BadInput(
             f"--target is for encoder–decoder models; {backend.info.name} has one stack of attention", "drop --target"
         )
-    config = backend.model.config
-    chosen = {stack: selection.resolve(stack_info(backend.info, config, stack)) for stack in stacks}
+    chosen = {stack: selection.resolve(backend.stack_info(stack)) for stack in stacks}
     source_tokens, target_tokens, captures = backend.capture_pair(
         source, target, {stack: layers for stack, (layers, _) in chosen.items()}
     )

@@ -93,11 +93,10 @@ def generate_pair(
 ) -> PairGenerateReport:
     import torch
 
-    from attn_cli.backends.hf_seq2seq import capture_pair_generation, stack_info
     from attn_cli.math import attention
     from attn_cli.math.measures import top_keys
 
-    info = stack_info(backend.info, backend.model.config, "decoder")
+    info = backend.stack_info("decoder")
     layers, heads = selection.resolve(info)
     rows: dict[tuple[str, int], list] = {(stack, layer): [] for stack in ("decoder", "cross") for layer in layers}
 
@@ -113,8 +112,7 @@ def generate_pair(
         weights = attention.masked_softmax(scores, allowed).masked_fill(~allowed, float("nan"))
         rows[(stack, record.layer)].append(weights[:, 0].cpu())
 
-    source_tokens, ids, stop = capture_pair_generation(
-        backend,
+    source_tokens, ids, stop = backend.capture_pair_generation(
         source,
         {"decoder": layers, "cross": layers},
         keep_row,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attn_cli.backends.capabilities import Provenance, supports
 from attn_cli.data import arrow_columns as arrow
 from attn_cli.data import store_schema as schema
 from attn_cli.math import partials
@@ -401,9 +402,8 @@ def keeper_for(backend, path: Path, *, resume: bool, corpus: str, corpus_format:
 
     def keeper_of(layers: list[int], heads: list[int]) -> StoreWriter:
         options_ = {**options, "context": CONTEXT, "layers": layers, "heads": heads}
-        model = getattr(backend, "model", None)
-        revision = getattr(getattr(model, "config", None), "_commit_hash", None)
-        tokenizer = getattr(getattr(backend, "tokenizer", None), "name_or_path", None)
+        known = backend.provenance() if supports(backend, Provenance) else {}
+        revision, tokenizer = known.get("revision"), known.get("tokenizer")
         identity = {
             "store_version": schema.STORE_VERSION,
             "model": asdict(backend.info),

@@ -272,28 +272,15 @@ class HFBackend:
 
         return attention_gradients(self, text, layers, target, truncate=truncate)
 
-    @property
-    def seq2seq(self) -> bool:
-        """An encoder–decoder model (backends/hf_seq2seq.py): three stacks of attention, two token lists."""
-        from attn_cli.backends.hf_seq2seq import is_seq2seq
-
-        return is_seq2seq(self.model)
-
-    def capture_pair(self, source: str, target: str, wanted) -> tuple:
-        """An encoder–decoder model teacher-forced on target: source tokens, decoder tokens and a Capture per
-        stack (hf_seq2seq.capture_pair)."""
-        from attn_cli.backends.hf_seq2seq import capture_pair
-
-        return capture_pair(self, source, target, wanted)
-
     def _one_stack(self) -> None:
-        """What runs the model on one text refuses an encoder–decoder model, whose decoder needs a target."""
-        if self.seq2seq:
-            raise UnsupportedModel(
-                f"{self.info.name} is an encoder–decoder model ({self.info.architecture}): "
-                "this command reads one stack of attention",
-                "attn inspect SOURCE --target TARGET shows its encoder, decoder and cross-attention",
-            )
+        """What runs the model on one text: an encoder–decoder model (HFPairBackend) refuses it."""
+
+    def provenance(self) -> dict[str, str | None]:
+        """The checkpoint's revision (a hub commit, when it came from the hub) and the tokenizer's name."""
+        return {
+            "revision": getattr(self.model.config, "_commit_hash", None),
+            "tokenizer": getattr(self.tokenizer, "name_or_path", None),
+        }
 
     def circuit_weights(self):
         """Every head's W_Q, W_K, W_V, W_O, the norms, embeddings and unembedding (backends/circuit_weights.py)."""
@@ -418,6 +405,39 @@ class HFBackend:
         return fields
 
 
+class HFPairBackend(HFBackend):
+    """An encoder–decoder model (backends/hf_seq2seq.py): three stacks of attention, two token lists. Whatever
+    runs the model on one text refuses it; capture_pair and capture_pair_generation run it on a source and
+    a target (backends/capabilities.Seq2Seq)."""
+
+    def _one_stack(self) -> None:
+        raise UnsupportedModel(
+            f"{self.info.name} is an encoder–decoder model ({self.info.architecture}): "
+            "this command reads one stack of attention",
+            "attn inspect SOURCE --target TARGET shows its encoder, decoder and cross-attention",
+        )
+
+    def stack_info(self, stack: str):
+        """The ModelInfo of one stack: the encoder's layers and heads, or the decoder's (decoder and cross)."""
+        from attn_cli.backends.hf_seq2seq import stack_info
+
+        return stack_info(self.info, self.model.config, stack)
+
+    def capture_pair(self, source: str, target: str, wanted) -> tuple:
+        """Teacher-forced on target: source tokens, decoder tokens and a Capture per stack
+        (hf_seq2seq.capture_pair)."""
+        from attn_cli.backends.hf_seq2seq import capture_pair
+
+        return capture_pair(self, source, target, wanted)
+
+    def capture_pair_generation(self, source: str, wanted, sink, **how) -> tuple:
+        """Generate from the source, handing sink(stack, record) each step's decoder and cross captures
+        (hf_seq2seq.capture_pair_generation)."""
+        from attn_cli.backends.hf_seq2seq import capture_pair_generation
+
+        return capture_pair_generation(self, source, wanted, sink, **how)
+
+
 @contextlib.contextmanager
 def _untied_last_state(config):
     """transformers replaces the last hidden state by last_hidden_state (after the final norm) unless the
@@ -503,7 +523,10 @@ def load_hf_backend(
     if device_map is None:
         model.to(device)
     lm = model if head in ("causal", "seq2seq") else None
-    backend = HFBackend(name, model if head is None else model.base_model, tokenizer, device, lm)
+    from attn_cli.backends.hf_seq2seq import is_seq2seq
+
+    kind = HFPairBackend if is_seq2seq(model) else HFBackend
+    backend = kind(name, model if head is None else model.base_model, tokenizer, device, lm)
     backend.classifier = model if head == "classifier" else None  # its logits: attn attribute's gradient target
     backend.offload_folder = offload
     return backend

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attn_cli.backends.capabilities import CapturesImage, supports
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
 from attn_cli.backends.hf_info import from_pretrained_dtype, model_info
 from attn_cli.backends.validate import VISION_TYPES, check_finite, load_model
@@ -126,7 +127,7 @@ class VisionBackend:
             "pass --image FILE (PNG or JPEG; - reads stdin) to attn inspect, rollout, heads or explore",
         )
 
-    capture_batch = capture_padded = capture_generation = circuit_weights = _text_refused
+    capture_batch = _text_refused  # the one method every backend has (backends/base.Backend); it refuses
 
 
 def special_tokens(model) -> tuple[str, ...]:
@@ -146,7 +147,7 @@ def special_tokens(model) -> tuple[str, ...]:
 
 def check_image_backend(backend) -> None:
     """--image needs a vision transformer: a text model says so in one line."""
-    if not hasattr(backend, "capture_image"):
+    if not supports(backend, CapturesImage):
         raise UnsupportedModel(
             f"{backend.info.name} is a text model ({backend.info.architecture}): --image needs a vision transformer",
             f"supported: {SUPPORTED}; give text to a text model",

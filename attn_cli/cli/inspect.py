@@ -175,7 +175,7 @@ def inspect_command(
             from attn_cli.data.selection import Selection
 
             loaded = loading.load()
-            if target is not None or getattr(loaded.backend, "seq2seq", False):
+            if target is not None or loaded.seq2seq:
                 if len(texts) > 1:
                     raise BadInput(
                         "an encoder–decoder model takes one source TEXT and its --target", "run each pair alone"

@@ -1,0 +1,158 @@
+"""What a backend can do beyond `capture_batch`, as types: one runtime-checkable Protocol per capability.
+
+`Backend` (backends/base.py) declares the one method every backend has. Everything else an analysis may
+need is a capability here; an analysis asks `require(backend, Capability, command)` once, before it
+starts, and gets the backend back typed, or the one-line refusal (an UnsupportedModel naming the command
+and the model, with a hint). `supports(backend, Capability)` is the question without the refusal, for
+an analysis that has another way (heads without `capture_padded` re-pads `capture_batch`'s captures).
+
+A capability is a method set, checked by `isinstance` against the Protocol: a backend gains one by
+defining its methods, with nothing to register. A Protocol says only that the methods exist (runtime
+checks cannot see signatures), so each method's docstring here is the contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from attn_cli.data.capture import ModelInfo, Token
+from attn_cli.plumbing.errors import UnsupportedModel
+
+
+@runtime_checkable
+class CapturesPadded(Protocol):
+    """Score many texts without copying each out: the batch as the model ran it, layer by layer."""
+
+    def capture_padded(
+        self, texts: Sequence[str], layers: Sequence[int], sink: Callable, *, truncate: bool = False, hidden=None
+    ) -> Any:
+        """sink(run, record) gets each selected layer's LayerCapture of the whole padded batch; returns the run."""
+        ...
+
+
+@runtime_checkable
+class CapturesGeneration(Protocol):
+    """Generate from a prompt, handing over every step's capture; the tokenizer names the new ids."""
+
+    tokenizer: Any
+
+    def capture_generation(
+        self, prompt: str, layers: Sequence[int], sink, *, max_new_tokens: int, **how
+    ) -> tuple[list[Token], list[int], str]:
+        """(the prompt's tokens, the generated ids, why it stopped)."""
+        ...
+
+
+@runtime_checkable
+class HasTokenizer(Protocol):
+    """A transformers tokenizer: its vocabulary (heads' probes draw words from it) and names for ids."""
+
+    tokenizer: Any
+
+
+@runtime_checkable
+class Tokenizes(Protocol):
+    """A text's tokens as a forward sees them, without running it."""
+
+    def tokens(self, text: str, truncate: bool = False) -> tuple[list[Token], int | None]: ...
+
+
+@runtime_checkable
+class EncoderBlocks(Protocol):
+    """A post-LN encoder layer's pieces (residual, values, LayerNorms) and the layer re-run with values zeroed."""
+
+    def encoder_blocks(self, text: str, layers: Sequence[int], truncate: bool = False) -> Any: ...
+
+    def rerun_zeroing_values(self, layer: int, inputs: Any) -> Any: ...
+
+
+@runtime_checkable
+class AttentionGradients(Protocol):
+    """The weights of some layers and a target's gradient with respect to them."""
+
+    def attention_gradients(self, text: str, layers: Sequence[int], target=None, *, truncate: bool = False) -> Any: ...
+
+
+@runtime_checkable
+class CircuitWeights(Protocol):
+    """Every head's W_Q, W_K, W_V, W_O, the norms, embeddings and unembedding."""
+
+    def circuit_weights(self) -> Any: ...
+
+
+@runtime_checkable
+class Seq2Seq(Protocol):
+    """An encoder–decoder model: three stacks of attention (encoder, decoder, cross), two token lists."""
+
+    tokenizer: Any
+
+    def stack_info(self, stack: str) -> ModelInfo:
+        """The ModelInfo of one stack: the encoder's layers and heads, or the decoder's (decoder and cross)."""
+        ...
+
+    def capture_pair(self, source: str, target: str, wanted) -> tuple:
+        """Teacher-forced on target: (source tokens, decoder tokens, a Capture per stack)."""
+        ...
+
+    def capture_pair_generation(self, source: str, wanted, sink, *, max_new_tokens: int, **how) -> tuple:
+        """Generate from the source: (source tokens, decoder ids with the start token, why it stopped)."""
+        ...
+
+
+@runtime_checkable
+class CapturesImage(Protocol):
+    """A vision transformer: one image's capture over its patches."""
+
+    def capture_image(self, image, layers: Sequence[int], source: str = "image") -> Any: ...
+
+
+@runtime_checkable
+class Provenance(Protocol):
+    """Where the weights came from, for a store's identity: the checkpoint's revision and the tokenizer's name."""
+
+    def provenance(self) -> dict[str, str | None]: ...
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    lacks: str  # what the model does not have, after its name
+    hint: str  # what to use instead
+
+
+_REFUSALS: dict[type, _Refusal] = {
+    CapturesPadded: _Refusal("cannot run a padded batch", "use a Hugging Face model"),
+    CapturesGeneration: _Refusal("does not generate", "use a causal Hugging Face model with its language-model head"),
+    HasTokenizer: _Refusal("has no tokenizer", "use a Hugging Face model"),
+    Tokenizes: _Refusal("has no tokenizer attn can run alone", "use a Hugging Face model, such as the default minilm"),
+    EncoderBlocks: _Refusal(
+        "cannot show a layer's residual and LayerNorms", "use a Hugging Face model, such as the default minilm"
+    ),
+    AttentionGradients: _Refusal("has no gradients", "use a Hugging Face model, such as the default minilm"),
+    CircuitWeights: _Refusal(
+        "has no weights attn reads as circuits", "try a GPT-2, BERT or Llama-style Hugging Face model"
+    ),
+    Seq2Seq: _Refusal("has one stack of attention", "this needs an encoder–decoder model (BART, Marian, T5)"),
+    CapturesImage: _Refusal("reads text, not images", "--image needs a vision transformer (ViT, DeiT, DINOv2, CLIP)"),
+    Provenance: _Refusal("does not say where its weights came from", "use a Hugging Face model"),
+}
+
+C = TypeVar("C")
+
+
+def supports(backend, capability: type) -> bool:
+    """Whether the backend has the capability's methods."""
+    return isinstance(backend, capability)
+
+
+def require(backend, capability: type[C], command: str, *, hint: str | None = None) -> C:
+    """The backend, typed as having `capability`, or the one-line refusal naming the command and the model.
+
+    command: how the user asked for it ("attn circuits", "attn attribute --method gradient").
+    hint: what to do instead, when the command knows better than the capability's own hint.
+    """
+    if isinstance(backend, capability):
+        return backend
+    refusal = _REFUSALS.get(capability, _Refusal(f"lacks {capability.__name__}", "use a Hugging Face model"))
+    raise UnsupportedModel(f"{command}: {backend.info.name} {refusal.lacks}", hint or refusal.hint)
