@@ -5,6 +5,8 @@ which of them: KINDS."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from rich.text import Text
 
 from attn_cli.explore.kinds import STACK_KEY
@@ -19,9 +21,31 @@ KINDS = {
     "attribute": ("text",),
 }
 
+if TYPE_CHECKING:  # the keys are an App's methods: the type checker sees LookKeys as one
+    from textual.app import App
 
-class LookKeys:
+    from attn_cli.explore.drawn import Drawn
+    from attn_cli.explore.session import Session
+
+    KeysBase = App[int]
+else:
+    KeysBase = object
+
+
+class LookKeys(KeysBase):
     """Mixed into ExploreApp: uses its session, say(), run_look(), redraw() and widgets."""
+
+    if TYPE_CHECKING:  # what ExploreApp (explore/app.py) gives the keys
+        session: Session
+        drawn: Drawn
+        model: Any  # the loaded attn_cli.api.Model; None while it loads
+        text: str
+        variant: str
+        page: str
+
+        def say(self, message: str, style: str = "") -> None: ...
+        def run_look(self, text: str, variant: str) -> None: ...
+        def redraw(self, grid: bool = True, header: bool = False, detail: bool = True) -> None: ...
 
     editing = "sentence"  # what the edit box holds: the "sentence" (or "source"), or the "target"
 
@@ -33,8 +57,8 @@ class LookKeys:
     def action_stack(self) -> None:
         from attn_cli.render.seq2seq_view import STACK_TITLES
 
-        if self.model is not None:
-            stack = self.session.next_stack()
+        stack = self.session.next_stack() if self.model is not None else None
+        if stack is not None:  # None: the look has one stack
             self.say(f"{stack}: {STACK_TITLES[stack]} ({STACK_KEY}: next stack)", style="dim")
             self.redraw(header=True)
 
@@ -49,7 +73,7 @@ class LookKeys:
 
     def action_edit_target(self) -> None:
         if self.model is not None:
-            self.open_edit("target", self.session.target)
+            self.open_edit("target", self.session.target or "")
 
     def open_edit(self, what: str, value: str) -> None:
         box = self.query_one("#sentence", SentenceInput)

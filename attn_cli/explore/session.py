@@ -11,10 +11,14 @@ import gc
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from attn_cli.explore.layout import head_window
 from attn_cli.explore.view import GRID_METRICS, VARIANTS, variant_label
 from attn_cli.plumbing.errors import AttnError
+
+if TYPE_CHECKING:
+    from attn_cli.api import Model
 
 DEFAULT_TEXT = "The cat sat on the mat."
 TOP_K = 5
@@ -85,7 +89,7 @@ class Session:
         self.stack: str | None = None  # the stack shown of a pair: "encoder", "decoder" or "cross"
         self.truncate = truncate
         self.threads = threads  # torch's CPU threads (None: model_threads' choice); the number used once loaded
-        self.model = None
+        self.model: Model | None = None
         self.reports: dict[tuple[str, str], object] = {}  # (text, variant) → InspectReport
         self.windows: dict[tuple, object] = {}  # long texts: (text, variant, layer, head, rows, cols) → HeadReport
         # the selection
@@ -195,7 +199,7 @@ class Session:
         """The next stack of a pair (encoder → decoder → cross), the same layer and head where it has them, the
         query row kept where the stack's rows reach it."""
         stacks = self.stacks()
-        if not stacks:
+        if not stacks or self.stack is None:
             return None
         self.stack = stacks[(stacks.index(self.stack) + 1) % len(stacks)]
         heads = self.all_heads()
@@ -341,6 +345,7 @@ class Session:
         rows, cols = head_window(self.query, len(report.tokens), width, len(report.key_axis))
         text = self.text if self.kind == "pair" else report.text  # a pair's stack report holds the target's
         key = (text, report.variant, self.stack, layer, head, rows, cols)
+        assert self.model is not None  # a report to draw came from the loaded model
         if key not in self.windows:
             if self.kind == "pair":
                 windowed = self.model.inspect(

@@ -8,6 +8,8 @@ sentence.
 
 from __future__ import annotations
 
+from typing import Any, Protocol, cast
+
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -22,6 +24,27 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from attn_cli.explore.view import CachedGrid
+
+
+class Host(Protocol):
+    """What the widgets ask of the app they are in (ExploreApp, explore/app.py): the widgets know it only as this."""
+
+    grid_renderable: Any  # what the grid view shows: a CachedGrid maps a click to a head
+    detail_rows: dict[int, int]  # detail line → query row
+
+    def view_focused(self, view: StripView) -> None: ...
+    def redraw(self, grid: bool = True, header: bool = False, detail: bool = True) -> None: ...
+    def select(self, layer: int, head: int) -> None: ...
+    def set_query(self, query: int) -> None: ...
+    def scroll_to_selection(self, pane: Pane | None = None) -> None: ...
+    def show_status(self) -> None: ...
+    def end_edit(self, text: str | None) -> None: ...
+
+
+def host(widget: Widget) -> Host:
+    """The app `widget` is in, as the widgets use it."""
+    return cast(Host, widget.app)
+
 
 KEYS = [
     ("← → / h l", "previous / next head (past the last head of a layer: the next layer)"),
@@ -105,10 +128,10 @@ class StripView(Widget, can_focus=True):
         return Strip.blank(width, NULL)
 
     def on_focus(self) -> None:
-        self.app.view_focused(self)
+        host(self).view_focused(self)
 
     def on_blur(self) -> None:
-        self.app.redraw(grid=False, detail=False)
+        host(self).redraw(grid=False, detail=False)
 
 
 SWITCH = [
@@ -126,12 +149,12 @@ class GridView(StripView):
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
-        grid = self.app.grid_renderable
+        grid = host(self).grid_renderable
         if offset is None or not isinstance(grid, CachedGrid):
             return
         picked = grid.head_at(offset.x, offset.y)
         if picked is not None:
-            self.app.select(*picked)
+            host(self).select(*picked)
 
 
 class DetailView(StripView):
@@ -147,16 +170,17 @@ class DetailView(StripView):
     def action_scroll_pane(self, step: int) -> None:
         """PgUp / PgDn: a page of the pane up or down (what ↑↓ do not reach: a variant's panel, the statistics)."""
         pane = self.parent
+        assert isinstance(pane, Pane)  # a detail view lives in the #right pane
         (pane.scroll_page_down if step > 0 else pane.scroll_page_up)(animate=False)
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
         if offset is None:
             return
-        row = self.app.detail_rows.get(offset.y)
+        row = host(self).detail_rows.get(offset.y)
         if row is not None:
             self.focus()
-            self.app.set_query(row)
+            host(self).set_query(row)
 
 
 class Pane(VerticalScroll):
@@ -173,12 +197,12 @@ class Pane(VerticalScroll):
         if event.size != self.laid_out:
             self.laid_out = event.size
             self.scroll_to(y=0, animate=False, immediate=True)
-            self.app.scroll_to_selection(self)
+            host(self).scroll_to_selection(self)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         if self.id == "right" and round(old_value) != round(new_value):
-            self.app.show_status()  # PgDn more, or PgUp back
+            host(self).show_status()  # PgDn more, or PgUp back
 
     # A pane not laid out yet (0 × 0: hidden, or the size just changed) is left to its own on_resize.
     def show_layer(self, grid, layer: int) -> None:
@@ -213,10 +237,10 @@ class SentenceInput(Input):
     BINDINGS = [Binding("escape", "cancel", "keep the old sentence", key_display="esc")]
 
     def action_cancel(self) -> None:
-        self.app.end_edit(None)
+        host(self).end_edit(None)
 
     def on_blur(self) -> None:
-        self.app.end_edit(None)
+        host(self).end_edit(None)
 
 
 class KeysLine(Static):
