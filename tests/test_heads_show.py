@@ -121,6 +121,16 @@ def test_score_chooses_the_examples(store):
     assert "Top texts by previous token" in out and "A sample from each tenth of previous token" in out
 
 
+def test_score_takes_the_names_the_views_print(store):
+    """The histograms and the top table print duplicate, previous, first, last: --score takes them (and the
+    legend's "duplicate token"), and shows the same dashboard as the full name."""
+    full = ok(attn("heads", "show", store, "--head", "1.4", "--score", "duplicate_token", "--json"))
+    for name in ("duplicate", "duplicate token", "Duplicate-Token"):
+        assert ok(attn("heads", "show", store, "--head", "1.4", "--score", name, "--json")) == full
+    assert "Top texts by previous token" in ok(attn("heads", "show", store, "--head", "1.4", "--score", "previous"))
+    user_error(attn("heads", "show", store, "--score", "dup"), 2, "no score named 'dup'", "duplicate_token (duplicate)")
+
+
 def test_json_is_the_attn_heads_document_and_the_head_dashboard(store):
     document = json.loads(ok(attn("heads", "show", store, "--json")))
     assert document == json.loads(json.dumps(open_store(store).to_json_dict()))
@@ -193,6 +203,10 @@ def test_heads_help_mentions_show():
     [
         (("--head", "1-4"), ("--head '1-4' is not LAYER.HEAD",)),
         (("--head", "9.0"), ("head 9.0 is not in this report",)),
+        (
+            ("--head", "9.9"),
+            ("head 9.9 is not in this report; it holds layers 0-5 × heads 0-11 (LAYER.HEAD, like 0.0)",),
+        ),
         (("--head", "1.4", "--score", "inductoin"), ("no score named 'inductoin'",)),
         (("--score", "inductoin"), ("no score named 'inductoin'",)),
         (("--save", "x.svg"), ("writes the dashboard page, an .html file",)),

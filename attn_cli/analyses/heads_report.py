@@ -74,7 +74,13 @@ class HeadsReport(Document):
                 "name one: report.head(0, 2, 'cross')",
             )
         if not found:
-            raise BadInput(f"head {layer}.{head}{'' if stack is None else ' of ' + stack} is not in this report")
+            raise BadInput(
+                f"head {layer}.{head}{'' if stack is None else ' of ' + stack} is not in this report",
+                f"it holds layers {spans(p.layer for p in self.heads)} × heads {spans(p.head for p in self.heads)}"
+                f" (LAYER.HEAD, like {self.heads[0].layer}.{self.heads[0].head})"
+                if self.heads
+                else "it holds no heads",
+            )
         return found[0]
 
     def top(self, score: str, count: int = 5) -> list[HeadProfile]:
@@ -168,3 +174,14 @@ def corpus_document(report, command: str) -> dict:
     if report.truncated:
         document["truncated"] = report.truncated
     return document
+
+
+def spans(numbers) -> str:
+    """Sorted distinct numbers as runs: 0, 1, 2, 3, 5 -> "0-3, 5"."""
+    runs: list[list[int]] = []
+    for number in sorted(set(numbers)):
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)

@@ -114,13 +114,17 @@ class StoreReport(HeadsReport):
 
     def distribution(self, layer: int, head: int, score: str) -> Distribution:
         self.head(layer, head)  # a head not in the store: BadInput naming it
-        self.check_score(score)
-        return self.distributions[layer, head][score]
+        return self.distributions[layer, head][self.check_score(score)]
 
     def check_score(self, score: str) -> str:
-        if score not in self.scores_named:
-            raise BadInput(f"no score named {score!r}", f"scores: {', '.join(self.scores_named)}")
-        return score
+        """The store's name of `score`, also given as the views print it (duplicate for duplicate_token)."""
+        from attn_cli.math.score_names import SHORT_NAMES, canonical_score
+
+        named = canonical_score(score)
+        if named not in self.scores_named:
+            names = [f"{name} ({SHORT_NAMES[name]})" if name in SHORT_NAMES else name for name in self.scores_named]
+            raise BadInput(f"no score named {score!r}", f"scores: {', '.join(names)}")
+        return named
 
     def examples(self, layer: int, head: int) -> HeadExamples:
         """The head's examples, read from examples.parquet the first time they are asked for."""

@@ -19,6 +19,13 @@ SCORES = (
 )
 SHARES = SCORES[:7]  # the "mul" weight shares; broad, sink and retrieval are last
 BROAD, SINK, RETRIEVAL = 7, 8, 9
+# The short names the views print (the store's histograms, the top heads' table), which --score also takes
+SHORT_NAMES = {
+    "previous_token": "previous",
+    "duplicate_token": "duplicate",
+    "first_token": "first",
+    "last_token": "last",
+}
 SINK_EPSILON = 0.3  # a key holding more than this of a row's weight (Gu et al. 2024)
 LABEL_THRESHOLD = 0.5  # a head is labelled by a weight share only when more than half its weight goes there
 BROAD_THRESHOLD = 0.85  # … else "broad" when its rows are this close to uniform
@@ -45,3 +52,13 @@ IMAGE_UNDEFINED = {
     "last_token": "an image has no separator token ([SEP]/EOS)",
     "punctuation": "an image has no punctuation",
 }
+
+
+def canonical_score(name: str) -> str:
+    """A score as a view prints it ("duplicate", "duplicate token", "Duplicate-Token") -> its name in SCORES
+    ("duplicate_token"); a name that is none of them comes back as written, for the caller to refuse."""
+    key = "_".join(name.strip().lower().replace("-", " ").replace("_", " ").split())
+    for full, short in SHORT_NAMES.items():
+        if key == short:
+            return full
+    return key if key in SCORES else name
