@@ -364,3 +364,22 @@ def test_circuits_page_shows_the_composition_and_copying_numbers(offline_page, t
     copying = [cell(page, 3, head.layer, head.head) for head in report.heads]
     assert "-0.0" not in copying
     assert copying == [("0" if abs(head.copying) < 0.05 else f"{head.copying:.1f}") for head in report.heads]
+
+
+def test_key_labels_that_fit_their_columns_stand_upright(offline_page, tmp_path):
+    """The matrix's key labels run up their columns (rotated 180°), which turns a CJK character upside down; when
+    every label fits its column (one CJK character each, with the toy) they stand upright, as in the SVG."""
+    import attn_cli
+    from attn_cli.render.files import save_figure
+
+    page, _, errors = offline_page
+    toy = attn_cli.load("toy")
+    for text, upright in (("我今天去图书馆看书", True), ("The cat sat on the mat.", False)):
+        path = tmp_path / f"{upright}.html"
+        save_figure(toy.inspect(text, layers=0, heads=0), path)
+        open_page(page, path)
+        labels = page.locator("table.matrix th.col span")
+        assert labels.count() == len(toy.inspect(text, layers=0, heads=0).tokens)
+        modes = labels.evaluate_all("spans => spans.map(s => getComputedStyle(s).writingMode)")
+        assert set(modes) == {"horizontal-tb" if upright else "vertical-rl"}, (text, modes)
+    assert errors == []

@@ -297,3 +297,22 @@ def test_scale_head_stretches_every_heads_grid_picture_to_the_full_range(tmp_pat
         attn("inspect", SENTENCE, "--model", "toy", "--show", "grid", "--scale", scale, "--save", path)
         count = path.read_text().count(brightest)
         assert count >= least if scale == "head" else count == 0, (scale, count)
+
+
+def test_key_labels_that_fit_their_columns_stand_upright_in_the_svg():
+    """A CJK character slanted 50° reads as another glyph: when every key label fits its column (the toy splits CJK
+    per character) the labels stand upright, centred on their columns; a sentence with [CLS] stays slanted."""
+    import re
+
+    import attn_cli
+    from attn_cli.render.figures import svg_figure
+
+    toy = attn_cli.load("toy")
+    chinese = svg_figure(toy.inspect("我今天去图书馆看书", layers=0, heads=0))
+    assert "rotate(" not in chinese
+    for character in "我今天去图书馆看":
+        assert re.search(rf'text-anchor="middle" font-weight="normal">{character}</text>', chinese), character
+    short = svg_figure(toy.inspect("the cat sat on a mat", layers=0, heads=0))
+    assert "rotate(" not in short  # three letters fit a 28 px column too
+    long = svg_figure(toy.inspect("the cat sat on internationalisation", layers=0, heads=0))
+    assert long.count("rotate(-50") == 5  # one label too wide: every key label slanted, none upright beside them

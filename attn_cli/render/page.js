@@ -226,7 +226,11 @@
 
   function matrix(view, s) {
     const rowT = rowTok(view.run), colT = colTok(view.run), axes = view.run.axes || ["query", "key"];
-    const table = el("table", { class: "matrix" }, view.body);
+    // key labels stand upright when every one fits its 30 px column (one CJK character, a digit or two), as the
+    // SVG's do; else all run up the column (a CJK character set sideways there would be upside down)
+    const shown = colT.slice(s.c0, s.c0 + s.m[0].length);
+    const upright = shown.every((label) => [...label].reduce((n, ch) => n + (ch.codePointAt(0) > 0x2e80 ? 2 : 1), 0) <= 2);
+    const table = el("table", { class: upright ? "matrix upright" : "matrix" }, view.body);
     const head = el("tr", {}, table);
     const corner = el("th", { class: "corner" }, head, view.run.axes ? "" : "q ↓ k →");
     if (view.run.axes) corner.append(axes[0] + " ↓", el("br"), axes[1] + " →");  // two lines: narrow beside "L0"

@@ -83,7 +83,10 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
     cell = max(MIN_CELL, min(MAX_CELL, TARGET / max(rows, cols)))
     size = max(7.0, min(13.0, cell * 0.55))
     left = max(text_width(token, size) for token in row_tokens) + 8
-    top = max(text_width(token, size) for token in col_tokens) * 0.75 + 10
+    # Key labels stand upright, centred on their columns, when every one fits its column (a CJK character, a
+    # digit); else all are slanted, so one axis never mixes the two (a slanted 我 reads as a different glyph).
+    upright = all(text_width(token, size) <= cell - 2 for token in col_tokens)
+    top = size + 8 if upright else max(text_width(token, size) for token in col_tokens) * 0.75 + 10
     # the title on two lines, head then formula, so neighbouring heatmaps' titles never overlap
     head_part, _, formula = (
         title.partition(" · weights = ") if " · weights = " in title else title.partition(" · scores = ")
@@ -96,9 +99,12 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
     ]
     title_width = max(text_width(line, 14) for line in lines)
     gx, gy = x0 + left, y0 + 26 + 17 * (len(lines) - 1) + top
-    for j, token in enumerate(col_tokens):  # key labels, slanted up-right, reading from the column
+    for j, token in enumerate(col_tokens):  # key labels: upright, or slanted up-right reading from the column
         cx = gx + (j + 0.5) * cell
-        out.append(svg.text(cx, gy - 5, token, size, extra=f' transform="rotate(-50 {cx:.1f} {gy - 5:.1f})"'))
+        if upright:
+            out.append(svg.text(cx, gy - 6, token, size, "middle"))
+        else:
+            out.append(svg.text(cx, gy - 5, token, size, extra=f' transform="rotate(-50 {cx:.1f} {gy - 5:.1f})"'))
     for i, token in enumerate(row_tokens):
         out.append(svg.text(gx - 5, gy + (i + 0.5) * cell + size * 0.35, token, size, anchor="end"))
     numbers = cell >= 22
