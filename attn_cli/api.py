@@ -408,16 +408,30 @@ class Model:
         On an encoder–decoder model, prompt is the source: a PairGenerateReport of each generated token's decoder
         self-attention and cross-attention rows (on_token is not called)."""
         from attn_cli.analyses.generate import generate_from
+        from attn_cli.analyses.seq2seq_generate import generate_pair
 
+        selection = _selection(layers, heads, None, None, False)
+        top_k = Analysis.defaults(top_k=top_k).top_k
+        if self.seq2seq:  # decoder and cross rows (analyses/seq2seq_generate.py)
+            return generate_pair(
+                self.backend,
+                prompt,
+                selection,
+                max_new_tokens=max_new_tokens,
+                sample=sample,
+                temperature=temperature,
+                seed=seed,
+                top_k=top_k,
+            )
         return generate_from(
             self.backend,
             prompt,
-            _selection(layers, heads, None, None, False),
+            selection,
             max_new_tokens=max_new_tokens,
             sample=sample,
             temperature=temperature,
             seed=seed,
-            top_k=Analysis.defaults(top_k=top_k).top_k,
+            top_k=top_k,
             on_token=on_token,
         )
 

@@ -245,6 +245,17 @@ def test_t5_scores_include_its_position_bias_and_equal_eager(t5_dir, monkeypatch
     assert encoder_head.score_stats.unscaled_variance is None  # no "unscaled" form: the bias is not scaled
 
 
+def test_generate_on_an_encoder_decoder_model_checks_its_settings_as_a_decoder_does(marian):
+    """--temperature 0 with --sample is one line naming the option (was transformers' ValueError, 'unexpected'),
+    as on a decoder-only model: both paths run generate.check_options."""
+    from attn_cli.plumbing.errors import BadInput
+
+    with pytest.raises(BadInput, match="--temperature must be above 0"):
+        marian.generate(SOURCE, max_new_tokens=2, sample=True, temperature=0.0)
+    with pytest.raises(BadInput, match="--max-new-tokens"):
+        marian.generate(SOURCE, max_new_tokens=0)
+
+
 @pytest.mark.parametrize("which", ["marian", "t5"])
 def test_generated_rows_equal_a_teacher_forced_eager_forward(which, marian_dir, t5_dir):
     """Decoder self-attention and cross-attention rows of every generated token equal one eager forward over the

@@ -14,7 +14,7 @@ import numpy as np
 
 from attn_cli.analyses.inspect import check_texts
 from attn_cli.analyses.inspect_report import TopKey, find_head, matrix_json, num_json
-from attn_cli.backends.capabilities import CapturesGeneration, Seq2Seq, supports
+from attn_cli.backends.capabilities import CapturesGeneration, supports
 from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Token
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted
@@ -117,39 +117,19 @@ def generate_from(
     top_k: int = 3,
     on_token=None,
 ) -> GenerateReport:
-    """Generate from `prompt`, recording each new token's attention row in the selected heads."""
+    """Generate from `prompt`, recording each new token's attention row in the selected heads. A decoder-only
+    model's; an encoder–decoder model's is seq2seq_generate.generate_pair."""
     import torch
-
-    from attn_cli.math import attention
-    from attn_cli.math.measures import top_keys
 
     check_texts([prompt])
     info = backend.info
-    if supports(backend, Seq2Seq):  # an encoder–decoder model: decoder and cross rows (seq2seq_generate.py)
-        from attn_cli.analyses.seq2seq_generate import generate_pair
-
-        whole(max_new_tokens, "--max-new-tokens", minimum=1)
-        return generate_pair(
-            backend,
-            prompt,
-            selection,
-            max_new_tokens=max_new_tokens,
-            sample=sample,
-            temperature=temperature,
-            seed=seed,
-            top_k=top_k,
-        )
     if not supports(backend, CapturesGeneration) or not info.causal:
         raise BadInput(
             f"{info.name} is not a causal language model, so it does not generate",
             'try the decoder that ships with attn, --model lab (load("lab")), or a decoder (GPT-2, Llama, Qwen, '
             "Mistral …) saved with its language-model head",
         )
-    whole(max_new_tokens, "--max-new-tokens", minimum=1)
-    if seed is not None:
-        whole(seed, "--seed", minimum=-(2**63), maximum=2**64 - 1)  # what torch.manual_seed takes
-    if sample and not temperature > 0:
-        raise BadInput(f"--temperature must be above 0, not {temperature}")
+    check_options(max_new_tokens, sample, temperature, seed)
     layers, heads = selection.resolve(info)
     kv_heads = [info.kv_head_of(head) for head in heads]
     # per layer, per step: (the absolute position of the step's first key, its row (h, K))
@@ -157,20 +137,12 @@ def generate_from(
     seen = dict.fromkeys(layers, 0)  # tokens each layer has run so far: the prompt, then one per step
 
     def keep_last_row(record) -> None:
-        """The step's last query (the one whose output picks the next token) over every key it was handed.
-
-        The cache hands the K keys that end at that query: all of them for a full layer (K = position + 1),
-        but for a sliding layer (transformers' DynamicSlidingWindowLayer) only the W − 1 it keeps plus the
-        new one, so key j sits at absolute position end − K + j, not j."""
+        """The step's row. The cache hands the K keys that end at its query: all of them for a full layer
+        (K = position + 1), but for a sliding layer (transformers' DynamicSlidingWindowLayer) only the W − 1 it
+        keeps plus the new one, so key j sits at absolute position end − K + j, not j."""
         seen[record.layer] += record.q.shape[-2]
-        q = record.q[0, heads, -1:].float()  # (h, 1, D)
-        k = record.k[0, kv_heads].float()  # (h, K, D)
-        last = record.q.shape[-2] - 1
-        allowed = record.mask.rows(last, last + 1)  # (1, K)
-        weights = attention.masked_softmax(record.scorer_for(heads)(q, k), allowed)  # (h, 1, K)
-        # a key the window masks (in the prompt's step) could not be looked at, like one the cache dropped
-        weights = weights.masked_fill(~allowed, float("nan"))
-        rows[record.layer].append((seen[record.layer] - k.shape[-2], weights[:, 0].cpu()))
+        row = step_row(record, heads, kv_heads)  # (h, K)
+        rows[record.layer].append((seen[record.layer] - row.shape[-1], row))
 
     prompt_tokens, generated, stop = backend.capture_generation(
         prompt,
@@ -191,25 +163,9 @@ def generate_from(
         for i, (name, token_id) in enumerate(zip(names, generated))
     ]
     texts = [token.text for token in tokens]
-    report_layers = []
-    for layer in layers:
-        steps = rows[layer][: len(generated)]  # one row per generated token
-        matrix = torch.full((len(heads), len(steps), len(tokens)), float("nan"))  # (h, N, T)
-        for i, (start, row) in enumerate(steps):
-            matrix[:, i, start : start + row.shape[-1]] = row
-        allowed = ~matrix.isnan()
-        top = top_keys(matrix.nan_to_num(0.0), allowed, top_k)  # (h, N, ≤k)
-        report_layers.append(
-            GeneratedLayer(
-                layer,
-                [
-                    GeneratedHead(
-                        head, kv, matrix[i].numpy(), [[TopKey(j, texts[j], w) for j, w in row] for row in top[i]]
-                    )
-                    for i, (head, kv) in enumerate(zip(heads, kv_heads))
-                ],
-            )
-        )
+    report_layers = [
+        generated_layer(layer, heads, kv_heads, rows[layer], len(generated), texts, top_k) for layer in layers
+    ]
     return GenerateReport(
         prompt,
         tokenizer.decode(generated),
@@ -221,4 +177,54 @@ def generate_from(
         report_layers,
         stop,
         sample,
+    )
+
+
+def check_options(max_new_tokens: int, sample: bool, temperature: float, seed: int | None) -> None:
+    """generate()'s settings, refused in one line before the model runs."""
+    whole(max_new_tokens, "--max-new-tokens", minimum=1)
+    if seed is not None:
+        whole(seed, "--seed", minimum=-(2**63), maximum=2**64 - 1)  # what torch.manual_seed takes
+    if sample and not temperature > 0:
+        raise BadInput(f"--temperature must be above 0, not {temperature}")
+
+
+def step_row(record, heads: list[int], kv_heads: list[int]):
+    """The row of one generation step's capture: its last query (the one whose output picks the next token)
+    over every key it was handed, (h, K) for the query heads `heads` (reading `kv_heads`), NaN where it could
+    not look (a key the mask hides, such as one outside a window in the prompt's step, is like one the cache
+    dropped). An additive score bias (T5's position bias) is added as the model adds it."""
+    from attn_cli.math import attention
+
+    q = record.q[0, heads, -1:].float()  # (h, 1, D)
+    k = record.k[0, kv_heads].float()  # (h, K, D)
+    scores = record.scorer_for(heads)(q, k)  # (h, 1, K)
+    if record.bias is not None:  # (1, H, T_q, K): generation runs one sequence
+        scores = scores + record.bias[0, heads, -1:].float()
+    last = record.q.shape[-2] - 1
+    allowed = record.mask.rows(last, last + 1)  # (1, K)
+    weights = attention.masked_softmax(scores, allowed).masked_fill(~allowed, float("nan"))  # (h, 1, K)
+    return weights[:, 0].cpu()
+
+
+def generated_layer(
+    layer: int, heads: list[int], kv_heads: list[int], steps: list, count: int, keys: list[str], top_k: int
+) -> GeneratedLayer:
+    """One layer's rows as a report: steps[i] = (the position of its first key, its (h, K) row) for the step
+    that produced generated token i; `count` generated tokens; `keys` the texts of the tokens they could see."""
+    import torch
+
+    from attn_cli.math.measures import top_keys
+
+    matrix = torch.full((len(heads), min(count, len(steps)), len(keys)), float("nan"))  # (h, N, T)
+    for i, (start, row) in enumerate(steps[:count]):
+        matrix[:, i, start : start + row.shape[-1]] = row
+    allowed = ~matrix.isnan()
+    top = top_keys(matrix.nan_to_num(0.0), allowed, top_k)  # (h, N, ≤k)
+    return GeneratedLayer(
+        layer,
+        [
+            GeneratedHead(head, kv, matrix[i].numpy(), [[TopKey(j, keys[j], w) for j, w in row] for row in top[i]])
+            for i, (head, kv) in enumerate(zip(heads, kv_heads))
+        ],
     )

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from attn_cli.analyses.generate import GeneratedHead, GeneratedLayer, GenerateReport
-from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
+from attn_cli.analyses.generate import GeneratedLayer, GenerateReport, check_options, generated_layer, step_row
+from attn_cli.analyses.inspect import check_texts
+from attn_cli.analyses.inspect_report import matrix_json, num_json
 from attn_cli.data.capture import Token
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, short
 from attn_cli.data.selection import Selection
@@ -85,32 +86,24 @@ def generate_pair(
     source: str,
     selection: Selection,
     *,
-    max_new_tokens: int,
-    sample: bool,
-    temperature: float,
-    seed: int | None,
-    top_k: int,
+    max_new_tokens: int = 20,
+    sample: bool = False,
+    temperature: float = 1.0,
+    seed: int | None = None,
+    top_k: int = 3,
 ) -> PairGenerateReport:
-    import torch
-
-    from attn_cli.math import attention
-    from attn_cli.math.measures import top_keys
-
+    """Generate from `source` on an encoder–decoder model, recording each generated token's decoder and cross
+    rows in the selected heads."""
+    check_texts([source])
+    check_options(max_new_tokens, sample, temperature, seed)
     info = backend.stack_info("decoder")
     layers, heads = selection.resolve(info)
+    kv_heads = [info.kv_head_of(head) for head in heads]
+    # per (stack, layer), per step: (0, its row (h, K)): the decoder's cache and the source are whole
     rows: dict[tuple[str, int], list] = {(stack, layer): [] for stack in ("decoder", "cross") for layer in layers}
 
     def keep_row(stack: str, record) -> None:
-        """The step's one query over every key it was handed: (h, K), T5's position bias added."""
-        q = record.q[0, heads, -1:].float()  # (h, 1, D)
-        k = record.k[0, [info.kv_head_of(head) for head in heads]].float()  # (h, K, D)
-        scores = record.scorer_for(heads)(q, k)  # (h, 1, K)
-        if record.bias is not None:
-            scores = scores + record.bias[0 if record.bias.shape[0] == 1 else 0, heads, -1:].float()
-        last = record.q.shape[-2] - 1
-        allowed = record.mask.rows(last, last + 1)  # (1, K)
-        weights = attention.masked_softmax(scores, allowed).masked_fill(~allowed, float("nan"))
-        rows[(stack, record.layer)].append(weights[:, 0].cpu())
+        rows[(stack, record.layer)].append((0, step_row(record, heads, kv_heads)))
 
     source_tokens, ids, stop = backend.capture_pair_generation(
         source,
@@ -130,24 +123,8 @@ def generate_pair(
     count = len(ids) - 1  # generated tokens: one row each
 
     def layer_of(stack: str, layer: int, keys: list[Token]) -> GeneratedLayer:
-        matrix = torch.full((len(heads), count, len(keys)), float("nan"))  # (h, N, K)
-        for i, row in enumerate(rows[(stack, layer)][:count]):
-            matrix[:, i, : row.shape[-1]] = row
-        allowed = ~matrix.isnan()
-        top = top_keys(matrix.nan_to_num(0.0), allowed, top_k)
-        names = [token.text for token in keys]
-        return GeneratedLayer(
-            layer,
-            [
-                GeneratedHead(
-                    head,
-                    info.kv_head_of(head),
-                    matrix[i].numpy(),
-                    [[TopKey(j, names[j], w) for j, w in row] for row in top[i]],
-                )
-                for i, head in enumerate(heads)
-            ],
-        )
+        texts = [token.text for token in keys]
+        return generated_layer(layer, heads, kv_heads, rows[(stack, layer)], count, texts, top_k)
 
     decoder = GenerateReport(
         source,
