@@ -96,6 +96,19 @@ def test_the_folders_are_the_stages():
     assert folders == {name for name, _ in STAGES} - {"api"}  # the api stage is one module, attn_cli/api.py
 
 
+def test_a_renderer_knows_no_backend():
+    """render/ and explore/ draw reports and plain data (analyses/, data/); how a model is loaded or run is the
+    backend's. (The model catalog's types live in data/catalog.py for that reason.)"""
+    reaching = [
+        f"{module_name(path)} imports {imported}"
+        for folder in ("render", "explore")
+        for path in (PACKAGE / folder).rglob("*.py")
+        for imported in imports_of(path)
+        if imported.startswith("attn_cli.backends")
+    ]
+    assert reaching == []
+
+
 # The import cycles not untied yet, each named by exactly the modules that import one another, so that this
 # list can only shrink: a cycle listed here that is gone (or no longer these modules) fails the test below as
 # surely as a new one does. Whoever unties one removes its entry.

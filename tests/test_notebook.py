@@ -113,7 +113,7 @@ def test_hostile_text_stays_inside_its_frame(minilm):
 
 def test_a_report_without_a_page_displays_tables(tmp_path):
     """attn models' catalog has no figure: its JSON document as tables, every value escaped."""
-    from attn_cli.backends.catalog import Catalog, CatalogEntry, Source
+    from attn_cli.data.catalog import Catalog, CatalogEntry, Source
 
     entry = CatalogEntry("org/<b>bold</b>", next(iter(Source)), "bert", 2, 4, 4, 8, None, None)
     fragment = Catalog([entry], tmp_path)._repr_html_()

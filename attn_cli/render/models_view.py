@@ -11,7 +11,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from attn_cli.backends.catalog import Catalog, CatalogEntry, Source
+from attn_cli.data.catalog import Catalog, CatalogEntry, Source
 
 
 def render_models(catalog: Catalog) -> RenderableType:
