@@ -33,6 +33,7 @@ from attn_cli.plumbing.errors import BadInput
 # The kind of every argument of load and of Model's methods, by name: one name means one thing in every
 # method (a method whose argument means more says so with @door(name=kind)). None passes where None is the
 # default. What a string means is parsed further in, where the command line's strings are parsed too.
+# Each name is a key once: a second entry for a name would silently replace the first for every method.
 KINDS: dict[str, Callable] = {
     **dict.fromkeys(("text", "other", "prompt", "target"), arguments.text),
     "texts": arguments.corpus,
@@ -91,9 +92,6 @@ KINDS: dict[str, Callable] = {
         arguments.word,
     ),
     **dict.fromkeys(("variants", "stacks"), arguments.words),
-    "target": lambda value, name: (
-        value if isinstance(value, str) else arguments.index(value, name, "a token, a label or an output index")
-    ),
     **dict.fromkeys(("file", "store"), arguments.path),
     **dict.fromkeys(("progress", "on_token"), arguments.callback),
     "model": lambda value, name: arguments.path(value, name, "a model name or a directory"),
@@ -101,6 +99,11 @@ KINDS: dict[str, Callable] = {
         value if isinstance(value, Model) else arguments.path(value, name, "a Model, a model name or a directory")
     ),
 }
+
+
+def _gradient_target(value, name: str) -> str | int:
+    """attribute's target (--method gradient): a token or a label as a string, or an output index."""
+    return value if isinstance(value, str) else arguments.index(value, name, "a token, a label or an output index")
 
 
 def door(function=None, **overrides: Callable):
@@ -461,7 +464,7 @@ class Model:
             self.backend, text, layers, head_fusion, Analysis.defaults(top_k=top_k).top_k, truncate, image=image
         )
 
-    @door
+    @door(target=_gradient_target)
     def attribute(
         self,
         text: str,

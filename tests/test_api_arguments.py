@@ -78,6 +78,10 @@ BAD_CALLS = [  # (call on the toy, words its message holds)
     (lambda toy: toy.inspect("a b", heads=[]), "selects no head"),
     (lambda toy: toy.steps("a b", head=2**20000), "is out of range"),
     (lambda toy: toy.inspect("a b", progress=3), "progress must be a function"),
+    # a seq2seq target is a text in inspect as in heads (attribute's target, a token or an index, is its own kind)
+    (lambda toy: toy.inspect("a b", target=3), "target must be a string, not int"),
+    (lambda toy: toy.inspect("a b", target="x \ud800"), "target is not valid UTF-8: lone surrogate"),
+    (lambda toy: toy.attribute("a b", target=[1]), "target must be a token, a label or an output index"),
 ]
 
 
