@@ -10,12 +10,39 @@ from vision_models import halves, planted_left
 
 
 @pytest.fixture(scope="module")
-def planted_report(tmp_path_factory):
+def planted(tmp_path_factory):
+    """(the planted ViT's directory, a picture of two halves)."""
+    return planted_left(tmp_path_factory.mktemp("planted-vit")), halves(tmp_path_factory.mktemp("img") / "halves.png")
+
+
+@pytest.fixture(scope="module")
+def planted_report(planted):
     import attn_cli
 
-    directory = planted_left(tmp_path_factory.mktemp("planted-vit"))
-    image = halves(tmp_path_factory.mktemp("img") / "halves.png")
+    directory, image = planted
     return attn_cli.load(str(directory), device="cpu").inspect_image(image, layers=0)
+
+
+def test_save_draws_what_the_terminal_shows_with_its_scale(planted, tmp_path):
+    """With token views named (--show weights) the terminal draws heatmaps on --scale's colours; --save drew the
+    pictures whatever --show and --scale said. It draws the same views now, on the same scale; without --show,
+    the pictures (each spread from its least to its most attended patch, in the terminal as in the file)."""
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+
+    directory, image = planted
+    common = ["inspect", "--image", str(image), "--model", str(directory), "--layer", "0", "--head", "0"]
+    saved = {}
+    for name, extra in (("fixed", ["--show", "weights"]), ("head", ["--show", "weights", "--scale", "head"])):
+        result = CliRunner().invoke(app, [*common, *extra, "--save", str(tmp_path / f"{name}.svg")])
+        assert result.exit_code == 0, result.output
+        saved[name] = (tmp_path / f"{name}.svg").read_text()
+    assert "data:image/png" not in saved["fixed"] and "data:image/png" not in saved["head"]  # the token views
+    assert saved["fixed"] != saved["head"]
+    result = CliRunner().invoke(app, [*common, "--save", str(tmp_path / "pictures.svg")])
+    assert result.exit_code == 0, result.output
+    assert "data:image/png" in (tmp_path / "pictures.svg").read_text()
 
 
 def test_the_svg_embeds_the_image_and_lights_the_left_half(planted_report):

@@ -74,7 +74,7 @@ def inspect_image_command(
         from attn_cli.cli.common import note
         from attn_cli.render.files import save_figure as write
 
-        for warning in write(report, path, panels, dpi, query=chosen):
+        for warning in write(report, path, panels, dpi, per_head_of(scale), query=chosen):
             note(warning)
 
     run_and_emit(

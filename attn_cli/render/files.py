@@ -79,11 +79,12 @@ def save_figure(
 ) -> list[str]:
     """--save for a report: a vector SVG figure, that SVG drawn as PNG or PDF, or a self-contained
     interactive HTML page (render/figures.py; an image's report: render/image_figures.py, from the
-    patch `query`); per_head: weights on each head's own colour scale.
+    patch `query`, unless `panels` names token views, drawn as for text); per_head: weights on each head's own
+    colour scale (an image's pictures always spread each head from its least to its most attended patch).
     Returns warnings for the user (characters no font has)."""
     from attn_cli.plumbing.atomic import atomic_path
 
-    if getattr(report, "image", None) is not None:  # the image with a heat overlay per head
+    if getattr(report, "image", None) is not None and not panels:  # the image with a heat overlay per head
         from attn_cli.render.image_figures import image_html, image_svg
 
         svg_figure = lambda report, panels, per_head: image_svg(report, query)  # noqa: E731
