@@ -309,3 +309,14 @@ def cli_json(*args: str) -> dict:
     result = CliRunner().invoke(app, [*args, "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
+
+
+def half_blocks(matrix, scale) -> list:
+    """One matrix drawn alone as lines of '▀' (render/glyphs.half_block_codes as (glyph, Style) pairs): the
+    reference the pictures drawn together for many heads are held to."""
+    import numpy as np
+
+    from attn_cli.render.glyphs import cells, half_block_codes
+
+    codes = half_block_codes(np.asarray(matrix, dtype=np.float64)[None], scale)[0]
+    return [cells(scale, line) for line in codes.tolist()]

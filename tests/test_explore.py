@@ -563,10 +563,11 @@ def test_thumbnails_are_the_grids_own_pictures():
     from types import SimpleNamespace
 
     import numpy as np
+    from conftest import half_blocks
     from rich.console import Console
 
     from attn_cli.explore.view import CachedGrid
-    from attn_cli.render.glyphs import cells, half_blocks
+    from attn_cli.render.glyphs import cells
     from attn_cli.render.grid import HeadsGrid
 
     rng = np.random.default_rng(0)

@@ -7,6 +7,7 @@ from a later stage (imports inside functions included).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "attn_cli"
@@ -107,6 +108,33 @@ def test_a_renderer_knows_no_backend():
         if imported.startswith("attn_cli.backends")
     ]
     assert reaching == []
+
+
+def test_every_top_level_name_is_used():
+    """A module-level function, class or constant of attn_cli that nothing in attn_cli names is dead code (a
+    test alone does not keep it alive: its reference lives with the tests). Counted by word, over the package's
+    Python and JavaScript and pyproject.toml (entry points); a decorated function is used by its decorator."""
+    root = PACKAGE.parent
+    sources = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.js"), root / "pyproject.toml"]
+    counts: dict[str, int] = {}
+    for path in sources:
+        for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", path.read_text()):
+            counts[word] = counts.get(word, 0) + 1
+    unused = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [] if node.decorator_list else [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [target.id for target in node.targets if isinstance(target, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            else:
+                continue
+            unused += [
+                f"{module_name(path)}.{name}" for name in names if not name.startswith("__") and counts[name] < 2
+            ]
+    assert unused == []
 
 
 # The import cycles not untied yet, each named by exactly the modules that import one another, so that this

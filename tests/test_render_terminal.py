@@ -398,7 +398,9 @@ def _reference_cells(matrix, scale, ink_floor):
 
 def test_grid_pictures_are_drawn_as_one_character_at_a_time():
     """The vectorised pictures (all heads of a grid at once) are the plain per-character drawing."""
-    from attn_cli.render.glyphs import half_blocks, quadrant_cells
+    from conftest import half_blocks
+
+    from attn_cli.render.glyphs import quadrant_cells
 
     rng = np.random.default_rng(3)
     for trial in range(60):

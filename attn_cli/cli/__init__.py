@@ -20,7 +20,6 @@ from attn_cli.cli.diagnose import EPILOG as DIAGNOSE_EPILOG
 from attn_cli.cli.diagnose import diagnose_command
 from attn_cli.cli.diff import EPILOG as DIFF_EPILOG
 from attn_cli.cli.diff import diff_command
-from attn_cli.cli.edge import run_at_the_edge
 from attn_cli.cli.explore import EPILOG as EXPLORE_EPILOG
 from attn_cli.cli.explore import explore_command
 from attn_cli.cli.generate import EPILOG as GENERATE_EPILOG
@@ -150,8 +149,3 @@ def _root(
     ),
 ) -> None:
     """See what attention does with your sentence."""
-
-
-def main() -> None:
-    """Console entry point: run the app, turning closed pipes into a quiet exit."""
-    run_at_the_edge(app)

@@ -56,7 +56,6 @@ LOGIT = 10.0  # logit(x) = ±10 at x = 0.99995 and 0.00005
 BINS = 20  # the histogram's bins: equal widths of x over [0, 1], the last one closed (store_schema.BINS)
 KEYS = 5  # keys kept for a highlighted row, strongest first
 SCALE = float(1 << 32)  # fixed point of the exact sums
-_MASK = (1 << 64) - 1
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Every output file attn writes (-o, --save, --save-tensors, --save-weights) is written here, atomically.
+"""Every output file attn writes (-o, --save, --save-tensors, -O save_weights=FILE) is written here, atomically.
 
 A regular file (or a name not yet taken): the content goes to a temporary file beside the target
 (`NAME.tmp-XXXXXXXX`, same directory so the rename stays on one filesystem), is flushed and fsynced, and

@@ -160,13 +160,5 @@ def half_block_codes(stack: np.ndarray, scale: Scale) -> np.ndarray:
     return _cell_code(glyph, upper, lower)
 
 
-def half_blocks(matrix: np.ndarray | None, scale: Scale) -> list[list[tuple[str, Style]]]:
-    """A matrix as lines of '▀' (half_block_codes as (glyph, Style) pairs)."""
-    if matrix is None:
-        return []
-    codes = half_block_codes(np.asarray(matrix, dtype=np.float64)[None], scale)[0]
-    return [cells(scale, line) for line in codes.tolist()]
-
-
 def _fg_style(scale: Scale, value: float) -> Style:
     return Style(color=scale.colour(value))
