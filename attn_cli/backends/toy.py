@@ -213,7 +213,8 @@ class ToyBackend:
         self.config = config
         self.device = device
         self.dtype = "float32"
-        self.base_weights = weights if weights is not None else initial_weights(config)  # what -O save_weights=FILE writes
+        # what -O save_weights=FILE writes
+        self.base_weights = weights if weights is not None else initial_weights(config)
         used = share_projection(self.base_weights, config) if config.shared_projection else self.base_weights
         self.weights = {name: tensor.to(device) for name, tensor in used.items()}
         self.info = ModelInfo(
