@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from conftest import modules_loaded_by, needs_program  # noqa: E402
+from conftest import modules_loaded_by, needs_program, patience  # noqa: E402
 
 from attn_cli.api import Model, load  # noqa: E402
 from attn_cli.explore.app import ExploreApp  # noqa: E402
@@ -37,7 +37,7 @@ def toy():
 
 async def until(pilot, condition, timeout: float = 30.0) -> None:
     """Let the app run until condition() holds (model loaded, a run finished, ...)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting for the app")
@@ -95,7 +95,7 @@ def test_keys_move_the_selection_and_show_the_apis_numbers(minilm):
             assert app.status_view().plain.startswith(f"layer 0 head 2 · query {app.query}:")
             # ◂ marks the selected head in the grid, on layer 0's first line
             grid = app.query_one("#grid").text().splitlines()
-            assert sum(line.count("◂") for line in grid) == 1
+            assert sum(line.count("◂") for line in grid if "◂ the selected head" not in line) == 1  # but the key
             assert "◂" in next(line for line in grid if line.startswith("L0"))
             # up/down in the heatmap move the query row instead of the layer
             await pilot.press("tab")
@@ -449,7 +449,7 @@ def test_without_a_terminal_it_says_so_before_loading(tmp_path):
             text=True,
             env=env,
             cwd=tmp_path,
-            timeout=120,
+            timeout=patience(120),
         )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
@@ -491,7 +491,7 @@ def test_in_a_real_terminal(tmp_path):
         return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
 
     def wait_for(text: str, timeout: float = 60) -> str:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         while time.monotonic() < deadline:
             shown = pane()
             if text in shown:
@@ -510,9 +510,12 @@ def test_in_a_real_terminal(tmp_path):
         assert "attn explore · toy" in shown and "All heads · baseline" in shown and "q quit" in shown
         assert "Traceback" not in shown
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
-        deadline = time.monotonic() + 20
+        # polled until the app has quit (its exit status written), however busy the machine: a fixed 20 s
+        # failed at load 10; patience() only bounds a hang
+        deadline = time.monotonic() + patience(60)
         while not status.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
+        assert status.exists(), f"the app did not quit; the pane shows:\n{pane()}"
         assert status.read_text().strip() == "0"
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
@@ -583,9 +586,9 @@ def test_thumbnails_are_the_grids_own_pictures():
             for width in (30, 60, 100, 160):
                 options = console.options.update(width=width, height=None, highlight=False)
                 grid = CachedGrid(layers, "All heads", mark=(1, 2))
-                assert grid.lines(console, options) == console.render_lines(
-                    HeadsGrid(layers, "All heads", mark=(1, 2)), options, pad=False
-                )
+                drawn = HeadsGrid(layers, "All heads", mark=(1, 2))
+                drawn.mark_phrase = grid.mark_phrase  # explore's caption: not "below", where it draws it beside
+                assert grid.lines(console, options) == console.render_lines(drawn, options, pad=False)
                 thumb, half = grid.layout(console, width)
                 if thumb < 2:
                     continue
@@ -669,5 +672,25 @@ def test_the_edit_box_and_the_keys_line(toy):
             line = str(keys.render())
             assert line.startswith("↑↓ layer") and line.rstrip().endswith("q quit") and len(line.rstrip()) <= 80
         assert gc.get_freeze_count() == 0
+
+    run(scenario())
+
+
+def test_at_120_by_40_the_grid_uses_the_height_and_says_where_the_head_is(minilm):
+    """6 layers at 120 × 40: each layer's thumbnails take every line the screen leaves (5 for a 9-token sentence,
+    its whole matrix at 2 × 2 cells a character, not 4 with a spare line below the grid), and the grid's caption
+    does not say the selected head is "below" when it is drawn on the right."""
+
+    async def scenario():
+        app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model is not None and app.report is not None)
+            [(_, grid, lines)] = app.drawn.grid_lines.values()
+            assert grid.geometry == (5, 5)  # (thumbnail width, lines per layer)
+            assert not app.query_one("#body").has_class("stacked")  # the head is beside the grid …
+            caption = " ".join(strip.text for strip in lines)
+            assert "◂ the selected head" in caption and "below" not in caption  # … and the caption says no other
+            left = app.query_one("#left")
+            assert left.virtual_size.height <= left.size.height  # the whole grid is on the screen
 
     run(scenario())

@@ -117,7 +117,7 @@ def test_a_long_text_gets_a_window_around_the_query():
 
 def test_the_layout_is_arithmetic_of_sizes():
     assert layout.too_small(59, 40) and layout.too_small(80, 15) and not layout.too_small(60, 16)
-    assert layout.grid_height(24, 4) == 16 and layout.grid_height(10, 6) == 6
+    assert layout.grid_height(24, 4) == 17 and layout.grid_height(10, 6) == 6
     assert layout.body_split(160, 80) == (80, False)
     assert layout.body_split(100, 80) == (99, True)  # beside it the heatmap would have 20 columns
     assert layout.detail_width(160, 80, False) == 78 and layout.detail_width(100, 99, True) == 99

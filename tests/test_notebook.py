@@ -14,6 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import patience
 
 from attn_cli.api import Model
 
@@ -153,8 +154,8 @@ def executed(tmp_path_factory):
         patch.setenv("ATTN_DEVICE", "cpu")
         nbclient.NotebookClient(
             notebook,
-            timeout=600,
-            startup_timeout=180,
+            timeout=round(patience(600)),
+            startup_timeout=round(patience(180)),
             kernel_name="attn-test",
             resources={"metadata": {"path": str(folder)}},
         ).execute()
@@ -181,6 +182,14 @@ def test_the_notebook_runs_and_stores_no_giant_text(executed):
         if output.output_type == "error"
     ]
     assert errors == []
+    streams = [
+        output.text
+        for cell in executed.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if output.output_type == "stream"
+    ]
+    assert not [text for text in streams if "Warning" in text]  # no TqdmWarning from loading the model
     plain = [
         output["data"]["text/plain"]
         for cell in executed.cells
@@ -210,7 +219,7 @@ def notebook_page(executed, tmp_path, offline_page):  # noqa: F811
     page.goto(path.as_uri())
     shown = [frame for frame in page.frames if frame != page.main_frame]
     for frame in shown:
-        frame.wait_for_selector("body[data-ready='1']", timeout=10_000)
+        frame.wait_for_selector("body[data-ready='1']", timeout=patience(10) * 1000)
     return page, shown, requests, errors
 
 

@@ -91,6 +91,7 @@ def test_the_terminal_view_draws_the_image_and_every_head(planted):
     out = " ".join(result.stdout.split())  # wrapped at 100 columns
     assert "4 × 4 patches of 8 px" in out and "attention from [CLS]" in out
     assert "L0 H0" in out and "L1 H3" in out  # every head as a small picture
+    assert result.stdout.startswith("attn inspect · ")  # titled as every other view, not "inspect ·"
 
 
 def test_query_picks_a_patch_and_off_the_grid_is_an_error(planted):
@@ -145,6 +146,7 @@ def test_rollout_of_an_image_in_the_terminal(planted):
     )
     assert result.exit_code == 0, result.output
     assert "rollout from [CLS] over layers 0-1 (mean of the heads)" in " ".join(result.stdout.split())
+    assert result.stdout.startswith("attn rollout · ")
 
 
 def test_the_terminal_keeps_whole_matrices_past_the_cell_limit(planted, monkeypatch):

@@ -9,6 +9,7 @@ the built-ins costs nothing.
 from __future__ import annotations
 
 import importlib
+import warnings
 from types import ModuleType
 
 from attn_cli.backends.base import Backend, parse_options
@@ -59,9 +60,14 @@ def load_backend(spec: str, *, device: str = "auto", dtype: str = "auto", **opti
             f"no model named: {spec!r}",
             "name one: minilm, lab, toy, a model directory or a hub id (attn models lists them)",
         )
-    module = backend_module(spec)
-    parsed = parse_options(backend_label(spec), module.Options, options)
-    return module.load(spec, device=resolve_device(device), dtype=_dtype(dtype), options=parsed)
+    with warnings.catch_warnings():
+        # Importing transformers pulls in tqdm.auto, which in a notebook without ipywidgets warns "IProgress not
+        # found" (a TqdmWarning, in the first cell of every notebook) about the progress bars attn turns off
+        # (hf.py: disable_progress_bar): nothing the user can act on, so it is not shown
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        module = backend_module(spec)
+        parsed = parse_options(backend_label(spec), module.Options, options)
+        return module.load(spec, device=resolve_device(device), dtype=_dtype(dtype), options=parsed)
 
 
 def _dtype(dtype: str) -> str:

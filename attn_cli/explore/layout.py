@@ -10,7 +10,7 @@ from __future__ import annotations
 MIN_WIDTH, MIN_HEIGHT = 60, 16  # below this the screen says so instead of drawing
 DETAIL_MIN = 40  # columns the selected head needs beside the grid; less: one above the other
 ROW_WINDOW, COL_WINDOW = 32, 64  # long texts: the part of the selected head's matrix drawn
-BODY_CHROME = 4  # lines around the body besides the header: the status, message and keys lines, and one spare
+BODY_CHROME = 3  # lines around the body besides the header: the status, message and keys lines
 COMPACT_WIDTH, COMPACT_HEIGHT = 100, 30  # below either: one page at a time (tab: the next), each full size
 PAGES = ("grid", "heatmap", "panel")  # compact: the all-heads grid, the selected head's heatmap(s), its query panel
 ROW_LABEL = 12  # a heatmap row label's token part (render/heatmap LABEL_TOKEN)

@@ -100,6 +100,7 @@ class CachedGrid(HeadsGrid):
         super().__init__(*args, **kwargs)
         self.geometry: tuple[int, int] | None = None  # (thumb width, lines per layer)
         self.top = GRID_TITLE_LINES  # lines above the first layer (the title may wrap)
+        self.mark_phrase = "◂ the selected head"  # its detail is beside the grid, below it or a page of its own
 
     def lines(self, console: Console, options: ConsoleOptions) -> list[list[Segment]]:
         thumb, half = self.layout(console, options.max_width)

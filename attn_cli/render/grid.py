@@ -43,6 +43,9 @@ class HeadsGrid:
         self.across = max((len(heads) for _, heads in layers), default=0)
         self.label_width = max((len(f"L{layer}") for layer, _ in layers), default=2) + 1
         self.max_lines: int | None = None  # lines the whole grid may take (FitScreen sets it); None: any
+        # what ◂ marks: `attn inspect` prints the marked head's heatmap under the grid; explore says where (it
+        # draws the head beside the grid, under it or on a page of its own, as the screen allows)
+        self.mark_phrase = "◂ the head in detail below"
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement(self.label_width + 3 * self.across, options.max_width)
@@ -154,7 +157,7 @@ class HeadsGrid:
             else "2×2 cells a character",
         ]
         if self.mark is not None:
-            phrases.append("◂ the head in detail below")
+            phrases.append(self.mark_phrase)
         note = phrases[0]
         for phrase in phrases[1:]:
             if len(note) + 2 + len(phrase) <= width:

@@ -220,7 +220,8 @@ def render_image_report(report, query: tuple[int, int] | None = None) -> Rendera
     return Group(*parts)
 
 
-def header_line(report, command: str = "inspect") -> Text:
+def header_line(report, command: str = "attn inspect") -> Text:
+    """The model line over an image, titled with the command as typed (`attn inspect`, as every other view is)."""
     model = report.model
     return Text.assemble(
         (command, "bold"),
@@ -273,7 +274,7 @@ def render_image_rollout(report) -> RenderableType:
     row, name = query_row(grid, report.matrix, None)
     layers = f"layers {report.layers[0]}-{report.layers[-1]}" if len(report.layers) > 1 else f"layer {report.layers[0]}"
     return Group(
-        header_line(report, "rollout"),
+        header_line(report, "attn rollout"),
         image_lines(grid),
         Text(""),
         Text(f"rollout from {name} over {layers} ({report.head_fusion} of the heads)", style="bold"),
