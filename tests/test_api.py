@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import cli_json
+from conftest import cli_json, patience
 
 import attn_cli
 from attn_cli.api import Model
@@ -45,7 +45,7 @@ def test_the_default_model_runs_without_what_its_package_pulls_in():
         "import attn_cli\n"
         "print(attn_cli.load('minilm', device='cpu').inspect('Hello', layers=0, heads=2).head(0, 2).weights.shape)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=patience(300))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "(3, 3)"
 

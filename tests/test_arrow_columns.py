@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from conftest import patience
 
 from attn_cli.data import arrow_columns as arrow
 from attn_cli.data import store_schema as schema
@@ -77,7 +78,7 @@ def test_a_store_is_written_without_importing_pandas(tmp_path):
         text=True,
         cwd=ROOT,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        timeout=300,
+        timeout=patience(300),
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import patience
 from typer.testing import CliRunner
 
 from attn_cli.api import Model
@@ -184,7 +185,7 @@ def test_explore_shows_the_sentences_attribution_and_switches_method(minilm):
         return captured.get()
 
     async def until(pilot, condition, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         while not condition():
             assert time.monotonic() < deadline, "timed out waiting for the app"
             await pilot.pause(0.05)

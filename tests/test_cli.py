@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import isolate
+from conftest import isolate, patience
 from typer.testing import CliRunner
 
 from attn_cli.cli import app
@@ -309,7 +309,9 @@ def test_bad_usage_exits_2_with_one_line(args, stdin, fragments):
 )
 def test_typer_usage_errors_are_one_line_too(args, fragment):
     """Errors Typer finds itself go through the console script's edge (main), not CliRunner's app."""
-    result = subprocess.run([sys.executable, "-m", "attn_cli", *args], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "attn_cli", *args], capture_output=True, text=True, timeout=patience(60)
+    )
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
@@ -415,7 +417,7 @@ def test_importing_the_cli_does_not_import_torch():
         "sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))[:5]"
     )
     completed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), timeout=60
+        [sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(), timeout=patience(60)
     )
     assert completed.returncode == 0, completed.stderr
 
@@ -424,7 +426,7 @@ def test_importing_the_cli_does_not_import_torch():
 def test_help(how, tmp_path):
     command = [str(console_script())] if how == "console-script" else [sys.executable, "-m", "attn_cli"]
     completed = subprocess.run(
-        [*command, "--help"], capture_output=True, text=True, env=subprocess_env(), cwd=tmp_path, timeout=60
+        [*command, "--help"], capture_output=True, text=True, env=subprocess_env(), cwd=tmp_path, timeout=patience(60)
     )
     assert completed.returncode == 0, completed.stderr
     assert "inspect" in completed.stdout
@@ -437,7 +439,7 @@ def test_pipe_closed_early_exits_0_quietly(tmp_path):
     # Plain sh, no pipefail: attn's own exit status is saved to a file, its stderr to another.
     command = f'{{ "{attn_script}" inspect "{SENTENCE}" --json 2>attn.err; echo $? >attn.rc; }} | head -c 100'
     completed = subprocess.run(
-        command, shell=True, capture_output=True, cwd=tmp_path, env=subprocess_env(), timeout=120
+        command, shell=True, capture_output=True, cwd=tmp_path, env=subprocess_env(), timeout=patience(120)
     )
     stderr = (tmp_path / "attn.err").read_text(errors="replace")
     assert completed.returncode == 0

@@ -4,7 +4,7 @@ headless Chromium, offline (test_browser.py's browser; skipped with its reason w
 from __future__ import annotations
 
 import pytest
-from conftest import open_page  # the browser and offline_page fixtures are conftest's
+from conftest import open_page, patience  # the browser and offline_page fixtures are conftest's
 from store_builder import INDUCTION, build_store
 
 from attn_cli.math.score_names import SCORES
@@ -106,7 +106,7 @@ def test_filters_by_layer_and_minimum_score_and_a_histogram_picks_the_examples(o
 def test_the_hash_opens_a_head(offline_page, pages):
     page, _, errors = offline_page
     page.goto(pages["plain"].as_uri() + "#0.2")
-    page.wait_for_selector("body[data-ready='1']", timeout=10_000)
+    page.wait_for_selector("body[data-ready='1']", timeout=patience(10) * 1000)
     assert page.locator("#head-title").text_content() == "layer 0 · head 2 · previous"
     assert errors == []
 

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import patience
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = " ".join(["the cat sat on the mat and"] * 12)  # 84 tokens: a run of a few seconds with --full
@@ -101,7 +102,7 @@ def leftovers(directory: Path) -> list[str]:
 
 def wait_for_a_temporary(directory: Path, process: subprocess.Popen, limit: float = 60.0) -> None:
     """Until a NAME.tmp-XXXX file appears (a write has begun) or the process ends."""
-    deadline = time.monotonic() + limit
+    deadline = time.monotonic() + patience(limit)
     while process.poll() is None and time.monotonic() < deadline and not leftovers(directory):
         time.sleep(0.002)
 
@@ -118,7 +119,7 @@ def run_once(kind: str, directory: Path, signum: int, moment: str, delay: float)
     time.sleep(delay)
     if process.poll() is None:
         process.send_signal(signum)
-    _, stderr = process.communicate(timeout=120)
+    _, stderr = process.communicate(timeout=patience(120))
     return process.returncode, stderr.decode("utf-8", "replace")
 
 
@@ -189,7 +190,7 @@ def test_concurrent_runs_writing_the_same_file_leave_one_valid_document(tmp_path
         for index in range(4)
     ]
     for process in processes:
-        _, stderr = process.communicate(timeout=120)
+        _, stderr = process.communicate(timeout=patience(120))
         assert process.returncode == 0, stderr
     assert json.loads(target.read_text())["text"].startswith("run number ")
     assert leftovers(tmp_path) == []
@@ -197,7 +198,7 @@ def test_concurrent_runs_writing_the_same_file_leave_one_valid_document(tmp_path
 
 def waiting_for_input(process: subprocess.Popen, limit: float = 120.0) -> None:
     """Until the process sleeps reading a pipe (its stdin: the corpus so far is scored) or ends."""
-    deadline = time.monotonic() + limit
+    deadline = time.monotonic() + patience(limit)
     while process.poll() is None and time.monotonic() < deadline:
         with contextlib.suppress(OSError):
             if "pipe_read" in Path(f"/proc/{process.pid}/wchan").read_text():
@@ -237,7 +238,7 @@ def test_heads_stopped_mid_corpus(tmp_path, signum):
     process.stdin.flush()  # left open: attn scores what it has, then waits for more
     waiting_for_input(process)
     process.send_signal(signum)
-    _, stderr = process.communicate(timeout=120)
+    _, stderr = process.communicate(timeout=patience(120))
     context = f"exit {process.returncode}\n{stderr.decode('utf-8', 'replace')}"
     assert process.returncode == 128 + signum, context
     assert leftovers(tmp_path) == [], context

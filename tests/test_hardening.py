@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import isolate
+from conftest import isolate, patience
 from typer.testing import CliRunner
 
 from attn_cli.cli import app
@@ -57,7 +57,9 @@ def process_env(**extra: str) -> dict[str, str]:
 def run_attn(args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     """`python -m attn_cli ARGS` through sh (for redirections), in tmp_path."""
     command = f'"{sys.executable}" -m attn_cli {args}'
-    return subprocess.run(command, shell=True, capture_output=True, cwd=tmp_path, env=process_env(**env), timeout=120)
+    return subprocess.run(
+        command, shell=True, capture_output=True, cwd=tmp_path, env=process_env(**env), timeout=patience(120)
+    )
 
 
 def process_error(completed, code: int, *fragments: str) -> str:
@@ -694,7 +696,7 @@ def test_multi_line_messages_become_one_line():
 def test_help_into_a_closed_pipe_exits_0(tmp_path):
     """`attn --help | head -n 1`: the reader is gone before attn writes (`true` reads nothing)."""
     command = f'{{ "{sys.executable}" -m attn_cli --help 2>err; echo $? >rc; }} | true'
-    subprocess.run(command, shell=True, cwd=tmp_path, env=process_env(), timeout=60)
+    subprocess.run(command, shell=True, cwd=tmp_path, env=process_env(), timeout=patience(60))
     assert (tmp_path / "rc").read_text().strip() == "0" and (tmp_path / "err").read_text() == ""
 
 

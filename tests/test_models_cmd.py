@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import patience
 from typer.testing import CliRunner
 
 from attn_cli.backends import registry
@@ -335,7 +336,7 @@ def test_listing_imports_neither_torch_nor_transformers(cache):
         "assert not heavy, heavy[:5]\n"
     )
     completed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=60
+        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=patience(60)
     )
     assert completed.returncode == 0, completed.stderr
     assert "org/tiny-llama" in by_name(json.loads(completed.stdout))

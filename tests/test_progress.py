@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import needs_program
+from conftest import needs_program, patience
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSWER = "0.1767767"  # layer 0 head 0's scale, 1/√32, as the JSON writes it
@@ -42,7 +42,7 @@ def pane_after(command: str, tmp_path: Path, *, timeout: float = 240) -> list[st
     # Typed at an interactive shell, as a user would: the pipeline runs as a job in the foreground.
     subprocess.run([*tmux, "send-keys", f"{command}; echo DONE", "Enter"], check=True)
     try:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         while time.monotonic() < deadline:
             lines = subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout.split("\n")
             if "DONE" in lines:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import isolate, needs_program
+from conftest import isolate, needs_program, patience
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,7 +231,7 @@ def run_command(command: str, workdir: Path) -> Ran:
                 needs_program(program[0])
             argv = [sys.executable, *program[1:]] if program[0] in ("python", "python3") else program
             process = subprocess.run(
-                argv, input=data, capture_output=True, cwd=workdir, timeout=300, env={**os.environ, **env}
+                argv, input=data, capture_output=True, cwd=workdir, timeout=patience(300), env={**os.environ, **env}
             )
             data, code, errors = process.stdout, process.returncode, process.stderr.decode(errors="replace")
         ran.codes.append(code)

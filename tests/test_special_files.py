@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import isolate
+from conftest import isolate, patience
 from test_hardening import attn, one_line_error, run_attn, temp_files
 
 ROOT_ONLY = pytest.mark.skipif(
@@ -185,7 +185,7 @@ def test_a_fifo_corpus_is_read_once_as_a_stream(tmp_path):
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     result = attn("heads", "--file", corpus, "--model", "toy", "--json")
-    writer.join(timeout=5)
+    writer.join(timeout=patience(5))
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["texts"] == 3
 

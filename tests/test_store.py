@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import patience
 from typer.testing import CliRunner
 
 from attn_cli.cli import app
@@ -261,13 +262,13 @@ def run_until_a_part_then(corpus: Path, directory: Path, signum: int) -> int:
     ]
     variables = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=variables)
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + patience(180)
     while process.poll() is None and time.monotonic() < deadline:
         if (directory / schema.PARTS / "000000").is_dir():
             process.send_signal(signum)
             break
         time.sleep(0.01)
-    process.communicate(timeout=180)
+    process.communicate(timeout=patience(180))
     return process.returncode
 
 

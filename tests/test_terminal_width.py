@@ -17,6 +17,7 @@ import termios
 from pathlib import Path
 
 import pytest
+from conftest import patience
 from rich.cells import cell_len
 
 from attn_cli.launch import fit_to_terminal
@@ -65,7 +66,7 @@ def read_all(master: int, process: subprocess.Popen, timeout: float = 120) -> st
     """Everything the process writes to the terminal until it exits."""
     chunks = []
     while True:
-        ready, _, _ = select.select([master], [], [], timeout)
+        ready, _, _ = select.select([master], [], [], patience(timeout))
         if not ready:
             process.kill()
             raise AssertionError(f"no output for {timeout} s")
@@ -76,7 +77,7 @@ def read_all(master: int, process: subprocess.Popen, timeout: float = 120) -> st
         if not chunk:
             break
         chunks.append(chunk)
-    process.wait(timeout=timeout)
+    process.wait(timeout=patience(timeout))
     return b"".join(chunks).decode("utf-8")
 
 
