@@ -37,6 +37,7 @@ MODEL = {
     "head_dim": 32,
     "causal": False,
     "max_positions": 512,
+    "no_attention_layers": [],
 }
 PREVIOUS, INDUCTION = (0, 2), (1, 4)
 WORDS = (

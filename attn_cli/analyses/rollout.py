@@ -71,7 +71,9 @@ class RolloutReport(Document):
 def consecutive_layers(info, layers, command: str) -> list[int]:
     """The selected layers, first to last, refused when they have gaps (a rollout multiplies neighbours)."""
     chosen, _ = Selection(layers=layers, full=True).resolve(info)
-    if chosen != list(range(chosen[0], chosen[-1] + 1)):
+    # a hybrid's layers without an attention matrix are no gap: the chain runs over its attention layers only
+    other = set(getattr(info, "no_attention_layers", ()))
+    if chosen != [layer for layer in range(chosen[0], chosen[-1] + 1) if layer not in other]:
         raise BadInput(f"{command} multiplies consecutive layers; --layers {layers} has gaps", "use a range like 2-5")
     return chosen
 

@@ -14,6 +14,8 @@ registered under our name too, or transformers would silently pass
 from __future__ import annotations
 
 import contextlib
+import functools
+import re
 import sys
 from collections.abc import Callable, Iterator
 
@@ -79,13 +81,16 @@ class LayerRecorder:
         # (generation calls every layer once per new token).
         self.sink = sink
         self.parents: dict[int, torch.nn.Module] = {}  # id(attention module) -> the module holding it
+        self.paths: dict[int, int] = {}  # id(attention module) -> the layer its path names (capturing fills it)
         self.calls = 0
 
     def __call__(self, module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-        layer = layer_of(module, self.calls)
+        layer = layer_of(module, self.calls, self.paths)
         slot = layer if self.key_of is None else self.key_of(module)  # what records are keyed by
         self.calls += 1
         refuse_unsupported(module, kwargs, allowed=("position_bias",) if self.keep_bias else ())
+        # what the model's name-branching code would have handed its own implementation; seen: the mask it obeys
+        attention_mask, kwargs, seen_mask = sparse_selection(self.delegate_name, key, attention_mask, kwargs)
         if scaling is None:
             scaling = query.shape[-1] ** -0.5
         if self.inject is not None:  # --propagate: the model runs on with the variant's q, k and scale
@@ -103,7 +108,7 @@ class LayerRecorder:
                 q=keep(seen_q),
                 k=keep(seen_k),
                 v=keep(value),
-                mask=allowed_mask(module, query, key, attention_mask, kwargs.get("is_causal")).to(
+                mask=allowed_mask(module, query, key, seen_mask, kwargs.get("is_causal")).to(
                     self.analysis_device or query.device
                 ),
                 scale=float(scaling),
@@ -122,10 +127,49 @@ class LayerRecorder:
         return delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
 
 
-def layer_of(module, calls: int) -> int:
-    """The layer an attention call belongs to: the module's layer_idx, else how many calls came before."""
+def layer_of(module, calls: int, paths: dict | None = None) -> int:
+    """The layer an attention call belongs to: the module's layer_idx, else the layer its path names (Zamba2's
+    shared block says layer_idx = -1 and sits at layers.N), else how many calls came before."""
     layer = getattr(module, "layer_idx", None)
+    if isinstance(layer, int) and layer >= 0:
+        return layer
+    if paths and id(module) in paths:
+        return paths[id(module)]
     return calls if layer is None else int(layer)
+
+
+_INDEX = re.compile(r"(?:^|\.)(\d+)(?:\.|$)")
+
+
+def attention_modules(model) -> dict[int, int]:
+    """id(module) -> its layer, for every module whose forward calls the attention interface: its layer_idx
+    where that is a layer (>= 0), else the first index in its path (layers.3.self_attn -> 3), else left out."""
+    found = {}
+    for name, module in model.named_modules():
+        if not calls_interface(type(module)):
+            continue
+        layer = getattr(module, "layer_idx", None)
+        if not (isinstance(layer, int) and layer >= 0):
+            index = _INDEX.search(name)
+            layer = int(index.group(1)) if index else None
+        if layer is not None:
+            found[id(module)] = layer
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def calls_interface(cls) -> bool:
+    """Whether a module class's forward hands its attention to transformers' attention interface."""
+    import inspect
+
+    forward = cls.__dict__.get("forward")
+    if forward is None or not cls.__module__.startswith("transformers."):
+        return False
+    try:
+        source = inspect.getsource(forward)
+    except (OSError, TypeError):
+        return False
+    return "ALL_ATTENTION_FUNCTIONS" in source or "attention_interface" in source
 
 
 def refuse_unsupported(module, kwargs: dict, allowed: tuple = ()) -> None:
@@ -152,12 +196,14 @@ class WeightKeeper:
         self.weights: dict[int, torch.Tensor] = {}  # layer -> (B, H, T, T), in the graph
         self.parents: dict[int, torch.nn.Module] = {}
         self.keep_inputs = self.pre_rope = False
+        self.paths: dict[int, int] = {}
         self.calls = 0
 
     def __call__(self, module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-        layer = layer_of(module, self.calls)
+        layer = layer_of(module, self.calls, self.paths)
         self.calls += 1
         refuse_unsupported(module, kwargs)
+        attention_mask, kwargs, _ = sparse_selection("eager", key, attention_mask, kwargs)
         eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
         if eager is None:
             raise UnsupportedModel(
@@ -168,6 +214,91 @@ class WeightKeeper:
         if layer in self.wanted_layers:
             self.weights[layer] = weights
         return output, weights
+
+
+# The implementations a sparse-indexer model (DeepSeek-V3.2's lightning indexer: deepseek_v32, glm_moe_dsa, axk2,
+# dots3_note, hy_v4, mistral_large4) folds its top-k selection into the mask for; any other name gets `indices=`.
+_MASKED_SPARSE = ("eager", "sdpa")
+
+
+def sparse_selection(delegate_name: str, key, attention_mask, kwargs: dict) -> tuple:
+    """(mask for the delegate, kwargs for the delegate, the mask the attention obeys) of a layer call.
+
+    A sparse-indexer layer checks `config._attn_implementation in ("eager", "sdpa")`: under those names it
+    folds its per-query top-k keys into the mask; under any other (ours) it passes them as `indices`
+    (B, T_q, top_k) for a sparse kernel, and an eager or sdpa delegate would ignore them: the model would
+    run dense. So the branch the model takes under the delegate's name is taken here, with the model's own
+    code's arithmetic (a scatter into a (B, 1, T_q, T_k) "not selected" mask), and the mask recorded is
+    always the one with the selection in it. Other calls come back as they are, at the cost of one lookup.
+    """
+    indices = kwargs.get("indices")
+    if indices is None or attention_mask is None:
+        return attention_mask, kwargs, attention_mask
+    batch, q_len, k_len = indices.shape[0], indices.shape[1], key.shape[-2]
+    unselected = (
+        indices.new_ones((batch, q_len, k_len), dtype=torch.bool).scatter(-1, indices.long(), False).unsqueeze(1)
+    )  # (B, 1, T_q, T_k), True = not among the query's top-k
+    if attention_mask.dtype == torch.bool:
+        masked = attention_mask & ~unselected
+    else:
+        masked = attention_mask.masked_fill(unselected, torch.finfo(attention_mask.dtype).min)
+    if delegate_name not in _MASKED_SPARSE:  # a kernel that reads `indices` itself gets what the model hands it
+        return attention_mask, kwargs, masked
+    return masked, {**kwargs, "indices": None}, masked
+
+
+# Model code that decides something by the attention implementation's name: `_attn_implementation == "eager"`,
+# `in ("eager", "sdpa")`, `!= "sdpa"` … Under attn's name such a branch can go the other way than under the
+# implementation the model had, and change the model: it is checked (capture_difference) before the first numbers.
+_NAME_BRANCH = re.compile(r"_attn_implementation\s*(?:==|!=|\bnot\s+in\b|\bin\b)")
+
+
+def branches_on_name(model) -> bool:
+    """Whether any of the model's own transformers modules compares the attention implementation's name."""
+    files = {getattr(sys.modules.get(type(module).__module__), "__file__", None) for module in model.modules()}
+    return any(_source_branches(path) for path in files if path and "/transformers/models/" in path.replace("\\", "/"))
+
+
+@functools.lru_cache(maxsize=64)
+def _source_branches(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return _NAME_BRANCH.search(file.read()) is not None
+    except OSError:  # no source to read (a frozen install): check it
+        return True
+
+
+# How far the model's output with capture may be from its output without: the same branch runs the same
+# kernels, so the two are equal bit for bit; 1e-5 of the output's magnitude leaves room and nothing more.
+CAPTURE_TOLERANCE = 1e-5
+
+
+def capture_difference(model, inputs: dict) -> float:
+    """max |Δ| of the model's output (its first output: the last hidden state) run on `inputs` with attn's
+    capture routing every attention call and without, relative to the output's largest magnitude (at least 1).
+    0 when the capture changes nothing; the guard of models that branch on the implementation's name."""
+    with torch.inference_mode():
+        plain = _first_output(model(**inputs)).float()
+        with capturing(model, LayerRecorder(set(), model.config._attn_implementation)):
+            captured = _first_output(model(**inputs)).float()
+    return float((plain - captured).abs().max()) / max(1.0, float(plain.abs().max()))
+
+
+def _first_output(outputs) -> torch.Tensor:
+    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs.to_tuple()[0]
+
+
+def check_capture_changes_nothing(model, inputs: dict) -> None:
+    """Refuse (one line) a model whose output the capture would change: its numbers would not be its own."""
+    difference = capture_difference(model, inputs)
+    if not difference <= CAPTURE_TOLERANCE:
+        kind = getattr(model.config, "model_type", type(model).__name__)
+        raise UnsupportedModel(
+            f"{kind}: routing its attention through attn's capture changes the model's output "
+            f"(max |Δ| {difference:.2g} of the last hidden state)",
+            "its attention code branches on the attention implementation's name in a way attn does not "
+            "reproduce; no numbers are shown rather than wrong ones",
+        )
 
 
 def delegate_for(name: str, module) -> Callable:
@@ -263,6 +394,7 @@ def capturing(model, recorder: LayerRecorder | WeightKeeper) -> Iterator:
     AttentionMaskInterface.register(CAPTURE_NAME, mask_function)
     model.set_attn_implementation(CAPTURE_NAME)
     recorder.parents = {id(child): parent for parent in model.modules() for child in parent.children()}
+    recorder.paths = _negative_layers(model)
     hooks = []
     if recorder.keep_inputs or recorder.pre_rope:  # what each attention module is called with
         for module in model.modules():
@@ -274,6 +406,14 @@ def capturing(model, recorder: LayerRecorder | WeightKeeper) -> Iterator:
         for hook in hooks:
             hook.remove()
         model.set_attn_implementation(original)
+
+
+def _negative_layers(model) -> dict[int, int]:
+    """attention_modules for the modules whose layer_idx does not say their layer (Zamba2's -1): usually none,
+    and then nothing is looked up."""
+    if not any(isinstance(getattr(m, "layer_idx", None), int) and m.layer_idx < 0 for m in model.modules()):
+        return {}
+    return attention_modules(model)
 
 
 def _input_keeper(recorder: LayerRecorder):

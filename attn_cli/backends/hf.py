@@ -12,7 +12,13 @@ from pathlib import Path
 
 import torch
 
-from attn_cli.backends.capture_hook import LayerRecorder, LayersCaptured, capturing
+from attn_cli.backends.capture_hook import (
+    LayerRecorder,
+    LayersCaptured,
+    branches_on_name,
+    capturing,
+    check_capture_changes_nothing,
+)
 from attn_cli.backends.hf_info import from_pretrained_dtype, model_info, stop_reason
 from attn_cli.backends.validate import (
     VISION_TYPES,
@@ -76,6 +82,15 @@ class HFBackend:
         self.device = device
         self.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
         self.info = model_info(name, model)
+        # a model whose code branches on the attention implementation's name is checked once, on its first
+        # input, to come out the same with the capture as without (capture_hook.capture_difference)
+        self.unchecked = branches_on_name(model)
+
+    def _guard(self, inputs: dict) -> None:
+        """The first forward of a name-branching model: the capture must not change its output (else refused)."""
+        if self.unchecked:
+            check_capture_changes_nothing(self.model, inputs)
+            self.unchecked = False
 
     def capture_batch(
         self,
@@ -101,8 +116,10 @@ class HFBackend:
             analysis_device=self.device,
         )
         first_device = self.model.device  # where the inputs go: the device itself, or a device map's first
+        fed = {name: tensor.to(first_device) for name, tensor in batch.items()}
+        self._guard(fed)
         with capturing(self.model, recorder), torch.inference_mode():
-            self.model(**{name: tensor.to(first_device) for name, tensor in batch.items()})
+            self.model(**fed)
         if recorder.calls == 0:
             raise UnsupportedModel(
                 f"{type(self.model).__name__} does not route attention through transformers' "
@@ -195,6 +212,7 @@ class HFBackend:
         recorder = LayerRecorder(
             set(layers), self.model.config._attn_implementation, analysis_device=self.device, sink=handed
         )
+        self._guard({"input_ids": ids, **inputs})
         if seed is not None:
             torch.manual_seed(seed)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
@@ -255,6 +273,7 @@ class HFBackend:
             stop=hidden is None,
         )
         fed = {name: tensor.to(self.model.device) for name, tensor in batch.items()}
+        self._guard(fed)
         with capturing(self.model, recorder), torch.inference_mode(), _untied_last_state(self.model.config):
             try:
                 outputs = self.model(**fed, **({"output_hidden_states": True} if hidden is not None else {}))

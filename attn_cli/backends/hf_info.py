@@ -22,7 +22,20 @@ def model_info(name: str, model) -> ModelInfo:
         head_dim=head_dim,
         causal=causal,
         max_positions=usable_positions(model),
+        no_attention_layers=no_attention_layers(model, config.num_hidden_layers),
     )
+
+
+def no_attention_layers(model, layers: int) -> list[int]:
+    """A hybrid's layers without softmax attention (linear attention, state-space, convolution mixers): those
+    of 0 … layers-1 that no module calling the attention interface sits in. () where no such module is found
+    at all (attention code of its own: every layer is taken to have attention, as before)."""
+    from attn_cli.backends.capture_hook import attention_modules
+
+    found = set(attention_modules(model).values())
+    if not found:
+        return []
+    return [layer for layer in range(layers) if layer not in found]
 
 
 def usable_positions(model) -> int | None:

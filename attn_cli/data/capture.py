@@ -49,6 +49,19 @@ class ModelInfo:
     head_dim: int
     causal: bool
     max_positions: int | None  # the model's own position limit, None if unbounded
+    # A hybrid's layers that have no attention matrix (linear attention, a state-space or convolution mixer:
+    # Qwen3-Next, Jamba, LFM2, Zamba2 …), by their true index; () when every layer is softmax attention.
+    # A list, as JSON gives it back (to_json_dict equals the JSON read back); left out of the hash.
+    no_attention_layers: list[int] = field(default=(), hash=False)  # type: ignore[assignment]
+
+    def __post_init__(self):
+        object.__setattr__(self, "no_attention_layers", list(self.no_attention_layers))
+
+    @property
+    def attention_layers(self) -> list[int]:
+        """The layers with an attention matrix, in order."""
+        other = set(self.no_attention_layers)
+        return [layer for layer in range(self.layers) if layer not in other]
 
     def kv_head_of(self, head: int) -> int:
         """The key/value head a query head reads (query heads are grouped in order)."""

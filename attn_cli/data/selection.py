@@ -61,6 +61,22 @@ def parse_selection(spec: Spec, count: int, what: str) -> list[int]:
     return sorted(chosen)
 
 
+def attention_only(layers: list[int], info) -> list[int]:
+    """The selected layers that have an attention matrix (a hybrid's linear-attention or state-space layers have
+    none); a selection of none of them is a mistake, said with the layers that have one."""
+    other = set(getattr(info, "no_attention_layers", ()))
+    if not other:
+        return layers
+    kept = [layer for layer in layers if layer not in other]
+    if not kept:
+        named = ", ".join(map(str, layers[:8])) + (" …" if len(layers) > 8 else "")
+        raise BadInput(
+            f"layer {named} of {info.architecture} has no attention matrix (linear attention / state space)",
+            f"its attention layers are {', '.join(map(str, info.attention_layers))}",
+        )
+    return kept
+
+
 def parse_span(spec: Span, option: str) -> tuple[int, int] | None:
     """ "100:140" → (100, 140); ":200" starts at 0; "100:" runs to the end (a huge stop, clipped later)."""
     if spec is None:
@@ -131,8 +147,9 @@ class Selection:
     full: bool = False  # keep whole matrices however large
 
     def resolve(self, info) -> tuple[list[int], list[int]]:
-        """The layer and head indices for a model (ModelInfo)."""
-        return parse_selection(self.layers, info.layers, "layer"), parse_selection(self.heads, info.heads, "head")
+        """The layer and head indices for a model (ModelInfo): of a hybrid's layers, those with attention."""
+        layers = parse_selection(self.layers, info.layers, "layer")
+        return attention_only(layers, info), parse_selection(self.heads, info.heads, "head")
 
     def window(self, tokens: int, heads_selected: int, cell_limit: int, keys: int | None = None) -> Window:
         """The part of each matrix to keep for a text of `tokens` tokens (and `keys` key tokens, where they

@@ -170,6 +170,8 @@ def generate_page(report, per_head: bool = False) -> dict:
 
 def rollout_title(report) -> str:
     span = f"layers {report.layers[0]}-{report.layers[-1]}" if len(report.layers) > 1 else f"layer {report.layers[0]}"
+    if getattr(report.model, "no_attention_layers", ()):  # a hybrid: the chain skips what has no attention matrix
+        span += f" (attention layers only: {', '.join(map(str, report.layers))})"
     return f"rollout over {span}, heads fused by {report.head_fusion} (rows sum to 1)"
 
 

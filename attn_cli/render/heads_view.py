@@ -10,7 +10,7 @@ from rich.text import Text
 
 from attn_cli.analyses.heads_report import HeadProfile, HeadsReport
 from attn_cli.math.score_names import MIXED, SCORES
-from attn_cli.render.scale import counted
+from attn_cli.render.scale import counted, no_attention_note
 
 # label → (one-letter code, cell style, name in the legend and the top table)
 KINDS = {
@@ -94,6 +94,9 @@ def _header(report: HeadsReport) -> Text:
     line = Text.assemble(
         ("attn heads", "bold"), f" · {info.name} ({info.architecture}, {shape}) · {report.device}, {report.dtype}\n"
     )
+    note = no_attention_note(info)
+    if note is not None:
+        line.append(note + "\n", style="dim")
     if report.probe is not None:
         probe = report.probe
         if probe["kind"] == "retrieval":

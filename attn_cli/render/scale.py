@@ -156,6 +156,21 @@ def counted(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
+NO_ATTENTION = "no attention matrix (linear attention / state space)"
+
+
+def no_attention_note(info) -> str | None:
+    """A hybrid's layers without softmax attention, named by their true index: 'layers 0, 2: no attention matrix
+    (linear attention / state space); attention layers 1, 3'. None for a model whose every layer has attention."""
+    other = tuple(getattr(info, "no_attention_layers", ()))
+    if not other:
+        return None
+    named = ", ".join(map(str, other[:16])) + (f" … ({len(other)})" if len(other) > 16 else "")
+    attention = info.attention_layers
+    shown = ", ".join(map(str, attention[:16])) + (" …" if len(attention) > 16 else "")
+    return f"{'layer' if len(other) == 1 else 'layers'} {named}: {NO_ATTENTION}; attention layers {shown}"
+
+
 def stat(value: float | None) -> str:
     """A statistic in a table or sentence, one format everywhere: at most 4 significant digits, no '+', no '-0'.
 

@@ -22,7 +22,7 @@ from attn_cli.analyses.inspect_report import HeadReport, InspectReport
 from attn_cli.render.grid import HeadsGrid
 from attn_cli.render.heatmap import Heatmap, clip, literal, row_label, token_text
 from attn_cli.render.layout import Fit, FitScreen, VectorTable
-from attn_cli.render.scale import Scale, counted, luminance, stat
+from attn_cli.render.scale import Scale, counted, luminance, no_attention_note, stat
 
 TOP_ROWS = 64  # query rows listed in the top table of a long text without a --rows window
 
@@ -245,6 +245,9 @@ def scores_formula(head: HeadReport) -> str:
 def header(report, command: str) -> RenderableType:
     """Model, device, dtype and the tokens. report: an InspectReport or a CompareReport."""
     parts: list[RenderableType] = [model_line(report, command), unit_list(report.tokens, "tokens")]
+    note = no_attention_note(report.model)
+    if note is not None:  # a hybrid: its other layers are listed, the attention layers shown by their own index
+        parts.append(Text(note, style="dim"))
     words = getattr(report, "words", None)
     if words is not None:
         parts += [

@@ -1,0 +1,194 @@
+"""Attention forms beyond q·kᵀ·scale + a boolean mask, each exact against transformers' eager attention.
+
+Each model is a tiny random one built from its config (2 layers, hidden 64, its distinctive feature on), saved
+with the MiniLM tokenizer and loaded the way `attn --model PATH` loads it; its weights are compared head by head
+with eager `output_attentions=True` on one 17-token text. Tolerance: max |Δ| ≤ 1e-5 (float32).
+
+- sparse-indexer attention (DeepSeek-V3.2's lightning indexer): the capture must take the branch the model takes
+  under its own implementation, and the model's output with capture must equal its output without;
+- hybrids whose layer 0 is not softmax attention: the attention layers by their true index, the others listed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from conftest import copy_minilm_tokenizer
+from test_architectures import assert_one_error_line, attn
+
+import attn_cli
+from attn_cli.backends import capture_hook
+from attn_cli.backends.capture_hook import branches_on_name, capture_difference
+
+TOLERANCE = 1e-5
+TEXT = "The quick brown fox jumps over the lazy dog near the quiet river bank."  # 17 tokens with [CLS], [SEP]
+TOP_K = 4  # the indexer's selection: 4 keys of up to 17
+
+# What every tiny config gets, where the config has the setting.
+SMALL = dict(
+    vocab_size=30522,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=128,
+    max_position_embeddings=128,
+    initializer_range=0.1,  # scores spread over a few units: a wrong mask or scale shows
+    head_dim=16,
+    moe_intermediate_size=32,
+    n_routed_experts=4,
+    num_experts=4,
+    num_local_experts=4,
+    num_experts_per_tok=2,
+    n_shared_experts=1,
+    kv_lora_rank=16,
+    q_lora_rank=16,
+    qk_rope_head_dim=8,
+    qk_nope_head_dim=8,
+    v_head_dim=16,
+    index_topk=TOP_K,
+    index_n_heads=2,
+    index_head_dim=16,
+    n_group=1,
+    topk_group=1,
+    first_k_dense_replace=0,
+)
+
+# model type -> what switches its feature on
+SPARSE = {"deepseek_v32": dict(num_key_value_heads=4), "glm_moe_dsa": dict(num_key_value_heads=4)}
+HYBRIDS = {
+    "qwen3_next": dict(layer_types=["linear_attention", "full_attention"]),
+    "qwen3_5_text": dict(layer_types=["linear_attention", "full_attention"]),
+    "jamba": dict(attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1),
+    "minimax": dict(layer_types=["linear_attention", "full_attention"]),
+    "lfm2": dict(layer_types=["conv", "full_attention"]),
+    "granitemoehybrid": dict(layer_types=["mamba", "attention"]),
+    "recurrent_gemma": dict(block_types=["recurrent", "attention"]),
+    "zamba2": dict(layers_block_type=["mamba", "hybrid"]),  # its shared attention block says layer_idx = -1
+}
+
+
+def tiny_config(kind: str, **overrides):
+    config_class = transformers.CONFIG_MAPPING[kind]
+    default = config_class()
+    settings = {name: value for name, value in SMALL.items() if hasattr(default, name)}
+    return config_class(**{**settings, **overrides})
+
+
+def save_model(directory, kind: str, **overrides):
+    torch.manual_seed(0)
+    transformers.AutoModel.from_config(tiny_config(kind, **overrides)).eval().save_pretrained(directory)
+    copy_minilm_tokenizer(directory)
+    return directory
+
+
+def eager_attentions(directory, layers: list[int] | None = None) -> list[torch.Tensor]:
+    """The attention layers' (H, T, T) weights from eager `output_attentions`, in layer order; layers: which of
+    them, where the model gives one entry per layer (MiniMax's linear layers hand back their own kind)."""
+    model = transformers.AutoModel.from_pretrained(directory, attn_implementation="eager").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    with torch.no_grad():
+        out = model(**tokenizer(TEXT, return_tensors="pt"), output_attentions=True, use_cache=False)
+    if layers is not None and len(out.attentions) == model.config.num_hidden_layers:
+        return [out.attentions[layer][0] for layer in layers]
+    return [weights[0] for weights in out.attentions if weights is not None]
+
+
+def report_weights(report) -> list[torch.Tensor]:
+    return [torch.from_numpy(np.stack([head.weights for head in layer.heads])) for layer in report.layers]
+
+
+def max_difference(got: list[torch.Tensor], expected: list[torch.Tensor]) -> float:
+    assert len(got) == len(expected) and all(a.shape == b.shape for a, b in zip(got, expected))
+    return max(float((a - b).abs().max()) for a, b in zip(got, expected))
+
+
+# --- sparse-indexer attention: the capture takes the model's own branch --------------------------------------
+
+
+@pytest.fixture(scope="module", params=sorted(SPARSE))
+def sparse_dir(request, tmp_path_factory):
+    return save_model(tmp_path_factory.mktemp(request.param), request.param, **SPARSE[request.param])
+
+
+def test_sparse_indexer_weights_are_the_models_top_k(sparse_dir):
+    """Each query attends its indexer's 4 keys only (fewer where fewer came before it), exactly as eager."""
+    backend = attn_cli.load(str(sparse_dir), device="cpu")
+    report = backend.inspect(TEXT)
+    assert len(report.tokens) == 17
+    assert max_difference(report_weights(report), eager_attentions(sparse_dir)) <= TOLERANCE
+    for layer in report.layers:
+        for head in layer.heads:
+            attended = (~np.isnan(head.scores)).sum(axis=1)  # the allowed keys of each row
+            assert attended.max() == TOP_K and (attended <= np.minimum(np.arange(17) + 1, TOP_K)).all()
+
+
+def test_capture_leaves_the_sparse_model_unchanged(sparse_dir):
+    """The guard's measure: the model's last hidden state with attn's capture equals it without."""
+    model = transformers.AutoModel.from_pretrained(sparse_dir).eval()  # sdpa, as attn loads it
+    tokenizer = transformers.AutoTokenizer.from_pretrained(sparse_dir)
+    assert branches_on_name(model)
+    assert capture_difference(model, dict(tokenizer(TEXT, return_tensors="pt"))) <= TOLERANCE
+
+
+def test_a_capture_that_changes_the_model_is_refused_in_one_line(sparse_dir, monkeypatch, cli_env):
+    """Without the sparse branch taken (as before the fix) the model runs dense under capture: refused, no numbers."""
+    monkeypatch.setattr(capture_hook, "sparse_selection", lambda name, key, mask, kwargs: (mask, kwargs, mask))
+    line = assert_one_error_line(attn("inspect", TEXT, "--model", str(sparse_dir), "--device", "cpu", "--json"))
+    assert "changes the model's output" in line and "max |Δ|" in line
+
+
+def test_models_that_do_not_branch_on_the_name_are_not_checked(tmp_path):
+    """The guard costs nothing where it is not needed: Llama's and BERT's code never compares the name."""
+    for config in (
+        transformers.LlamaConfig(**{**SMALL, "vocab_size": 128}),
+        transformers.BertConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64),
+    ):
+        assert not branches_on_name(transformers.AutoModel.from_config(config))
+
+
+@pytest.fixture
+def cli_env(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for name in ("ATTN_MODEL", "ATTN_DEVICE", "ATTN_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+
+
+# --- hybrids: attention layers by their true index ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(HYBRIDS))
+def test_hybrid_attention_layers_by_true_index(kind, tmp_path):
+    """Layer 0 is linear attention / a state-space or convolution mixer: attn shows layer 1, exactly as eager,
+    and names layer 0 as having no attention matrix."""
+    directory = save_model(tmp_path, kind, **HYBRIDS[kind])
+    backend = attn_cli.load(str(directory), device="cpu")
+    assert backend.info.no_attention_layers == [0] and backend.info.attention_layers == [1]
+    report = backend.inspect(TEXT)
+    assert [layer.layer for layer in report.layers] == [1]
+    assert max_difference(report_weights(report), eager_attentions(directory, [1])) <= TOLERANCE
+    assert report.to_json_dict()["model"]["no_attention_layers"] == [0]
+
+
+@pytest.fixture(scope="module")
+def hybrid_dir(tmp_path_factory):
+    return save_model(tmp_path_factory.mktemp("zamba2"), "zamba2", **HYBRIDS["zamba2"])
+
+
+@pytest.mark.parametrize("command", ["inspect", "heads", "rollout"])
+def test_hybrid_commands_list_the_layers_without_attention(hybrid_dir, command, cli_env):
+    result = attn(command, TEXT, "--model", str(hybrid_dir), "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert "layer 0: no attention matrix (linear attention / state space); attention layers 1" in result.stdout
+    if command == "rollout":
+        assert "attention layers only" in result.stdout
+
+
+def test_hybrid_layer_without_attention_is_refused_in_one_line(hybrid_dir, cli_env):
+    """A usage mistake (exit 2), one line naming the layers that have attention."""
+    result = attn("inspect", TEXT, "--model", str(hybrid_dir), "--device", "cpu", "--layer", "0")
+    assert result.exit_code == 2 and result.stdout == "" and "Traceback" not in result.output
+    [line] = result.stderr.splitlines()
+    assert "layer 0 of zamba2 has no attention matrix" in line and "attention layers are 1" in line
