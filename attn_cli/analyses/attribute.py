@@ -25,9 +25,9 @@ import numpy as np
 
 from attn_cli.analyses.attribute_flow import flow
 from attn_cli.analyses.attribute_gradient import gradient
-from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
+from attn_cli.analyses.inspect_report import TopKey
 from attn_cli.backends.capabilities import EncoderBlocks, require
-from attn_cli.data.document import SCHEMA_VERSION, Document, counted
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_json, num_json
 from attn_cli.plumbing.errors import BadInput
 
 VERSUS = ("attention",)  # what --vs can put beside the method: attention rollout over the same layers

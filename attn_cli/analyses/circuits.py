@@ -18,7 +18,7 @@ import numpy as np
 
 from attn_cli.backends.capabilities import CircuitWeights, require
 from attn_cli.data.capture import ModelInfo
-from attn_cli.data.document import SCHEMA_VERSION, Document, counted
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, num_json, vector_json
 from attn_cli.plumbing.errors import BadInput
 
 TOP_PAIRS = 5  # strongest pairs listed per composition mode
@@ -130,24 +130,26 @@ class CircuitsReport(Document):
                     "layer": head.layer,
                     "head": head.head,
                     "kv_head": head.kv_head,
-                    "qk_singular_values": _nums(head.qk_singular),
-                    "ov_singular_values": _nums(head.ov_singular),
-                    "copying": _num(head.copying),
-                    "position_split": None if head.split is None else {name: _num(v) for name, v in head.split.items()},
+                    "qk_singular_values": vector_json(head.qk_singular),
+                    "ov_singular_values": vector_json(head.ov_singular),
+                    "copying": num_json(head.copying),
+                    "position_split": None
+                    if head.split is None
+                    else {name: num_json(v) for name, v in head.split.items()},
                 }
                 for head in self.heads
             ],
             "composition": {
                 mode: {
                     "heads": [[head.layer, head.head] for head in self.heads],
-                    "scores": [[_num(value) for value in row] for row in matrix.tolist()],
-                    "median": _num(self.median(mode)),
+                    "scores": [[num_json(value) for value in row] for row in matrix.tolist()],
+                    "median": num_json(self.median(mode)),
                     "top": [
                         {
                             "writer": list(pair.writer),
                             "reader": list(pair.reader),
-                            "score": _num(pair.score),
-                            "over_median": _num(pair.over_median),
+                            "score": num_json(pair.score),
+                            "over_median": num_json(pair.over_median),
                         }
                         for pair in self.top(mode)
                     ],
@@ -155,17 +157,6 @@ class CircuitsReport(Document):
                 for mode, matrix in self.composition.items()
             },
         }
-
-
-def _num(value) -> float | None:
-    """7 significant digits (float64 computed, float32 weights); None (JSON null) for undefined."""
-    if value is None or not math.isfinite(value):
-        return None
-    return float(f"{float(value):.7g}")
-
-
-def _nums(values: np.ndarray) -> list:
-    return [_num(value) for value in values.tolist()]
 
 
 # ---- the run

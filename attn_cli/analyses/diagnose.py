@@ -22,11 +22,12 @@ from attn_cli.analyses.heads import LayerScores, score_batch
 from attn_cli.analyses.heads_report import corpus_document
 from attn_cli.backends.capabilities import CapturesPadded, supports
 from attn_cli.data.capture import ModelInfo
-from attn_cli.data.document import Document, counted
+from attn_cli.data.document import Document, counted, num_json
 from attn_cli.math.diagnostics import MASSIVE_FLOOR, MASSIVE_RATIO, Entry, first_token_sums, layer_entries, sink_rates
 from attn_cli.math.head_scores import SINK_EPSILON
 from attn_cli.plumbing.errors import BadInput
 
+DIGITS = ".6g"  # the document's numbers: 6 significant digits
 TOP_ENTRIES = 10  # the largest entries kept: per text and layer while scoring, over the corpus in the report
 SHOWN_RECURRING = 10  # (layer, dim) pairs listed
 
@@ -109,15 +110,15 @@ class DiagnoseReport(Document):
 
     def to_json_dict(self) -> dict:
         document = corpus_document(self, "diagnose")
-        document["sink_rate"] = _num(self.sink_rate)
+        document["sink_rate"] = num_json(self.sink_rate, DIGITS)
         document["massive"] = self.massive
         document["layers"] = [
             {
                 "layer": layer.layer,
-                "sink_rate": _num(layer.sink_rate),
-                "first_token": [_num(value) for value in layer.first_token],
-                "sinking": [_num(value) for value in layer.sinking],
-                "median": _num(layer.median),
+                "sink_rate": num_json(layer.sink_rate, DIGITS),
+                "first_token": [num_json(value, DIGITS) for value in layer.first_token],
+                "sinking": [num_json(value, DIGITS) for value in layer.sinking],
+                "median": num_json(layer.median, DIGITS),
                 "massive": layer.massive,
                 "massive_texts": layer.massive_texts,
                 "peak": _entry_json(layer.peak),
@@ -282,7 +283,11 @@ class Totals:
 
 
 def _entry_json(entry: Activation | None) -> dict | None:
-    return None if entry is None else {**asdict(entry), "value": _num(entry.value), "ratio": _num(entry.ratio)}
+    return (
+        None
+        if entry is None
+        else {**asdict(entry), "value": num_json(entry.value, DIGITS), "ratio": num_json(entry.ratio, DIGITS)}
+    )
 
 
 def _named(entry: Entry, tokens: list, opening: str) -> Activation:
@@ -295,10 +300,3 @@ def _named(entry: Entry, tokens: list, opening: str) -> Activation:
 def _opening(text: str, words: int = 6) -> str:
     shown = text.split()[:words]
     return " ".join(shown) + (" …" if len(text.split()) > words else "")
-
-
-def _num(value: float | None) -> float | None:
-    """6 significant digits; None (JSON null) for undefined."""
-    if value is None or not math.isfinite(value):
-        return None
-    return float(f"{value:.6g}")

@@ -17,8 +17,8 @@ import numpy as np
 
 from attn_cli.analyses.compare import Change
 from attn_cli.analyses.inspect import inspect_texts
-from attn_cli.analyses.inspect_report import HeadReport, InspectReport, num_json
-from attn_cli.data.document import SCHEMA_VERSION, Document, counted, short
+from attn_cli.analyses.inspect_report import HeadReport, InspectReport
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, num_json, short
 from attn_cli.data.selection import Analysis, Selection
 from attn_cli.plumbing.errors import BadInput
 

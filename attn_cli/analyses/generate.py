@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from attn_cli.analyses.inspect import check_texts
-from attn_cli.analyses.inspect_report import TopKey, find_head, matrix_json, num_json
+from attn_cli.analyses.inspect_report import TopKey, find_head
 from attn_cli.backends.capabilities import CapturesGeneration, supports
 from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Token
-from attn_cli.data.document import SCHEMA_VERSION, Document, counted
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_json, num_json
 from attn_cli.data.selection import Selection
 from attn_cli.plumbing.errors import BadInput
 
@@ -28,6 +28,14 @@ class GeneratedHead:
     kv_head: int
     weights: np.ndarray  # (N, T) row i: the step that produced generated token i; NaN where it could not look
     top: list[list[TopKey]]  # (N, ≤k) its most-attended tokens
+
+    @property
+    def entropy(self) -> np.ndarray:
+        """(N,) each row's entropy in nats over the keys the step could see (its NaN cells left out)."""
+        kept = np.nan_to_num(self.weights, nan=0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(kept > 0, -kept * np.log(kept), 0.0)
+        return terms.sum(-1)
 
 
 @dataclass

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
 from attn_cli.data.capture import ModelInfo
-from attn_cli.data.document import SCHEMA_VERSION, Document, counted
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, num_json
 from attn_cli.math.score_names import BROAD_THRESHOLD, LABEL_THRESHOLD, SCORES, SINK_EPSILON
 from attn_cli.plumbing.errors import BadInput
+
+# The heads document's numbers (scores, their spread; a store's distributions and examples too): 6 decimals.
+DIGITS = ".6f"
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,8 @@ class HeadsReport(Document):
                 "head": profile.head,
                 "kv_head": profile.kv_head,
                 "label": profile.label,
-                "scores": {name: _num(value) for name, value in profile.scores.items()},
-                "std": {name: _num(value) for name, value in profile.std.items()},
+                "scores": {name: num_json(value, DIGITS) for name, value in profile.scores.items()},
+                "std": {name: num_json(value, DIGITS) for name, value in profile.std.items()},
                 "texts": self.texts,
                 "scored": dict(profile.scored),
                 "sink_key": None if profile.sink_key is None else asdict(profile.sink_key),
@@ -148,13 +150,6 @@ class HeadsReport(Document):
             }
 
         return records([row(profile) for profile in self.heads], strings=("sink_token",))
-
-
-def _num(value: float | None) -> float | None:
-    """6 decimals; None (JSON null) for undefined."""
-    if value is None or not math.isfinite(value):
-        return None
-    return round(float(value), 6)
 
 
 def corpus_document(report, command: str) -> dict:

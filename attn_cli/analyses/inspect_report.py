@@ -13,14 +13,23 @@ is the same document as a dict.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from attn_cli.data.capture import ModelInfo, Token, Word
-from attn_cli.data.document import SCHEMA_VERSION, Document, counted, dumps
+from attn_cli.data.document import (
+    SCHEMA_VERSION,
+    Document,
+    counted,
+    dumps,
+    matrix_json,
+    matrix_text,
+    num_json,
+    object_chunks,
+    vector_json,
+)
 from attn_cli.data.image import PatchGrid
 from attn_cli.data.selection import Window
 from attn_cli.math.measures import Symmetry
@@ -228,7 +237,7 @@ class InspectReport(Document):
 
     def json_chunks(self) -> Iterator[str]:
         """The schema_version 1 document; each layer is analysed (if lazy) as its text is made."""
-        return _object_chunks(self.json_header(), "layers", (iter([layer_text(layer)]) for layer in self.layers))
+        return object_chunks(self.json_header(), "layers", (iter([layer_text(layer)]) for layer in self.layers))
 
     def to_json_dict(self) -> dict:
         """The schema_version 1 document (README "JSON output"). Floats keep float32 precision."""
@@ -263,7 +272,7 @@ class InspectBatch(Document):
         return {"schema_version": SCHEMA_VERSION, "command": "inspect", "padding": self.padding_side}
 
     def json_chunks(self) -> Iterator[str]:
-        return _object_chunks(self.json_header(), "sequences", (report.json_chunks() for report in self.reports))
+        return object_chunks(self.json_header(), "sequences", (report.json_chunks() for report in self.reports))
 
     def to_json_dict(self) -> dict:
         return {**self.json_header(), "sequences": [report.to_json_dict() for report in self.reports]}
@@ -406,40 +415,3 @@ def layer_text(layer: LayerReport) -> str:
         heads.append(text + "}")
     stack = dumps(_stack_json(layer))[1:-1]  # '"stack": "cross"', or nothing
     return f'{{"layer": {layer.layer}, {stack + ", " if stack else ""}"heads": [{", ".join(heads)}]}}'
-
-
-def matrix_text(rows: np.ndarray) -> str:
-    """A matrix as JSON text: 7 significant digits like num_json, null for masked or non-finite."""
-    return (
-        "["
-        + ", ".join(
-            "[" + ", ".join(f"{v:.7g}" if math.isfinite(v) else "null" for v in row) + "]"
-            for row in np.asarray(rows, dtype=np.float64).tolist()
-        )
-        + "]"
-    )
-
-
-def _object_chunks(header: dict, key: str, items: Iterable[Iterable[str]]) -> Iterator[str]:
-    """A JSON object: the header's fields, then `key` as a list whose items arrive as text chunks."""
-    yield dumps(header)[:-1] + f', "{key}": ['  # the header object, left open
-    for index, chunks in enumerate(items):
-        if index:
-            yield ", "
-        yield from chunks
-    yield "]}"
-
-
-def num_json(value: float | None) -> float | None:
-    """7 significant digits (float32 precision); None for masked or non-finite, so JSON never has NaN."""
-    if value is None or not math.isfinite(value):
-        return None
-    return float(f"{value:.7g}")
-
-
-def vector_json(values: np.ndarray) -> list[float | None]:
-    return [num_json(value) for value in np.asarray(values, dtype=np.float64).tolist()]
-
-
-def matrix_json(rows: np.ndarray) -> list[list[float | None]]:
-    return [vector_json(row) for row in np.asarray(rows, dtype=np.float64)]

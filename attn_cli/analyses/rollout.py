@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from attn_cli.analyses.inspect import inspect_texts
-from attn_cli.analyses.inspect_report import TopKey, matrix_json, num_json
+from attn_cli.analyses.inspect_report import TopKey
 from attn_cli.backends.capabilities import Seq2Seq, supports
-from attn_cli.data.document import SCHEMA_VERSION, Document, counted
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_json, num_json
 from attn_cli.data.selection import Analysis, Selection
 from attn_cli.plumbing.errors import BadInput
 

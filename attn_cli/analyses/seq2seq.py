@@ -12,14 +12,13 @@ from attn_cli.analyses.inspect import Progress, analyse_capture, check_texts
 from attn_cli.analyses.inspect_report import (
     InspectReport,
     LayerReport,
-    _object_chunks,
     layer_json,
     layer_text,
     run_header,
 )
 from attn_cli.backends.capabilities import Seq2Seq, supports
 from attn_cli.data.capture import Token
-from attn_cli.data.document import Document, counted, dumps, short
+from attn_cli.data.document import Document, counted, dumps, object_chunks, short
 from attn_cli.data.selection import Analysis, Selection
 from attn_cli.plumbing.errors import BadInput
 
@@ -79,7 +78,7 @@ class PairReport(Document):
         }
 
     def json_chunks(self) -> Iterator[str]:
-        return _object_chunks(
+        return object_chunks(
             self.json_header(),
             "layers",
             (iter([_with_tokens(layer_text(layer), report)]) for report in self.stacks for layer in report.layers),

@@ -11,9 +11,8 @@ from dataclasses import asdict, dataclass
 
 from attn_cli.analyses.generate import GeneratedLayer, GenerateReport, check_options, generated_layer, step_row
 from attn_cli.analyses.inspect import check_texts
-from attn_cli.analyses.inspect_report import matrix_json, num_json
 from attn_cli.data.capture import Token
-from attn_cli.data.document import SCHEMA_VERSION, Document, counted, short
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_json, num_json, short
 from attn_cli.data.selection import Selection
 
 

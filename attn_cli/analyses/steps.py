@@ -13,8 +13,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from attn_cli.analyses.inspect import check_texts
-from attn_cli.analyses.inspect_report import matrix_json
-from attn_cli.data.document import SCHEMA_VERSION, Document, counted
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_json
 from attn_cli.data.selection import parse_selection
 from attn_cli.plumbing.errors import BadInput
 

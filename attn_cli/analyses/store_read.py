@@ -12,10 +12,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attn_cli.analyses.heads_report import HeadProfile, HeadsReport, SinkKey, _num
+from attn_cli.analyses.heads_report import DIGITS, HeadProfile, HeadsReport, SinkKey
 from attn_cli.data import store_schema as schema
 from attn_cli.data.capture import ModelInfo
-from attn_cli.data.document import SCHEMA_VERSION, Document
+from attn_cli.data.document import SCHEMA_VERSION, Document, num_json
 from attn_cli.plumbing.errors import AttnError, BadInput
 
 QUANTILES = ("q05", "q25", "q50", "q75", "q95")
@@ -38,11 +38,11 @@ class Distribution:
     def to_json_dict(self) -> dict:
         return {
             "count": self.count,
-            "mean": _num(self.mean),
-            "std": _num(self.std),
-            "min": _num(self.min),
-            "max": _num(self.max),
-            **{name: _num(value) for name, value in self.quantiles.items()},
+            "mean": num_json(self.mean, DIGITS),
+            "std": num_json(self.std, DIGITS),
+            "min": num_json(self.min, DIGITS),
+            "max": num_json(self.max, DIGITS),
+            **{name: num_json(value, DIGITS) for name, value in self.quantiles.items()},
             "hist": list(self.hist),
         }
 
@@ -74,14 +74,14 @@ class Example:
     def to_json_dict(self) -> dict:
         document = {
             "text_id": self.text_id,
-            "value": _num(self.value),
+            "value": num_json(self.value, DIGITS),
             "rank": self.rank,
             "length": self.length,
             "window_start": self.window_start,
             "tokens": list(self.tokens),
             "query": self.query,
             "keys": list(self.keys),
-            "weights": [_num(weight) for weight in self.weights],
+            "weights": [num_json(weight, DIGITS) for weight in self.weights],
         }
         if self.decile is not None:
             document["decile"] = self.decile

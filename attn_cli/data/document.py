@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable, Iterator
+import math
+from collections.abc import Callable, Iterable, Iterator
 
 from attn_cli.plumbing.errors import BadInput, MissingPackage
 
@@ -108,3 +109,54 @@ def optional(name: str, feature: str):
 def dumps(value) -> str:
     """Compact JSON, non-ASCII kept, NaN refused (masked values must already be null)."""
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def object_chunks(header: dict, key: str, items: Iterable[Iterable[str]]) -> Iterator[str]:
+    """A JSON object: the header's fields, then `key` as a list whose items arrive as text chunks."""
+    yield dumps(header)[:-1] + f', "{key}": ['  # the header object, left open
+    for index, chunks in enumerate(items):
+        if index:
+            yield ", "
+        yield from chunks
+    yield "]}"
+
+
+# JSON numbers: every document rounds through num_json. FLOAT32 is the default (the weights' own precision);
+# a document that prints fewer digits names its form beside its to_json_dict.
+FLOAT32 = ".7g"  # 7 significant digits
+
+
+def num_json(value: float | None, form: str = FLOAT32) -> float | None:
+    """A number as a document holds it: formatted by `form` (".7g", ".6g", ".6f" …) and read back; None for a
+    missing or non-finite value, so JSON never holds NaN. (".6f" is round(value, 6): both round the binary
+    value correctly.)"""
+    if value is None or not math.isfinite(value):
+        return None
+    return float(format(float(value), form))
+
+
+def vector_json(values) -> list[float | None]:
+    import numpy as np
+
+    return [num_json(value) for value in np.asarray(values, dtype=np.float64).tolist()]
+
+
+def matrix_json(rows) -> list[list[float | None]]:
+    import numpy as np
+
+    return [vector_json(row) for row in np.asarray(rows, dtype=np.float64)]
+
+
+def matrix_text(rows) -> str:
+    """A matrix as JSON text, as dumps(matrix_json(rows)) writes it but formatted straight to text (the slow
+    part of big documents): 7 significant digits, null for masked or non-finite."""
+    import numpy as np
+
+    return (
+        "["
+        + ", ".join(
+            "[" + ", ".join(f"{v:.7g}" if math.isfinite(v) else "null" for v in row) + "]"
+            for row in np.asarray(rows, dtype=np.float64).tolist()
+        )
+        + "]"
+    )
