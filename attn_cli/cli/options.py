@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from attn_cli.data.selection import Panel
+
 
 class DType(str, Enum):
     auto = "auto"
@@ -22,7 +24,7 @@ class Include(str, Enum):
 
 MODEL_PANEL = "Model"  # the loading options, grouped in --help
 OUTPUT_SETTINGS = ("save_weights",)  # -O settings that name a file attn writes (the toy's); others are read
-PANEL_NAMES = ("grid", "overview", "weights", "scores", "q", "k", "v", "symmetry", "stats", "top")
+PANEL_NAMES = tuple(panel.value for panel in Panel)  # --show
 
 Text = Annotated[
     str, typer.Argument(metavar="TEXT", help="The text to inspect; - reads it from stdin.", show_default=False)

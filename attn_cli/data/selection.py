@@ -9,9 +9,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from attn_cli.data.arguments import shown, whole
 from attn_cli.plumbing.errors import BadInput
+
+
+class Panel(str, Enum):
+    """What a view of an inspect report shows (--show): drawn by render/, named on the command line by cli/."""
+
+    grid = "grid"
+    overview = "overview"
+    weights = "weights"
+    scores = "scores"
+    q = "q"
+    k = "k"
+    v = "v"
+    symmetry = "symmetry"
+    stats = "stats"
+    top = "top"
+
 
 # "all", "3", "0,2", "1-4"; or an index; or a list of indices.
 Spec = str | int | Sequence[int]

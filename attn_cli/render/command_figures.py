@@ -12,9 +12,8 @@ import numpy as np
 from attn_cli.data.selection import Window
 from attn_cli.render.circuits_figures import circuits_items, circuits_page
 from attn_cli.render.scale import Scale
-from attn_cli.render.svg import Heat
+from attn_cli.render.svg import MAX_DETAIL, Heat
 
-MAX_DETAIL = 16  # heads drawn in the SVG of generate; more: the most focused one, as the terminal shows
 HEADS_CAPTION = "rows: layers · columns: heads"
 # what a hovered token's row and column say on a page of one matrix over layers (rollout, attribute)
 OVER_LAYERS = ["comes from", "goes into"]
@@ -117,7 +116,7 @@ def _generated_window(report) -> Window:
 
 
 def generate_items(report, per_head: bool = False) -> list[Heat]:
-    from attn_cli.render.generate_view import most_focused
+    from attn_cli.render.terminal import most_focused
 
     pairs = [(layer.layer, head) for layer in report.layers for head in layer.heads]
     if len(pairs) > MAX_DETAIL:
@@ -136,7 +135,7 @@ def generate_items(report, per_head: bool = False) -> list[Heat]:
 
 
 def generate_page(report, per_head: bool = False) -> dict:
-    from attn_cli.render.generate_view import most_focused
+    from attn_cli.render.terminal import most_focused
 
     window = _generated_window(report)
     run = {

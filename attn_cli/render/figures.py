@@ -17,10 +17,7 @@ import numpy as np
 
 from attn_cli.render.command_figures import FIGURES, own_span, rounded
 from attn_cli.render.scale import NEGATIVE, POSITIVE, SEQUENTIAL, Scale, hex_colour
-from attn_cli.render.svg import Heat, Svg, flow, grid_svg, text_width
-
-MAX_DETAIL = 16  # heads drawn in full in one SVG; more are shown in the all-heads grid
-
+from attn_cli.render.svg import MAX_DETAIL, Heat, Svg, flow, grid_svg, text_width
 
 # -- what a report shows ------------------------------------------------------------------------------
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -11,7 +10,7 @@ from rich.text import Text
 from attn_cli.data.selection import Window
 from attn_cli.render.heatmap import Heatmap
 from attn_cli.render.scale import Scale
-from attn_cli.render.terminal import header, keys_text, literal, row_label, titled
+from attn_cli.render.terminal import header, keys_text, literal, most_focused, row_label, titled
 
 
 def render_generate(report, per_head: bool = False) -> RenderableType:
@@ -62,15 +61,3 @@ def sources_table(head, tokens: list[str], count: int) -> Table:
     for offset, row in enumerate(head.top):
         table.add_row(row_label(count + offset, tokens[count + offset], digits), keys_text(row, generated))
     return table
-
-
-def most_focused(pairs: list[tuple[int, object]]) -> tuple[int, object]:
-    """The (layer, GeneratedHead) whose rows have the lowest mean entropy."""
-    return min(pairs, key=lambda pair: _mean_entropy(pair[1].weights))
-
-
-def _mean_entropy(weights: np.ndarray) -> float:
-    kept = np.nan_to_num(weights, nan=0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(kept > 0, -kept * np.log(kept), 0.0)
-    return float(terms.sum(-1).mean())

@@ -39,9 +39,10 @@ def render_pair(report, panels=None, per_head: bool = False) -> RenderableType:
 def render_pair_generate(report, per_head: bool = False) -> RenderableType:
     """attn generate on an encoder–decoder model: the decoder's view (its start token as the prompt), then the
     most focused cross-attention head as generated-token rows × source columns."""
-    from attn_cli.render.generate_view import most_focused, render_generate
+    from attn_cli.render.generate_view import render_generate
     from attn_cli.render.heatmap import Heatmap
     from attn_cli.render.scale import Scale
+    from attn_cli.render.terminal import most_focused
 
     decoder = report.decoder
     parts: list[RenderableType] = [

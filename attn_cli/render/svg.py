@@ -15,6 +15,9 @@ from attn_cli.render.scale import CellFormat, Scale, luminance
 FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 MAX_CELL, MIN_CELL = 28, 6  # px per heatmap cell
 TARGET = 560  # px a heatmap aims for
+# Heads drawn in full in one figure; past that many, inspect's figure shows the all-heads grid, generate's the most
+# focused head (as the terminal does).
+MAX_DETAIL = 16
 GRID_TARGET = 900  # px across the all-heads grid
 BAR_MIN = 80  # px: a colour bar is never shorter, whatever the rows
 BAR_LABEL = 14  # px from a colour bar's bottom to its label's baseline

@@ -9,7 +9,7 @@ a width: each piece sizes itself to the width Rich gives it (render/heatmap.py, 
 from __future__ import annotations
 
 import math
-from enum import Enum
+from typing import TypeVar
 
 import numpy as np
 from rich import box
@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attn_cli.analyses.inspect_report import HeadReport, InspectReport
+from attn_cli.data.selection import Panel
 from attn_cli.render.grid import HeadsGrid
 from attn_cli.render.heatmap import Heatmap, clip, literal, row_label, token_text
 from attn_cli.render.layout import Fit, FitScreen, VectorTable
@@ -38,19 +39,6 @@ __all__ = [
     "clip",
     "row_label",
 ]
-
-
-class Panel(str, Enum):
-    overview = "overview"
-    grid = "grid"
-    weights = "weights"
-    scores = "scores"
-    q = "q"
-    k = "k"
-    v = "v"
-    symmetry = "symmetry"
-    stats = "stats"
-    top = "top"
 
 
 def render_report(report: InspectReport, panels: set[Panel] | None = None, per_head: bool = False) -> RenderableType:
@@ -340,8 +328,13 @@ def _head_metric(head: HeadReport, metric: str) -> float:
     return float(np.mean(head.entropy, dtype=np.float64))
 
 
-def most_focused(heads: list[tuple[int, HeadReport]]) -> tuple[int, HeadReport]:
-    return min(heads, key=lambda pair: _head_metric(pair[1], "entropy"))
+H = TypeVar("H")  # a head of any report: HeadReport, GeneratedHead
+
+
+def most_focused(heads: list[tuple[int, H]]) -> tuple[int, H]:
+    """The (layer, head) whose rows have the lowest mean entropy (the first of equals): the head a view shows in
+    detail when several are selected. Any head with per-row `entropy` (an inspected or a generated head)."""
+    return min(heads, key=lambda pair: float(np.mean(pair[1].entropy, dtype=np.float64)))
 
 
 def symmetry_table(heads: list[tuple[int, HeadReport]]) -> Table:
