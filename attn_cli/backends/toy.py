@@ -13,6 +13,7 @@ Each layer is X ← X + W_O·concat_h(softmax(score(Q_h, K_h) + mask)·V_h).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 import typing
@@ -23,7 +24,13 @@ from pathlib import Path
 import torch
 
 from attn_cli.backends.base import parse_options
-from attn_cli.backends.toy_checks import check_finite_weights, check_sizes, check_token_count, read_toml_table
+from attn_cli.backends.toy_checks import (
+    MAX_TOKENS,
+    check_finite_weights,
+    check_sizes,
+    check_token_count,
+    read_toml_table,
+)
 from attn_cli.backends.validate import check_finite, check_finite_tensor
 from attn_cli.data.capture import Capture, LayerCapture, ModelInfo, Token, sequence_of
 from attn_cli.math import attention, scoring
@@ -125,9 +132,39 @@ def _check(config: ToyConfig) -> None:
         raise BadInput(f"toy valid_len {config.valid_len} must be 0 or more")
 
 
+BATCH_CELLS = 1 << 26  # scores a padded batch holds at most, (B, H, T, T): 256 MB in float32
+
+
 def tokenize(text: str) -> list[str]:
     """Words and punctuation marks, one CJK character a token: "早上好" → 早 上 好."""
     return _TOKEN.findall(text)
+
+
+def batch_groups(lengths: list[int], heads: int, cells: int = BATCH_CELLS) -> list[list[int]]:
+    """The texts' indices in consecutive groups run as one padded batch each: a group's (B, H, T, T) scores at
+    most `cells` (a text alone may pass it), so one long text (a line --truncate cut to MAX_TOKENS) does not
+    pad the texts batched with it to its length."""
+    groups: list[list[int]] = []
+    longest = 0
+    for index, length in enumerate(lengths):
+        wider = max(longest, length)
+        if groups and (len(groups[-1]) + 1) * heads * wider * wider <= cells:
+            groups[-1].append(index)
+            longest = wider
+        else:
+            groups.append([index])
+            longest = length
+    return groups
+
+
+def tokenize_at_most(text: str, limit: int | None) -> tuple[list[str], int]:
+    """(the first `limit` tokens (all for None), how many the text has): a 10 MB line is counted, not listed."""
+    if limit is None:
+        tokens = tokenize(text)
+        return tokens, len(tokens)
+    matches = _TOKEN.finditer(text)
+    tokens = [match.group() for match in itertools.islice(matches, limit)]
+    return tokens, len(tokens) + sum(1 for _ in matches)
 
 
 def token_vector(token: str, seed: int, width: int) -> torch.Tensor:
@@ -234,27 +271,32 @@ class ToyBackend:
     ) -> list[Capture]:
         if pre_rope:
             raise BadInput("--pre-rope: the toy has no rotary position embeddings")
-        token_lists = [tokenize(text) for text in texts]
+        # --truncate cuts a text to the toy's MAX_TOKENS, as a Hugging Face model's to its positions; cut:
+        # (tokens, count before the cut) per text
+        cut = [tokenize_at_most(text, MAX_TOKENS if truncate else None) for text in texts]
+        token_lists = [tokens for tokens, _ in cut]
         for text, tokens in zip(texts, token_lists):
             if not tokens:
                 raise BadInput(f"the toy found no words in {text!r}")
         check_token_count(token_lists)
         side = padding_side or "right"
-        x, real = self.embed(token_lists, side)  # (B, T, d), (B, T)
-        records = self.forward(x, real, set(layers), inject)
-        return check_finite(
-            [
+        captures = []
+        for group in batch_groups([len(tokens) for tokens in token_lists], self.config.heads):
+            x, real = self.embed([token_lists[index] for index in group], side)  # (B, T, d), (B, T)
+            records = self.forward(x, real, set(layers), inject)
+            captures += [
                 Capture(
-                    tokens=[Token(i, token, _token_id(token), False) for i, token in enumerate(tokens)],
+                    tokens=[Token(i, token, _token_id(token), False) for i, token in enumerate(token_lists[index])],
                     model=self.info,
                     device=self.device,
                     dtype=self.dtype,
-                    layers={layer: sequence_of(record, index, real[index]) for layer, record in records.items()},
+                    layers={layer: sequence_of(record, row, real[row]) for layer, record in records.items()},
                     padding_side=side if len(texts) > 1 else None,
+                    truncated_from=cut[index][1] if cut[index][1] > len(token_lists[index]) else None,
                 )
-                for index, tokens in enumerate(token_lists)
+                for row, index in enumerate(group)
             ]
-        )
+        return check_finite(captures)
 
     def embed(self, token_lists: list[list[str]], side: str) -> tuple[torch.Tensor, torch.Tensor]:
         """Token vectors (+ positions), padded with zeros: X (B, T, d) and real (B, T) bool."""
