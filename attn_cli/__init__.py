@@ -10,6 +10,7 @@ when it is first called.
 """
 
 from attn_cli.data import document as _document
+from attn_cli.data import registry as _registry
 
 __version__ = "0.1.0"
 __all__ = ["load", "Model", "open_store", "AttnError", "BadInput", "__version__"]
@@ -24,6 +25,17 @@ def _notebook_html(report) -> str:
 
 
 _document.html_display = _notebook_html
+
+
+def _builtin_plugins():
+    """attn's own analyses, registered through the plugin hooks as an outside package's are (data/registry.py):
+    named here, by the door, because the registry comes before render in the flow and cannot import it."""
+    from attn_cli.render import builtins
+
+    return [builtins]
+
+
+_registry.builtin_plugins = _builtin_plugins
 
 
 def __getattr__(name: str):

@@ -67,7 +67,9 @@ def test_the_cli_edge_turns_a_refusal_into_one_line():
 def test_no_capability_is_probed_by_name():
     """The capabilities are asked through their types: no hasattr/getattr on a backend, no model config read
     above backends/."""
-    probing = re.compile(r"(hasattr|getattr)\((self\.)?(loaded\.)?backend\b|backend\.model\.config")
+    probing = re.compile(
+        r"(hasattr|getattr)\((self\.)?(loaded\.)?backend\b|backend\.model\.config|getattr\(report\b|__name__ in"
+    )
     found = [
         f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
         for path in PACKAGE.rglob("*.py")

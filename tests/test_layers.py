@@ -141,8 +141,6 @@ def test_every_top_level_name_is_used():
 # list can only shrink: a cycle listed here that is gone (or no longer these modules) fails the test below as
 # surely as a new one does. Whoever unties one removes its entry.
 KNOWN_CYCLES = {
-    # a figure's dispatch: figures imports the per-command figures, which import figures' helpers back
-    frozenset({"attn_cli.render.figures", "attn_cli.render.command_figures", "attn_cli.render.circuits_figures"}),
     # the process edge: launch imports the app (cli), every command reaches cli.edge, and cli.edge imports launch
     frozenset(
         {"attn_cli.launch", "attn_cli.cli", "attn_cli.cli.edge", "attn_cli.cli.common", "attn_cli.cli.loading"}

@@ -124,7 +124,7 @@ def roll_out(
         matrix.numpy(),
         top,
         report.truncated_from,
-        getattr(report, "image", None),
+        report.image,
     )
 
 

@@ -129,6 +129,16 @@ app.command("circuits", cls=Command, epilog=CIRCUITS_EPILOG)(circuits_command)
 app.command("models", cls=Command, epilog=MODELS_EPILOG)(models_command)
 
 
+def _plugin_commands() -> None:
+    """Commands an installed plugin adds (data/registry.py's register_commands hook), after attn's own."""
+    from attn_cli.data.registry import plugin_manager
+
+    plugin_manager().hook.register_commands(app=app)
+
+
+_plugin_commands()
+
+
 HEADS_SHOW = typer.main.get_command_from_info(
     typer.models.CommandInfo(name="heads show", cls=Command, epilog=HEADS_SHOW_EPILOG, callback=heads_show_command),
     pretty_exceptions_short=True,

@@ -241,7 +241,9 @@ def check_files(params: dict) -> None:
 
 def warn_if_truncated(report) -> None:
     """A warning on stderr per text that --truncate cut. report: one report or an InspectBatch."""
-    for single in getattr(report, "reports", [report]):
+    from attn_cli.analyses.inspect_report import InspectBatch
+
+    for single in report.reports if isinstance(report, InspectBatch) else [report]:
         if getattr(single, "truncated_from", None) is not None:
             note(f"warning: text truncated from {single.truncated_from} tokens to the model's {len(single.tokens)}")
 
@@ -259,9 +261,12 @@ def warn_if_unknown(report) -> None:
 def texts_read(report):
     """(text, its tokens) of each text the model read for `report`: a batch's texts, diff's two, a pair's source
     and target, a prompt (not what was generated); an image has no text."""
-    if getattr(report, "image", None) is not None:
+    from attn_cli.analyses.inspect_report import InspectBatch
+    from attn_cli.render.files import shows_image
+
+    if shows_image(report):
         return
-    if hasattr(report, "reports"):  # InspectBatch
+    if isinstance(report, InspectBatch):
         for single in report.reports:
             yield from texts_read(single)
     elif hasattr(report, "a") and hasattr(report, "b"):  # DiffReport
@@ -274,7 +279,7 @@ def texts_read(report):
     elif hasattr(report, "target_tokens"):  # PairReport
         yield report.text, report.tokens
         yield report.target, report.target_tokens
-    elif isinstance(getattr(report, "text", None), str) and hasattr(report, "tokens"):
+    elif isinstance(vars(report).get("text"), str) and "tokens" in vars(report):  # its dataclass fields
         yield report.text, report.tokens
 
 

@@ -265,8 +265,9 @@ def check_tensor_path(path: Path | None, texts: int) -> None:
 
 def save_figure(report, panels, path, dpi, scale):
     from attn_cli.cli.common import save_figure as write
+    from attn_cli.data.registry import analysis_for
 
-    if hasattr(report, "reports") and path.suffix.lower() in (".html", ".htm"):
+    if analysis_for(report).figure.one is not None and path.suffix.lower() in (".html", ".htm"):  # a batch
         note(
             f"note: {path.name} shows the first of the {len(report.reports)} texts; the SVG, PDF and PNG figures "
             "show them all"
@@ -275,24 +276,10 @@ def save_figure(report, panels, path, dpi, scale):
 
 
 def render_inspect(report, panels, per_head: bool = False):
-    from rich.console import Group
-    from rich.rule import Rule
+    """The terminal view of inspect's report (one text, a batch or an encoder–decoder pair), as registered."""
+    from attn_cli.data.registry import analysis_for
 
-    from attn_cli.render.terminal import render_report
-
-    if hasattr(report, "stacks"):  # an encoder–decoder pair (analyses/seq2seq.py)
-        from attn_cli.render.seq2seq_view import render_pair
-
-        return render_pair(report, panels, per_head)
-    if not hasattr(report, "reports"):
-        return render_report(report, panels, per_head)
-    parts = []
-    for index, single in enumerate(report.reports):
-        parts += [
-            Rule(f"text {index + 1} of {len(report.reports)} ({report.padding_side} padding removed)"),
-            render_report(single, panels, per_head),
-        ]
-    return Group(*parts)
+    return analysis_for(report).terminal(report, panels, per_head)
 
 
 def wants_vectors(panels) -> bool:

@@ -9,6 +9,7 @@ import numpy as np
 
 from attn_cli.analyses.circuits import MODE_NAMES
 from attn_cli.render.circuits_view import FORMULAS, reader_grid
+from attn_cli.render.page_parts import rounded
 from attn_cli.render.scale import Scale
 from attn_cli.render.svg import Heat
 
@@ -65,7 +66,6 @@ def circuits_items(report, per_head: bool = False) -> list[Heat]:
 
 
 def circuits_page(report, per_head: bool = False) -> dict:
-    from attn_cli.render.command_figures import rounded
 
     kinds = {"scores": "scores", "weights": "weights", "magnitude": "norms"}  # norms: coloured 0 → limit
     runs = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from attn_cli.data.selection import Window
-from attn_cli.render.circuits_figures import circuits_items, circuits_page
+from attn_cli.render.page_parts import matrix_for, one_run, own_span, rounded, run_json
 from attn_cli.render.scale import Scale
 from attn_cli.render.svg import MAX_DETAIL, Heat
 
@@ -21,38 +21,6 @@ OVER_LAYERS = ["comes from", "goes into"]
 
 def _tokens(report) -> list[str]:
     return [token.text for token in report.tokens]
-
-
-def rounded(matrix) -> list | None:
-    """A matrix as JSON for the page: 4 decimals, NaN (masked, undefined) as null."""
-    if matrix is None:
-        return None
-    return [[None if not np.isfinite(v) else round(v, 4) for v in row] for row in np.asarray(matrix, float).tolist()]
-
-
-def own_span(matrix, kind: str = "weights", per_head: bool = False) -> dict:
-    """A head's own colour range on the page, where it has one: norms always (0 → its largest, as in the
-    terminal), weights with per_head (--scale head: its smallest → largest); else {} (the run's range)."""
-    if matrix is None:
-        return {}
-    if kind == "norms":
-        return {"limit": Scale.magnitude(matrix).limit}
-    if kind == "weights" and per_head:
-        scale = Scale.weights(matrix, per_head=True)
-        return {"low": round(scale.low, 6), "limit": round(scale.limit, 6)}
-    return {}
-
-
-def _one(name: str, matrix, kind: str = "weights", per_head: bool = False, **extra) -> dict:
-    """A page run of one matrix (no layer or head to pick): layer 0, head 0."""
-    return {
-        "name": name,
-        "kind": kind,
-        "limit": 1.0,
-        **extra,
-        **({"perHead": True} if per_head else {}),
-        "layers": [{"layer": 0, "heads": [{"head": 0, "m": rounded(matrix), **own_span(matrix, kind, per_head)}]}],
-    }
 
 
 # -- heads ----------------------------------------------------------------------------------------------
@@ -98,7 +66,7 @@ def heads_items(report, per_head: bool = False) -> list[Heat]:
 def heads_page(report, per_head: bool = False) -> dict:
     rows, cols, grids = heads_grids(report)
     runs = [
-        _one(
+        one_run(
             _score_title(name), grid, rowTokens=rows, colTokens=cols, noun="score ", lines=False, axes=["layer", "head"]
         )
         for name, grid in grids.items()
@@ -169,7 +137,7 @@ def generate_page(report, per_head: bool = False) -> dict:
 
 def rollout_title(report) -> str:
     span = f"layers {report.layers[0]}-{report.layers[-1]}" if len(report.layers) > 1 else f"layer {report.layers[0]}"
-    if getattr(report.model, "no_attention_layers", ()):  # a hybrid: the chain skips what has no attention matrix
+    if report.model.no_attention_layers:  # a hybrid: the chain skips what has no attention matrix
         span += f" (attention layers only: {', '.join(map(str, report.layers))})"
     return f"rollout over {span}, heads fused by {report.head_fusion} (rows sum to 1)"
 
@@ -188,7 +156,7 @@ def rollout_items(report, per_head: bool = False) -> list[Heat]:
 
 def rollout_page(report, per_head: bool = False) -> dict:
     return {
-        "runs": [_one("rollout", report.matrix, per_head=per_head, noun="share ")],
+        "runs": [one_run("rollout", report.matrix, per_head=per_head, noun="share ")],
         "start": [0, 0],
         "caption": rollout_title(report),
         "unit": "matrix",
@@ -234,9 +202,9 @@ def attribution_page(report, per_head: bool = False) -> dict:
 
     # the unnormalised relevancy: coloured 0 → its largest value, as norms are
     kind, noun = ("norms", "relevancy ") if report.method in UNNORMALISED else ("weights", "share ")
-    runs = [_one(attribution_title(report), report.matrix, kind, per_head=per_head, noun=noun)]
+    runs = [one_run(attribution_title(report), report.matrix, kind, per_head=per_head, noun=noun)]
     if report.attention is not None:
-        runs.insert(0, _one(attention_title(report), report.attention, per_head=per_head, noun="share "))
+        runs.insert(0, one_run(attention_title(report), report.attention, per_head=per_head, noun="share "))
     caption = sources_title(report) + (", beside the attention rollout" if report.attention is not None else "")
     return {"runs": runs, "start": [0, 0], "caption": caption, "unit": "matrix", "verbs": OVER_LAYERS}
 
@@ -247,12 +215,11 @@ def attribution_page(report, per_head: bool = False) -> dict:
 def diff_items(report, per_head: bool = False) -> list[Heat]:
     """A, B and (when the rows match) B − A of the most changed head, as the terminal shows them."""
     from attn_cli.render.diff_view import paired_tokens
-    from attn_cli.render.figures import _matrix_for
 
     top = report.heads[0]
     head_a, head_b = report.a.head(top.layer, top.head), report.b.head(top.layer, top.head)
     title = f"layer {top.layer} · head {top.head}"
-    weights_a, weights_b = _matrix_for(head_a, "weights"), _matrix_for(head_b, "weights")
+    weights_a, weights_b = matrix_for(head_a, "weights"), matrix_for(head_b, "weights")
     items = [
         Heat(f"A · {title}", weights_a, Scale.weights(weights_a, per_head), rows=_tokens(report.a)),
         Heat(f"B · {title}", weights_b, Scale.weights(weights_b, per_head), rows=_tokens(report.b)),
@@ -268,11 +235,10 @@ def diff_items(report, per_head: bool = False) -> list[Heat]:
 def diff_page(report, per_head: bool = False) -> dict:
     """Runs A, B and B − A over every selected head (one diverging scale for all of B − A)."""
     from attn_cli.render.diff_view import paired_tokens
-    from attn_cli.render.figures import _run_json
 
     runs = [
-        {**_run_json("A", report.a.layers, per_head=per_head), "rowTokens": _tokens(report.a)},
-        {**_run_json("B", report.b.layers, per_head=per_head), "rowTokens": _tokens(report.b)},
+        {**run_json("A", report.a.layers, per_head=per_head), "rowTokens": _tokens(report.a)},
+        {**run_json("B", report.b.layers, per_head=per_head), "rowTokens": _tokens(report.b)},
     ]
     if report.comparable:
         changes = [
@@ -334,7 +300,7 @@ def diagnose_items(report, per_head: bool = False) -> list[Heat]:
 def diagnose_page(report, per_head: bool = False) -> dict:
     rows, cols, grids = diagnose_grids(report)
     runs = [
-        _one(title, grid, rowTokens=rows, colTokens=cols, noun="", lines=False, axes=["layer", "head"])
+        one_run(title, grid, rowTokens=rows, colTokens=cols, noun="", lines=False, axes=["layer", "head"])
         for title, grid in grids.items()
     ]
     return {
@@ -342,14 +308,3 @@ def diagnose_page(report, per_head: bool = False) -> dict:
         "start": [0, 0],
         "caption": f"{len(rows)} layers × {len(cols)} heads · model sink rate {report.sink_rate:.2f}",
     }
-
-
-FIGURES = {  # report type → (its SVG items, its page's runs)
-    "HeadsReport": ("heads", heads_items, heads_page),
-    "GenerateReport": ("generate", generate_items, generate_page),
-    "RolloutReport": ("rollout", rollout_items, rollout_page),
-    "AttributionReport": ("attribute", attribution_items, attribution_page),
-    "DiffReport": ("diff", diff_items, diff_page),
-    "CircuitsReport": ("circuits", circuits_items, circuits_page),
-    "DiagnoseReport": ("diagnose", diagnose_items, diagnose_page),
-}

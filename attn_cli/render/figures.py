@@ -15,46 +15,40 @@ from importlib import resources
 
 import numpy as np
 
-from attn_cli.render.command_figures import FIGURES, own_span, rounded
+from attn_cli.data.registry import Figure, analysis_for
+from attn_cli.plumbing.errors import BadInput
+from attn_cli.render.page_parts import (
+    NORMS_TITLE,
+    matrix_for,
+    own_span,
+    report_title,
+    rounded,
+    run_json,
+    svg_title,
+)
 from attn_cli.render.scale import NEGATIVE, POSITIVE, SEQUENTIAL, Scale, hex_colour
-from attn_cli.render.svg import MAX_DETAIL, Heat, Svg, flow, grid_svg, text_width
+from attn_cli.render.svg import MAX_DETAIL, Heat, Svg, flow, grid_svg
 
 # -- what a report shows ------------------------------------------------------------------------------
 
-PAGE_KINDS = (
-    "InspectReport",
-    "InspectBatch",
-    "PairReport",
-    "CompareReport",
-    "StepsReport",
-    *FIGURES,
-)  # reports with a page
+
+def figure_of(report) -> tuple[str, Figure]:
+    """The report's command and Figure, from the analysis registered for its type (data/registry.py); a report
+    with no figure (attn models' catalog) is one line saying so."""
+    spec = analysis_for(report)
+    if spec is None or spec.figure is None:
+        raise BadInput(f"{type(report).__name__} has no figure", "use --json, or no --save")
+    return spec.name, spec.figure
 
 
-def report_kind(report) -> str | None:
-    """The report's class name, or the nearest base class that has a figure (attn heads --store's report is a
-    HeadsReport): None for a report with no figure of its own (attn models' catalog)."""
-    return next((cls.__name__ for cls in type(report).__mro__ if cls.__name__ in PAGE_KINDS), None)
+def axis_tokens(report) -> list[str]:
+    """An inspect report's matrix labels: its axis (words under --words, else its tokens)."""
+    return [unit.text for unit in report.axis]
 
 
-def _tokens(report) -> list[str]:
-    """The matrices' row and column labels: an inspect report's axis (words under --words), else its tokens."""
-    return [unit.text for unit in getattr(report, "axis", report.tokens)]
-
-
-def _token_list(report) -> list[str]:
-    """The report's tokens; none for attn heads (its `tokens` counts a corpus's) and diff (A's and B's differ)."""
-    return _tokens(report) if isinstance(getattr(report, "tokens", None), list) else []
-
-
-NORMS_TITLE = "value-weighted norms ‖α·v·W_Oʰ‖"
-
-
-def _matrix_for(head, kind: str):
-    """The head's matrix of a kind (weights, scores, norms), masked cells NaN; None where it was not kept."""
-    if kind == "scores":
-        return head.scores
-    return head.masked(head.norms if kind == "norms" else head.weights)
+def token_texts(report) -> list[str]:
+    """The report's tokens' texts."""
+    return [token.text for token in report.tokens]
 
 
 def _inspect_panels(report, panels, per_head: bool = False) -> tuple[list[tuple[str, np.ndarray, Scale, object]], bool]:
@@ -74,92 +68,87 @@ def _inspect_panels(report, panels, per_head: bool = False) -> tuple[list[tuple[
     for layer, head in chosen:
         for kind in kinds:
             if kind == "weights" and head.norms is not None:  # --measure norm: shown instead, as in the terminal
-                matrix = _matrix_for(head, "norms")
+                matrix = matrix_for(head, "norms")
                 drawn.append(
                     (f"{head_title(layer, head)} · {NORMS_TITLE}", matrix, Scale.magnitude(matrix), head.window)
                 )
                 continue
-            matrix = _matrix_for(head, kind)
+            matrix = matrix_for(head, kind)
             formula = weights_formula(head) if kind == "weights" else scores_formula(head)
             scale = Scale.weights(matrix, per_head) if kind == "weights" else Scale.scores(matrix)
             drawn.append((f"{head_title(layer, head)} · {kind} = {formula}", matrix, scale, head.window))
     return drawn, grid
 
 
-def _svg_title(svg: Svg, x: float, y: float, title: str) -> None:
-    """The figure's bold title line; the figure is at least as wide as it (a long title was cut at the edge)."""
-    svg.add(svg.text(x, y + 16, title, 16, weight="bold"), x + text_width(title, 16), y + 24)
-
-
-def _report_title(report, command: str) -> str:
-    model = report.model
-    variant = getattr(report, "variant", None)
-    extra = f" · {variant}" if variant else ""
-    if getattr(report, "words", None) is not None:  # --words: the matrices are over words
-        extra += " · over words"
-    layers = f"{model.layers} layer" + ("s" if model.layers != 1 else "")
-    heads = f"{model.heads} head" + ("s" if model.heads != 1 else "")
-    return f"attn {command} · {model.name} ({model.architecture}, {layers} × {heads}){extra}"
+def _inspect_extra(report) -> str:
+    """What an inspect report's title adds after the model: its variant, and "over words" under --words."""
+    extra = f" · {report.variant}" if report.variant else ""
+    return extra + (" · over words" if report.words is not None else "")
 
 
 # -- SVG ----------------------------------------------------------------------------------------------
 
 
 def svg_figure(report, panels=None, looked_by: str = "inspect", per_head: bool = False) -> str:
-    """A vector figure of the report (inspect, a batch, compare, steps, heads, diagnose, generate, rollout
-    or diff). An inspect report's title names the command it `looked_by` (`attn explore` exports one head of
-    it). per_head: weights coloured on each head's own scale (--scale head)."""
+    """A vector figure of the report, as its analysis draws it (data/registry.py). An inspect report's title
+    names the command it `looked_by` (`attn explore` exports one head of it). per_head: weights coloured on
+    each head's own scale (--scale head)."""
     svg = Svg()
-    _svg_report(svg, 10, 10, report, panels, looked_by, per_head)
-    return svg.document(_report_text(report))
+    svg_report(svg, 10, 10, report, panels, looked_by, per_head)
+    return svg.document(report_text(report))
 
 
-def _report_text(report) -> str:
-    """What the report was run on, in a line: its text (A's and B's for diff, the prompt for generate)."""
-    kind = report_kind(report)
-    if kind == "DiffReport":
-        return f"A: {report.a.text}  ·  B: {report.b.text}" if report.mode == "texts" else report.a.text
-    if kind == "GenerateReport":
-        return report.prompt + report.text
-    if kind == "CircuitsReport":
-        return "from the weights: no text is run"
-    if kind == "HeadsReport":
-        return report.probe["text"] if report.probe else f"{report.texts:,} texts, {report.tokens:,} tokens"
-    if kind == "DiagnoseReport":
-        return f"{report.texts:,} text{'s' if report.texts != 1 else ''}, {report.tokens:,} tokens"
-    return getattr(report, "text", "attn")
+def report_text(report) -> str:
+    """What the report was run on, in a line: its text, unless its figure says otherwise (diff: A's and B's)."""
+    _, figure = figure_of(report)
+    return figure.text(report) if figure.text is not None else report.text
 
 
-def _svg_report(
+def svg_report(
     svg: Svg, x: float, y: float, report, panels, looked_by: str = "inspect", per_head: bool = False
 ) -> float:
-    kind = report_kind(report)
-    if kind == "InspectBatch":
-        for single in report.reports:
-            y = _svg_report(svg, x, y, single, panels, looked_by, per_head) + 20
-        return y
-    if kind == "PairReport":  # an encoder–decoder model's stacks, one after another, each saying what it is
-        from attn_cli.render.seq2seq_view import stack_title
+    """The report's figure at (x, y), as its analysis's Figure draws it; returns the y below it."""
+    command, figure = figure_of(report)
+    if figure.svg is not None:
+        return figure.svg(svg, x, y, report, panels, looked_by, per_head)
+    svg_title(svg, x, y, report_title(report, command))
+    tokens = figure.tokens(report) if figure.tokens is not None else []
+    return flow(svg, x, y + 34, figure.items(report, per_head), tokens)
 
-        for single in report.stacks:
-            _svg_title(svg, x, y, stack_title(single))
-            y = _svg_report(svg, x, y + 30, single, panels, looked_by, per_head) + 20
-        return y
-    if kind in FIGURES:  # heads, generate, rollout, diff
-        command, items, _ = FIGURES[kind]
-        _svg_title(svg, x, y, _report_title(report, command))
-        return flow(svg, x, y + 34, items(report, per_head), _token_list(report))
-    tokens = _tokens(report)
-    if kind == "CompareReport":
-        _svg_title(svg, x, y, _report_title(report, "compare"))
-        items = _compare_items(report, per_head)
-        return flow(svg, x, y + 34, items, tokens)
-    if kind == "StepsReport":
-        _svg_title(svg, x, y, f"{_report_title(report, 'steps')} · layer {report.layer} head {report.head}")
-        return flow(svg, x, y + 34, _steps_items(report, per_head), tokens)
-    _svg_title(svg, x, y, _report_title(report, looked_by))
+
+def batch_svg(svg: Svg, x: float, y: float, report, panels, looked_by: str, per_head: bool) -> float:
+    """Several texts: each one's figure under the last."""
+    for single in report.reports:
+        y = svg_report(svg, x, y, single, panels, looked_by, per_head) + 20
+    return y
+
+
+def pair_svg(svg: Svg, x: float, y: float, report, panels, looked_by: str, per_head: bool) -> float:
+    """An encoder–decoder model's stacks, one after another, each saying what it is."""
+    from attn_cli.render.seq2seq_view import stack_title
+
+    for single in report.stacks:
+        svg_title(svg, x, y, stack_title(single))
+        y = svg_report(svg, x, y + 30, single, panels, looked_by, per_head) + 20
+    return y
+
+
+def compare_svg(svg: Svg, x: float, y: float, report, panels, looked_by: str, per_head: bool) -> float:
+    svg_title(svg, x, y, report_title(report, "compare"))
+    return flow(svg, x, y + 34, _compare_items(report, per_head), token_texts(report))
+
+
+def steps_svg(svg: Svg, x: float, y: float, report, panels, looked_by: str, per_head: bool) -> float:
+    svg_title(svg, x, y, f"{report_title(report, 'steps')} · layer {report.layer} head {report.head}")
+    return flow(svg, x, y + 34, _steps_items(report, per_head), token_texts(report))
+
+
+def inspect_svg(svg: Svg, x: float, y: float, report, panels, looked_by: str, per_head: bool) -> float:
+    """One text's heads: the chosen panels in full, the all-heads grid above them where there are several."""
+    tokens = axis_tokens(report)
+    svg_title(svg, x, y, report_title(report, looked_by, _inspect_extra(report)))
     items, grid = _inspect_panels(report, panels, per_head)
-    if getattr(report, "keys", None) is not None:  # cross-attention: target rows, source columns
+    if report.keys is not None:  # cross-attention: target rows, source columns
         items = [
             Heat(
                 *item,
@@ -193,7 +182,7 @@ def _compare_items(report, per_head: bool = False):
         for name, run in report.runs.items():
             entry = run[layer_pos]
             head = entry.heads[head_pos]
-            matrix = _matrix_for(head, "weights")
+            matrix = matrix_for(head, "weights")
             items.append(
                 (f"{name} · {head_title(entry.layer, head)}", matrix, Scale.weights(matrix, per_head), head.window)
             )
@@ -216,105 +205,99 @@ def _steps_items(report, per_head: bool = False):
 # -- HTML ---------------------------------------------------------------------------------------------
 
 
-def _head_json(head, kind: str = "weights", per_head: bool = False) -> dict:
-    window = head.window
-    matrix = _matrix_for(head, kind)
-    record = {"head": head.head, "m": rounded(matrix), **own_span(matrix, kind, per_head)}
-    if window.is_partial:
-        record["rows"], record["cols"] = list(window.rows), list(window.cols)
-    return record
-
-
-def _run_json(name: str, layers, kind: str = "weights", limit: float = 1.0, per_head: bool = False) -> dict:
-    """A page run; per_head: its weights coloured on each head's own scale (the head records say its range)."""
-    own = {"perHead": True} if per_head and kind == "weights" else {}
-    return {
-        "name": name,
-        "kind": kind,
-        "limit": limit,
-        **own,
-        "layers": [
-            {"layer": layer.layer, "heads": [_head_json(head, kind, per_head) for head in layer.heads]}
-            for layer in layers
-        ],
-    }
-
-
 def page_data(report, per_head: bool = False) -> dict:
-    """What the page draws: tokens, and one or more runs of layers × heads × matrices; per_head: weights
-    on each head's own colour scale (--scale head)."""
-    kind = report_kind(report)
-    if kind == "InspectBatch":
-        report = report.reports[0]  # one page per text; the first (the CLI says so)
-        kind = "InspectReport"
+    """What the page draws: tokens, and one or more runs of layers × heads × matrices, as the report's analysis
+    says (data/registry.py); per_head: weights on each head's own colour scale (--scale head)."""
+    command, figure = figure_of(report)
+    if figure.one is not None:  # a batch: one page per text; the first (the CLI says so)
+        return page_data(figure.one(report), per_head)
     data = {
-        "tokens": _token_list(report),
+        "tokens": figure.tokens(report) if figure.tokens is not None else [],
         "model": report.model.name,
-        "text": _report_text(report),
+        "text": report_text(report),
         "scale": {
             name: [hex_colour(rgb) for rgb in stops]
             for name, stops in (("weights", SEQUENTIAL), ("negative", NEGATIVE), ("positive", POSITIVE))
         },
     }
-    if kind in FIGURES:  # heads, generate, rollout, diff
-        command, _, page = FIGURES[kind]
-        data["title"] = _report_title(report, command)
-        data.update(page(report, per_head))
-    elif kind == "PairReport":  # a run per stack, each with its own row and column tokens
-        from attn_cli.render.seq2seq_view import stack_title
-        from attn_cli.render.terminal import most_focused
+    if figure.page_data is not None:
+        data.update(figure.page_data(report, per_head))
+    else:
+        data["title"] = report_title(report, command)
+        data.update(figure.page(report, per_head))
+    return data
 
-        data["title"] = _report_title(report, "inspect")
-        data["runs"] = [
+
+def pair_page(report, per_head: bool) -> dict:
+    """A run per stack, each with its own row and column tokens."""
+    from attn_cli.render.seq2seq_view import stack_title
+    from attn_cli.render.terminal import most_focused
+
+    last = report.stacks[-1]  # the cross-attention, where it was asked for
+    layer, head = most_focused(last.heads())
+    return {
+        "title": report_title(report, "inspect"),
+        "runs": [
             {
-                **_run_json(stack_title(single), single.layers, per_head=per_head),
-                "rowTokens": _tokens(single),
+                **run_json(stack_title(single), single.layers, per_head=per_head),
+                "rowTokens": axis_tokens(single),
                 "colTokens": [unit.text for unit in single.key_axis],
             }
             for single in report.stacks
-        ]
-        last = report.stacks[-1]  # the cross-attention, where it was asked for
-        layer, head = most_focused(last.heads())
-        data["start"] = [layer, head.head]
-    elif kind == "CompareReport":
-        data["title"] = _report_title(report, "compare")
-        data["runs"] = [_run_json(name, layers, per_head=per_head) for name, layers in report.runs.items()]
-        first = next(iter(shown_pairs_safe(report)), (0, 0))
-        baseline = report.runs["baseline"]
-        data["start"] = [baseline[first[0]].layer, baseline[first[0]].heads[first[1]].head]
-    elif kind == "StepsReport":
-        data["title"] = f"{_report_title(report, 'steps')} · layer {report.layer} head {report.head}"
-        runs = []
-        for title, matrix, scale, _ in _steps_items(report, per_head):
-            kind = "weights" if not scale.diverging else "scores"
-            runs.append(
-                {
-                    "name": title,
-                    "kind": kind,
-                    "limit": scale.limit,
-                    **({"perHead": True} if scale.own else {}),
-                    "layers": [
-                        {
-                            "layer": report.layer,
-                            "heads": [{"head": report.head, "m": rounded(matrix), **own_span(matrix, kind, scale.own)}],
-                        }
-                    ],
-                }
-            )
-        data["runs"] = runs
-        data["start"] = [report.layer, report.head]
-    else:
-        from attn_cli.render.terminal import most_focused
+        ],
+        "start": [layer, head.head],
+    }
 
-        data["title"] = _report_title(report, "inspect")
-        data["runs"] = [_run_json(getattr(report, "variant", "baseline"), report.layers, per_head=per_head)]
-        if any(head.norms is not None for _, head in report.heads()):  # --measure norm: beside the weights
-            variant = getattr(report, "variant", "baseline")
-            data["runs"][0]["name"] = "weights" if variant == "baseline" else f"weights · {variant}"
-            data["runs"].append(_run_json(NORMS_TITLE, report.layers, "norms"))
-        heads = report.heads()
-        layer, head = most_focused(heads) if len(heads) > 1 else heads[0]
-        data["start"] = [layer, head.head]
+
+def compare_page(report, per_head: bool) -> dict:
+    first = next(iter(shown_pairs_safe(report)), (0, 0))
+    baseline = report.runs["baseline"]
+    return {
+        "title": report_title(report, "compare"),
+        "runs": [run_json(name, layers, per_head=per_head) for name, layers in report.runs.items()],
+        "start": [baseline[first[0]].layer, baseline[first[0]].heads[first[1]].head],
+    }
+
+
+def steps_page(report, per_head: bool) -> dict:
+    runs = []
+    for title, matrix, scale, _ in _steps_items(report, per_head):
+        kind = "weights" if not scale.diverging else "scores"
+        runs.append(
+            {
+                "name": title,
+                "kind": kind,
+                "limit": scale.limit,
+                **({"perHead": True} if scale.own else {}),
+                "layers": [
+                    {
+                        "layer": report.layer,
+                        "heads": [{"head": report.head, "m": rounded(matrix), **own_span(matrix, kind, scale.own)}],
+                    }
+                ],
+            }
+        )
+    return {
+        "title": f"{report_title(report, 'steps')} · layer {report.layer} head {report.head}",
+        "runs": runs,
+        "start": [report.layer, report.head],
+    }
+
+
+def inspect_page(report, per_head: bool) -> dict:
+    """One run of every selected head, and with --measure norm a second of their norms beside it."""
+    from attn_cli.render.terminal import most_focused
+
+    data = {
+        "title": report_title(report, "inspect", _inspect_extra(report)),
+        "runs": [run_json(report.variant, report.layers, per_head=per_head)],
+    }
+    if any(head.norms is not None for _, head in report.heads()):  # --measure norm: beside the weights
+        data["runs"][0]["name"] = "weights" if report.variant == "baseline" else f"weights · {report.variant}"
+        data["runs"].append(run_json(NORMS_TITLE, report.layers, "norms"))
+    heads = report.heads()
+    layer, head = most_focused(heads) if len(heads) > 1 else heads[0]
+    data["start"] = [layer, head.head]
     return data
 
 

@@ -84,7 +84,7 @@ def save_figure(
     Returns warnings for the user (characters no font has)."""
     from attn_cli.plumbing.atomic import atomic_path
 
-    if getattr(report, "image", None) is not None and not panels:  # the image with a heat overlay per head
+    if shows_image(report) and not panels:  # the image with a heat overlay per head
         from attn_cli.render.image_figures import image_html, image_svg
 
         svg_figure = lambda report, panels, per_head: image_svg(report, query)  # noqa: E731
@@ -104,6 +104,14 @@ def save_figure(
     with atomic_path(path, "--save") as temp:  # an OSError becomes one AttnError there
         write_figure(temp, content)
     return notes
+
+
+def shows_image(report) -> bool:
+    """An inspect or rollout report of an image (--image): its figure is the image with the heat over it."""
+    from attn_cli.analyses.inspect_report import InspectReport
+    from attn_cli.analyses.rollout import RolloutReport
+
+    return isinstance(report, (InspectReport, RolloutReport)) and report.image is not None
 
 
 def write_figure(path: Path, content: bytes) -> None:

@@ -9,6 +9,7 @@ import io
 
 import numpy as np
 
+from attn_cli.analyses.rollout import RolloutReport
 from attn_cli.data.image import query_row
 from attn_cli.render.image_view import MARK, spread
 from attn_cli.render.scale import Scale, hex_colour
@@ -33,7 +34,7 @@ def pictures(report, query) -> list[tuple[str, np.ndarray]]:
     """(title, the query's weights on the grid (rows, cols)) for every head of an inspect report, or the one
     rollout of a rollout report."""
     grid = report.image
-    if hasattr(report, "matrix"):  # a RolloutReport
+    if isinstance(report, RolloutReport):  # a RolloutReport
         row, name = query_row(grid, report.matrix, query)
         return [(f"rollout from {name}", row)]
     drawn = []
@@ -66,7 +67,7 @@ def image_svg(report, query=None) -> str:
             for r in range(grid.rows)
             for c in range(grid.cols)
         )
-        if query is not None and hasattr(report, "heads"):
+        if query is not None and not isinstance(report, RolloutReport):
             rects += (
                 f'<rect x="{x + query[1] * cell_w + 1:.2f}" y="{y + 18 + query[0] * cell_h + 1:.2f}" '
                 f'width="{cell_w - 2:.2f}" height="{cell_h - 2:.2f}" fill="none" stroke="{hex_colour(MARK)}" '
@@ -108,7 +109,7 @@ def image_page_data(report, query=None) -> dict:
     """What image_page.js draws: the image, the grid, every head's query rows on the patches (coded_rows), and
     the query patch it opens on ([row, col], or None for [CLS])."""
     grid = report.image
-    if hasattr(report, "matrix"):
+    if isinstance(report, RolloutReport):
         heads = [{"title": "rollout", **coded_rows(grid, report.matrix)}]
     else:
         heads = [
@@ -122,7 +123,7 @@ def image_page_data(report, query=None) -> dict:
         "cols": grid.cols,
         "specials": list(grid.specials),
         "heads": heads,
-        "query": None if query is None or hasattr(report, "matrix") else list(query),
+        "query": None if query is None or isinstance(report, RolloutReport) else list(query),
         "colours": [hex_colour(Scale("weights", 1.0).rgb(level / 32)) for level in range(33)],
     }
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 from html import escape
 
-from attn_cli.render.figures import html_page, report_kind
+from attn_cli.data.registry import analysis_for
+from attn_cli.render.figures import html_page
 
 FRAME_HEIGHT = 640  # px, before the page is measured (and for good where scripts do not run)
 TABLE_ROWS = 50  # rows of a list shown in the fallback table; the rest are counted
@@ -31,17 +32,12 @@ FIT = (
 
 
 def notebook_html(report) -> str:
-    """The report's inline display: its page in a frame (a batch: one frame per text), else tables."""
-    kind = report_kind(report)
-    if kind == "InspectBatch":
-        return "\n".join(notebook_html(single) for single in report.reports)
-    from attn_cli.analyses.store_read import StoreReport
-
-    if isinstance(report, StoreReport):  # a corpus store: its dashboard (head finder and head pages)
-        from attn_cli.render.dashboard_page import dashboard_html
-
-        return frame(dashboard_html(report))
-    if kind is None:
+    """The report's inline display, as its analysis registered it (data/registry.py): its own notebook drawing
+    (a batch: one frame per text; a corpus store: its dashboard), else its page in a frame, else tables."""
+    spec = analysis_for(report)
+    if spec is not None and spec.notebook is not None:
+        return spec.notebook(report)
+    if spec is None or spec.figure is None:
         return document_tables(report.to_json_dict())
     return frame(html_page(report))
 

@@ -15,7 +15,7 @@ def render_rollout(report, per_head: bool = False) -> RenderableType:
     """per_head: the matrix coloured from its own smallest to its largest share (--scale head)."""
     tokens = [token.text for token in report.tokens]
     span = f"layers {report.layers[0]}-{report.layers[-1]}" if len(report.layers) > 1 else f"layer {report.layers[0]}"
-    if getattr(report.model, "no_attention_layers", ()):  # a hybrid: the chain skips what has no attention matrix
+    if report.model.no_attention_layers:  # a hybrid: the chain skips what has no attention matrix
         span += f" (attention layers only: {', '.join(map(str, report.layers))})"
     title = f"rollout over {span}, heads fused by {report.head_fusion} (rows sum to 1)"
     sources = Table(box=box.SIMPLE_HEAD, pad_edge=False)

@@ -95,6 +95,20 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None, per_h
     return Group(*parts)
 
 
+def render_batch(report, panels: set[Panel] | None = None, per_head: bool = False) -> RenderableType:
+    """Several texts run as one padded batch: each one's view under a rule saying which it is."""
+    from rich.console import Group
+    from rich.rule import Rule
+
+    parts = []
+    for index, single in enumerate(report.reports):
+        parts += [
+            Rule(f"text {index + 1} of {len(report.reports)} ({report.padding_side} padding removed)"),
+            render_report(single, panels, per_head),
+        ]
+    return Group(*parts)
+
+
 def axes(report: InspectReport) -> tuple[list[str], list[str] | None]:
     """The row tokens' texts, and the column tokens' where they are other tokens (cross-attention), else None."""
     rows = [unit.text for unit in report.axis]
@@ -236,7 +250,7 @@ def header(report, command: str) -> RenderableType:
     note = no_attention_note(report.model)
     if note is not None:  # a hybrid: its other layers are listed, the attention layers shown by their own index
         parts.append(Text(note, style="dim"))
-    words = getattr(report, "words", None)
+    words = report.words if isinstance(report, InspectReport) else None  # --words
     if words is not None:
         parts += [
             unit_list(words, "words"),

@@ -1,0 +1,159 @@
+"""How an analysis joins attn: one value per analysis, found by its report's type, and pluggy hooks to register it.
+
+An analysis is one `AnalysisSpec`: its command's name, its engine, its report type and how that report is
+drawn (in the terminal, as an SVG figure and HTML page, in a notebook). Render, the CLI and the notebook
+display ask `analysis_for(report)`, which walks the report's type and its bases (a StoreReport is a
+HeadsReport), never its class name. A head score is one `HeadScore`.
+
+Built-in analyses register exactly as an outside one does: through the hooks below (pluggy), from a
+module the package's door names (attn_cli/__init__.py fills `builtin_plugins`: this module is plain data
+and may not import render), then from every installed package's entry points in the group "attn":
+
+    [project.entry-points.attn]
+    my_analysis = "my_package.attn_plugin"
+
+where my_package/attn_plugin.py defines `@hookimpl def register_analyses(register): register(AnalysisSpec(…))`
+and, for a command, `@hookimpl def register_commands(app)` (the Typer app; attn_cli/cli/__init__.py calls it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+ENTRY_POINTS = "attn"  # the entry-point group plugins are found by
+hookspec = pluggy.HookspecMarker("attn")
+hookimpl = pluggy.HookimplMarker("attn")
+
+
+class Hooks:
+    """The hooks a plugin may implement (each a module-level function marked @hookimpl)."""
+
+    @hookspec
+    def register_analyses(self, register: Callable[[AnalysisSpec], None]) -> None:
+        """register(AnalysisSpec(...)) once per analysis: its report type and how the report is drawn."""
+
+    @hookspec
+    def register_head_scores(self, register: Callable[[HeadScore], None]) -> None:
+        """register(HeadScore(...)) once per head score `attn heads` adds to the built-in ones."""
+
+    @hookspec
+    def register_commands(self, app: Any) -> None:
+        """Add commands to the Typer app `attn` (app.command("name")(function))."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """How a report is drawn as an SVG figure (--save x.svg, .png, .pdf) and an HTML page (--save x.html, the
+    notebook). The simple form is items + page: the figure's title line is `attn COMMAND · model …` and
+    render/svg.flow lays the items out; svg and page_data take the whole drawing over instead.
+
+    items(report, per_head) -> [Heat | (title, matrix, Scale, window)]   the SVG's pictures
+    page(report, per_head) -> {"runs": [...], "start": [layer, head], ...}   what render/page.js draws
+    svg(svg, x, y, report, panels, looked_by, per_head) -> y below it   (instead of the title and items)
+    page_data(report, per_head) -> the page's data after tokens, model, text and scale   (instead of page)
+    text(report) -> what the report was run on, in a line (default: report.text)
+    tokens(report) -> the matrices' token labels (default: none)
+    one(report) -> the report a page shows instead (a batch: its first text's)
+    """
+
+    items: Callable | None = None
+    page: Callable | None = None
+    svg: Callable | None = None
+    page_data: Callable | None = None
+    text: Callable[[Any], str] | None = None
+    tokens: Callable[[Any], list[str]] | None = None
+    one: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True)
+class AnalysisSpec:
+    """One analysis: the command that runs it, its engine, its report type and how the report is drawn.
+
+    name: the command (`attn NAME`) and the figure's title word.
+    report: the report type its engine returns; reports of a subclass are found too.
+    run(model: attn_cli.Model, ...) -> report: the engine, for the Python API and the command.
+    terminal(report, **how) -> a Rich renderable: the terminal view.
+    figure: the SVG and HTML drawing (None: no figure; --save refuses, the notebook shows tables).
+    notebook(report) -> HTML: the notebook display, where it is not the page in a frame.
+    """
+
+    name: str
+    report: type
+    run: Callable | None = None
+    terminal: Callable | None = None
+    figure: Figure | None = None
+    notebook: Callable[[Any], str] | None = None
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class HeadScore:
+    """A head score beyond the built-in ones (math/score_names.SCORES): one number per head and text.
+
+    name: its JSON key in a head's "scores" (and --score NAME).
+    compute(weights, allowed, tokens) -> (h,) values: weights (h, T, T) one text's heads' softmax weights,
+        masked cells 0; allowed (T, T) bool; tokens the text's Tokens. NaN where undefined for a head.
+    title: its heading in tables and figures; scale: "share" (0 → 1) or "magnitude" (0 → its largest).
+    """
+
+    name: str
+    compute: Callable
+    title: str = ""
+    scale: str = "share"
+
+
+@dataclass
+class Registry:
+    """What the plugins registered, in the order they did."""
+
+    analyses: list[AnalysisSpec] = field(default_factory=list)
+    head_scores: dict[str, HeadScore] = field(default_factory=dict)
+
+
+# The door (attn_cli/__init__.py) names the built-in plugins: modules of later stages this one may not import.
+builtin_plugins: Callable[[], Iterable[ModuleType]] = lambda: ()  # noqa: E731
+_manager: pluggy.PluginManager | None = None
+_registry: Registry | None = None
+
+
+def plugin_manager() -> pluggy.PluginManager:
+    """The plugins, found once: the built-in ones, then every installed entry point of the group "attn".
+    Finding them imports each plugin's module only; nothing is registered until a hook is called."""
+    global _manager
+    if _manager is None:
+        manager = pluggy.PluginManager("attn")
+        manager.add_hookspecs(Hooks)
+        for module in builtin_plugins():
+            manager.register(module, name=module.__name__)
+        manager.load_setuptools_entrypoints(ENTRY_POINTS)
+        _manager = manager
+    return _manager
+
+
+def plugins() -> Registry:
+    """What every plugin registered, asked once (the analyses' modules are imported then, torch with them)."""
+    global _registry
+    if _registry is None:
+        registry = Registry()
+        hook = plugin_manager().hook
+        # pluggy calls the last registered plugin first: the entry points before the built-ins, so an outside
+        # plugin that registers a built-in report type again takes its drawing over (the first found wins)
+        hook.register_analyses(register=registry.analyses.append)
+        hook.register_head_scores(register=lambda score: registry.head_scores.setdefault(score.name, score))
+        _registry = registry
+    return _registry
+
+
+def analysis_for(report) -> AnalysisSpec | None:
+    """The analysis that draws the report: the one registered for its type, else for its nearest base."""
+    analyses = plugins().analyses
+    for kind in type(report).__mro__:
+        for spec in analyses:
+            if spec.report is kind:
+                return spec
+    return None
