@@ -192,3 +192,30 @@ def test_hybrid_layer_without_attention_is_refused_in_one_line(hybrid_dir, cli_e
     assert result.exit_code == 2 and result.stdout == "" and "Traceback" not in result.output
     [line] = result.stderr.splitlines()
     assert "layer 0 of zamba2 has no attention matrix" in line and "attention layers are 1" in line
+
+
+# --- attention-logit softcapping: cap·tanh(q·kᵀ·scale / cap) before the mask ---------------------------------
+
+CAP = 0.1  # small enough that tanh bends the tiny models' scores (the checkpoints' 50 would not touch them)
+
+
+@pytest.mark.parametrize("kind", ["gemma2", "vaultgemma"])
+def test_softcapped_scores_are_the_models(kind, tmp_path):
+    directory = save_model(tmp_path, kind, attn_logit_softcapping=CAP)
+    report = attn_cli.load(str(directory), device="cpu").inspect(TEXT, vectors=True)
+    assert max_difference(report_weights(report), eager_attentions(directory)) <= TOLERANCE
+    head = report.layers[0].heads[0]
+    assert head.formula == f"{CAP:g}·tanh(q·kᵀ·{head.scale:.4g}/{CAP:g})"
+    raw = torch.from_numpy(head.tensors["q"] @ head.tensors["k"].T) * head.scale  # beside them: q·kᵀ·scale
+    allowed = ~np.isnan(head.scores)
+    capped = torch.tanh(raw / CAP) * CAP
+    assert float((capped - torch.from_numpy(np.nan_to_num(head.scores)))[allowed].abs().max()) <= 1e-5
+    assert float((raw - capped)[allowed].abs().max()) > 0.01  # the cap changes the scores here
+
+
+def test_softcapped_model_through_heads_and_the_terminal(tmp_path, cli_env):
+    directory = save_model(tmp_path, "gemma2", attn_logit_softcapping=CAP)
+    result = attn("inspect", TEXT, "--model", str(directory), "--device", "cpu", "--layer", "0", "--head", "0")
+    assert result.exit_code == 0, result.output
+    assert f"Symmetry of S = {CAP:g}·tanh(q·kᵀ·" in result.stdout
+    assert attn("heads", TEXT, "--model", str(directory), "--device", "cpu").exit_code == 0

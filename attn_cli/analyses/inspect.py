@@ -227,7 +227,7 @@ def analyse_heads(
                 if bias is not None
                 else formula
                 if dot_form
-                else None,
+                else getattr(layer.scorer, "formula", None),  # softcapping's cap·tanh(q·kᵀ·scale/cap)
             )
         )
     return reports

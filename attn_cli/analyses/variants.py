@@ -104,4 +104,5 @@ def apply_variant(layer: LayerCapture, variant: Variant, heads: int) -> LayerCap
             x,
         )  # raw: plain X·Xᵀ
     q, k, scale = variant.transform(layer.q, layer.k, layer.scale)
-    return replace(layer, q=q, k=k, scale=scale)
+    scorer = layer.scorer.with_scale(scale) if hasattr(layer.scorer, "with_scale") else layer.scorer  # softcapping
+    return replace(layer, q=q, k=k, scale=scale, scorer=scorer)

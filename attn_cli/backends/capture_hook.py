@@ -26,6 +26,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from attn_cli.data.capture import LayerCapture
 from attn_cli.math.masks import AttentionMask
+from attn_cli.math.scoring import Softcapped
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 CAPTURE_NAME = "attn_capture"
@@ -33,7 +34,8 @@ CAPTURE_NAME = "attn_capture"
 # Keyword arguments that change the attention math beyond q·kᵀ·scale + mask.
 # We cannot yet reproduce them, so a model that passes them is refused rather
 # than shown wrong numbers.
-_UNSUPPORTED_KWARGS = ("softcap", "s_aux", "position_bias", "sinks")
+# (softcap, Gemma 2's attention-logit softcapping, is reproduced: scoring.Softcapped.)
+_UNSUPPORTED_KWARGS = ("s_aux", "position_bias", "sinks")
 
 
 class LayersCaptured(Exception):
@@ -115,6 +117,7 @@ class LayerRecorder:
                 inputs=None if inputs is None else keep(inputs),
                 w_o=output_projection(module, self.parents.get(id(module))),
                 bias=None if kwargs.get("position_bias") is None else keep(kwargs["position_bias"]),
+                scorer=None if kwargs.get("softcap") is None else Softcapped(kwargs["softcap"], scaling),
             )
             if self.sink is not None:
                 self.sink(record)

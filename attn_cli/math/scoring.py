@@ -33,6 +33,27 @@ def scores(
     return (q @ k.transpose(-2, -1)).mul_(scale)  # in place: the product is ours, one (Tq, Tk) fewer
 
 
+class Softcapped:
+    """Attention-logit softcapping (Gemma 2, VaultGemma): the scores as the model computes them,
+    cap·tanh(q·kᵀ·scale / cap), before the mask; a scorer(q, k, head) for LayerCapture.scorer. The raw q·kᵀ·scale
+    is the same q and k without it (`formula` says which a report used)."""
+
+    def __init__(self, cap: float, scale: float):
+        self.cap, self.scale = float(cap), float(scale)
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, head: int = 0) -> torch.Tensor:
+        # the order of eager's arithmetic: (q·kᵀ·scale) / cap, tanh, · cap
+        return torch.tanh(scores(q, k, self.scale) / self.cap) * self.cap
+
+    def with_scale(self, scale: float) -> Softcapped:
+        """The same cap over a variant's scale."""
+        return Softcapped(self.cap, scale)
+
+    @property
+    def formula(self) -> str:
+        return f"{self.cap:g}·tanh(q·kᵀ·{self.scale:.4g}/{self.cap:g})"
+
+
 def dot(q: torch.Tensor, k: torch.Tensor, scale: float) -> QKS:
     """qᵀk: no scale."""
     return q, k, 1.0

@@ -64,7 +64,8 @@ def render_report(report: InspectReport, panels: set[Panel] | None = None, per_h
     if Panel.overview in panels:
         parts += [overview_grid(report, "entropy"), overview_grid(report, "asymmetry")]
     if Panel.symmetry in panels:
-        parts.append(titled("Symmetry of the score matrix S = q·kᵀ·scale", symmetry_table(heads)))
+        formula = _symmetry_formula(heads[0][1]) if heads else "q·kᵀ·scale"
+        parts.append(titled(f"Symmetry of the score matrix S = {formula}", symmetry_table(heads)))
     if Panel.stats in panels:
         parts.append(
             titled(
@@ -170,7 +171,8 @@ def head_summary(head: HeadReport) -> list[Text]:
         else [
             Text.assemble(
                 ("Symmetry", "bold"),
-                f" of S = q·kᵀ·scale: max |S−Sᵀ| {stat(sym.max_abs_diff)}, ‖S−Sᵀ‖/‖S‖ {stat(sym.relative)}: ",
+                f" of S = {_symmetry_formula(head)}: max |S−Sᵀ| {stat(sym.max_abs_diff)}, "
+                f"‖S−Sᵀ‖/‖S‖ {stat(sym.relative)}: ",
                 verdict,
             )
         ]
@@ -187,6 +189,11 @@ def head_summary(head: HeadReport) -> list[Text]:
             )
         )
     return lines
+
+
+def _symmetry_formula(head: HeadReport) -> str:
+    """What the symmetry was measured on: q·kᵀ·scale, or the softcapped scores the model uses."""
+    return head.formula if head.formula and "tanh" in head.formula else "q·kᵀ·scale"
 
 
 def head_title(layer: int, head: HeadReport) -> str:
@@ -240,7 +247,7 @@ def scores_formula(head: HeadReport) -> str:
     unscaled form (its score statistics say so)."""
     stats = head.score_stats
     if stats is not None and stats.unscaled_variance is None:
-        return "score(q, k)"
+        return head.formula or "score(q, k)"  # softcapping's formula; a learned scoring has none
     return head.formula or f"q·kᵀ·{head.scale:.4g}"
 
 
