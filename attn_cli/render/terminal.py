@@ -9,7 +9,7 @@ a width: each piece sizes itself to the width Rich gives it (render/heatmap.py, 
 from __future__ import annotations
 
 import math
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from rich import box
@@ -349,7 +349,11 @@ def _head_metric(head: HeadReport, metric: str) -> float:
     return float(np.mean(head.entropy, dtype=np.float64))
 
 
-H = TypeVar("H")  # a head of any report: HeadReport, GeneratedHead
+class HasEntropy(Protocol):
+    entropy: Any  # (T,) per query row, in nats
+
+
+H = TypeVar("H", bound=HasEntropy)  # a head of any report: HeadReport, GeneratedHead
 
 
 def most_focused(heads: list[tuple[int, H]]) -> tuple[int, H]:
