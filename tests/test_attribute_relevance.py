@@ -54,7 +54,7 @@ def test_equals_the_reference_code(request, name, method):
 
 
 def test_a_target_that_does_not_depend_on_the_input_gives_the_identity(minilm_backend):
-    from attn_cli.analyses.attribute_gradient import gradient
+    from attn_cli.analyses.attribute import gradient
 
     constant = lambda outputs: torch.ones((), requires_grad=True)  # noqa: E731  (no path from the weights)
     per_layer, matrix, target = gradient(minilm_backend, TEXT, list(range(6)), target=constant)
@@ -99,7 +99,7 @@ def test_targets(minilm, gpt2):
 
 
 def test_flow_refuses_long_texts_with_the_limit(minilm):
-    from attn_cli.analyses.attribute_flow import FLOW_MAX_TOKENS
+    from attn_cli.analyses.attribute import FLOW_MAX_TOKENS
 
     with pytest.raises(BadInput, match=f"at most {FLOW_MAX_TOKENS} tokens; this text is 42"):
         minilm.attribute(" ".join(["word"] * 40), method="flow")

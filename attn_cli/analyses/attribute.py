@@ -9,8 +9,7 @@ matrices first to last to reach the input tokens (math/attribution.py has the fo
     value-zeroing  Mohebbi et al. 2023, cosine distance after zeroing token j's values (T layer runs per layer)
 
 and two that read the attention weights only: gradient (Chefer et al. 2021: the weights times their
-gradient for a target, attribute_gradient.py) and flow (Abnar & Zuidema 2020: max-flow through the
-layers, attribute_flow.py).
+gradient for a target) and flow (Abnar & Zuidema 2020: max-flow through the layers), below.
 
 Each method is `fn(backend, text, layers, **options) -> (per_layer (L, T, T) | None, matrix (T, T))` in
 METHODS; a method without a per-layer form returns None for it.
@@ -23,13 +22,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from attn_cli.analyses.attribute_flow import flow
-from attn_cli.analyses.attribute_gradient import gradient
 from attn_cli.analyses.inspect_report import TopKey
-from attn_cli.backends.capabilities import EncoderBlocks, require
+from attn_cli.backends.capabilities import AttentionGradients, EncoderBlocks, Tokenizes, require
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_json, num_json
 from attn_cli.plumbing.errors import BadInput
 
+# The max-flows alone for 6 layers (MiniLM), on the shared 2-core machine: 16 tokens 1.5 s, 32 tokens 9 s,
+# 64 tokens 40 s.
+FLOW_MAX_TOKENS = 32
 VERSUS = ("attention",)  # what --vs can put beside the method: attention rollout over the same layers
 
 
@@ -124,6 +124,65 @@ def _rolled(per_layer: list) -> tuple[np.ndarray, np.ndarray]:
     from attn_cli.math.attribution import rolled_out
 
     return np.stack([layer.numpy() for layer in per_layer]), rolled_out(per_layer).numpy()
+
+
+def gradient(backend, text: str, layers: list[int], truncate: bool = False, target=None, **_):
+    """--method gradient: gradient-weighted attention (Chefer et al. 2021, "Generic
+    Attention-model Explainability for Interpreting Bi-Modal and Encoder-Decoder Transformers"), their rule
+    for self-attention:
+
+        Ā_l = E_h[(∇A_l ⊙ A_l)⁺]      the heads' mean of the positive part, ∇A_l = ∂target/∂A_l
+        R = I;  R ← R + Ā_l·R          for each selected layer, first to last
+
+    Row i of R is how relevant each input token is, through output token i, to the target (a class
+    logit, the next-token logit, or the sentence embedding: backends/gradients.py says which). R's rows
+    do not sum to 1; the identity is the residual path. Defined wherever the model's attention hands back
+    its softmax weights (eager attention): post-LN encoders and pre-LN decoders alike, since the rule
+    reads only A and ∇A.
+
+    -> (per_layer Ā (L, T, T), matrix R (T, T), the target differentiated (a JSON-ready dict))."""
+    from attn_cli.math.relevance import gradient_weighted, relevancy
+
+    run = require(
+        backend,
+        AttentionGradients,
+        "attn attribute --method gradient",
+        hint="--method gradient needs a Hugging Face model, such as the default minilm",
+    ).attention_gradients(text, layers, target, truncate=truncate)
+    per_layer = [gradient_weighted(run.weights[layer], run.grads[layer]) for layer in layers]  # each (T, T)
+    matrix = relevancy(per_layer)
+    return np.stack([layer.float().numpy() for layer in per_layer]), matrix.float().numpy(), run.target
+
+
+def flow(backend, text: str, layers: list[int], truncate: bool = False, **_):
+    """--method flow: attention flow (Abnar & Zuidema 2020, "Quantifying Attention Flow in
+    Transformers"). The layers' head-averaged attention, each mixed half and half with the identity for the
+    residual path (Â_l = 0.5·A_l + 0.5·I, rows renormalised), is a layered graph whose edge from token i
+    of layer l to token j of layer l-1 has capacity Â_l[i, j]; the flow of output token i to input token j
+    is the maximum flow between them, and each row is normalised to sum to 1 (as their code does).
+
+    T² max-flows over (L+1)·T nodes: short inputs only (FLOW_MAX_TOKENS).
+
+    -> (None: flow has no per-layer form here, matrix (T, T) rows summing to 1)."""
+    from attn_cli.analyses.inspect import inspect_texts
+    from attn_cli.analyses.rollout import fused_layers
+    from attn_cli.data.selection import Analysis, Selection
+    from attn_cli.math.relevance import attention_flow
+
+    require(
+        backend,
+        Tokenizes,
+        "attn attribute --method flow",
+        hint="use a Hugging Face model, such as the default minilm, or attn rollout",
+    )
+    [report] = inspect_texts(backend, [text], Selection(layers=layers, full=True), Analysis(top_k=1), truncate=truncate)
+    count = len(report.tokens)
+    if count > FLOW_MAX_TOKENS:
+        raise BadInput(
+            f"attention flow takes at most {FLOW_MAX_TOKENS} tokens; this text is {count}",
+            "it solves T² max-flow problems (64 tokens take about 40 s); shorten the text, or use attn rollout",
+        )
+    return None, attention_flow(fused_layers(report, "mean")).float().numpy()
 
 
 # A method may return a third item: what it measured relative to (gradient: the target, a JSON-ready dict).
