@@ -6,6 +6,7 @@ The toy keeps the runs short (tests/test_store.py holds the store's exactness on
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,127 @@ def test_a_long_toy_text_is_not_padded_into_its_batch_mates():
 
     assert batch_groups([3, 4, 5], heads=4) == [[0, 1, 2]]
     assert batch_groups([3, 4, 4096, 5], heads=4, cells=1 << 20) == [[0, 1], [2], [3]]
+
+
+# ---- 11: every file of parts/ is read by one validating reader
+
+
+def tables_equal(first: Path, second: Path) -> None:
+    for name in (schema.RUN, schema.HEADS, schema.EXAMPLES):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+@pytest.fixture
+def written(tmp_path, corpus) -> Path:
+    store = tmp_path / "whole"
+    assert attn("heads", "--file", corpus, *TOY, "--store", store).exit_code == 0
+    return store
+
+
+def _npz_with_a_pickle(path: Path) -> None:
+    import numpy as np
+
+    np.savez(path, count=np.array([object()], dtype=object))
+
+
+DAMAGE = {
+    "run.json truncated": ("run.json", lambda p: p.write_text(p.read_text()[:50])),
+    "run.json a list": ("run.json", lambda p: p.write_text("[1, 2]")),
+    "partial.json truncated": ("000001/partial.json", lambda p: p.write_text(p.read_text()[:30])),
+    "partial.json without its digest": ("000001/partial.json", lambda p: p.write_text('{"partial": {}}')),
+    "partial.json of another shape": (
+        "000001/partial.json",
+        lambda p: p.write_text(p.read_text().replace('"shape": [1, 4]', '"shape": [2, 4]')),
+    ),
+    "partial.npz random": ("000001/partial.npz", lambda p: p.write_bytes(os.urandom(3000))),
+    "partial.npz with a pickle": ("000001/partial.npz", _npz_with_a_pickle),
+    "partial.npz missing": ("000001/partial.npz", lambda p: p.unlink()),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGE)
+def test_a_damaged_store_is_one_line_naming_the_file_and_what_recovers_it(tmp_path, corpus, written, case):
+    import shutil
+
+    name, damage = DAMAGE[case]
+    store = tmp_path / "damaged"
+    shutil.copytree(written, store)
+    damage(store / schema.PARTS / name)
+    before = sorted(p.relative_to(store) for p in store.rglob("*"))
+    line = one_line(attn("heads", "--file", corpus, *TOY, "--store", store, "--resume"), 1, "the store is damaged")
+    assert str(store / schema.PARTS / name.split("/")[0]) in line
+    assert sorted(p.relative_to(store) for p in store.rglob("*")) == before  # nothing removed or added
+    if name == "run.json":
+        assert "--resume cannot recover it" in line
+        return
+    part = store / schema.PARTS / "000001"
+    assert f"delete {part} and run again with --resume" in line
+    shutil.rmtree(part)  # as the line says
+    assert attn("heads", "--file", corpus, *TOY, "--store", store, "--resume").exit_code == 0
+    tables_equal(store, written)
+
+
+# ---- 13: a run refused on its first part leaves no store behind
+
+
+def _bad_utf8(directory: Path) -> Path:
+    path = directory / "bad.txt"
+    path.write_bytes(b"one line.\ntwo lines.\nthree \xff lines.\n")
+    return path
+
+
+def _no_text_column(directory: Path) -> Path:
+    path = directory / "c.jsonl"
+    path.write_text('{"text": "one line."}\n{"body": "no text here."}\n')
+    return path
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new directory", "empty directory"])
+@pytest.mark.parametrize("make", [_bad_utf8, _no_text_column], ids=["invalid UTF-8", "JSONL without text"])
+def test_a_corpus_refused_on_its_first_part_leaves_the_store_directory_as_it_found_it(tmp_path, make, existing):
+    store = tmp_path / "st"
+    if existing:
+        store.mkdir()
+    result = attn("heads", "--file", make(tmp_path), "-m", "toy", "--store", store)
+    one_line(result, 2)
+    assert store.exists() == existing and (not existing or not any(store.iterdir()))
+
+
+# ---- 14: an interrupted store says it is incomplete and how to complete it
+
+
+def test_an_interrupted_store_shown_gives_the_resume_line_that_completes_it(tmp_path, corpus, written, monkeypatch):
+    import shlex
+
+    import attn_cli.analyses.heads as engine
+
+    real, calls = engine.score_batch, []
+
+    def interrupted_in_the_second_part(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # parts of 4 texts in batches of 2: batches 1-2 are part 0
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "score_batch", interrupted_in_the_second_part)
+    store = tmp_path / "stopped"
+    assert attn("heads", "--file", corpus, *TOY, "--store", store).exit_code == 130
+    monkeypatch.setattr(engine, "score_batch", real)
+    assert not (store / schema.EXAMPLES).exists()  # written once a minute: the state a killed run leaves
+    line = one_line(attn("heads", "show", store), 1, f"{store} is incomplete", "complete it with: attn heads")
+    command = shlex.split(line.split("complete it with: ", 1)[1])
+    assert command[:2] == ["attn", "heads"] and command[-1] == "--resume"
+    assert ["--part-texts", "4"] == command[command.index("--part-texts") :][:2]
+    resumed = attn(*command[1:])
+    assert resumed.exit_code == 0, resumed.stderr
+    tables_equal(store, written)
+    assert attn("heads", "show", store).exit_code == 0
+
+
+def test_a_store_stopped_before_its_first_part_says_so_too(tmp_path, corpus):
+    store = tmp_path / "st"
+    (store / schema.PARTS).mkdir(parents=True)
+    (store / schema.PARTS / "run.json").write_text(
+        json.dumps({"corpus": str(corpus), "corpus_format": "lines", "model": {"name": "toy"}, "options": {}})
+    )
+    one_line(attn("heads", "show", store), 1, "is incomplete: it stopped before its first part", "--resume")

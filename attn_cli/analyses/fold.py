@@ -33,7 +33,10 @@ MERGE_BYTES = 48 << 20  # batch Partials wait until they hold this much, then me
 
 
 class Keeper(Protocol):
-    """Where complete parts go (the store writer). load: a part already complete with these texts, or None."""
+    """Where complete parts go (the store writer). load: a part already complete with these texts, or None.
+    written: parts this run wrote."""
+
+    written: int
 
     def load(self, index: int, digest: str) -> partials.Partial | None: ...
 
@@ -43,7 +46,9 @@ class Keeper(Protocol):
 
     def finish(self, merged: partials.Partial, parts: int) -> None: ...
 
-    def abandon(self) -> None: ...  # nothing was scored: take back what the keeper made
+    def abandon(self) -> None: ...  # no part was written: take back what the keeper made
+
+    def close(self) -> None: ...  # the run is over, however it ended (the store's lock goes)
 
 
 class Folded:

@@ -74,30 +74,38 @@ def run_heads(
     layers, heads = selection.resolve(backend.info)
     keeper = keeper_of(layers, heads) if keeper_of is not None else None
     needle = probe is not None and probe["kind"] == "retrieval"  # the retrieval score needs the needle marked
-    folder = fold if engine is None else engine(layers, heads, truncate, needle)
-    folded = folder(
-        lambda batch: score_texts(backend, batch, layers, heads, truncate, needle),
-        texts,
-        (len(layers), len(heads)),
-        batch_size=batch_size,
-        part_texts=part_texts,
-        top=top,
-        samples=samples,
-        progress=progress,
-        total=total,
-        keeper=keeper,
-        per_text=per_text,
-    )
-    merged = folded.merged
-    if merged.texts == 0:
-        if keeper is not None:
-            keeper.abandon()
-        raise BadInput(
-            "no text to score" + ("" if source in ("arguments", "probe") else f": {source} holds none"),
-            "pass a sentence, --file FILE with a text per line, or --probe induction",
+    try:
+        folder = fold if engine is None else engine(layers, heads, truncate, needle)
+        folded = folder(
+            lambda batch: score_texts(backend, batch, layers, heads, truncate, needle),
+            texts,
+            (len(layers), len(heads)),
+            batch_size=batch_size,
+            part_texts=part_texts,
+            top=top,
+            samples=samples,
+            progress=progress,
+            total=total,
+            keeper=keeper,
+            per_text=per_text,
         )
-    if keeper is not None and not folded.interrupted:
-        keeper.finish(merged, folded.parts)
+        merged = folded.merged
+        if merged.texts == 0:
+            raise BadInput(
+                "no text to score" + ("" if source in ("arguments", "probe") else f": {source} holds none"),
+                "pass a sentence, --file FILE with a text per line, or --probe induction",
+            )
+        if keeper is not None and not folded.interrupted:
+            keeper.finish(merged, folded.parts)
+    except BaseException:
+        # a run that wrote no part (no text, a corpus refused on its first part, stopped before a part was
+        # complete) takes back what it made: a new store directory is left as it was found
+        if keeper is not None and not keeper.written:
+            keeper.abandon()
+        raise
+    finally:
+        if keeper is not None:
+            keeper.close()  # the store's lock, whatever the end
     return HeadsReport(
         model=backend.info,
         device=backend.device,

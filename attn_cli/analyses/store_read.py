@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attn_cli.analyses.heads_report import DIGITS, HeadProfile, HeadsReport, SinkKey
+from attn_cli.analyses.store_files import RUN_FILE, read_part_file, resume_command
 from attn_cli.data import store_schema as schema
 from attn_cli.data.capture import ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document, num_json
@@ -180,7 +181,7 @@ class StoreReport(HeadsReport):
             return None
         return (
             f"note: {self.path} is incomplete: it covers {self.texts:,} texts ({self.parts} parts); "
-            f"attn heads --file {self.source} --store {self.path} --resume completes it"
+            f"{resume_hint(Path(self.path))}"
         )
 
     def dashboard(self, layer: int, head: int, score: str | None = None, top: int = 5) -> HeadDashboard:
@@ -274,6 +275,8 @@ def open_store(directory) -> StoreReport:
     if not path.is_dir():
         raise BadInput(f"{path} is not a store: a store is a directory", WRITE_HINT)
     if not (path / schema.RUN).exists():
+        if (path / schema.PARTS / RUN_FILE).is_file():  # stopped before its first part was complete
+            raise _incomplete(path, "it stopped before its first part was written")
         raise BadInput(f"{path} is not an attn store: it has no {schema.RUN}", WRITE_HINT)
     run = _read(path, schema.RUN, schema.RUN_SCHEMA).to_pylist()
     if len(run) != 1:
@@ -291,6 +294,8 @@ def open_store(directory) -> StoreReport:
     if not (path / schema.HEADS).exists():
         raise AttnError(f"{path} has no {schema.HEADS}", _damaged(path))
     if not (path / schema.EXAMPLES).exists():
+        if not run["complete"]:  # examples are written at most once a minute: a run stopped before the first
+            raise _incomplete(path, f"it stopped before its examples ({schema.EXAMPLES}) were written")
         raise AttnError(f"{path} has no {schema.EXAMPLES}", _damaged(path))
     _columns(path, schema.EXAMPLES, schema.EXAMPLES_SCHEMA)  # fail now, not when a head is first asked for
     rows = _read(path, schema.HEADS, schema.HEADS_SCHEMA).to_pylist()
@@ -371,6 +376,21 @@ def _distribution(row: dict) -> Distribution:
         quantiles={name: row[name] for name in QUANTILES},
         hist=tuple(row["hist"] or ()),
     )
+
+
+def resume_hint(path: Path) -> str:
+    """How to complete the store in path: the `attn heads … --resume` line of its parts/run.json."""
+    try:
+        command = resume_command(read_part_file(path / schema.PARTS / RUN_FILE, ""), path)
+    except AttnError:
+        command = None
+    if command is None:
+        return f"run the attn heads command that wrote it again with --resume (--store {path} --resume)"
+    return f"complete it with: {command}"
+
+
+def _incomplete(path: Path, why: str) -> AttnError:
+    return AttnError(f"{path} is incomplete: {why}", resume_hint(path))
 
 
 def _damaged(path: Path) -> str:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from attn_cli.analyses import store_files
+from attn_cli.analyses.store_files import RUN_FILE, part_hint, read_part_file, run_file_hint
 from attn_cli.backends.capabilities import Provenance, supports
 from attn_cli.data import arrow_columns as arrow
 from attn_cli.data import store_schema as schema
@@ -31,7 +33,6 @@ from attn_cli.plumbing import interrupts
 from attn_cli.plumbing.atomic import TEMP_MARK, atomic_path
 from attn_cli.plumbing.errors import AttnError, BadInput
 
-RUN_FILE = "run.json"  # in parts/: the run's identity
 CONTEXT = 8  # tokens of context either side of an example's query and keys
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 EXAMPLES_EVERY = 60.0  # seconds between rewrites of examples.parquet during a run (the tables' slow one)
@@ -55,6 +56,7 @@ def check_store(path: Path, resume: bool) -> None:
             f"--store {path} is not an attn store (no {schema.PARTS}/{RUN_FILE})",
             "name a new or empty directory: nothing in it is touched",
         )
+    store_files.check_unlocked(path / schema.PARTS, path)  # another run writing it: said before the model loads
 
 
 class StoreWriter:
@@ -70,43 +72,66 @@ class StoreWriter:
         self.context = identity["options"]["context"]
         # what this run made, so that a corpus with no text leaves the directory as it found it
         self.made = [p for p in (self.path, self.parts) if not p.exists()]
+        self.written = 0  # parts this run wrote: none, and a failed run takes back what it made
         try:
             self.parts.mkdir(parents=True, exist_ok=True)
+            # one writer at a time, from before anything in parts/ is read or removed (its temporaries would be)
+            self.lock = store_files.StoreLock(self.parts, self.path)
         except OSError as error:
+            self.abandon()
             raise AttnError(f"cannot write --store {path}: {error.strerror or error}") from None
-        known = self.parts / RUN_FILE
-        if known.is_file():
-            stored = json.loads(known.read_text())
-            options = stored.get("options", {})
-            differ = [
-                key
-                for key in sorted(set(stored) | set(identity))
-                if key != "options" and stored.get(key) != identity.get(key)
-            ]
-            differ += [
-                key
-                for key in sorted(set(options) | set(identity["options"]))
-                if options.get(key) != identity["options"].get(key)
-            ]
-            if differ:
-                raise BadInput(
-                    f"--store {path} holds another run: its {', '.join(differ)} differ",
-                    "resume with the same model, corpus and options, or name a new directory",
-                )
-            self._remove_temporaries()
-        else:
+        except AttnError:
+            self.abandon()
+            raise
+        try:
+            self._identify(self.parts / RUN_FILE, identity)
+        except BaseException:
+            self.abandon()  # a store being resumed made nothing: only the lock goes
+            raise
+
+    def _identify(self, known: Path, identity: dict) -> None:
+        """A store being resumed must hold this run (parts/run.json); a new one is given its run.json."""
+        if not known.is_file():
             with atomic_path(known, "--store") as temp:
                 temp.write_text(json.dumps(identity, indent=1, sort_keys=True))
             self.made.append(known)
+            return
+        stored = read_part_file(known, run_file_hint(self.path), store_files.RUN_KEYS)
+        options = stored["options"]
+        if not isinstance(options, dict):
+            raise store_files.damaged(known, "its options are not an object", run_file_hint(self.path))
+        differ = [
+            key
+            for key in sorted(set(stored) | set(identity))
+            if key != "options" and stored.get(key) != identity.get(key)
+        ]
+        differ += [
+            key
+            for key in sorted(set(options) | set(identity["options"]))
+            if options.get(key) != identity["options"].get(key)
+        ]
+        if differ:
+            raise BadInput(
+                f"--store {self.path} holds another run: its {', '.join(differ)} differ",
+                "resume with the same model, corpus and options, or name a new directory",
+            )
+        self._remove_temporaries()
 
     def abandon(self) -> None:
-        """Take back what this run made (its run.json, parts/, DIR) when nothing was scored; a store being
-        resumed keeps everything."""
+        """Take back what this run made (its run.json, parts/, DIR) when it wrote no part (nothing scored, or
+        the corpus failed on its first part); a store being resumed keeps everything."""
+        self.close()
         for path in reversed(self.made):  # run.json, then parts/, then DIR
             if not path.is_dir():
                 path.unlink(missing_ok=True)
             elif not any(path.iterdir()):
                 path.rmdir()
+
+    def close(self) -> None:
+        """The run is over, whatever its end: the lock goes."""
+        lock = getattr(self, "lock", None)
+        if lock is not None:
+            lock.close()
 
     def _remove_temporaries(self) -> None:
         """Part folders a killed run left half written (our own NNNNNN.tmp-* names only)."""
@@ -121,14 +146,28 @@ class StoreWriter:
         folder = self._folder(index)
         if not (folder / "partial.json").is_file():
             return None
-        meta = json.loads((folder / "partial.json").read_text())
+        hint = part_hint(folder)
+        meta = read_part_file(folder / "partial.json", hint, store_files.PART_KEYS)
         if meta["digest"] != digest:
             raise BadInput(
                 f"--store {self.path}: the corpus is not the one part {index} was scored on",
                 "resume with the same corpus, or name a new directory",
             )
-        with np.load(folder / "partial.npz", allow_pickle=False) as arrays:
-            return partials.from_state(arrays, meta["partial"])
+        arrays = read_part_file(folder / "partial.npz", hint)
+        try:
+            part = partials.from_state(arrays, meta["partial"])
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
+            raise store_files.damaged(
+                folder, f"its partial does not load: {type(error).__name__} {error}", hint
+            ) from None
+        shape = (len(self.layers), len(self.heads), len(SCORES))
+        if part.shape != shape[:2] or any(
+            getattr(part, name).shape[:3] != shape for name in ("count", "total", "low", "high", "hist", "fine")
+        ):
+            raise store_files.damaged(folder, f"its arrays are not of {shape[0]} layers and {shape[1]} heads", hint)
+        if self.per_text:
+            read_part_file(folder / schema.TEXTS, hint)  # read again at the end: fail now, not then
+        return part
 
     def write(self, index: int, part: partials.Partial, rows: list[dict], digest: str) -> None:
         folder = self._folder(index)
@@ -144,6 +183,7 @@ class StoreWriter:
                 _fsync(temp / name)
             with interrupts.deferred():
                 os.replace(temp, folder)
+            self.written += 1
         finally:
             with interrupts.deferred():
                 shutil.rmtree(temp, ignore_errors=True)
@@ -205,7 +245,8 @@ class StoreWriter:
             with pq.ParquetWriter(temp, schema.texts_schema(SCORES)) as writer:
                 for index in range(parts):
                     # ParquetFile.read, not read_table: read_table imports pandas
-                    writer.write_table(pq.ParquetFile(self._folder(index) / schema.TEXTS).read())
+                    folder = self._folder(index)
+                    writer.write_table(read_part_file(folder / schema.TEXTS, part_hint(folder)))
 
 
 def _write(table, path: Path) -> None:
