@@ -85,13 +85,14 @@ KINDS: dict[str, Callable] = {
             "dtype",
             "column",
             "method",
+            "measure",
             "vs",
             "engine",
             "address",
         ),
         arguments.word,
     ),
-    **dict.fromkeys(("variants", "stacks"), arguments.words),
+    **dict.fromkeys(("variants", "stacks", "include"), arguments.words),
     **dict.fromkeys(("file", "store"), arguments.path),
     **dict.fromkeys(("progress", "on_token"), arguments.callback),
     "model": lambda value, name: arguments.path(value, name, "a model name or a directory"),
@@ -205,8 +206,10 @@ class Model:
         rows: Span = None,
         cols: Span = None,
         full: bool = False,
-        vectors: bool = False,
-        norms: bool = False,
+        include: Sequence[str] = (),
+        measure: str = "weights",
+        vectors: bool | None = None,
+        norms: bool | None = None,
         tolerance: float | None = None,
         cell_limit: int | None = None,
         lazy: bool = False,
@@ -226,9 +229,11 @@ class Model:
         pre_rope: q and k before rotary position embeddings.
         rows, cols: keep only this window of the matrices ("100:140" or (100, 140)).
         full: keep whole matrices however large; by default they are kept up to cell_limit cells.
-        vectors: keep each head's q, k, v and output.
-        norms: also each head's value-weighted norms ‖α_ij · v_j·W_Oʰ‖ (head.norms), where a token's
-        weight is scaled by how much its transformed value can carry (Kobayashi et al. 2020).
+        include: extra fields, as --include: "qkv" keeps each head's q, k, v and output.
+        measure: "weights", or "norm" (as --measure norm): also each head's value-weighted norms
+        ‖α_ij · v_j·W_Oʰ‖ (head.norms), where a token's weight is scaled by how much its transformed value can
+        carry (Kobayashi et al. 2020). vectors=True and norms=True, the old spellings of include=("qkv",) and
+        measure="norm", still work (DeprecationWarning).
         lazy: analyse each layer when report.layers is iterated (once), for streaming writers.
         words: merge subword pieces into words (Clark et al. 2019): weights to a word summed over its
         pieces, from a word averaged over them, so rows still sum to 1; report.words says which pieces
@@ -239,6 +244,7 @@ class Model:
         report (a PairReport) holds the encoder, decoder and cross-attention stacks (stacks: "all", or some of
         "encoder,decoder,cross"); the cross heads' matrices are target rows × source columns.
         """
+        vectors, norms = _fields(include, measure, vectors, norms)
         if target is not None or self.seq2seq:
             return self._pair(
                 text,
@@ -297,8 +303,10 @@ class Model:
         rows: Span = None,
         cols: Span = None,
         full: bool = False,
-        vectors: bool = False,
-        norms: bool = False,
+        include: Sequence[str] = (),
+        measure: str = "weights",
+        vectors: bool | None = None,
+        norms: bool | None = None,
         tolerance: float | None = None,
         cell_limit: int | None = None,
         lazy: bool = False,
@@ -310,6 +318,7 @@ class Model:
         The other arguments are inspect's."""
         from attn_cli.analyses.image import inspect_image
 
+        vectors, norms = _fields(include, measure, vectors, norms)
         picture, source = _image(image)
         return inspect_image(
             self.backend,
@@ -334,13 +343,16 @@ class Model:
         top_k: int | None = None,
         truncate: bool = False,
         full: bool = False,
-        vectors: bool = False,
+        include: Sequence[str] = (),
+        vectors: bool | None = None,
         tolerance: float | None = None,
         cell_limit: int | None = None,
     ) -> CompareReport:
-        """The model beside counterfactual variants, head by head: runs, per-head diffs and summaries."""
+        """The model beside counterfactual variants, head by head: runs, per-head diffs and summaries.
+        include: as inspect's ("qkv"; vectors=True is its old spelling)."""
         from attn_cli.analyses.compare import compare_text
 
+        vectors, _ = _fields(include, "weights", vectors, None)
         return compare_text(
             self.backend,
             text,
@@ -464,7 +476,7 @@ class Model:
             self.backend, text, layers, head_fusion, Analysis.defaults(top_k=top_k).top_k, truncate, image=image
         )
 
-    @door(target=_gradient_target)
+    @door(target=_gradient_target, explain=_gradient_target)
     def attribute(
         self,
         text: str,
@@ -474,17 +486,21 @@ class Model:
         top_k: int | None = None,
         truncate: bool = False,
         vs: str | None = None,
+        explain: str | int | None = None,
         target: str | int | None = None,
     ):
         """Contributions through whole layers (residual, values and LayerNorms in), rolled out to the input
         tokens: an AttributionReport whose .matrix (T, T) says how much of each output token comes from each
         input token, and .per_layer (L, T, T) each layer's own. method: alti, globenc, value-zeroing, gradient
-        or flow; vs="attention" adds the raw attention rollout over the same layers (.attention). target (gradient
-        only): the next token for a language model, an output dimension otherwise; the report's .target says
-        what was differentiated."""
+        or flow; vs="attention" adds the raw attention rollout over the same layers (.attention). explain (gradient
+        only, as --explain): the next token for a language model, an output dimension otherwise; the report's
+        .target says what was differentiated. target= is explain's old spelling (DeprecationWarning)."""
         from attn_cli.analyses.attribute import attribute
 
-        options = {} if target is None else {"target": target}
+        if target is not None:
+            _deprecated("target", "explain")
+            explain = target if explain is None else explain
+        options = {} if explain is None else {"target": explain}
         return attribute(
             self.backend, text, method, layers, Analysis.defaults(top_k=top_k).top_k, truncate, vs, **options
         )
@@ -721,3 +737,29 @@ def _selection(layers: Spec, heads: Spec, rows: Span, cols: Span, full: bool) ->
     return Selection(
         layers=layers, heads=heads, rows=parse_span(rows, "--rows"), cols=parse_span(cols, "--cols"), full=full
     )
+
+
+INCLUDES = ("qkv",)  # --include's words
+MEASURES = ("weights", "norm")  # --measure's words
+
+
+def _fields(include, measure: str, vectors: bool | None, norms: bool | None) -> tuple[bool, bool]:
+    """The command line's include=("qkv",) and measure="norm" as the analysis's (vectors, norms). vectors= and
+    norms=, their old spellings in this API, still count, with a DeprecationWarning."""
+    unknown = [item for item in include if item not in INCLUDES]
+    if unknown:
+        raise BadInput(f"include={unknown[0]!r} is not a field", f"choose from {', '.join(INCLUDES)}")
+    if measure not in MEASURES:
+        raise BadInput(f"measure={measure!r} is not a measure", f"choose from {', '.join(MEASURES)}")
+    if vectors is not None:
+        _deprecated("vectors", 'include=("qkv",)', stacklevel=5)
+    if norms is not None:
+        _deprecated("norms", 'measure="norm"', stacklevel=5)
+    return "qkv" in include or bool(vectors), measure == "norm" or bool(norms)
+
+
+def _deprecated(old: str, new: str, stacklevel: int = 4) -> None:
+    """A DeprecationWarning at the caller's line (stacklevel: frames up to it, through @door's wrapper)."""
+    import warnings
+
+    warnings.warn(f"{old}= is deprecated and goes in the next release; use {new}", DeprecationWarning, stacklevel)

@@ -81,9 +81,11 @@ def test_a_heads_top_keys_are_rows_of_topkey_made_when_read(minilm):
 
 def test_cli_json_equals_to_json_dict(minilm):
     assert cli_json("inspect", TEXT) == minilm.inspect(TEXT).to_json_dict()
-    selected = minilm.inspect(TEXT, layers="1-2", heads=[0, 3], top_k=2, variant="shared-k", vectors=True)
+    selected = minilm.inspect(TEXT, layers="1-2", heads=[0, 3], top_k=2, variant="shared-k", include=("qkv",))
     assert (
-        cli_json("inspect", TEXT, "--layer", "1-2", "--head", "0,3", "-k", "2", "--shared-k", "--include", "qkv")
+        cli_json(
+            "inspect", TEXT, "--layer", "1-2", "--head", "0,3", "-k", "2", "--variant", "shared-k", "--include", "qkv"
+        )
         == selected.to_json_dict()
     )
 

@@ -362,7 +362,7 @@ def test_kv_heads_and_shared_k_symmetry(tiny):
 def test_heads_of_a_group_read_the_same_key(tiny):
     """With include_qkv, query heads of one kv group carry the same k; different groups' keys differ."""
     backend = load_backend(str(tiny.directory), device="cpu")
-    document = Model(backend).inspect(SENTENCE, vectors=True).to_json_dict()
+    document = Model(backend).inspect(SENTENCE, include=("qkv",)).to_json_dict()
     group = document["model"]["heads"] // document["model"]["kv_heads"]
     for layer in document["layers"]:
         heads = layer["heads"]
@@ -384,7 +384,7 @@ def llama_dir(tmp_path_factory) -> Path:
 
 
 def test_rope_scores_are_post_rotation_and_position_zero_is_unrotated(llama_dir):
-    report = attn_cli.load(str(llama_dir), device="cpu").inspect(SENTENCE, vectors=True)
+    report = attn_cli.load(str(llama_dir), device="cpu").inspect(SENTENCE, include=("qkv",))
     document = report.to_json_dict()
     size = len(document["tokens"])
     masked = masked_by_model("llama", size)

@@ -86,16 +86,16 @@ def test_the_weights_the_gradients_are_taken_of_are_inspects_and_the_model_is_le
 
 
 def test_targets(minilm, gpt2):
-    chosen = minilm.attribute(TEXT, method="gradient", target=7, layers="4-5")
+    chosen = minilm.attribute(TEXT, method="gradient", explain=7, layers="4-5")
     assert chosen.target["kind"] == "embedding-dimension" and chosen.target["dimension"] == 7
     assert chosen.layers == [4, 5] and chosen.per_layer.shape[0] == 2
     with pytest.raises(BadInput, match="out of range"):
-        minilm.attribute(TEXT, method="gradient", target=384)
+        minilm.attribute(TEXT, method="gradient", explain=384)
     with pytest.raises(BadInput, match="not an output dimension"):
-        minilm.attribute(TEXT, method="gradient", target="cat")
-    assert gpt2.attribute(TEXT, method="gradient", target="cat").target["token"] == "cat"
+        minilm.attribute(TEXT, method="gradient", explain="cat")
+    assert gpt2.attribute(TEXT, method="gradient", explain="cat").target["token"] == "cat"
     with pytest.raises(BadInput, match="2 tokens"):
-        gpt2.attribute(TEXT, method="gradient", target="cat sat")
+        gpt2.attribute(TEXT, method="gradient", explain="cat sat")
 
 
 def test_flow_refuses_long_texts_with_the_limit(minilm):
@@ -113,7 +113,7 @@ def test_the_toy_has_no_gradients():
 
 
 def test_json_names_the_target():
-    document = cli_json("attribute", TEXT, "--method", "gradient", "--layers", "5")
+    document = cli_json("attribute", TEXT, "--method", "gradient", "--layer", "5")
     assert document["method"] == "gradient" and document["layers"] == [5]
     assert document["target"]["kind"] == "embedding-norm"
     assert len(document["per_layer"]) == 1 and document["attribution"][0][0] >= 1.0
@@ -143,11 +143,11 @@ def test_a_sequence_classifier_explains_a_class_logit(tmp_path):
         logits = classifier(**model.backend.tokenizer(TEXT, return_tensors="pt")).logits[0]
     top = model.attribute(TEXT, method="gradient")
     assert top.target["kind"] == "class-logit" and top.target["index"] == int(logits.argmax())
-    chosen = model.attribute(TEXT, method="gradient", target="positive")
+    chosen = model.attribute(TEXT, method="gradient", explain="positive")
     assert chosen.target["index"] == 1 and chosen.target["logit"] == pytest.approx(float(logits[1]), abs=1e-5)
-    assert model.attribute(TEXT, method="gradient", target=0).target["label"] == "negative"
+    assert model.attribute(TEXT, method="gradient", explain=0).target["label"] == "negative"
     with pytest.raises(BadInput, match="negative, positive"):
-        model.attribute(TEXT, method="gradient", target="neutral")
+        model.attribute(TEXT, method="gradient", explain="neutral")
 
 
 def test_grouped_query_attention_and_rope(tiny_llama_dir):

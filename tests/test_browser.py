@@ -37,7 +37,7 @@ def pages(model, tmp_path_factory):
             model.inspect("</script><script>alert(1)</script> [b]x", layers=0, heads=0),
             folder / "hostile.html",
         ),
-        "norms": (model.inspect(SENTENCE, layers="0-1", norms=True), folder / "norms.html"),
+        "norms": (model.inspect(SENTENCE, layers="0-1", measure="norm"), folder / "norms.html"),
     }
     for report, path in files.values():
         save_figure(report, path)
@@ -104,7 +104,7 @@ def test_measure_norm_shows_the_norms_beside_the_weights(offline_page, pages, mo
     assert requests == [] and errors == []
     names = page.locator(".run h2").all_text_contents()
     assert names == ["weights", "value-weighted norms ‖α·v·W_Oʰ‖"]
-    norms = model.inspect(SENTENCE, layers=0, heads=2, norms=True).head(0, 2).norms
+    norms = model.inspect(SENTENCE, layers=0, heads=2, measure="norm").head(0, 2).norms
     page.select_option("#layer", "0")
     page.select_option("#head", "2")
     cell = page.locator(".run[data-run='1'] table.matrix td[data-q='3'][data-k='2']")
@@ -187,7 +187,7 @@ def test_svg_with_measure_norm_draws_the_norms_on_their_own_scale(model, tmp_pat
     from attn_cli.render.files import save_figure
 
     path = tmp_path / "norms.svg"
-    report = model.inspect(SENTENCE, layers=3, heads=5, norms=True)
+    report = model.inspect(SENTENCE, layers=3, heads=5, measure="norm")
     save_figure(report, path)
     svg = "{http://www.w3.org/2000/svg}"
     texts = [node.text or "" for node in ElementTree.parse(path).getroot().iter(f"{svg}text")]

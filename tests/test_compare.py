@@ -191,5 +191,5 @@ def test_compare_bad_variants_exit_2(cli, args, message):
 
 
 def test_inspect_rejects_two_variants_at_once(cli):
-    result = cli("inspect", "Hello", "--shared-k", "--scoring", "cosine")
+    result = cli("inspect", "Hello", "--variant", "shared-k", "--variant", "scoring=cosine")
     assert result.exit_code == 2 and "separate experiments" in result.stderr

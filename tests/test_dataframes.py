@@ -71,7 +71,7 @@ def test_inspect_to_pandas_round_trips_the_json(minilm):
 
 
 def test_the_measure_is_a_column(minilm):
-    frame = minilm.inspect(TEXT, layers=0, norms=True).to_pandas()
+    frame = minilm.inspect(TEXT, layers=0, measure="norm").to_pandas()
     assert list(frame.columns)[-3:] == ["weight", "score", "norm"]
     assert_cells_equal_json(
         frame,

@@ -115,7 +115,10 @@ toy_options = st.fixed_dictionaries(
         "seed": st.integers(-(2**65), 2**65).map(str),
         "positions": valid_or_not(["none", "sinusoidal"], ["rope", ""]),
         "scoring": valid_or_not(["dot", "scaled-dot", "cosine", "bilinear", "additive"], ["nope", ""]),
-        "--scoring": valid_or_not(["dot", "scaled-dot", "cosine"], ["bilinear", "nope", ""]),
+        "--variant": valid_or_not(
+            ["scoring=dot", "scoring=scaled-dot", "scoring=cosine", "shared-k", "no-scale", "raw"],
+            ["scoring=bilinear", "nope", ""],
+        ),
         "causal": valid_or_not(["true", "false"], ["future", ""]),
         "valid_len": st.integers(-3, 12).map(str),
         "--rows": valid_or_not(["0:2", "0:999", "1:4"], ["2:1", "x", ":", "-1:3"]),
@@ -130,7 +133,9 @@ toy_options = st.fixed_dictionaries(
     options=toy_options,
     json_out=st.booleans(),
     flags=st.lists(
-        st.sampled_from(["-Oshared_projection=true", "--full", "--no-scale", "--shared-k", "--include=qkv"]),
+        st.sampled_from(
+            ["-Oshared_projection=true", "--full", "--variant=no-scale", "--variant=shared-k", "--include=qkv"]
+        ),
         max_size=2,
         unique=True,
     ),

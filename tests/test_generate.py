@@ -72,7 +72,9 @@ def test_cli_generate_json_and_view(gpt2_lm_dir):
     from attn_cli.cli import app
 
     runner = CliRunner()
-    result = runner.invoke(app, ["generate", PROMPT, "--model", str(gpt2_lm_dir), "-n", "4", "--layer", "1", "--json"])
+    result = runner.invoke(
+        app, ["generate", PROMPT, "--model", str(gpt2_lm_dir), "--max-new-tokens", "4", "--layer", "1", "--json"]
+    )
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["command"] == "generate" and document["stop"] == "max_new_tokens"
@@ -81,9 +83,9 @@ def test_cli_generate_json_and_view(gpt2_lm_dir):
     head = document["layers"][0]["heads"][0]
     assert len(head["weights"]) == 4 and len(head["weights"][0]) == len(flags) and len(head["top"]) == 4
     assert head["weights"][0][-1] is None  # the first step could not see the tokens generated after it
-    view = runner.invoke(app, ["generate", PROMPT, "--model", str(gpt2_lm_dir), "-n", "3"])
+    view = runner.invoke(app, ["generate", PROMPT, "--model", str(gpt2_lm_dir), "--max-new-tokens", "3"])
     assert view.exit_code == 0 and "what each generated token was produced from" in view.stdout
-    refused = runner.invoke(app, ["generate", PROMPT, "-n", "3"])  # the default model is an encoder
+    refused = runner.invoke(app, ["generate", PROMPT, "--max-new-tokens", "3"])  # the default model is an encoder
     assert refused.exit_code == 2 and "not a causal language model" in refused.stderr
     assert "--model lab" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1  # the way on
     assert runner.invoke(app, ["generate", PROMPT, "--model", "lab", "-n", "2"]).exit_code == 0  # … leads on
@@ -117,11 +119,13 @@ def test_generation_that_ends_on_the_models_eos_says_eos(gpt2_lm_dir, tmp_path):
     directory = save_tiny(model, tmp_path / "gpt2-eos")
     assert attn_cli.load(str(directory), device="cpu").backend.tokenizer.eos_token_id is None  # BERT's has none
     runner = CliRunner()
-    result = runner.invoke(app, ["generate", PROMPT, "--model", str(directory), "-n", "6", "--layer", "0", "--json"])
+    result = runner.invoke(
+        app, ["generate", PROMPT, "--model", str(directory), "--max-new-tokens", "6", "--layer", "0", "--json"]
+    )
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["stop"] == "eos" and [t["generated"] for t in document["tokens"]].count(True) == 1
-    view = runner.invoke(app, ["generate", PROMPT, "--model", str(directory), "-n", "6", "--layer", "0"])
+    view = runner.invoke(app, ["generate", PROMPT, "--model", str(directory), "--max-new-tokens", "6", "--layer", "0"])
     assert view.exit_code == 0 and "1 token generated (greedy, stopped at eos); token 7 is new" in view.stdout
 
 
@@ -175,7 +179,9 @@ def test_terminal_view_starts_with_its_header_and_aligns_the_indices(llama_lm_di
     monkeypatch.setenv("TTY_COMPATIBLE", "1")  # stderr and stdout are terminals
     stderr_console.cache_clear()  # made once per process, as a real run's: after the setting, not in an earlier test
     request.addfinalizer(stderr_console.cache_clear)
-    result = CliRunner().invoke(app, ["generate", PROMPT, "--model", str(llama_lm_dir), "-n", "12", "--layer", "1"])
+    result = CliRunner().invoke(
+        app, ["generate", PROMPT, "--model", str(llama_lm_dir), "--max-new-tokens", "12", "--layer", "1"]
+    )
     assert result.exit_code == 0, result.output
     shown = screen(result.stderr, re.sub(r"\x1b\[[0-9;]*m", "", result.stdout))
     assert shown[0].startswith("attn generate · ")

@@ -221,12 +221,15 @@ def test_scores_that_overflow_in_a_hugging_face_model_are_refused(tmp_path):
     for command in (
         ("inspect", "hello world", *gpt2, "--layer", "0"),
         ("heads", "hello", "a longer text", *gpt2, "--layer", "0"),
-        ("generate", "hello world", *gpt2, "--layer", "0", "-n", "2"),
+        ("generate", "hello world", *gpt2, "--layer", "0", "--max-new-tokens", "2"),
         ("compare", "hello world", *gpt2, "--layer", "0"),
     ):
         one_line_error(attn(*command), 1, "scores overflowed")
     one_line_error(
-        attn("generate", "hello world", *gpt2_with(nan_k, "nan-k"), "--layer", "1", "-n", "2"), 1, "layer 1: k", "NaN"
+        attn("generate", "hello world", *gpt2_with(nan_k, "nan-k"), "--layer", "1", "--max-new-tokens", "2"),
+        1,
+        "layer 1: k",
+        "NaN",
     )
 
 

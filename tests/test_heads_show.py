@@ -81,7 +81,7 @@ def test_show_prints_the_grid_and_top_heads_as_attn_heads_does(store):
 
 
 def test_head_dashboard_without_colour_marks_the_query_and_keys(store):
-    out = ok(attn("heads", "show", store, "--head", "1.4", "--top", "3"))
+    out = ok(attn("heads", "show", store, "--layer", "1", "--head", "4", "--top", "3"))
     lines = out.splitlines()
     assert max(map(len, lines)) <= 80
     assert "head 1.4 ·  I  induction · sink key [CLS]" in out
@@ -103,7 +103,11 @@ def test_head_dashboard_without_colour_marks_the_query_and_keys(store):
 @pytest.mark.parametrize("columns", [80, 120])
 def test_every_line_fits_the_terminal(store, monkeypatch, columns):
     monkeypatch.setenv("COLUMNS", str(columns))
-    for args in ((), ("--head", "0.2"), ("--head", "1.4", "--score", "first_token", "--top", "8")):
+    for args in (
+        (),
+        ("--layer", "0", "--head", "2"),
+        ("--layer", "1", "--head", "4", "--score", "first_token", "--top", "8"),
+    ):
         assert max(map(len, ok(attn("heads", "show", store, *args)).splitlines())) <= columns
 
 
@@ -117,24 +121,24 @@ def test_in_colour_the_query_is_highlighted_not_bracketed(store):
 
 
 def test_score_chooses_the_examples(store):
-    out = ok(attn("heads", "show", store, "--head", "1.4", "--score", "previous_token"))
+    out = ok(attn("heads", "show", store, "--layer", "1", "--head", "4", "--score", "previous_token"))
     assert "Top texts by previous token" in out and "A sample from each tenth of previous token" in out
 
 
 def test_score_takes_the_names_the_views_print(store):
     """The histograms and the top table print duplicate, previous, first, last: --score takes them (and the
     legend's "duplicate token"), and shows the same dashboard as the full name."""
-    full = ok(attn("heads", "show", store, "--head", "1.4", "--score", "duplicate_token", "--json"))
+    full = ok(attn("heads", "show", store, "--layer", "1", "--head", "4", "--score", "duplicate_token", "--json"))
     for name in ("duplicate", "duplicate token", "Duplicate-Token"):
-        assert ok(attn("heads", "show", store, "--head", "1.4", "--score", name, "--json")) == full
-    assert "Top texts by previous token" in ok(attn("heads", "show", store, "--head", "1.4", "--score", "previous"))
+        assert ok(attn("heads", "show", store, "--layer", "1", "--head", "4", "--score", name, "--json")) == full
+    assert "Top texts by previous token" in ok(attn("heads", "show", store, "--layer", "1", "--head", "4", "--score", "previous"))
     user_error(attn("heads", "show", store, "--score", "dup"), 2, "no score named 'dup'", "duplicate_token (duplicate)")
 
 
 def test_json_is_the_attn_heads_document_and_the_head_dashboard(store):
     document = json.loads(ok(attn("heads", "show", store, "--json")))
     assert document == json.loads(json.dumps(open_store(store).to_json_dict()))
-    head = json.loads(ok(attn("heads", "show", store, "--head", "1.4", "--top", "2", "--json")))
+    head = json.loads(ok(attn("heads", "show", store, "--layer", "1", "--head", "4", "--top", "2", "--json")))
     assert head["command"] == "heads show" and (head["layer"], head["head"]) == INDUCTION
     assert head["examples"]["score"] == "induction" and len(head["examples"]["top"]) == 2
     assert len(head["scores"]["induction"]["hist"]) == schema.BINS
@@ -142,7 +146,7 @@ def test_json_is_the_attn_heads_document_and_the_head_dashboard(store):
 
 def test_o_writes_the_json_to_a_file(store, tmp_path):
     target = tmp_path / "head.json"
-    result = attn("heads", "show", store, "--head", "1.4", "-o", target)
+    result = attn("heads", "show", store, "--layer", "1", "--head", "4", "-o", target)
     assert ok(result) == "" and f"wrote {target}" in result.stderr
     assert json.loads(target.read_text())["examples"]["score"] == "induction"
 
@@ -193,21 +197,25 @@ def test_every_value_is_an_upper_case_word():
             assert re.fullmatch(r"[A-Z][A-Z_]*", option.metavar or ""), (option.opts, option.metavar)
 
 
-def test_heads_help_mentions_show():
-    assert "attn heads show DIR" in ok(attn("heads", "--help"))
+def test_heads_help_lists_show_as_its_sub_command():
+    """`attn heads show` is a real sub-command: listed under Commands in `attn heads --help`, with its own help."""
+    listed = ok(attn("heads", "--help"))
+    assert re.search(r"Commands.*\n.*heads show +A corpus store's heads", listed), listed
     assert "attn heads show [OPTIONS] [DIR]" in ok(attn("heads", "show", "--help"))
 
 
 @pytest.mark.parametrize(
     "args, fragments",
     [
-        (("--head", "1-4"), ("--head '1-4' is not LAYER.HEAD",)),
-        (("--head", "9.0"), ("head 9.0 is not in this report",)),
+        (("--head", "1-4"), ("--head picks a head's dashboard together with --layer",)),
+        (("--layer", "1", "--head", "1-4"), ("--head '1-4' is not a head number",)),
+        (("--head", "1.x"), ("--head '1.x' is not LAYER.HEAD",)),
+        (("--layer", "9", "--head", "0"), ("head 9.0 is not in this report",)),
         (
-            ("--head", "9.9"),
-            ("head 9.9 is not in this report; it holds layers 0-5 × heads 0-11 (LAYER.HEAD, like 0.0)",),
+            ("--layer", "9", "--head", "9"),
+            ("head 9.9 is not in this report; it holds layers 0-5 × heads 0-11",),
         ),
-        (("--head", "1.4", "--score", "inductoin"), ("no score named 'inductoin'",)),
+        (("--layer", "1", "--head", "4", "--score", "inductoin"), ("no score named 'inductoin'",)),
         (("--score", "inductoin"), ("no score named 'inductoin'",)),
         (("--save", "x.svg"), ("writes the dashboard page, an .html file",)),
         (("--top", "0"), ("--top 0",)),
@@ -227,7 +235,7 @@ def test_a_damaged_store_is_exit_1(tmp_path):
 def test_save_writes_the_dashboard_page_with_every_token_escaped(tmp_path):
     path = build_store(tmp_path / "hostile", texts=9, per_text=False, hostile=HOSTILE).path
     page = tmp_path / "dashboard.html"
-    result = attn("heads", "show", path, "--head", "1.4", "--save", page)
+    result = attn("heads", "show", path, "--layer", "1", "--head", "4", "--save", page)
     ok(result)
     assert f"saved {page}" in result.stderr
     html = page.read_text()

@@ -92,7 +92,7 @@ def probe_scores() -> dict[tuple[int, int], dict]:
 
 
 def generated_words(prompt: str, count: int) -> list[str]:
-    document = attn("generate", prompt, "-n", str(count))
+    document = attn("generate", prompt, "--max-new-tokens", str(count))
     return [token["text"] for token in document["tokens"] if token["generated"]]
 
 

@@ -65,7 +65,7 @@ def test_minilm_norms_equal_the_hand_computation(minilm_backend):
         value=lambda module: module.value,
         output=lambda model, layer: model.encoder.layer[layer].attention.output.dense,
     )
-    got = report_norms(Model(minilm_backend).inspect(TEXT, norms=True))
+    got = report_norms(Model(minilm_backend).inspect(TEXT, measure="norm"))
     for layer, (g, e) in enumerate(zip(got, expected)):
         assert (g - e).abs().max().item() <= TOLERANCE, layer
 
@@ -79,7 +79,7 @@ def test_llama_norms_with_grouped_query_attention(tiny_llama_dir):
         output=lambda model, layer: model.layers[layer].self_attn.o_proj,
         norm=lambda model, layer: model.layers[layer].input_layernorm,
     )
-    report = attn_cli.load(str(tiny_llama_dir), device="cpu").inspect(TEXT, norms=True)
+    report = attn_cli.load(str(tiny_llama_dir), device="cpu").inspect(TEXT, measure="norm")
     for g, e in zip(report_norms(report), expected):
         assert (g - e).abs().max().item() <= TOLERANCE
     head = report.head(1, 5)
@@ -95,14 +95,14 @@ def test_gpt2_conv1d_output_projection_is_transposed(tiny_gpt2_dir):
         output=lambda model, layer: type("W", (), {"weight": model.h[layer].attn.c_proj.weight.T}),
         norm=lambda model, layer: model.h[layer].ln_1,
     )
-    report = attn_cli.load(str(tiny_gpt2_dir), device="cpu").inspect(TEXT, norms=True)
+    report = attn_cli.load(str(tiny_gpt2_dir), device="cpu").inspect(TEXT, measure="norm")
     for g, e in zip(report_norms(report), expected):
         assert (g - e).abs().max().item() <= TOLERANCE
 
 
 def test_toy_norms_use_its_own_w_o():
     model = attn_cli.load("toy")
-    report = model.inspect("I love you", norms=True, vectors=True)
+    report = model.inspect("I love you", measure="norm", include=("qkv",))
     w_o = model.backend.weights["layers.0.w_o"]
     head = report.head(0, 1)
     f = torch.from_numpy(head.tensors["v"]) @ w_o[:, 8:16].T  # (T, d_model)
@@ -125,7 +125,7 @@ def test_cli_measure_norm_json_and_terminal():
         shown = runner.invoke(app, ["inspect", "The cat sat on the mat.", "--measure", "norm", *default])
         assert shown.exit_code == 0 and "value-weighted norms" in shown.stdout, default
         assert "· weights = softmax" not in shown.stdout
-    cosine = runner.invoke(app, ["inspect", "Hello", "--measure", "norm", "--scoring", "cosine", "--json"])
+    cosine = runner.invoke(app, ["inspect", "Hello", "--measure", "norm", "--variant", "scoring=cosine", "--json"])
     assert cosine.exit_code == 0  # a scoring variant keeps the heads' own values and W_O
 
 
@@ -133,4 +133,4 @@ def test_raw_has_no_per_head_projection_to_weigh():
     from attn_cli.plumbing.errors import BadInput
 
     with pytest.raises(BadInput, match="raw has no per-head projections"):
-        attn_cli.load("toy").inspect("a b c", variant="raw", norms=True)
+        attn_cli.load("toy").inspect("a b c", variant="raw", measure="norm")

@@ -440,9 +440,9 @@ def test_vector_table_never_cuts_a_number():
     "flags, formula",
     [
         ([], "weights = softmax(q·kᵀ·0.1768)"),
-        (["--shared-k"], "weights = softmax(k·kᵀ·0.1768)"),  # Q := K: the title says what was multiplied
-        (["--no-scale"], "weights = softmax(q·kᵀ)"),
-        (["--scoring", "cosine"], "weights = softmax(q̂·k̂ᵀ)"),
+        (["--variant", "shared-k"], "weights = softmax(k·kᵀ·0.1768)"),  # Q := K: the title says what was multiplied
+        (["--variant", "no-scale"], "weights = softmax(q·kᵀ)"),
+        (["--variant", "scoring=cosine"], "weights = softmax(q̂·k̂ᵀ)"),
     ],
 )
 def test_a_counterfactual_heatmap_is_titled_with_its_own_formula(flags, formula):

@@ -58,7 +58,7 @@ def test_cli_rollout_json_equals_the_api_and_the_view_shows_sources(minilm):
     from attn_cli.cli import app
 
     runner = CliRunner()
-    result = runner.invoke(app, ["rollout", TEXT, "--layers", "0-2", "--head-fusion", "max", "--json"])
+    result = runner.invoke(app, ["rollout", TEXT, "--layer", "0-2", "--head-fusion", "max", "--json"])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document == minilm.rollout(TEXT, layers="0-2", head_fusion="max").to_json_dict()

@@ -33,7 +33,7 @@ def projections(backend, layer: int):
 
 
 def test_pre_rope_q_and_k_are_the_projections(llama):
-    report = Model(llama).inspect(TEXT, layers="1", pre_rope=True, vectors=True)
+    report = Model(llama).inspect(TEXT, layers="1", pre_rope=True, include=("qkv",))
     assert report.pre_rope and report.to_json_dict()["pre_rope"] is True
     q, k = projections(llama, 1)
     for head in report.layers[0].heads:
@@ -42,7 +42,7 @@ def test_pre_rope_q_and_k_are_the_projections(llama):
 
 
 def test_post_rope_is_what_the_model_uses_and_pre_rope_is_not(llama):
-    post = Model(llama).inspect(TEXT, layers="1", vectors=True)
+    post = Model(llama).inspect(TEXT, layers="1", include=("qkv",))
     pre = Model(llama).inspect(TEXT, layers="1", pre_rope=True)
     for head, pre_head in zip(post.layers[0].heads, pre.layers[0].heads):
         q, k = torch.from_numpy(head.tensors["q"]), torch.from_numpy(head.tensors["k"])

@@ -253,7 +253,7 @@ def test_the_largest_probe_length_is_cut_on_a_model_without_positions():
         ("heads", "a b", "--layer", ""),
         ("compare", "a b", "--head", ""),
         ("diff", "a b", "b a", "--layer", ""),
-        ("rollout", "a b", "--layers", ""),
+        ("rollout", "a b", "--layer", ""),
         ("steps", "a b", "--layer", ""),
     ],
 )

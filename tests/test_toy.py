@@ -251,8 +251,11 @@ def test_cli_toy_settings_and_weights_file(tmp_path):
         (["--model", "toy", "-O", "heads"], "KEY=VALUE"),
         (["--model", "toy", "--dtype", "float16"], "float32"),
         (["-O", "d_model=16"], "does not take the option 'd_model'"),  # a toy setting on the pretrained default
-        (["--scoring", "bilinear"], "learned parameters"),  # a pretrained model does not have them
-        (["--model", "toy", "--scoring", "bilinear"], "-O scoring=bilinear"),  # the toy's own scoring is an option
+        (["--variant", "scoring=bilinear"], "learned parameters"),  # a pretrained model does not have them
+        (
+            ["--model", "toy", "--variant", "scoring=bilinear"],
+            "-O scoring=bilinear",
+        ),  # the toy's own scoring is an option
     ],
 )
 def test_cli_bad_toy_settings_exit_2(args, message):

@@ -27,7 +27,7 @@ from attn_cli.cli.generate import generate_command
 from attn_cli.cli.heads import EPILOG as HEADS_EPILOG
 from attn_cli.cli.heads import heads_command
 from attn_cli.cli.heads_show import EPILOG as HEADS_SHOW_EPILOG
-from attn_cli.cli.heads_show import SHOW_NOTE, heads_show_command
+from attn_cli.cli.heads_show import heads_show_command
 from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
 from attn_cli.cli.models import EPILOG as MODELS_EPILOG
@@ -61,6 +61,39 @@ class Command(_FlagsWithoutType, TyperCommand):
                 param.metavar = value_word(param)
             if param.type_descriptor.annotation is float:
                 param.callback = _finite(param.callback)
+        # One rule for several words: a command that takes one TEXT collects the extra ones, to say how to
+        # quote them (parse_args), not Click's "unexpected extra argument"; one that takes several notes them.
+        self.allow_extra_args = self.one_text() is not None
+
+    def one_text(self) -> typer.core.TyperArgument | None:
+        """The command's one TEXT argument (text, prompt), when it takes one and not several."""
+        return next((p for p in self.params if p.name in ("text", "prompt") and p.nargs == 1), None)
+
+    def parse_args(self, ctx, args):
+        """Old spellings of renamed options rewritten to the new ones (one note each), then Click's parsing;
+        then the rule for several texts (cli/vocabulary.py)."""
+        from attn_cli.cli.common import note
+        from attn_cli.cli.vocabulary import looks_unquoted, one_text_only, rewrite_deprecated, unquoted_note
+
+        takes_value = {
+            name
+            for param in self.params
+            if isinstance(param, typer.core.TyperOption) and not param.is_flag and not param.count
+            for name in param.opts + param.secondary_opts
+        }
+        if not ctx.resilient_parsing:
+            args = rewrite_deprecated(self.name, list(args), takes_value, note)
+        rest = super().parse_args(ctx, args)
+        if ctx.resilient_parsing:
+            return rest
+        one = self.one_text()
+        if one is not None and rest:
+            refusal = one_text_only(self.name, [ctx.params[one.name], *rest])
+            ctx.fail(f"{refusal.message}; {refusal.hint}")
+        texts = ctx.params.get("texts")
+        if texts and looks_unquoted(texts):
+            note(unquoted_note(self.name, texts))
+        return rest
 
     def collect_usage_pieces(self, ctx):
         """[OPTIONS] TEXT... (required), [TEXT]... (optional): not Typer's {TEXT}... and [[TEXT]...]...."""
@@ -98,13 +131,60 @@ def value_word(option) -> str:
 
 
 class Group(_FlagsWithoutType, TyperGroup):
-    def resolve_command(self, ctx, args):
-        """`attn heads show DIR`: `show` as the first word after `heads` is its sub-command (heads takes texts,
-        so it is no sub-command group; `attn heads -- show` scores the word)."""
-        name, command, rest = super().resolve_command(ctx, args)
-        if name == "heads" and rest[:1] == ["show"]:
-            return "heads show", HEADS_SHOW, rest[1:]
-        return name, command, rest
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name, subcommands in SUBCOMMANDS.items():  # `attn heads show`: heads takes texts and has sub-commands
+            if name in self.commands:
+                self.commands[name] = TextsOrSubcommands(self.commands[name], subcommands())
+
+
+class TextsOrSubcommands(Group):
+    """A command on texts whose first word may name a sub-command instead: `attn heads TEXT...` runs the
+    command, `attn heads show DIR` its sub-command, and `attn heads -- show` the command on the word "show".
+
+    Click's groups parse their own options before the sub-command's name, and a command's TEXT... would
+    take that name as a text: so the first word decides which of the two parses the rest."""
+
+    def __init__(self, command: Command, subcommands: dict):
+        super().__init__(
+            name=command.name,
+            commands=subcommands,
+            params=command.params,
+            help=command.help,
+            short_help=command.short_help,
+            epilog=command.epilog,
+            context_settings=command.context_settings,
+            rich_markup_mode=getattr(command, "rich_markup_mode", None),
+            subcommand_metavar="",
+        )
+        self.command = command
+        command.format_help = self.format_help  # `attn heads --help` lists the sub-commands too
+
+    def collect_usage_pieces(self, ctx):
+        return Command.collect_usage_pieces(self, ctx)
+
+    def get_params(self, ctx):
+        """The command's parameters, for its help; none on the way to a sub-command (whose usage line would
+        otherwise read `attn heads [TEXT]... show`)."""
+        return super().get_params(ctx) if ctx.command is self.command else []
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        if args[:1] and args[0] in self.commands:
+            for key, value in self.context_settings.items():
+                extra.setdefault(key, value)
+            ctx = self.context_class(self, info_name=info_name, parent=parent, **extra)
+            ctx._protected_args, ctx.args = args[:1], list(args[1:])  # the sub-command parses the rest
+            return ctx
+        return self.command.make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx):
+        args = [*ctx._protected_args, *ctx.args]
+        ctx._protected_args, ctx.args = [], []
+        with ctx:
+            name, command, rest = self.resolve_command(ctx, args)
+            ctx.invoked_subcommand = name
+            with command.make_context(name, rest, parent=ctx) as sub:
+                return sub.command.invoke(sub)
 
 
 app = typer.Typer(
@@ -117,7 +197,7 @@ app = typer.Typer(
 )
 app.command("inspect", cls=Command, epilog=INSPECT_EPILOG)(inspect_command)
 app.command("explore", cls=Command, epilog=EXPLORE_EPILOG)(explore_command)
-app.command("heads", cls=Command, epilog=HEADS_EPILOG + SHOW_NOTE)(heads_command)
+app.command("heads", cls=Command, epilog=HEADS_EPILOG)(heads_command)
 app.command("diagnose", cls=Command, epilog=DIAGNOSE_EPILOG)(diagnose_command)
 app.command("compare", cls=Command, epilog=COMPARE_EPILOG)(compare_command)
 app.command("steps", cls=Command, epilog=STEPS_EPILOG)(steps_command)
@@ -144,6 +224,7 @@ HEADS_SHOW = typer.main.get_command_from_info(
     pretty_exceptions_short=True,
     rich_markup_mode=app.rich_markup_mode,
 )
+SUBCOMMANDS = {"heads": lambda: {"show": HEADS_SHOW}}  # a command's sub-commands, by the command's name
 
 
 def _version(value: bool) -> None:

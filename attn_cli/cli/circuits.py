@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, run_and_emit, save_figure
+from attn_cli.cli.common import run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
+from attn_cli.cli.output import Output, figure_help, writes_output
 
 EPILOG = (
     "Row vectors, as TransformerLens: QK = W_Q·W_Kᵀ and OV = W_V·W_O per head (d_model × d_model, kept as "
@@ -21,19 +21,16 @@ EPILOG = (
     "  attn circuits --save circuits.html"
 )
 
-SaveCircuits = opt.save_figure_option("the Q-, K- and V-composition grids and each head's copying score")
-
 
 @loads_model
+@writes_output(save=figure_help("the Q-, K- and V-composition grids and each head's copying score"), scale=False)
 def circuits_command(
     loading: Loading = Loading(),
-    as_json: opt.AsJson = False,
-    output: opt.Output = None,
-    save: SaveCircuits = None,
+    out: Output = Output(),
 ) -> None:
     """Every head's QK and OV circuits, copying score and positional split, and the heads' composition."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output)
+        json_wanted = out.check()
 
         def run(progress, lazy: bool):
             return loading.load().circuits()
@@ -42,10 +39,10 @@ def circuits_command(
             run,
             label=loading.label,
             json_wanted=json_wanted,
-            output=output,
-            save=save,
+            output=out.output,
+            save=out.save,
             render=render_circuits_view,
-            figure=save_figure,
+            figure=lambda report, path: save_figure(report, path, dpi=out.dpi),
         )
 
 

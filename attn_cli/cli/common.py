@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from rich.text import Text
@@ -65,14 +65,14 @@ def run_and_emit(
     label: str,
     json_wanted: bool,
     output: Path | None,
-    save: Path | None,
+    save: Sequence[Path] | Path | None,
     render: Callable,
     figure: Callable,
 ) -> None:
     """run(progress, lazy) → report, under a progress bar; then JSON (stdout or -o) or render(report) printed.
 
     lazy: the report may analyse its layers as its JSON is written.
-    figure(report, path): writes --save FILE.svg/.html.
+    figure(report, path): writes --save FILE.svg/.html, once per --save given.
     """
     from attn_cli.plumbing.config import defaults
 
@@ -152,28 +152,43 @@ def note(message: str, style: str = "yellow") -> None:
 
 
 def check_outputs(
-    save: Path | None, as_json: bool, output: Path | None = None, dpi: int | None = None, **more: Path | None
+    save: Sequence[Path] | Path | None,
+    as_json: bool,
+    output: Path | None = None,
+    dpi: int | None = None,
+    **more: Path | None,
 ) -> bool:
     """Whether the command writes JSON (--json, or -o FILE); first, failing in milliseconds before the
     model loads, when an output file cannot be written (or drawn: --save FILE.png without cairosvg).
 
-    save: --save (the terminal view's figure); output: -o (the JSON); dpi: --dpi (a PNG's);
+    save: every --save (the terminal view's figures); output: -o (the JSON); dpi: --dpi (a PNG's);
     more: other options' files by flag name.
     """
     from attn_cli.plumbing.atomic import check_all_writable
     from attn_cli.render.files import check_dpi, check_snapshot_path
 
+    saves = saves_of(save)
     json_wanted = as_json or output is not None
     check_all_writable({"-o": output, **{"--" + name.replace("_", "-"): path for name, path in more.items()}})
-    if save is None:
-        check_dpi(dpi, save)
+    if not saves:
+        check_dpi(dpi, None)
         return json_wanted
     if json_wanted:
         raise BadInput(
             "--save writes a figure beside the terminal view, not with --json", "use -o FILE to write the JSON document"
         )
-    check_snapshot_path(save, dpi)
+    for path in saves:
+        check_snapshot_path(path)
+    # --dpi sets the pixels of the PNG among the figures (the others are vector)
+    check_dpi(dpi, next((path for path in saves if path.suffix.lower() == ".png"), saves[0]))
     return json_wanted
+
+
+def saves_of(save: Sequence[Path] | Path | None) -> tuple[Path, ...]:
+    """Every --save given, each once, in order: None, one path or several."""
+    if save is None:
+        return ()
+    return tuple(dict.fromkeys([save] if isinstance(save, Path) else save))
 
 
 def save_figure(report, path: Path, panels=None, dpi: int | None = None, scale=None) -> None:
@@ -222,7 +237,10 @@ def check_files(params: dict) -> None:
     -o, --save, --save-tensors, and the -O settings of OUTPUT_SETTINGS (save_weights)."""
     from attn_cli.plumbing.atomic import check_not_inputs
 
-    outputs = {flag: params[name] for name, flag in OUTPUT_OPTIONS.items() if params.get(name) is not None}
+    outputs: dict[str, Path | None] = {}
+    for name, flag in OUTPUT_OPTIONS.items():
+        for path in saves_of(params.get(name)):  # --save is repeatable; the others are one file
+            outputs[flag if flag not in outputs else f"{flag} {path}"] = path
     inputs: list[tuple[str, Path]] = []
     if params.get("file") is not None and str(params["file"]) != "-":
         inputs.append((f"--file {params['file']}", Path(params["file"])))
@@ -301,10 +319,13 @@ def emit_json(report, output: Path | None, before_last: Callable[[], None] | Non
 
 
 def emit_terminal(
-    render: Callable[[], object], save: Path | None, fallback_width: int, figure: Callable[[Path], None] | None = None
+    render: Callable[[], object],
+    save: Sequence[Path] | Path | None,
+    fallback_width: int,
+    figure: Callable[[Path], None] | None = None,
 ) -> None:
     """Print render() (renderables size themselves to the console) to stdout; with --save also write
-    figure(path), the command's SVG or HTML figure."""
+    figure(path), the command's SVG or HTML figure, for every --save given."""
     from rich.console import Console
 
     # A terminal (or COLUMNS) says how wide to be; a file or pipe gets the configured width. A terminal (or
@@ -313,6 +334,7 @@ def emit_terminal(
     width = None if terminal or "COLUMNS" in os.environ else fallback_width
     height = None if terminal or "LINES" in os.environ else FILE_LINES
     Console(width=width, height=height).print(render())
-    if save is not None:
-        figure(save)
-        note(f"saved {save}", style="dim")
+    for path in saves_of(save):
+        assert figure is not None  # a command that takes --save draws a figure
+        figure(path)
+        note(f"saved {path}", style="dim")

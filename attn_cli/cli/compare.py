@@ -7,9 +7,11 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, per_head_of, read_text, run_and_emit, save_figure
+from attn_cli.cli.common import read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
+from attn_cli.cli.inspect import SAVE_HELP, include_of
 from attn_cli.cli.loading import Loading, loads_model
+from attn_cli.cli.output import Output, writes_output
 
 EPILOG = (
     "Variants: shared-k (Q := K), no-scale (no 1/√d), raw (softmax(X·Xᵀ)·X, no projections), "
@@ -22,6 +24,7 @@ EPILOG = (
 
 
 @loads_model
+@writes_output(save=SAVE_HELP)
 def compare_command(
     text: opt.Text,
     variant: Annotated[
@@ -35,18 +38,14 @@ def compare_command(
     layer: opt.Layer = "all",
     head: opt.Head = "all",
     top_k: opt.TopK = None,
-    as_json: opt.AsJson = False,
+    out: Output = Output(),
     include: opt.IncludeOpt = None,
-    output: opt.Output = None,
-    save: opt.Save = None,
-    dpi: opt.Dpi = None,
-    scale: opt.ScaleOpt = opt.ColourScale.fixed,
     truncate: opt.Truncate = False,
     full: opt.Full = False,
 ) -> None:
     """Set the real model beside counterfactuals: shared-K, no √d scale, raw softmax(XXᵀ)X, other scorings."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output, dpi)
+        json_wanted = out.check()
         text = read_text(text)
 
         def run(progress, lazy: bool):
@@ -60,17 +59,17 @@ def compare_command(
                 top_k=top_k,
                 truncate=truncate,
                 full=full,
-                vectors=opt.Include.qkv in (include or []),
+                include=include_of(include),
             )
 
         run_and_emit(
             run,
             label=loading.label,
             json_wanted=json_wanted,
-            output=output,
-            save=save,
-            render=lambda report: render_compare_view(report, per_head_of(scale)),
-            figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale),
+            output=out.output,
+            save=out.save,
+            render=lambda report: render_compare_view(report, out.per_head),
+            figure=lambda report, path: save_figure(report, path, dpi=out.dpi, scale=out.scale),
         )
 
 

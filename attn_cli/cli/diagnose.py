@@ -8,9 +8,10 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, emit_json, emit_terminal, note, read_text, save_figure
+from attn_cli.cli.common import emit_json, emit_terminal, note, read_text, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
+from attn_cli.cli.output import Output, figure_help, writes_output
 from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
@@ -26,10 +27,9 @@ EPILOG = (
     "  attn diagnose --file corpus.txt --model ./my-gpt2 --ratio 1000 --save sinks.svg"
 )
 
-SaveDiagnose = opt.save_figure_option("each head's first-token weight as a layers × heads grid")
-
 
 @loads_model
+@writes_output(save=figure_help("each head's first-token weight as a layers × heads grid"), scale=False)
 def diagnose_command(
     texts: Annotated[
         list[str] | None,
@@ -65,15 +65,12 @@ def diagnose_command(
     limit: Annotated[int | None, typer.Option("--limit", "-n", help="Diagnose at most N texts.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Texts per padded batch.")] = 32,
     loading: Loading = Loading(),
-    as_json: opt.AsJson = False,
-    output: opt.Output = None,
-    save: SaveDiagnose = None,
-    dpi: opt.Dpi = None,
+    out: Output = Output(),
     truncate: opt.Truncate = False,
 ) -> None:
     """The model's attention sinks (sink rate per layer) and massive activations of its residual stream."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output, dpi)
+        json_wanted = out.check()
         if bool(texts) == (file is not None):
             raise BadInput(
                 "TEXT and --file are separate sources" if texts else "no text given", "pass TEXT... or --file FILE"
@@ -103,16 +100,16 @@ def diagnose_command(
 
             note(f"warning: {counted(report.truncated, 'text')} cut to the model's positions (--truncate)")
         if json_wanted:
-            emit_json(report, output)
+            emit_json(report, out.output)
         else:
             from attn_cli.plumbing.config import defaults
             from attn_cli.render.diagnose_view import DiagnoseView
 
             emit_terminal(
                 lambda: DiagnoseView(report),
-                save,
+                out.save,
                 defaults()["render"]["fallback_width"],
-                figure=lambda path: save_figure(report, path, dpi=dpi),
+                figure=lambda path: save_figure(report, path, dpi=out.dpi),
             )
         if report.interrupted:
             from attn_cli.plumbing import interrupts

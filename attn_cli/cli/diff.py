@@ -7,9 +7,10 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, per_head_of, read_text, run_and_emit, save_figure
+from attn_cli.cli.common import read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
+from attn_cli.cli.output import Output, figure_help, writes_output
 from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
@@ -21,6 +22,7 @@ EPILOG = (
 
 
 @loads_model
+@writes_output(save=figure_help("A, B and B − A (the most changed head in the SVG, every head on the page)"))
 def diff_command(
     texts: Annotated[
         list[str],
@@ -40,15 +42,11 @@ def diff_command(
     ] = None,
     layer: opt.Layer = "all",
     head: opt.Head = "all",
-    as_json: opt.AsJson = False,
-    output: opt.Output = None,
-    save: opt.SaveDiff = None,
-    dpi: opt.Dpi = None,
-    scale: opt.ScaleOpt = opt.ColourScale.fixed,
+    out: Output = Output(),
 ) -> None:
     """Compare every head between two texts, or between two checkpoints on one text; most changed first."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output, dpi)
+        json_wanted = out.check()
         expected = 1 if against_model else 2
         if len(texts) != expected:
             raise BadInput(
@@ -68,10 +66,10 @@ def diff_command(
             run,
             label="running both …",
             json_wanted=json_wanted,
-            output=output,
-            save=save,
-            render=lambda report: render_diff_view(report, per_head_of(scale)),
-            figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale),
+            output=out.output,
+            save=out.save,
+            render=lambda report: render_diff_view(report, out.per_head),
+            figure=lambda report, path: save_figure(report, path, dpi=out.dpi, scale=out.scale),
         )
 
 

@@ -139,12 +139,10 @@ def _rich_reader_gone(self) -> None:
 
 def run_at_the_edge(app) -> None:
     """Run the Typer app. Usage errors Typer finds itself (unknown option, missing argument) get the
-    same one-line form as ours; a closed pipe outside a command (help text) ends quietly too."""
+    same one-line form as ours; a closed pipe outside a command (help text) ends quietly too. The process
+    around it (signals, the standard streams) is launch.prepare_process's, done before this is imported."""
     from typer.exceptions import TyperException
 
-    from attn_cli.launch import prepare_process
-
-    prepare_process()
     Console.on_broken_pipe = _rich_reader_gone  # Rich's default exits 1 on a closed pipe (`attn --help | head`)
     try:
         code = app(standalone_mode=False)

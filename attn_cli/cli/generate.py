@@ -7,9 +7,10 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, per_head_of, read_text, run_and_emit, save_figure
+from attn_cli.cli.common import read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
+from attn_cli.cli.output import Output, figure_help, writes_output
 
 EPILOG = (
     "Greedy by default; --sample draws at --temperature with --seed. Row i of a head is the step that "
@@ -22,12 +23,13 @@ EPILOG = (
 
 
 @loads_model
+@writes_output(save=figure_help("the recorded rows (generated tokens × the tokens they saw), head by head"))
 def generate_command(
     prompt: Annotated[
         str, typer.Argument(metavar="PROMPT", show_default=False, help="The text to continue; - reads it from stdin.")
     ],
     loading: Loading = Loading(),
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", help="Stop after this many tokens.")] = 20,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Stop after this many tokens.")] = 20,
     sample: Annotated[
         bool, typer.Option("--sample", metavar=opt.FLAG, help="Sample instead of taking the likeliest token.")
     ] = False,
@@ -36,16 +38,12 @@ def generate_command(
     layer: opt.Layer = "all",
     head: opt.Head = "all",
     top_k: opt.TopK = None,
-    as_json: opt.AsJson = False,
-    output: opt.Output = None,
-    save: opt.SaveGenerate = None,
-    dpi: opt.Dpi = None,
-    scale: opt.ScaleOpt = opt.ColourScale.fixed,
+    out: Output = Output(),
 ) -> None:
     """Generate from PROMPT with a causal model (or an encoder–decoder model: PROMPT is the source) and show what
     each generated token attended to."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output, dpi)
+        json_wanted = out.check()
         prompt = read_text(prompt)
 
         def run(progress, lazy: bool):
@@ -73,10 +71,10 @@ def generate_command(
             run,
             label=loading.label,
             json_wanted=json_wanted,
-            output=output,
-            save=save,
-            render=lambda report: render_generate_view(report, per_head_of(scale)),
-            figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale),
+            output=out.output,
+            save=out.save,
+            render=lambda report: render_generate_view(report, out.per_head),
+            figure=lambda report, path: save_figure(report, path, dpi=out.dpi, scale=out.scale),
         )
 
 

@@ -11,7 +11,6 @@ from rich.text import Text
 
 from attn_cli.cli import options as opt
 from attn_cli.cli.common import (
-    check_outputs,
     emit_json,
     emit_terminal,
     note,
@@ -21,6 +20,7 @@ from attn_cli.cli.common import (
 )
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
+from attn_cli.cli.output import Output, figure_help, writes_output
 from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (  # \\[ keeps Rich from reading [i,j] as markup
@@ -62,6 +62,7 @@ class Probe(str, Enum):
 
 
 @loads_model
+@writes_output(save=figure_help("each score as a layers × heads grid"), scale=False)
 def heads_command(
     texts: Annotated[
         list[str] | None,
@@ -100,10 +101,7 @@ def heads_command(
     loading: Loading = Loading(),
     layer: opt.Layer = "all",
     head: opt.Head = "all",
-    as_json: opt.AsJson = False,
-    output: opt.Output = None,
-    save: opt.SaveHeads = None,
-    dpi: opt.Dpi = None,
+    out: Output = Output(),
     truncate: opt.Truncate = False,
     store: Annotated[
         Path | None,
@@ -168,7 +166,7 @@ def heads_command(
 ) -> None:
     """What every head does: previous-token, duplicate, induction, [CLS]/[SEP], punctuation, self, broad, sink."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output, dpi)
+        json_wanted = out.check()
         sources = [
             name for name, given in (("TEXT", texts), ("--file", file), ("--probe", probe), ("--image", image)) if given
         ]
@@ -248,15 +246,15 @@ def heads_command(
             shape = "tokens twice" if report.probe["kind"] == "induction" else "haystack tokens"
             note(f"note: the probe is {report.probe['length']} {shape}, not {report.probe['requested']}: {why}")
         if json_wanted:
-            emit_json(report, output)
+            emit_json(report, out.output)
         else:
             from attn_cli.plumbing.config import defaults
 
             emit_terminal(
                 lambda: heads_view(report),
-                save,
+                out.save,
                 defaults()["render"]["fallback_width"],
-                figure=lambda path: save_figure(report, path, dpi=dpi),
+                figure=lambda path: save_figure(report, path, dpi=out.dpi),
             )
         if store is not None:  # after the view on stdout; on stderr beside a JSON document
             state = "incomplete: --resume continues it" if report.interrupted else "complete"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attn_cli.cli.common import per_head_of, run_and_emit
+from attn_cli.cli.common import run_and_emit
 from attn_cli.data.image import parse_query
 from attn_cli.plumbing.errors import BadInput
 
@@ -24,16 +24,13 @@ def inspect_image_command(
     top_k,
     panels,
     json_wanted,
-    output,
-    save,
-    dpi,
-    scale,
+    out,
     variant,
     rows,
     cols,
     full,
-    vectors,
-    norms,
+    include,
+    measure,
 ) -> None:
     """The image's report: JSON, or the picture in the terminal (the head's overlay and every head's)."""
     check_image_alone(texts, image)
@@ -53,8 +50,8 @@ def inspect_image_command(
             rows=rows,
             cols=cols,
             full=keep,
-            vectors=vectors,
-            norms=norms,
+            include=include,
+            measure=measure,
             progress=progress,
         )
         if chosen is not None:
@@ -65,7 +62,7 @@ def inspect_image_command(
         if panels:  # the token views (heatmaps over 1 + patches tokens) when asked for by name
             from attn_cli.render.terminal import render_report
 
-            return render_report(report, panels, per_head_of(scale))
+            return render_report(report, panels, out.per_head)
         from attn_cli.render.image_view import render_image_report
 
         return render_image_report(report, chosen)
@@ -74,9 +71,15 @@ def inspect_image_command(
         from attn_cli.cli.common import note
         from attn_cli.render.files import save_figure as write
 
-        for warning in write(report, path, panels, dpi, per_head_of(scale), query=chosen):
+        for warning in write(report, path, panels, out.dpi, out.per_head, query=chosen):
             note(warning)
 
     run_and_emit(
-        run, label=loading.label, json_wanted=json_wanted, output=output, save=save, render=render, figure=figure
+        run,
+        label=loading.label,
+        json_wanted=json_wanted,
+        output=out.output,
+        save=out.save,
+        render=render,
+        figure=figure,
     )

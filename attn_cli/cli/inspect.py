@@ -9,9 +9,10 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, note, parse_panels, per_head_of, read_text, run_and_emit
+from attn_cli.cli.common import note, parse_panels, read_text, run_and_emit
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
+from attn_cli.cli.output import Output, writes_output
 from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
@@ -19,7 +20,7 @@ EPILOG = (
     '  attn inspect "Hello, how are you?"\n\n'
     '  attn inspect "The cat sat" --layer 2 --head 0-3 --show weights,top\n\n'
     "  attn inspect \"Hello\" --json | jq '.layers[0].heads[0].weights'\n\n"
-    '  attn inspect "Time flies like an arrow." --shared-k --layer 0 --head 0\n\n'
+    '  attn inspect "Time flies like an arrow." --variant shared-k --layer 0 --head 0\n\n'
     '  attn inspect "I love you" --model toy -O heads=1 -O causal=true\n\n'
     '  attn inspect "The cat sat on the mat." --measure norm --layer 3\n\n'
     '  attn inspect "Unbelievably, tokenization works" --words --layer 0 --head 2\n\n'
@@ -38,7 +39,15 @@ class Measure(str, Enum):
     norm = "norm"
 
 
+SAVE_HELP = (
+    "Also save a figure: FILE.svg (vector heatmaps with full labels, for papers), FILE.pdf or FILE.png (the same "
+    "figure drawn; needs the \\[figures] extra) or FILE.html (one offline page: every head, hover a token to see "
+    "its attention)."
+)
+
+
 @loads_model
+@writes_output(save=SAVE_HELP)
 def inspect_command(
     texts: Annotated[
         list[str] | None,
@@ -61,30 +70,19 @@ def inspect_command(
             "Default: every head as a grid, and the most focused head in detail.",
         ),
     ] = None,
-    as_json: opt.AsJson = False,
+    out: Output = Output(),
     include: opt.IncludeOpt = None,
-    output: opt.Output = None,
-    save: opt.Save = None,
-    dpi: opt.Dpi = None,
-    scale: opt.ScaleOpt = opt.ColourScale.fixed,
     truncate: opt.Truncate = False,
-    shared_k: Annotated[
-        bool,
+    variant: Annotated[
+        list[str] | None,
         typer.Option(
-            "--shared-k",
-            metavar=opt.FLAG,
-            help="Compute each query with the key's projection (Q := K): every score matrix becomes symmetric.",
-        ),
-    ] = False,
-    no_scale: Annotated[
-        bool, typer.Option("--no-scale", metavar=opt.FLAG, help="Drop the 1/√d scale from the scores.")
-    ] = False,
-    scoring: Annotated[
-        str | None,
-        typer.Option(
-            "--scoring",
-            help="Recompute the scores from the model's Q and K with dot, scaled-dot (the model's own) or cosine. "
-            "The toy computes with bilinear or additive itself: -O scoring=bilinear.",
+            "--variant",
+            "-V",
+            metavar="VARIANT",
+            help="Run a counterfactual instead of the real model: shared-k (Q := K: every score matrix symmetric), "
+            "no-scale (no 1/√d), raw (softmax(X·Xᵀ)·X) or scoring=dot|scaled-dot|cosine (the scores recomputed from "
+            "the model's Q and K). The toy computes bilinear or additive scores itself: -O scoring=bilinear. "
+            "Several side by side: attn compare.",
         ),
     ] = None,
     propagate: opt.Propagate = False,
@@ -128,7 +126,8 @@ def inspect_command(
     """Show a transformer's attention for TEXT: weights heatmaps, symmetry and top-attended tokens."""
     with user_errors():
         panels = parse_panels(show)
-        json_wanted = check_outputs(save, as_json, output, dpi, save_tensors=save_tensors)
+        json_wanted = out.check(save_tensors=save_tensors)
+        variant = single_variant(variant)
         if image is not None:
             from attn_cli.cli.image import inspect_image_command
 
@@ -144,17 +143,13 @@ def inspect_command(
                 head=head,
                 top_k=top_k,
                 panels=panels,
-                json_wanted=json_wanted,
-                output=output,
-                save=save,
-                dpi=dpi,
-                scale=scale,
-                variant=single_variant(shared_k, no_scale, scoring),
+                out=out,
+                variant=variant,
                 rows=rows,
                 cols=cols,
                 full=full,
-                vectors=opt.Include.qkv in (include or []),
-                norms=measure is Measure.norm,
+                include=include_of(include),
+                measure=measure.value,
             )
         if query is not None:
             raise BadInput("--query picks a patch of an image", "use it with --image FILE")
@@ -162,13 +157,14 @@ def inspect_command(
             raise BadInput("no text given", "pass a sentence, - to read it from stdin, or --image FILE")
         check_tensor_path(save_tensors, len(texts))
         texts = [read_text(text) for text in texts]
-        variant = single_variant(shared_k, no_scale, scoring)
         if words and panels and any(panel.value == "scores" for panel in panels):
             raise BadInput(
                 "--words leaves scores out: softmax inputs of pieces do not add up to a word's score",
                 "drop scores from --show, or drop --words",
             )
-        vectors = opt.Include.qkv in (include or []) or wants_vectors(panels) or save_tensors is not None
+        # the q, k and v panels and --save-tensors need the vectors, as --include qkv keeps them for JSON
+        qkv = wants_vectors(panels) or save_tensors is not None
+        included = include_of(include) + (("qkv",) if qkv and "qkv" not in include_of(include) else ())
 
         def run(progress, lazy: bool):
             from attn_cli.analyses.inspect_report import InspectBatch
@@ -193,8 +189,8 @@ def inspect_command(
                     variant=variant,
                     propagate=propagate,
                     pre_rope=pre_rope,
-                    vectors=vectors,
-                    norms=measure is Measure.norm,
+                    include=included,
+                    measure=measure.value,
                     words=words,
                     progress=progress,
                 )
@@ -211,8 +207,8 @@ def inspect_command(
                 rows=rows,
                 cols=cols,
                 full=full,
-                vectors=vectors,
-                norms=measure is Measure.norm,
+                include=included,
+                measure=measure.value,
                 lazy=lazy and save_tensors is None,
                 words=words,
                 progress=progress,
@@ -230,10 +226,10 @@ def inspect_command(
             run,
             label=loading.label,
             json_wanted=json_wanted,
-            output=output,
-            save=save,
-            render=lambda report: render_inspect(report, panels, per_head_of(scale)),
-            figure=lambda report, path: save_figure(report, panels, path, dpi, scale),
+            output=out.output,
+            save=out.save,
+            render=lambda report: render_inspect(report, panels, out.per_head),
+            figure=lambda report, path: save_figure(report, panels, path, out.dpi, out.scale),
         )
 
 
@@ -287,11 +283,14 @@ def wants_vectors(panels) -> bool:
     return bool(panels) and any(panel.value in ("q", "k", "v") for panel in panels)
 
 
-def single_variant(shared_k: bool, no_scale: bool, scoring: str | None) -> str:
-    """At most one of --shared-k, --no-scale, --scoring: each is its own counterfactual."""
-    chosen = [name for name, on in (("shared-k", shared_k), ("no-scale", no_scale)) if on]
-    if scoring is not None:
-        chosen.append(scoring if scoring.startswith("scoring=") else f"scoring={scoring}")
+def include_of(include) -> tuple[str, ...]:
+    """--include qkv … as the API's include=("qkv", …)."""
+    return tuple(dict.fromkeys(item.value for item in include or ()))
+
+
+def single_variant(variants: list[str] | None) -> str:
+    """At most one --variant: each is its own counterfactual (attn compare sets several side by side)."""
+    chosen = list(dict.fromkeys(variants or ()))
     if len(chosen) > 1:
         raise BadInput(f"{' and '.join(chosen)} are separate experiments", "pick one, or use attn compare for several")
     return chosen[0] if chosen else "baseline"

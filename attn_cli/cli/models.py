@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from attn_cli.cli import options as opt
 from attn_cli.cli.common import emit_json, emit_terminal
 from attn_cli.cli.edge import user_errors
+from attn_cli.cli.output import Output, writes_output
 from attn_cli.plumbing.atomic import check_all_writable
 
 EPILOG = (
@@ -30,16 +30,17 @@ CacheDir = Annotated[
 ]
 
 
-def models_command(as_json: opt.AsJson = False, output: opt.Output = None, cache_dir: CacheDir = None) -> None:
+@writes_output()
+def models_command(out: Output = Output(), cache_dir: CacheDir = None) -> None:
     """List the models attn runs without a download: built-ins and the Hugging Face cache, with their shapes."""
     from attn_cli.backends.catalog import list_models
     from attn_cli.plumbing.config import defaults
 
     with user_errors():
-        check_all_writable({"-o": output})
+        check_all_writable({"-o": out.output})
         catalog = list_models(cache_dir)
-        if as_json or output is not None:
-            emit_json(catalog, output)
+        if out.json_wanted:
+            emit_json(catalog, out.output)
         else:
             from attn_cli.render.models_view import render_models
 

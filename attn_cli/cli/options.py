@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from enum import Enum
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -68,43 +67,16 @@ Model = Annotated[
     ),
 ]
 Layer = Annotated[str, typer.Option("--layer", "-l", help="Layers: 3, 0,2, 1-4 or all.")]
+LayerRange = Annotated[  # rollout and attribute multiply consecutive layers
+    str, typer.Option("--layer", "-l", help="The consecutive layers to roll out: all, or a range like 0-3.")
+]
 Head = Annotated[str, typer.Option("--head", "-H", help="Heads: 3, 0,2, 1-4 or all.")]
 TopK = Annotated[int | None, typer.Option("--top-k", "-k", help="Most-attended keys per query. Default: 3.")]
 FLAG = ""  # the metavar of an on/off flag: Typer would print <bool> in its type column
 
-AsJson = Annotated[
-    bool, typer.Option("--json", metavar=FLAG, help="Write one JSON document to stdout instead of tables.")
-]
 IncludeOpt = Annotated[
     list[Include] | None, typer.Option("--include", help="Extra JSON fields: qkv adds q, k, v and output per head.")
 ]
-Output = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Write the JSON document to this file (implies --json).")
-]
-Save = Annotated[
-    Path | None,
-    typer.Option(
-        "--save",
-        metavar="FILE",
-        help="Also save a figure: FILE.svg (vector heatmaps with full labels, for papers), FILE.pdf or FILE.png "
-        "(the same figure drawn; needs the \\[figures] extra) or FILE.html "
-        "(one offline page: every head, hover a token to see its attention).",
-    ),
-]
-
-
-def save_figure_option(what: str):
-    """--save for a command whose figure shows `what` (the SVG and the page draw the same matrices)."""
-    return Annotated[
-        Path | None,
-        typer.Option(
-            "--save",
-            metavar="FILE",
-            help=f"Also save a figure of {what}: FILE.svg (vector heatmaps, full labels), FILE.pdf or FILE.png (the "
-            "same figure drawn; needs the \\[figures] extra) or FILE.html (one offline page: hover a cell or a "
-            "label for its numbers).",
-        ),
-    ]
 
 
 class ColourScale(str, Enum):
@@ -112,29 +84,6 @@ class ColourScale(str, Enum):
     head = "head"
 
 
-ScaleOpt = Annotated[
-    ColourScale,
-    typer.Option(
-        "--scale",
-        metavar="SCALE",
-        help="How weights become colours: fixed (0 → 1, the same for every head, so heads compare) or head (each "
-        "head from its own smallest to its largest weight, so a broad head is not one flat colour). The "
-        "legend says which.",
-    ),
-]
-Dpi = Annotated[
-    int | None,
-    typer.Option(
-        "--dpi", metavar="N", help="Pixels per inch of --save FILE.png. Default: 150. SVG and PDF are vector."
-    ),
-]
-
-
-SaveHeads = save_figure_option("each score as a layers × heads grid")
-SaveGenerate = save_figure_option("the recorded rows (generated tokens × the tokens they saw), head by head")
-SaveRollout = save_figure_option("the rollout matrix")
-SaveAttribution = save_figure_option("the rolled-out contributions (and the attention rollout with --vs)")
-SaveDiff = save_figure_option("A, B and B − A (the most changed head in the SVG, every head on the page)")
 Device = Annotated[
     str,
     typer.Option(

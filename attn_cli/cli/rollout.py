@@ -8,9 +8,10 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import check_outputs, per_head_of, read_text, run_and_emit, save_figure
+from attn_cli.cli.common import read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
+from attn_cli.cli.output import Output, figure_help, writes_output
 from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
@@ -18,7 +19,7 @@ EPILOG = (
     "residual path, rows renormalised; the layers are multiplied, first to last.\n\n"
     "Examples:\n\n"
     '  attn rollout "The cat sat on the mat."\n\n'
-    '  attn rollout "The cat sat on the mat." --layers 0-2 --head-fusion max\n\n'
+    '  attn rollout "The cat sat on the mat." --layer 0-2 --head-fusion max\n\n'
     "  attn rollout \"Hello\" --json | jq '.rollout'\n\n"
     "  attn rollout --image cat.png --model facebook/dinov2-small"
 )
@@ -31,31 +32,25 @@ class HeadFusion(str, Enum):
 
 
 @loads_model
+@writes_output(save=figure_help("the rollout matrix"))
 def rollout_command(
     text: Annotated[
         str | None,
         typer.Argument(metavar="[TEXT]", show_default=False, help="The text to roll out; - reads it from stdin."),
     ] = None,
     loading: Loading = Loading(),
-    layers: Annotated[
-        str,
-        typer.Option("--layers", "--layer", "-l", help="The consecutive layers to roll out: all, or a range like 0-3."),
-    ] = "all",
+    layer: opt.LayerRange = "all",
     head_fusion: Annotated[
         HeadFusion, typer.Option("--head-fusion", help="How each layer's heads become one: mean, max or min.")
     ] = HeadFusion.mean,
     top_k: opt.TopK = None,
-    as_json: opt.AsJson = False,
-    output: opt.Output = None,
-    save: opt.SaveRollout = None,
-    dpi: opt.Dpi = None,
-    scale: opt.ScaleOpt = opt.ColourScale.fixed,
+    out: Output = Output(),
     truncate: opt.Truncate = False,
     image: opt.Image = None,
 ) -> None:
     """Roll attention out across layers: which input tokens each output token comes from."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output, dpi)
+        json_wanted = out.check()
         if image is not None:
             from attn_cli.cli.image import check_image_alone
 
@@ -68,17 +63,17 @@ def rollout_command(
         def run(progress, lazy: bool):
             loaded = loading.load()
             return loaded.rollout(
-                text, image=image, layers=layers, head_fusion=head_fusion.value, top_k=top_k, truncate=truncate
+                text, image=image, layers=layer, head_fusion=head_fusion.value, top_k=top_k, truncate=truncate
             )
 
         run_and_emit(
             run,
             label=loading.label,
             json_wanted=json_wanted,
-            output=output,
-            save=save,
-            render=lambda report: render_rollout_view(report, per_head_of(scale)),
-            figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale),
+            output=out.output,
+            save=out.save,
+            render=lambda report: render_rollout_view(report, out.per_head),
+            figure=lambda report, path: save_figure(report, path, dpi=out.dpi, scale=out.scale),
         )
 
 

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import (
-    check_files,
-    check_outputs,
-    load_model,
-    model_options,
-    per_head_of,
-    read_text,
-    run_and_emit,
-    save_figure,
-)
+from attn_cli.cli.common import read_text, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
+from attn_cli.cli.inspect import SAVE_HELP
+from attn_cli.cli.loading import Loading, loads_model
+from attn_cli.cli.output import Output, writes_output
 
 EPILOG = (
+    "The model is the toy unless --model (or ATTN_MODEL) names another.\n\n"
     "Examples:\n\n"
     '  attn steps "I Love Nature Language Processing"\n\n'
     '  attn steps "早上好" --head 2 -O causal=true\n\n'
@@ -28,43 +24,33 @@ EPILOG = (
 )
 
 
+@loads_model
+@writes_output(save=SAVE_HELP)
 def steps_command(
     text: opt.Text,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", "-m", help="toy (default here), minilm, or a Hugging Face model directory / hub id."),
-    ] = None,
-    option: opt.ModelOptions = None,
+    loading: Loading = Loading(),
     layer: Annotated[str, typer.Option("--layer", "-l", help="The layer to walk.")] = "0",
     head: Annotated[str, typer.Option("--head", "-H", help="The head to walk.")] = "0",
-    as_json: opt.AsJson = False,
-    output: opt.Output = None,
-    save: opt.Save = None,
-    dpi: opt.Dpi = None,
-    scale: opt.ScaleOpt = opt.ColourScale.fixed,
-    device: opt.Device = "auto",
-    dtype: opt.DTypeOpt = opt.DType.auto,
+    out: Output = Output(),
 ) -> None:
     """Walk one head through X, Q, K, V, Q·Kᵀ, ÷√d, mask, softmax, ·V, concat and W_O on your sentence."""
     with user_errors():
-        json_wanted = check_outputs(save, as_json, output, dpi)
-        check_files({"output": output, "save": save, "model": model, "option": option})
+        json_wanted = out.check()
         text = read_text(text)
-        options = model_options(option)
-        model = "toy" if model is None else model
+        if loading.model is None:  # the textbook lab's command: the toy unless a model is named
+            loading = dataclasses.replace(loading, model="toy")
 
         def run(progress, lazy: bool):
-            loaded = load_model(model, device=device, dtype=dtype, options=options)
-            return loaded.steps(text, layer=layer, head=head)
+            return loading.load().steps(text, layer=layer, head=head)
 
         run_and_emit(
             run,
-            label=f"running {model} …",
+            label=loading.label,
             json_wanted=json_wanted,
-            output=output,
-            save=save,
-            render=lambda report: render_steps_view(report, per_head_of(scale)),
-            figure=lambda report, path: save_figure(report, path, dpi=dpi, scale=scale),
+            output=out.output,
+            save=out.save,
+            render=lambda report: render_steps_view(report, out.per_head),
+            figure=lambda report, path: save_figure(report, path, dpi=out.dpi, scale=out.scale),
         )
 
 
