@@ -573,7 +573,7 @@ def test_a_text_that_loses_tokens_to_the_unknown_token_says_so_on_stderr():
     import attn_cli
 
     assert json.loads(chinese.stdout) == attn_cli.load("minilm").inspect("我是一个男孩", layers=0).to_json_dict()
-    lab = runner.invoke(app, ["generate", "the cat ran", "--model", "lab", "-n", "2"])
+    lab = runner.invoke(app, ["generate", "the cat ran", "--model", "lab", "--max-new-tokens", "2"])
     assert lab.exit_code == 0
     assert lab.stderr.startswith("warning: 1 of 3 tokens of 'the cat ran' is <unk>: lab's vocabulary lacks it (ran); ")
     assert len(lab.stderr.splitlines()) == 1

@@ -88,7 +88,9 @@ def test_cli_generate_json_and_view(gpt2_lm_dir):
     refused = runner.invoke(app, ["generate", PROMPT, "--max-new-tokens", "3"])  # the default model is an encoder
     assert refused.exit_code == 2 and "not a causal language model" in refused.stderr
     assert "--model lab" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1  # the way on
-    assert runner.invoke(app, ["generate", PROMPT, "--model", "lab", "-n", "2"]).exit_code == 0  # … leads on
+    assert (
+        runner.invoke(app, ["generate", PROMPT, "--model", "lab", "--max-new-tokens", "2"]).exit_code == 0
+    )  # … leads on
 
 
 def test_inspect_on_a_checkpoint_with_its_lm_head_runs_the_base_model(llama_lm_dir):

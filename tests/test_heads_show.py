@@ -131,7 +131,9 @@ def test_score_takes_the_names_the_views_print(store):
     full = ok(attn("heads", "show", store, "--layer", "1", "--head", "4", "--score", "duplicate_token", "--json"))
     for name in ("duplicate", "duplicate token", "Duplicate-Token"):
         assert ok(attn("heads", "show", store, "--layer", "1", "--head", "4", "--score", name, "--json")) == full
-    assert "Top texts by previous token" in ok(attn("heads", "show", store, "--layer", "1", "--head", "4", "--score", "previous"))
+    assert "Top texts by previous token" in ok(
+        attn("heads", "show", store, "--layer", "1", "--head", "4", "--score", "previous")
+    )
     user_error(attn("heads", "show", store, "--score", "dup"), 2, "no score named 'dup'", "duplicate_token (duplicate)")
 
 

@@ -140,19 +140,7 @@ def test_every_top_level_name_is_used():
 # The import cycles not untied yet, each named by exactly the modules that import one another, so that this
 # list can only shrink: a cycle listed here that is gone (or no longer these modules) fails the test below as
 # surely as a new one does. Whoever unties one removes its entry.
-KNOWN_CYCLES = {
-    # the process edge: launch imports the app (cli), every command reaches cli.edge, and cli.edge imports launch
-    frozenset(
-        {"attn_cli.launch", "attn_cli.cli", "attn_cli.cli.edge", "attn_cli.cli.common", "attn_cli.cli.loading"}
-        | {
-            f"attn_cli.cli.{command}"
-            for command in (
-                "attribute", "circuits", "compare", "diagnose", "diff", "explore", "generate", "heads",
-                "heads_show", "image", "inspect", "models", "rollout", "steps",
-            )
-        }
-    ),
-}  # fmt: skip
+KNOWN_CYCLES: set[frozenset[str]] = set()  # every cycle untied
 
 
 def import_graph() -> dict[str, set[str]]:

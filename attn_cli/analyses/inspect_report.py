@@ -177,7 +177,7 @@ class InspectReport(Document):
     layers: list[LayerReport]  # or, from a lazy run, an iterator consumed once (analysed as it is read)
     window: Window  # the part of each head's matrices kept (whole, a window, or nothing)
     truncated_from: int | None = None
-    variant: str = "baseline"  # the counterfactual applied (--shared-k, --no-scale, --scoring)
+    variant: str = "baseline"  # the counterfactual applied (--variant)
     propagate: bool = False  # the variant was injected into the model rather than recomputed per layer
     padding_side: str | None = None  # set when this text ran in a padded batch with others
     pre_rope: bool = False  # q and k (and so scores) are from before rotary position embeddings
@@ -245,7 +245,7 @@ class InspectReport(Document):
 
     def to_arrow(self):
         """One row per (layer, head, query, key) of the kept window: text, layer, head, query, query_token,
-        key, key_token, weight, score (pre-softmax; null where masked), and norm with norms=True."""
+        key, key_token, weight, score (pre-softmax; null where masked), and norm with measure="norm"."""
         if self.matrices_left_out:
             raise BadInput(
                 f"the matrices of this {len(self.tokens)}-token text were not kept (past the cell limit)",

@@ -74,7 +74,7 @@ def consecutive_layers(info, layers, command: str) -> list[int]:
     # a hybrid's layers without an attention matrix are no gap: the chain runs over its attention layers only
     other = set(getattr(info, "no_attention_layers", ()))
     if chosen != [layer for layer in range(chosen[0], chosen[-1] + 1) if layer not in other]:
-        raise BadInput(f"{command} multiplies consecutive layers; --layers {layers} has gaps", "use a range like 2-5")
+        raise BadInput(f"{command} multiplies consecutive layers; --layer {layers} has gaps", "use a range like 2-5")
     return chosen
 
 
