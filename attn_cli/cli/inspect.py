@@ -143,6 +143,7 @@ def inspect_command(
                 head=head,
                 top_k=top_k,
                 panels=panels,
+                json_wanted=json_wanted,
                 out=out,
                 variant=variant,
                 rows=rows,
