@@ -38,6 +38,7 @@ MODEL = {
     "causal": False,
     "max_positions": 512,
     "no_attention_layers": [],
+    "attention_note": None,
 }
 PREVIOUS, INDUCTION = (0, 2), (1, 4)
 WORDS = (

@@ -219,3 +219,67 @@ def test_softcapped_model_through_heads_and_the_terminal(tmp_path, cli_env):
     assert result.exit_code == 0, result.output
     assert f"Symmetry of S = {CAP:g}·tanh(q·kᵀ·" in result.stdout
     assert attn("heads", TEXT, "--model", str(directory), "--device", "cpu").exit_code == 0
+
+
+# --- learned sinks (s_aux): one more logit in every row's softmax ------------------------------------------
+
+
+def save_with_sinks(directory, kind: str, **overrides):
+    """The model with sink logits large enough to take a visible share (they start at zero or near it)."""
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(tiny_config(kind, **overrides)).eval()
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(getattr(module, "sinks", None), torch.nn.Parameter):
+                module.sinks.copy_(torch.linspace(-1.0, 3.0, module.sinks.numel()))
+    model.save_pretrained(directory)
+    copy_minilm_tokenizer(directory)
+    return directory
+
+
+@pytest.mark.parametrize("kind", ["gpt_oss", "mimo_v2_flash"])
+def test_sink_share_is_the_softmax_column_eager_drops(kind, tmp_path):
+    """Weights as eager returns them (rows sum to 1 − p_sink); p_sink per row in the report and the JSON.
+    MiMo-V2-Flash's sliding layer (1) has sinks and twice the kv heads of its full layer (0)."""
+    directory = save_with_sinks(tmp_path, kind)
+    report = attn_cli.load(str(directory), device="cpu").inspect(TEXT)
+    assert max_difference(report_weights(report), eager_attentions(directory)) <= TOLERANCE
+    document = report.to_json_dict()
+    layer = report.layers[-1]
+    for head, record in zip(layer.heads, document["layers"][-1]["heads"]):
+        assert head.sink is not None and float(head.sink.max()) > 0.05
+        assert np.abs(head.weights.sum(axis=1) + head.sink - 1).max() <= TOLERANCE
+        assert record["sink_mass"] == pytest.approx(float(head.sink.mean()), abs=1e-6)
+    if kind == "mimo_v2_flash":
+        assert report.layers[0].heads[0].sink is None  # its full-attention layer has none
+
+
+def test_sink_model_where_it_is_not_reproduced_is_refused_in_one_line(tmp_path, cli_env):
+    directory = save_with_sinks(tmp_path, "gpt_oss")
+    inspect = attn("inspect", TEXT, "--model", str(directory), "--device", "cpu", "--layer", "0", "--head", "0")
+    assert inspect.exit_code == 0 and "the learned ⟨sink⟩ logit takes a mean" in inspect.stdout
+    line = assert_one_error_line(attn("heads", TEXT, "--model", str(directory), "--device", "cpu"))
+    assert "learned sink logit (s_aux)" in line
+
+
+def test_a_sink_that_only_gates_the_output_leaves_plain_weights(tmp_path):
+    """granite_swa scales each head's output by sigmoid(logsumexp − sink): its weights are a plain softmax."""
+    directory = save_with_sinks(tmp_path, "granite_swa")
+    report = attn_cli.load(str(directory), device="cpu").inspect(TEXT)
+    assert max_difference(report_weights(report), eager_attentions(directory)) <= TOLERANCE
+    assert all(head.sink is None for _, head in report.heads())
+
+
+# --- differential attention: what the weights shown are not -------------------------------------------------
+
+
+def test_differential_attention_says_its_weights_are_each_softmax_alone(tmp_path, cli_env):
+    directory = save_model(tmp_path, "diffllama")
+    report = attn_cli.load(str(directory), device="cpu").inspect(TEXT)
+    assert max_difference(report_weights(report), eager_attentions(directory)) <= TOLERANCE
+    assert "softmax(S₁) − λ·softmax(S₂)" in report.to_json_dict()["model"]["attention_note"]
+    result = attn("inspect", TEXT, "--model", str(directory), "--device", "cpu", "--layer", "0", "--head", "0")
+    assert result.exit_code == 0
+    said = " ".join(result.stdout.split())  # the note wraps at the terminal's width
+    assert "note: differential attention: each head's output is softmax(S₁) − λ·softmax(S₂)" in said
+    assert "not their difference" in said

@@ -138,7 +138,7 @@ def analyse_capture(
         if progress is not None:
             progress(done, len(layers))
         seen = apply_variant(capture.layers[layer], view, capture.model.heads)
-        kv_heads = [None if view.uses_layer_input else capture.model.kv_head_of(head) for head in heads]
+        kv_heads = [None if view.uses_layer_input else kv_head_of(capture, layer, head) for head in heads]
         yield LayerReport(
             layer,
             analyse_heads(
@@ -152,6 +152,14 @@ def analyse_capture(
                 cross=capture.keys is not None,
             ),
         )
+
+
+def kv_head_of(capture: Capture, layer: int, head: int) -> int:
+    """The key/value head a query head reads in this layer: from the layer's own k, where layers differ (MiMo-V2-
+    Flash's sliding layers have twice the kv heads of its full ones), else the model's grouping."""
+    kv = capture.layers[layer].k.shape[0]
+    heads = capture.model.heads
+    return head // (heads // kv) if 0 < kv <= heads and heads % kv == 0 else capture.model.kv_head_of(head)
 
 
 def analyse_heads(
@@ -191,6 +199,7 @@ def analyse_heads(
         dot_scale=layer.scale if dot_form else None,
         cross=cross,
         bias=bias,
+        sink=None if layer.sink is None else layer.sink.float()[heads],
     )
     named = [
         ("scores", rows.scores),
@@ -220,6 +229,7 @@ def analyse_heads(
                 symmetry=rows.symmetry[i],
                 entropy=arrays["entropy"][i],
                 self_weight=arrays["self_weight"][i],
+                sink=None if rows.sink is None else _array(rows.sink[i]),
                 top=TopKeys(top_indices[i], top_weights[i], top_kept[i], token_texts),
                 tensors=tensors,
                 score_stats=score_stats(variances[i], head_dim, layer.scale, rows.score_moments[i], dot_form),
@@ -293,6 +303,7 @@ class HeadRows:
     scores: torch.Tensor | None  # (h, rows, cols) the window of S, NaN where masked; None for an empty window
     weights: torch.Tensor | None  # (h, rows, cols) the window of softmax(S)
     output: torch.Tensor | None  # (h, T, D) weights @ v, when asked for
+    sink: torch.Tensor | None = None  # (h, T) the learned sink's share of each row, where the layer has one
 
 
 def analyse_rows(
@@ -309,12 +320,15 @@ def analyse_rows(
     dot_scale: float | None,
     cross: bool = False,
     bias: torch.Tensor | None = None,
+    sink: torch.Tensor | None = None,
 ) -> HeadRows:
     """q (h, T, D), and each query head's k and v (h, T, D), float32 (v is read only for want_output).
     cross: q (h, T_query, D) and k, v (h, T_key, D) are different tokens; symmetry and self-weight are then
     not defined (NaN, and why).
     bias: (h, T_q, T_k) added to the scores before the softmax (T5's relative position bias): the scores
     reported include it, and symmetry is of the whole S.
+    sink: (h,) a learned sink logit per head, one more column of every row's softmax (attention.sink_softmax):
+    the weights of a row then sum to 1 − its sink share, HeadRows.sink.
 
     score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n): the heads' scoring (LayerCapture.scorer_for).
     dot_scale: the scale when the scores are q·kᵀ·scale (symmetry over several blocks then comes from a
@@ -326,6 +340,7 @@ def analyse_rows(
     entropy = torch.empty(heads, count, device=q.device)
     self_weight = torch.empty(heads, count, device=q.device)
     output = torch.empty_like(q) if want_output else None
+    sink_share = None if sink is None else torch.empty(heads, count, device=q.device)
     top = []  # TopKeyTensors (h, c, top_k) per block
     valid = mask.valid_keys()
     # One block of every row and key is the whole S: its symmetry comes from those scores, after the loop. A
@@ -350,7 +365,10 @@ def analyse_rows(
             scores = scores + bias[:, start:stop, first:end]
         allowed = mask.rows(start, stop, first, end)  # (c, end - first)
         moments.add(scores, allowed)
-        weights = attention.masked_softmax(scores, allowed)  # (h, c, end - first); scores stay unmasked
+        if sink is None:
+            weights = attention.masked_softmax(scores, allowed)  # (h, c, end - first); scores stay unmasked
+        else:  # keys outside first:end are masked: they add nothing to the sink's softmax either
+            weights, sink_share[:, start:stop] = attention.sink_softmax(scores, allowed, sink)
         entropy[:, start:stop] = measures.row_entropy(weights)
         self_weight[:, start:stop] = measures.self_weight(weights, offset=start - first)  # w[i, i]
         top.append(measures.top_key_tensors(weights, allowed, top_k, offset=first, keys=k.shape[1]))
@@ -383,6 +401,7 @@ def analyse_rows(
         scores=_cat_rows(kept_scores) if keep else None,
         weights=_cat_rows(kept_weights) if keep else None,
         output=output,
+        sink=sink_share,
     )
 
 

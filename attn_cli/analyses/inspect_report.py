@@ -142,6 +142,9 @@ class HeadReport:
     # (W, W) bool under --words (analyses/words.py): which word may attend which. Set only there, where the
     # scores, which carry the mask otherwise (NaN), are left out; the matrices are then over words.
     allowed: np.ndarray | None = None
+    # (T,) the learned sink's share p of each query row (GPT-OSS's s_aux): the ⟨sink⟩ column of the softmax,
+    # which the weights leave out (each row of them sums to 1 − p). None: the layer has no sink.
+    sink: np.ndarray | None = None
 
     @property
     def merged(self) -> bool:
@@ -389,6 +392,9 @@ def head_json(head: HeadReport, matrices: bool = True) -> dict:
         }
     record["entropy"] = vector_json(head.entropy)
     record["self_weight"] = vector_json(head.self_weight)
+    if head.sink is not None:  # the ⟨sink⟩ column: each row of weights sums to 1 − sink[row]
+        record["sink"] = vector_json(head.sink)
+        record["sink_mass"] = num_json(float(np.mean(head.sink)))
     record["top"] = top_json(head.top)
     if head.allowed is not None:
         record["allowed"] = np.asarray(head.allowed, dtype=bool).tolist()

@@ -77,6 +77,13 @@ def walk_head(backend, text: str, layer: int | str = 0, head: int | str = 0) -> 
     head = _one(head, info.heads, "head")
     capture = backend.capture_batch([text], [layer], keep_inputs=True)[0]
     record = capture.layers[layer]
+    if record.sink is not None:  # the steps show softmax over the keys alone
+        from attn_cli.plumbing.errors import UnsupportedModel
+
+        raise UnsupportedModel(
+            f"{info.architecture} adds a learned sink logit to its softmax, which attn steps does not show yet",
+            "attn inspect shows its weights and each row's ⟨sink⟩ share",
+        )
     kv_head = info.kv_head_of(head)
     q, k, v = record.q[head].float(), record.k[kv_head].float(), record.v[kv_head].float()  # (T, D)
     allowed = record.mask.full()  # (T, T): steps is for short sentences

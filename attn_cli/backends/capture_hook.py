@@ -58,6 +58,7 @@ class LayerRecorder:
         key_of: Callable | None = None,
         keep_bias: bool = False,
         stop: bool = False,
+        keep_sink: bool = False,
     ):
         # stop (with a sink): raise LayersCaptured after the last wanted layer is handed over, before its own
         # attention runs, for callers that read nothing but the records (attn heads: a 24-layer model asked for
@@ -69,6 +70,9 @@ class LayerRecorder:
         # keep_bias: record an additive position_bias (T5's relative position bias) in LayerCapture.bias instead
         # of refusing the model; only for callers whose analysis adds it to the scores (analyses/seq2seq.py).
         self.keep_bias = keep_bias
+        # keep_sink: record a learned sink logit (s_aux) in LayerCapture.sink instead of refusing the model; only
+        # for callers whose analysis puts it in the softmax (analyses/inspect.py's analyse_rows).
+        self.keep_sink = keep_sink
         self.wanted_layers = wanted_layers
         self.delegate_name = delegate_name
         self.inject = inject  # variant transform (q, k, scale) -> (q', k', scale'), or None
@@ -90,7 +94,10 @@ class LayerRecorder:
         layer = layer_of(module, self.calls, self.paths)
         slot = layer if self.key_of is None else self.key_of(module)  # what records are keyed by
         self.calls += 1
-        refuse_unsupported(module, kwargs, allowed=("position_bias",) if self.keep_bias else ())
+        # a sink that only gates the output (granite_swa) leaves the weights a plain softmax: nothing to refuse
+        sink = None if kwargs.get("s_aux") is None or gates_output_only(module) else kwargs["s_aux"]
+        allowed = ("position_bias",) * self.keep_bias + ("s_aux",) * (sink is None or self.keep_sink)
+        refuse_unsupported(module, kwargs, allowed=allowed)
         # what the model's name-branching code would have handed its own implementation; seen: the mask it obeys
         attention_mask, kwargs, seen_mask = sparse_selection(self.delegate_name, key, attention_mask, kwargs)
         if scaling is None:
@@ -118,6 +125,7 @@ class LayerRecorder:
                 w_o=output_projection(module, self.parents.get(id(module))),
                 bias=None if kwargs.get("position_bias") is None else keep(kwargs["position_bias"]),
                 scorer=None if kwargs.get("softcap") is None else Softcapped(kwargs["softcap"], scaling),
+                sink=None if sink is None else keep(sink.reshape(-1)),  # (H,) one logit per query head
             )
             if self.sink is not None:
                 self.sink(record)
@@ -175,8 +183,32 @@ def calls_interface(cls) -> bool:
     return "ALL_ATTENTION_FUNCTIONS" in source or "attention_interface" in source
 
 
+def gates_output_only(module) -> bool:
+    """Whether the module's learned sink (s_aux) only scales each head's output (granite_swa: its eager attention
+    multiplies the output by sigmoid(logsumexp − sink)) rather than joining the softmax (GPT-OSS): its weights
+    are then a plain softmax."""
+    return _eager_gates(type(module))
+
+
+@functools.lru_cache(maxsize=64)
+def _eager_gates(cls) -> bool:
+    import inspect
+
+    eager = getattr(sys.modules.get(cls.__module__), "eager_attention_forward", None)
+    try:
+        return eager is not None and "sink_scale" in inspect.getsource(eager)
+    except (OSError, TypeError):
+        return False
+
+
 def refuse_unsupported(module, kwargs: dict, allowed: tuple = ()) -> None:
     """allowed: what this recorder reproduces after all (T5's position_bias when it keeps the bias)."""
+    if kwargs.get("s_aux") is not None and "s_aux" not in allowed:
+        raise UnsupportedModel(
+            f"{type(module).__name__} adds a learned sink logit (s_aux) to its softmax, which this command does "
+            "not reproduce yet",
+            "attn inspect, rollout and compare show it (the ⟨sink⟩ share of each row)",
+        )
     for name in _UNSUPPORTED_KWARGS:
         if kwargs.get(name) is not None and name not in allowed:
             raise UnsupportedModel(

@@ -23,7 +23,15 @@ def model_info(name: str, model) -> ModelInfo:
         causal=causal,
         max_positions=usable_positions(model),
         no_attention_layers=no_attention_layers(model, config.num_hidden_layers),
+        attention_note=ATTENTION_NOTES.get(config.model_type),
     )
+
+
+# Model types whose heads are more than the one softmax attn shows (and eager's output_attentions returns).
+ATTENTION_NOTES = {
+    "diffllama": "differential attention: each head's output is softmax(S₁) − λ·softmax(S₂) of its two halves; the "
+    "weights shown are each softmax alone, as eager's output_attentions returns them, not their difference",
+}
 
 
 def no_attention_layers(model, layers: int) -> list[int]:

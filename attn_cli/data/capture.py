@@ -53,6 +53,9 @@ class ModelInfo:
     # Qwen3-Next, Jamba, LFM2, Zamba2 …), by their true index; () when every layer is softmax attention.
     # A list, as JSON gives it back (to_json_dict equals the JSON read back); left out of the hash.
     no_attention_layers: list[int] = field(default=(), hash=False)  # type: ignore[assignment]
+    # What the weights shown are not, where the model's attention is more than one softmax per head (diffllama's
+    # difference of two softmaxes): one line, said in the terminal and in JSON. None: the weights are the model's.
+    attention_note: str | None = field(default=None, hash=False)
 
     def __post_init__(self):
         object.__setattr__(self, "no_attention_layers", list(self.no_attention_layers))
@@ -89,6 +92,9 @@ class LayerCapture:
     # An additive score bias the model adds to q·kᵀ·scale before the softmax (T5's relative position bias), as the
     # model hands it: (B or 1, H, T_q, T_k) in a batch record, (H, T_q, T_k) in one sequence's. None: no bias.
     bias: torch.Tensor | None = None
+    # A learned sink logit per query head (GPT-OSS, MiMo-V2-Flash's s_aux), (H,): one more logit in every row's
+    # softmax, whose share p_sink is taken from the keys (their weights sum to 1 − p_sink). None: no sink.
+    sink: torch.Tensor | None = None
 
     def scorer_for(self, heads: Sequence[int]) -> Callable:
         """score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n) for these query heads, in order:
@@ -120,6 +126,7 @@ def sequence_of(record: LayerCapture, index: int, real: torch.Tensor) -> LayerCa
         concat=_rows_of(record.concat, index, keep, 0, whole),  # (T_real, H·D)
         projected=_rows_of(record.projected, index, keep, 0, whole),  # (T_real, d_model)
         w_o=record.w_o,
+        sink=record.sink,
     )
 
 

@@ -55,6 +55,17 @@ def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     return weights
 
 
+def sink_softmax(scores: torch.Tensor, allowed: torch.Tensor, sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The softmax over a row's allowed keys and one sink logit per head (a learned attention sink): weights
+    (h, Tq, Tk), masked cells 0, and the sink's share p (h, Tq); each row of weights sums to 1 − p.
+    scores (h, Tq, Tk), allowed (Tq, Tk) bool, sink (h,) logits. As eager: the sink is one more column."""
+    column = sink.to(scores.dtype)[:, None, None].expand(*scores.shape[:-1], 1)  # (h, Tq, 1)
+    logits = torch.cat([apply_mask(scores, allowed.expand(scores.shape)), column], dim=-1)  # (h, Tq, Tk + 1)
+    probabilities = torch.softmax(logits, dim=-1)
+    check_finite_weights(probabilities)
+    return probabilities[..., :-1], probabilities[..., -1]
+
+
 def zero_empty_rows(weights: torch.Tensor, allowed: torch.Tensor) -> None:
     """Rows of weights (..., Tq, Tk) whose allowed row (broadcast to them) has no key become 0, in place.
     Only those rows are written (a padded batch has few), not every cell as a broadcast masked_fill_ would."""

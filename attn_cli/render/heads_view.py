@@ -97,6 +97,8 @@ def _header(report: HeadsReport) -> Text:
     note = no_attention_note(info)
     if note is not None:
         line.append(note + "\n", style="dim")
+    if getattr(info, "attention_note", None):
+        line.append(f"note: {info.attention_note}\n", style="yellow")
     if report.probe is not None:
         probe = report.probe
         if probe["kind"] == "retrieval":

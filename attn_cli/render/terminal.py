@@ -177,6 +177,14 @@ def head_summary(head: HeadReport) -> list[Text]:
             )
         ]
     )
+    if head.sink is not None:  # a learned sink: the softmax's extra ⟨sink⟩ column, left out of the weights
+        lines.append(
+            Text.assemble(
+                ("Sink", "bold"),
+                f": the learned ⟨sink⟩ logit takes a mean {stat(float(head.sink.mean()))} of each row's softmax "
+                f"(at most {stat(float(head.sink.max()))}); the weights shown sum to 1 − that share",
+            )
+        )
     stats = head.score_stats
     if stats is not None:
         unscaled = "" if stats.unscaled_variance is None else f"; unscaled {stat(stats.unscaled_variance)}"
@@ -257,6 +265,8 @@ def header(report, command: str) -> RenderableType:
     note = no_attention_note(report.model)
     if note is not None:  # a hybrid: its other layers are listed, the attention layers shown by their own index
         parts.append(Text(note, style="dim"))
+    if getattr(report.model, "attention_note", None):  # diffllama: what the weights shown are not
+        parts.append(Text(f"note: {report.model.attention_note}", style="yellow"))
     words = report.words if isinstance(report, InspectReport) else None  # --words
     if words is not None:
         parts += [
