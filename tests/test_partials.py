@@ -274,3 +274,26 @@ def test_kept_token_lists_hold_one_string_object_per_distinct_token():
         tokens = [token for kept_tokens in kept.token_lists.values() for token in kept_tokens]
         assert len(kept.token_lists) >= 2 and set(tokens) == {"cat"}
         assert all(token is tokens[0] for token in tokens)
+
+
+def test_one_rows_patterns_are_share_patterns_rows():
+    """row_patterns (one query row per text and head, for the examples) is share_patterns read at those rows."""
+    import torch
+
+    from attn_cli.data.capture import Token
+    from attn_cli.math.head_scores import row_patterns, share_patterns, token_flags
+
+    generator = np.random.default_rng(3)
+    tokens = [
+        [
+            Token(i, "," if i == 4 else f"w{int(w)}", int(w), i in (0, 8))
+            for i, w in enumerate(generator.integers(0, 4, 9))
+        ]
+        for _ in range(3)
+    ]
+    flags = token_flags(tokens)
+    whole = share_patterns(flags, 0, 9)  # (7, B, T, T)
+    rows = torch.tensor(generator.integers(0, 9, size=(3, 2)))
+    for b in range(3):
+        for h in range(2):
+            assert torch.equal(row_patterns(flags, rows)[:, b, h], whole[:, b, rows[b, h]])

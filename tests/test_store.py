@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from typer.testing import CliRunner
 from attn_cli.cli import app
 from attn_cli.data import store_schema as schema
 from attn_cli.math import partials
-from attn_cli.math.head_scores import SCORES
+from attn_cli.math.head_scores import SCORES, SHARES
 from attn_cli.plumbing.errors import BadInput
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,9 +146,38 @@ def test_examples_carry_their_tokens_and_edges_skip_the_texts_sink_key(store):
         assert 0 < len(window) <= example["length"] and example["window_start"] >= 0
         marked = [example["query"], *example["keys"]]
         assert all(example["window_start"] <= position < example["window_start"] + len(window) for position in marked)
-        assert example["weights"] == sorted(example["weights"], reverse=True) or example["kind"] == "edge"
+        # strongest first, but an edge's key leads its row's, and so does the target a share score's example counts
+        leads = example["kind"] == "edge" or example["score"] in SHARES
+        assert example["weights"] == sorted(example["weights"], reverse=True) or leads
     for edge in edges:
         assert edge["score"] is None and edge["value"] == pytest.approx(edge["weights"][0], abs=1e-6)
+
+
+def test_a_share_scores_examples_highlight_what_the_score_counts(store):
+    """A duplicate_token example highlights a query row and, first, an earlier copy of its token; induction the
+    token after an earlier copy; previous_token the token before; first_token position 0; self the query itself
+    (not the text's strongest edge whatever the score, which drew `sold → sold` where sold occurs once)."""
+    checked = Counter()
+    for example in table(store / schema.EXAMPLES):
+        if example["kind"] == "edge" or example["score"] not in SHARES[:4] + ("self",) or not example["value"]:
+            continue
+        start, window = example["window_start"], example["tokens"]
+
+        def token(position, start=start, window=window):
+            return window[position - start] if start <= position < start + len(window) else None
+
+        query, key = example["query"], example["keys"][0]
+        assert example["weights"][0] > 0
+        expected = {
+            "previous_token": key == query - 1,
+            "duplicate_token": key < query and token(key) == token(query),
+            "induction": key - 1 < query and token(key - 1) == token(query),
+            "first_token": key == 0,
+            "self": key == query,
+        }[example["score"]]
+        assert expected, example
+        checked[example["score"]] += 1
+    assert set(checked) == {"previous_token", "duplicate_token", "induction", "first_token", "self"}, checked
 
 
 def test_duckdb_reads_every_table(store):

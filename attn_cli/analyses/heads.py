@@ -25,7 +25,7 @@ from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Capture
 from attn_cli.data.selection import Selection
 from attn_cli.math import edges, partials
-from attn_cli.math.head_scores import SCORES, TextSums, label, token_flags
+from attn_cli.math.head_scores import SCORES, SHARES, TextSums, label, row_patterns, token_flags
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
@@ -137,6 +137,11 @@ def score_texts(
         "edge_weight": np.full(shape, np.nan),
         "keys": np.full((*shape, partials.KEYS), -1, dtype=np.int64),
         "weights": np.zeros((*shape, partials.KEYS), dtype=np.float32),
+        "score_query": np.full((*shape, len(SHARES)), -1, dtype=np.int64),
+        "score_key": np.full((*shape, len(SHARES)), -1, dtype=np.int64),
+        "score_weight": np.full((*shape, len(SHARES)), np.nan, dtype=np.float32),
+        "score_keys": np.full((*shape, len(SHARES), partials.KEYS), -1, dtype=np.int64),
+        "score_weights": np.zeros((*shape, len(SHARES), partials.KEYS), dtype=np.float32),
     }
     for chunk in results:
         place = (slice(None), chunk.layer, chunk.heads)
@@ -321,24 +326,58 @@ class LayerScores:
         """The weights of one layer's heads `heads` (or a stack's: a list of layer indices), a block of rows at a
         time, scored into `results`; row_weights(row (B, h)) gives those rows' weights (B, h, T) again, for the
         examples' strongest keys."""
+        import torch
+
         flags = self._flags(len(layer_index) if isinstance(layer_index, list) else 1)
         sums = TextSums(flags.ids.shape[0], heads.stop - heads.start, flags.ids.shape[1], flags.ids.device)
         maxima = edges.ColumnMaxima()
+        score_rows = edges.ScoreRows()
         whole = None  # the weights of every row (B, h, T, T), where one block held them all
         for start, weights, allowed in blocks:
-            sums.add(weights, allowed, flags, start)
+            shares, counted = sums.add(weights, allowed, flags, start)
             maxima.add(weights, allowed, start)
+            score_rows.add(shares, counted, start)
             whole = weights if edges.every_row(weights, start) else None
         values, sink = sums.result()  # (B, h, len(SCORES)), (B, h)
         row, key, weight = maxima.edge(sink)  # (B, h) each
-        if whole is not None:  # the rows are at hand: gathered, not scored again
-            picked = row.clamp_min(0)[..., None, None].expand(-1, -1, 1, whole.shape[-1])
-            chosen = whole.gather(2, picked)[:, :, 0]  # (B, h, T)
-        else:
-            chosen = row_weights(row)
-        top_weights, top_keys = edges.strongest(chosen, partials.KEYS)
+
+        def weights_of(rows):  # (B, h) rows -> their weights (B, h, T)
+            if whole is not None:  # the rows are at hand: gathered, not scored again
+                picked = rows.clamp_min(0)[..., None, None].expand(-1, -1, 1, whole.shape[-1])
+                return whole.gather(2, picked)[:, :, 0]
+            return row_weights(rows)
+
+        top_weights, top_keys = edges.strongest(weights_of(row), partials.KEYS)
+        # each share score's own row, and in it the target the score counts with the most weight
+        rows = score_rows.rows()  # (7, B, h)
+        per_score = []
+        for share in range(len(rows)):
+            chosen = weights_of(rows[share])  # (B, h, T)
+            target, target_weight = edges.target_key(chosen, row_patterns(flags, rows[share])[share], rows[share])
+            strong_weights, strong_keys = edges.strongest(chosen, partials.KEYS)
+            per_score.append((rows[share], target, target_weight, strong_keys, strong_weights))
+        score_query, score_key, score_weight, score_keys, score_weights = (
+            torch.stack(column, 2) for column in zip(*per_score)
+        )  # (B, h, 7), and (B, h, 7, KEYS) for the row's strongest keys
         self.results.append(
-            ChunkScores(layer_index, heads, values, sink, View(row, key, weight, top_keys, top_weights))
+            ChunkScores(
+                layer_index,
+                heads,
+                values,
+                sink,
+                View(
+                    row,
+                    key,
+                    weight,
+                    top_keys,
+                    top_weights,
+                    score_query.masked_fill(score_key < 0, -1),
+                    score_key,
+                    score_weight,
+                    score_keys,
+                    score_weights,
+                ),
+            )
         )
 
     def _flags(self, layers: int):
@@ -380,6 +419,13 @@ class View(NamedTuple):
     edge_weight: object
     keys: object
     weights: object
+    # per share score (B, h, 7, SHARES' order): the row with the most weight on the score's targets (-1: none),
+    # the target in it with the most weight and that weight, and the row's strongest keys (B, h, 7, KEYS)
+    score_query: object
+    score_key: object
+    score_weight: object
+    score_keys: object
+    score_weights: object
 
 
 class ChunkScores(NamedTuple):

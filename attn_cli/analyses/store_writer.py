@@ -363,8 +363,7 @@ def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], 
     )
     views = merged.views
     view = np.searchsorted(views["text_id"] * pairs + views["group"], text_id * pairs + pair)  # views: sorted
-    query = views["query"][view]
-    keys, weights = _edge_first(views, view, kind == 2)  # (N, KEYS) each
+    query, keys, weights = _highlighted(views, view, kind, score)  # (N,), (N, KEYS) each
     kept = keys >= 0  # (N, KEYS): -1 past a row's allowed keys (strongest first, so at its end)
     count = kept.sum(1)
     texts, text_of = np.unique(text_id, return_inverse=True)  # each text's tokens once, laid end to end
@@ -402,23 +401,38 @@ def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], 
     return pa.Table.from_arrays(list(columns.values()), schema=schema.EXAMPLES_SCHEMA)
 
 
-def _edge_first(views: dict, view: np.ndarray, edge: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each example's keys and weights (N, KEYS) from its view; an edge's row puts the edge's key first, then
-    the row's other strongest keys in their order (KEYS in all)."""
-    keys, weights = views["keys"][view], views["weights"][view]  # (N, KEYS)
-    rows = np.flatnonzero(edge)
-    if len(rows) == 0:
-        return keys, weights
-    edge_key = views["edge_key"][view[rows]]  # (n,)
-    joined_keys = np.concatenate([edge_key[:, None], keys[rows]], 1)  # (n, KEYS + 1)
-    joined_weights = np.concatenate([views["edge_weight"][view[rows]][:, None].astype(np.float32), weights[rows]], 1)
-    dropped = np.concatenate([np.zeros((len(rows), 1), dtype=bool), keys[rows] == edge_key[:, None]], 1)
-    joined_keys[dropped] = -1  # the row's own copy of the edge key goes, to the end
+def _highlighted(views: dict, view: np.ndarray, kind: np.ndarray, score: np.ndarray):
+    """Each example's query row, keys and weights (N,), (N, KEYS) from its view. An edge (kind 2): the edge's row,
+    its key first. A top text or decile sample of a share score: the row with the most weight on what the score
+    counts, that target first (the duplicate's earlier copy, the induction target …); where the text has none,
+    or for broad, sink and retrieval, the text's strongest edge as for an edge."""
+    query, keys, weights = views["query"][view].copy(), views["keys"][view].copy(), views["weights"][view].copy()
+    first_key, first_weight = views["edge_key"][view], views["edge_weight"][view].astype(np.float32)
+    share = np.minimum(score, partials.SHARE_COUNT - 1)  # (N,) a column of the per-score views
+    own = (kind != 2) & (score < partials.SHARE_COUNT) & (views["score_query"][view, share] >= 0)
+    rows = np.flatnonzero(own)
+    at = view[rows], share[rows]
+    query[rows] = views["score_query"][at]
+    by_score = (len(views["text_id"]), partials.SHARE_COUNT, partials.KEYS)
+    keys[rows] = views["score_keys"].reshape(by_score)[at]
+    weights[rows] = views["score_weights"].reshape(by_score)[at]
+    first_key, first_weight = first_key.copy(), first_weight.copy()
+    first_key[rows], first_weight[rows] = views["score_key"][at], views["score_weight"][at]
+    led = np.flatnonzero((kind == 2) | own)  # the rows whose highlighted key goes first
+    if len(led):
+        keys[led], weights[led] = _key_first(keys[led], weights[led], first_key[led], first_weight[led])
+    return query, keys, weights
+
+
+def _key_first(keys: np.ndarray, weights: np.ndarray, key: np.ndarray, weight: np.ndarray):
+    """keys, weights (n, KEYS) of rows with `key` (n,) and its weight put first, then the row's other strongest
+    keys in their order (KEYS in all)."""
+    joined_keys = np.concatenate([key[:, None], keys], 1)  # (n, KEYS + 1)
+    joined_weights = np.concatenate([weight[:, None], weights], 1)
+    dropped = np.concatenate([np.zeros((len(keys), 1), dtype=bool), keys == key[:, None]], 1)
+    joined_keys[dropped] = -1  # the row's own copy of the first key goes, to the end
     order = np.argsort(dropped, axis=1, kind="stable")[:, : partials.KEYS]
-    keys, weights = keys.copy(), weights.copy()
-    keys[rows] = np.take_along_axis(joined_keys, order, 1)
-    weights[rows] = np.take_along_axis(joined_weights, order, 1)
-    return keys, weights
+    return np.take_along_axis(joined_keys, order, 1), np.take_along_axis(joined_weights, order, 1)
 
 
 def _listed(pair, score, kind: int, decile: int, table: dict):

@@ -103,11 +103,13 @@ EXAMPLES_SCHEMA = pa.schema(
             "tokens",
             pa.list_(pa.string()),
         ),  # a window of the text's tokens covering the query and its keys, with context
-        ("query", pa.int32()),  # the highlighted query row (for an edge: the edge's query)
+        # the highlighted query row: for an edge, the edge's; for a top text or decile sample of a weight-share
+        # score, the row with the most weight on what the score counts (else the text's strongest edge's row)
+        ("query", pa.int32()),
         (
             "keys",
             pa.list_(pa.int32()),
-        ),  # the query row's most attended keys, strongest first (for an edge: its key first)
+        ),  # the query row's most attended keys, strongest first; first the edge's key, or the score's target
         ("weights", pa.list_(pa.float32())),  # their weights, same order
     ]
 )

@@ -69,6 +69,42 @@ class ColumnMaxima:
         return (row.masked_fill(none, -1), key.masked_fill(none, -1), weight.masked_fill(none, float("nan")))
 
 
+class ScoreRows:
+    """Per (share score, text, head): the counted row with the most weight on the score's targets (head_scores'
+    seven patterns), found a block of rows at a time: the row an example of that score shows (the duplicate's
+    earlier copy, the induction target …), rather than the text's strongest edge whatever the score."""
+
+    def __init__(self) -> None:
+        self.best: torch.Tensor | None = None  # (7, B, h)
+        self.row: torch.Tensor | None = None  # (7, B, h) long
+
+    def add(self, on_targets: torch.Tensor, has_target: torch.Tensor, start: int) -> None:
+        """on_targets (7, B, h, c) each row's weight on each score's targets, has_target (7, B, c): rows start:…"""
+        value = on_targets.masked_fill(~has_target[:, :, None, :], -1.0)
+        best, row = value.max(-1)  # (7, B, h): the first row among equals
+        row = row + start
+        if self.best is None:
+            self.best, self.row = best, row
+            return
+        assert self.row is not None
+        better = best > self.best  # strictly: an earlier row keeps a tie
+        self.best = torch.where(better, best, self.best)
+        self.row = torch.where(better, row, self.row)
+
+    def rows(self) -> torch.Tensor:
+        """(7, B, h) each score's row, -1 where no counted row puts any weight on the score's targets."""
+        assert self.best is not None and self.row is not None, "rows() after add()"
+        return self.row.masked_fill(self.best <= 0, -1)
+
+
+def target_key(weights: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The row's strongest target: weights (B, h, T) of rows (B, h) (-1: none), targets (B, h, T) bool ->
+    (key, weight) (B, h) each; -1 and NaN where the row is none or puts no weight on a target."""
+    weight, key = weights.masked_fill(~targets, -1.0).max(-1)  # the first key among equals
+    none = (weight <= 0) | (rows < 0)
+    return key.masked_fill(none, -1), weight.masked_fill(none, float("nan"))
+
+
 def strongest(weights: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The `count` largest weights of each row and their keys, strongest first: (..., T) -> (..., count) twice;
     key -1 and weight 0 past the row's allowed keys (or past T)."""

@@ -156,6 +156,30 @@ def share_patterns(flags: TokenFlags, start: int, stop: int) -> torch.Tensor:
     )
 
 
+def row_patterns(flags: TokenFlags, rows: torch.Tensor) -> torch.Tensor:
+    """share_patterns for one query row per text and head: rows (B, h) -> (7, B, h, T) bool, order of SHARES
+    (the targets of row rows[b, h] of text b; rows clamped to 0, where the caller has none)."""
+    ids = flags.ids
+    count, keys = ids.shape
+    row = rows.clamp_min(0)[..., None]  # (B, h, 1)
+    key = torch.arange(keys, device=ids.device)  # (T,)
+    own = ids.gather(1, rows.clamp_min(0))[..., None]  # (B, h, 1): id_i
+    before = ids.new_full((count, keys), -1)  # (B, T): id_{j-1}, none for j = 0
+    before[:, 1:] = ids[:, :-1]
+    shape = (*rows.shape, keys)
+    return torch.stack(
+        [
+            (key == row - 1).expand(shape),  # previous_token
+            (ids[:, None, :] == own) & (key < row),  # duplicate_token
+            (before[:, None, :] == own) & (key >= 1) & (key - 1 < row),  # induction
+            (key == 0).expand(shape),  # first_token
+            flags.separator[:, None, :] & (key != row),  # last_token
+            flags.punctuation[:, None, :].expand(shape),  # punctuation
+            (key == row).expand(shape),  # self
+        ]
+    )
+
+
 def _repeat_weights(weights: torch.Tensor, flags: TokenFlags, start: int, allowed: torch.Tensor):
     """Weight on the duplicate and induction targets of rows start:start + c, from the list of earlier
     copies (sparse: a row has few), never a dense (B, h, c, T) product.
@@ -208,8 +232,10 @@ class TextSums:
         self.sink_rows = torch.zeros(texts, heads, keys, dtype=dtype, device=device)  # rows > ε per key
         self.rows = torch.zeros(texts, 1, dtype=dtype, device=device)  # counted rows per text
 
-    def add(self, weights: torch.Tensor, allowed: torch.Tensor, flags: TokenFlags, start: int) -> None:
+    def add(self, weights: torch.Tensor, allowed: torch.Tensor, flags: TokenFlags, start: int):
         """weights (B, h, c, T): rows start:start + c of softmax(S), masked cells 0; allowed (B, c, T).
+        Returns each row's weight on the seven share patterns' targets (7, B, h, c) and whether it counts for
+        them (7, B, c), for the examples' rows (edges.ScoreRows).
 
         The weight on each pattern's targets, per row, is taken without building the patterns
         (share_patterns is the definition; tests check this against it): a gathered diagonal
@@ -254,6 +280,7 @@ class TextSums:
         self._add_spread(weights, counted, keys_allowed)
         if flags.target is not None:
             self._add_retrieval(weights, flags, start)
+        return on_targets, has_target
 
     def add_cross(self, weights: torch.Tensor, allowed: torch.Tensor, keys: TokenFlags) -> None:
         """Cross-attention: weights (B, h, c, T_k) of c target queries over the source's keys, allowed (B, c, T_k),

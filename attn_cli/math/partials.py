@@ -50,11 +50,13 @@ import numpy as np
 
 from attn_cli.math import orders
 from attn_cli.math.head_scores import SCORES
+from attn_cli.math.score_names import SHARES
 
 FINE = 200  # fine bins for the decile samples and the quantiles: equal widths of logit(x) over [-LOGIT, LOGIT]
 LOGIT = 10.0  # logit(x) = ±10 at x = 0.99995 and 0.00005
 BINS = 20  # the histogram's bins: equal widths of x over [0, 1], the last one closed (store_schema.BINS)
 KEYS = 5  # keys kept for a highlighted row, strongest first
+SHARE_COUNT = len(SHARES)  # the weight-share scores, which have a row of their own in an example
 SCALE = float(1 << 32)  # fixed point of the exact sums
 
 
@@ -77,6 +79,13 @@ class Batch:
     keys: np.ndarray
     weights: np.ndarray
     truncated: int = 0
+    # per share score (n, L, H, 7): the row an example of that score shows, its target key and weight, and the
+    # row's strongest keys and weights (n, L, H, 7, KEYS); None: not scored (every example shows the edge's row)
+    score_query: np.ndarray | None = None
+    score_key: np.ndarray | None = None
+    score_weight: np.ndarray | None = None
+    score_keys: np.ndarray | None = None
+    score_weights: np.ndarray | None = None
 
 
 @dataclass
@@ -133,7 +142,15 @@ VIEW_FIELDS = {
     "edge_weight": np.float64,
     "keys": (np.int64, KEYS),
     "weights": (np.float32, KEYS),
+    # per share score (SHARES' order): its row (-1: none, show the edge's), its target key and weight, and the
+    # row's strongest keys and weights, SHARES × KEYS laid flat
+    "score_query": (np.int64, SHARE_COUNT),
+    "score_key": (np.int64, SHARE_COUNT),
+    "score_weight": (np.float32, SHARE_COUNT),
+    "score_keys": (np.int64, SHARE_COUNT * KEYS),
+    "score_weights": (np.float32, SHARE_COUNT * KEYS),
 }
+VIEW_FILL = {"score_query": -1, "score_key": -1, "score_weight": np.nan, "score_keys": -1, "score_weights": 0.0}
 
 
 def _empty(fields: dict) -> dict:
@@ -229,6 +246,14 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int, exa
         "keys": batch.keys[t, l, h].astype(np.int64),
         "weights": batch.weights[t, l, h].astype(np.float32),
     }
+    for name, fill in VIEW_FILL.items():
+        width, kind = VIEW_FIELDS[name][1], VIEW_FIELDS[name][0]
+        column = getattr(batch, name)
+        part.views[name] = (
+            np.full((len(t), width), fill, dtype=kind)
+            if column is None
+            else column[t, l, h].reshape(len(t), width).astype(kind)
+        )
     part.token_lists = {int(text_id): _shared(tokens) for text_id, tokens in zip(batch.text_ids, batch.tokens)}
     return _prune(part)
 
@@ -450,7 +475,17 @@ def from_state(arrays, meta: dict) -> Partial:
         ("edges", TOP_FIELDS),
         ("views", VIEW_FIELDS),
     ):
-        setattr(part, table, {column: np.array(arrays[f"{table}.{column}"]) for column in fields})
+        setattr(
+            part, table, {column: np.array(arrays[f"{table}.{column}"]) for column in fields if column not in VIEW_FILL}
+        )
+    views = part.views
+    for column, fill in VIEW_FILL.items():  # a part written before the per-score rows: every example shows the edge
+        name = f"views.{column}"
+        views[column] = (
+            np.array(arrays[name])
+            if name in arrays
+            else np.full((len(views["text_id"]), VIEW_FIELDS[column][1]), fill, dtype=VIEW_FIELDS[column][0])
+        )
     part.sinks = Counter(
         {(layer, head, position, token): texts for layer, head, position, token, texts in meta["sinks"]}
     )
