@@ -79,7 +79,6 @@ class HeadsReport(Document):
             raise BadInput(
                 f"head {layer}.{head}{'' if stack is None else ' of ' + stack} is not in this report",
                 f"it holds layers {spans(p.layer for p in self.heads)} × heads {spans(p.head for p in self.heads)}"
-                f" (LAYER.HEAD, like {self.heads[0].layer}.{self.heads[0].head})"
                 if self.heads
                 else "it holds no heads",
             )
