@@ -137,6 +137,35 @@ def test_every_top_level_name_is_used():
     assert unused == []
 
 
+def test_no_private_name_crosses_a_module():
+    """A _name is its module's own: one imported from another module (`from attn_cli.x import _name`, or
+    `x._name` on an imported attn_cli module) means a concept cut in two; give it one home and a public name."""
+    crossing = []
+    every = {module_name(path) for path in PACKAGE.rglob("*.py")}
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        modules = set()  # names this file binds to an attn_cli module
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("attn_cli"):
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        crossing.append(f"{module_name(path)} imports {node.module}.{alias.name}")
+                    if f"{node.module}.{alias.name}" in every:
+                        modules.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                modules.update(alias.asname or alias.name for alias in node.names if alias.name.startswith("attn_cli"))
+        crossing += [
+            f"{module_name(path)} reads {node.value.id}.{node.attr}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ]
+    assert crossing == []
+
+
 # The import cycles not untied yet, each named by exactly the modules that import one another, so that this
 # list can only shrink: a cycle listed here that is gone (or no longer these modules) fails the test below as
 # surely as a new one does. Whoever unties one removes its entry.

@@ -79,7 +79,7 @@ def fold(
     done = parts = 0
     size = part_size(part_texts, batch_size, keeper is not None)
     try:
-        for index, part in enumerate(_parts(texts, size)):
+        for index, part in enumerate(text_parts(texts, size)):
             digest = part_digest(part)
             kept = keeper.load(index, digest) if keeper is not None else None
             if kept is None:
@@ -94,7 +94,7 @@ def fold(
                 try:
                     score_batches(
                         score,
-                        _part_batches(part, batch_size),
+                        part_batches(part, batch_size),
                         pending,
                         rows,
                         per_text=per_text,
@@ -158,7 +158,7 @@ def score_batches(
             scored(len(batch))
 
 
-def _parts(texts: Iterable[str], size: int) -> Iterator[list[tuple[int, str]]]:
+def text_parts(texts: Iterable[str], size: int) -> Iterator[list[tuple[int, str]]]:
     """Consecutive (text_id, text) lists of `size` texts; each checked (a string, valid Unicode, not blank)."""
     numbered = enumerate(texts)
     while part := list(itertools.islice(numbered, size)):
@@ -166,7 +166,7 @@ def _parts(texts: Iterable[str], size: int) -> Iterator[list[tuple[int, str]]]:
         yield part
 
 
-def _part_batches(part: list[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
+def part_batches(part: list[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
     """A part's texts shortest first (by characters; ties: text_id), `size` at a time: batches pad little."""
     ordered = sorted(part, key=lambda item: (len(item[1]), item[0]))
     for start in range(0, len(ordered), size):

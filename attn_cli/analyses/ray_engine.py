@@ -331,7 +331,7 @@ def _fold(
         load += [0] * len(actors)
         window = IN_FLIGHT * len(actors)
         size = folding.part_size(part_texts, batch_size, keeper is not None)
-        for index, part in enumerate(folding._parts(texts, size)):
+        for index, part in enumerate(folding.text_parts(texts, size)):
             digest = folding.part_digest(part)
             kept = keeper.load(index, digest) if keeper is not None else None
             if kept is not None:
@@ -340,7 +340,7 @@ def _fold(
                 if progress is not None:
                     progress(done, total)
                 continue
-            batches = list(folding._part_batches(part, batch_size))
+            batches = list(folding.part_batches(part, batch_size))
             chunks = [batches[at : at + CHUNK_BATCHES] for at in range(0, len(batches), CHUNK_BATCHES)]
             open_parts[index] = {"digest": digest, "left": len(chunks), "partials": [], "rows": []}
             for chunk in chunks:

@@ -174,10 +174,10 @@ def _cell(profile: HeadProfile, cell: int) -> Text:
         return Text(code, style=style)
     if profile.label == MIXED:
         return Text(f" {code}  ", style=style)
-    return Text(code + _score(profile.scores[profile.label]), style=style)
+    return Text(code + score_text(profile.scores[profile.label]), style=style)
 
 
-def _score(value: float | None) -> str:
+def score_text(value: float | None) -> str:
     """Three characters: ".97", "1.0", "  -"."""
     if value is None:
         return "  -"
@@ -231,9 +231,9 @@ def _top_table(report: HeadsReport, width: int) -> Group:
                 f"{STACK_CODES.get(profile.stack, '')}{profile.layer}.{profile.head}",
                 style="bold" if profile.label == name else "",
             )
-            entry.append(f" {_score(profile.scores[name])}")
+            entry.append(f" {score_text(profile.scores[name])}")
             if corpus and profile.std[name] is not None:
-                entry.append(f"±{_score(profile.std[name])}", style="dim")
+                entry.append(f"±{score_text(profile.std[name])}", style="dim")
             if name == "sink" and profile.sink_key is not None:
                 entry.append(f" {_short(profile.sink_key.token)}", style="dim")
             if len(line) + len(entry) + len(note) > width:

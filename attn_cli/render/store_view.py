@@ -13,8 +13,7 @@ from rich.style import Style
 from rich.text import Text
 
 from attn_cli.analyses.store_read import Example, HeadDashboard, StoreReport
-from attn_cli.render.heads_view import KINDS, render_heads
-from attn_cli.render.heads_view import _score as _value  # three characters, as the grid writes a score: .97 1.0
+from attn_cli.render.heads_view import KINDS, render_heads, score_text  # a score in three characters: .97 1.0
 from attn_cli.render.scale import Scale, counted, luminance
 
 SPARKS = "▁▂▃▄▅▆▇█"  # a histogram bin's height, relative to the score's fullest bin
@@ -127,10 +126,10 @@ def _histogram_line(dashboard: HeadDashboard, score: str) -> Text:
     if distribution.count == 0:
         line.append("  undefined in every text", style="dim")
         return line
-    line.append(f" {_value(distribution.mean)}±{_value(distribution.std)}")
+    line.append(f" {score_text(distribution.mean)}±{score_text(distribution.std)}")
     q05, q95 = distribution.quantiles["q05"], distribution.quantiles["q95"]
     if q05 is not None and q95 is not None:
-        line.append(f"  {_value(q05)}–{_value(q95)}", style="dim")
+        line.append(f"  {score_text(q05)}–{score_text(q95)}", style="dim")
     line.append(f"  {distribution.count:,} texts", style="dim")
     return line
 
@@ -164,7 +163,7 @@ def example_line(example: Example, width: int, colour: bool = True, lead: str = 
     prefix = Text("  ")
     if lead == "decile":
         prefix.append(f"d{example.decile} ", style="dim")
-    prefix.append(_value(example.value))
+    prefix.append(score_text(example.value))
     prefix.append(f"  text {example.text_id:<4}", style="dim")
     suffix = _keys_suffix(example, max((width - len(prefix)) // 3, 1))  # the rest is context
     context = _context(example, width - len(prefix) - len(suffix) - 1, colour)
@@ -177,7 +176,7 @@ def example_line(example: Example, width: int, colour: bool = True, lead: str = 
 def _keys_suffix(example: Example, room: int) -> Text:
     suffix = Text("→", style="dim")
     for key, weight in zip(example.keys, example.weights):
-        entry = f" {short(example.token(key)) if _in_window(example, key) else f'#{key}'} {_value(weight)}"
+        entry = f" {short(example.token(key)) if _in_window(example, key) else f'#{key}'} {score_text(weight)}"
         if len(suffix) + len(entry) > room and len(suffix) > 1:
             break
         suffix.append(entry)
