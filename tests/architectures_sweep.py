@@ -376,15 +376,19 @@ def _first_tensor(output):
     return next(_first_tensor(value) for value in values if value is not None)
 
 
-def _guard(model, fed: dict, keep_bias: bool = False) -> float:
-    """max |output with attn's capture − output without|: the capture must change nothing."""
+def _guard(model, fed: dict) -> float:
+    """max |output with attn's capture − output without|: the capture must change nothing. The recorder keeps
+    whatever the layers hand it that its analyses read (T5's position bias, a learned sink) rather than refuse."""
+    import inspect
+
     import torch
 
     from attn_cli.backends.capture_hook import LayerRecorder, capturing
 
+    keeps = {name: True for name in ("keep_bias", "keep_sink") if name in inspect.signature(LayerRecorder).parameters}
     with torch.inference_mode():
         plain = _first_tensor(model(**fed))
-        recorder = LayerRecorder(set(range(64)), model.config._attn_implementation, keep_bias=keep_bias)
+        recorder = LayerRecorder(set(range(64)), model.config._attn_implementation, **keeps)
         with capturing(model, recorder):
             captured = _first_tensor(model(**fed))
     return (plain.float() - captured.float()).abs().max().item()
@@ -461,7 +465,7 @@ def _observe_pair(kind: str, model) -> Observed:
         "input_ids": torch.tensor([[token.id for token in report.tokens]]),
         "decoder_input_ids": torch.tensor([[token.id for token in report.target_tokens]]),
     }
-    guard = _guard(model, fed, keep_bias=True)
+    guard = _guard(model, fed)
     out = _eager(model, fed)
     expected = {}
     for stack, layers in (
