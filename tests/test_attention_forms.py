@@ -283,3 +283,33 @@ def test_differential_attention_says_its_weights_are_each_softmax_alone(tmp_path
     said = " ".join(result.stdout.split())  # the note wraps at the terminal's width
     assert "note: differential attention: each head's output is softmax(S₁) − λ·softmax(S₂)" in said
     assert "not their difference" in said
+
+
+# --- a per-head float mask: Doge's learned per-key bias and per-head top-k ---------------------------------
+
+
+def save_doge(directory):
+    """Doge with its dynamic mask switched on: A (zero at init) random, so each head's per-key bias differs, and a
+    top-4 per head and query (keep_window_size 4 of 17 keys)."""
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(tiny_config("doge", keep_window_size=TOP_K)).eval()
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(getattr(module, "A", None), torch.nn.Parameter):
+                module.A.copy_(torch.linspace(-2.0, 1.5, module.A.numel()))
+    model.save_pretrained(directory)
+    copy_minilm_tokenizer(directory)
+    return directory
+
+
+def test_per_head_float_mask_is_read_per_head_with_its_bias(tmp_path, cli_env):
+    directory = save_doge(tmp_path)
+    report = attn_cli.load(str(directory), device="cpu").inspect(TEXT)
+    assert max_difference(report_weights(report), eager_attentions(directory)) <= TOLERANCE
+    heads = report.layers[0].heads
+    kept = [~np.isnan(head.scores) for head in heads]  # each head's own top-4 of its allowed keys
+    assert all(int(allowed.sum(axis=1).max()) == TOP_K for allowed in kept)
+    assert any((kept[0] != other).any() for other in kept[1:])  # the heads pick different keys
+    assert heads[0].formula.endswith("+ the model's per-head mask bias")
+    line = assert_one_error_line(attn("heads", TEXT, "--model", str(directory), "--device", "cpu"))
+    assert "masks each head with its own keys" in line

@@ -200,6 +200,7 @@ def analyse_heads(
         cross=cross,
         bias=bias,
         sink=None if layer.sink is None else layer.sink.float()[heads],
+        head_allowed=None if layer.head_mask is None else layer.head_mask[heads],
     )
     named = [
         ("scores", rows.scores),
@@ -233,7 +234,9 @@ def analyse_heads(
                 top=TopKeys(top_indices[i], top_weights[i], top_kept[i], token_texts),
                 tensors=tensors,
                 score_stats=score_stats(variances[i], head_dim, layer.scale, rows.score_moments[i], dot_form),
-                formula=f"q·kᵀ·{layer.scale:.4g} + position bias"
+                formula=f"q·kᵀ·{layer.scale:.4g} + the model's per-head mask bias"
+                if layer.head_mask is not None
+                else f"q·kᵀ·{layer.scale:.4g} + position bias"
                 if bias is not None
                 else formula
                 if dot_form
@@ -321,6 +324,7 @@ def analyse_rows(
     cross: bool = False,
     bias: torch.Tensor | None = None,
     sink: torch.Tensor | None = None,
+    head_allowed: torch.Tensor | None = None,
 ) -> HeadRows:
     """q (h, T, D), and each query head's k and v (h, T, D), float32 (v is read only for want_output).
     cross: q (h, T_query, D) and k, v (h, T_key, D) are different tokens; symmetry and self-weight are then
@@ -329,6 +333,8 @@ def analyse_rows(
     reported include it, and symmetry is of the whole S.
     sink: (h,) a learned sink logit per head, one more column of every row's softmax (attention.sink_softmax):
     the weights of a row then sum to 1 − its sink share, HeadRows.sink.
+    head_allowed: (h, T_q, T_k) bool, which keys each head may attend, where the model masks per head (Doge's
+    per-head top-k): mask then holds the keys any head may attend, and score moments are over those.
 
     score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n): the heads' scoring (LayerCapture.scorer_for).
     dot_scale: the scale when the scores are q·kᵀ·scale (symmetry over several blocks then comes from a
@@ -364,7 +370,9 @@ def analyse_rows(
         if bias is not None:
             scores = scores + bias[:, start:stop, first:end]
         allowed = mask.rows(start, stop, first, end)  # (c, end - first)
-        moments.add(scores, allowed)
+        moments.add(scores, allowed)  # over the keys any head may attend
+        if head_allowed is not None:  # a per-head mask (Doge's top-k): (h, c, end - first)
+            allowed = allowed & head_allowed[:, start:stop, first:end]
         if sink is None:
             weights = attention.masked_softmax(scores, allowed)  # (h, c, end - first); scores stay unmasked
         else:  # keys outside first:end are masked: they add nothing to the sink's softmax either
@@ -379,7 +387,7 @@ def analyse_rows(
         if keep and start < window.rows[1] and stop > window.rows[0]:
             rows = slice(max(start, window.rows[0]) - start, min(stop, window.rows[1]) - start)
             kept_scores.append(
-                _widen(scores[:, rows].masked_fill(~allowed[rows], float("nan")), first, window, float("nan"))
+                _widen(scores[:, rows].masked_fill(~allowed[..., rows, :], float("nan")), first, window, float("nan"))
             )
             kept_weights.append(_widen(weights[:, rows], first, window, 0.0))
     if cross:  # no token is both a query and a key: no diagonal

@@ -77,12 +77,13 @@ def walk_head(backend, text: str, layer: int | str = 0, head: int | str = 0) -> 
     head = _one(head, info.heads, "head")
     capture = backend.capture_batch([text], [layer], keep_inputs=True)[0]
     record = capture.layers[layer]
-    if record.sink is not None:  # the steps show softmax over the keys alone
+    if record.sink is not None or record.head_mask is not None:  # the steps show one softmax over the keys
         from attn_cli.plumbing.errors import UnsupportedModel
 
         raise UnsupportedModel(
-            f"{info.architecture} adds a learned sink logit to its softmax, which attn steps does not show yet",
-            "attn inspect shows its weights and each row's ⟨sink⟩ share",
+            f"{info.architecture} adds a learned sink logit or a per-head mask to its softmax, which attn steps "
+            "does not show yet",
+            "attn inspect shows its weights",
         )
     kv_head = info.kv_head_of(head)
     q, k, v = record.q[head].float(), record.k[kv_head].float(), record.v[kv_head].float()  # (T, D)

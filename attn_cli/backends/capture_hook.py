@@ -105,6 +105,9 @@ class LayerRecorder:
         if self.inject is not None:  # --propagate: the model runs on with the variant's q, k and scale
             query, key, scaling = self.inject(query, key, scaling)
         if slot in self.wanted_layers:
+            per_head = per_head_mask(attention_mask)  # Doge's: (bias, allowed per head, allowed by any head) or None
+            if per_head is not None:
+                seen_mask = per_head[2]
             inputs = self.inputs.get(id(module))
             seen_q, seen_k = (
                 unrotate(module, query, key, self.rotary.get(id(module))) if self.pre_rope else (query, key)
@@ -127,6 +130,8 @@ class LayerRecorder:
                 scorer=None if kwargs.get("softcap") is None else Softcapped(kwargs["softcap"], scaling),
                 sink=None if sink is None else keep(sink.reshape(-1)),  # (H,) one logit per query head
             )
+            if per_head is not None:
+                record.bias, record.head_mask = keep(per_head[0]), keep(per_head[1])
             if self.sink is not None:
                 self.sink(record)
                 self.handed.add(slot)
@@ -181,6 +186,21 @@ def calls_interface(cls) -> bool:
     except (OSError, TypeError):
         return False
     return "ALL_ATTENTION_FUNCTIONS" in source or "attention_interface" in source
+
+
+def per_head_mask(attention_mask):
+    """A mask with one (T_q, T_k) per head — Doge's float mask, a learned per-key bias with each head's top-k
+    keys, dtype-min elsewhere — as (bias (B, H, T_q, T_k) with 0 where masked, allowed (B, H, T_q, T_k),
+    allowed by any head (B, 1, T_q, T_k)); None for the usual masks shared by every head."""
+    if attention_mask is None or attention_mask.dim() != 4 or attention_mask.shape[1] == 1:
+        return None
+    if attention_mask.dtype == torch.bool:
+        allowed = attention_mask
+        bias = torch.zeros(attention_mask.shape, dtype=torch.float32, device=attention_mask.device)
+    else:
+        allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
+        bias = attention_mask.masked_fill(~allowed, 0.0)
+    return bias, allowed, allowed.any(dim=1, keepdim=True)
 
 
 def gates_output_only(module) -> bool:

@@ -207,6 +207,7 @@ class HFBackend:
         tokenizer = self.tokenizer
 
         def handed(record) -> None:  # every step's q, k, v checked, as capture_batch checks its captures
+            refuse_per_head_mask(record, "attn generate")
             check_finite_record(record)
             sink(record)
 
@@ -262,6 +263,7 @@ class HFBackend:
         )
 
         def handed(record) -> None:
+            refuse_per_head_mask(record, "this command")
             check_finite_record(record, run.real)
             sink(run, record)
 
@@ -456,6 +458,16 @@ class HFPairBackend(HFBackend):
         from attn_cli.backends.hf_seq2seq import capture_pair_generation
 
         return capture_pair_generation(self, source, wanted, sink, **how)
+
+
+def refuse_per_head_mask(record, command: str) -> None:
+    """A per-head mask (Doge's) is read by inspect's analysis only; elsewhere one line, never a head-0 reading."""
+    if record.head_mask is not None:
+        raise UnsupportedModel(
+            f"layer {record.layer} masks each head with its own keys and a learned bias, which {command} does not "
+            "reproduce yet",
+            "attn inspect, rollout and compare show it",
+        )
 
 
 @contextlib.contextmanager

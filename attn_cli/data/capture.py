@@ -95,6 +95,10 @@ class LayerCapture:
     # A learned sink logit per query head (GPT-OSS, MiMo-V2-Flash's s_aux), (H,): one more logit in every row's
     # softmax, whose share p_sink is taken from the keys (their weights sum to 1 − p_sink). None: no sink.
     sink: torch.Tensor | None = None
+    # Which keys each head may attend, where the model masks per head (Doge's dynamic mask: a learned per-key
+    # bias, in `bias`, and a per-head top-k): (B or 1, H, T_q, T_k) bool in a batch record, (H, T_q, T_k) in one
+    # sequence's; `mask` then holds the keys any head may attend. None: every head obeys `mask`.
+    head_mask: torch.Tensor | None = None
 
     def scorer_for(self, heads: Sequence[int]) -> Callable:
         """score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n) for these query heads, in order:
@@ -127,7 +131,17 @@ def sequence_of(record: LayerCapture, index: int, real: torch.Tensor) -> LayerCa
         projected=_rows_of(record.projected, index, keep, 0, whole),  # (T_real, d_model)
         w_o=record.w_o,
         sink=record.sink,
+        bias=_per_head_of(record.bias, index, keep, whole) if record.head_mask is not None else None,
+        head_mask=_per_head_of(record.head_mask, index, keep, whole),
     )
+
+
+def _per_head_of(batched, index: int, keep, whole: bool):
+    """Sequence `index` of a per-head (B or 1, H, T_q, T_k) tensor, positions `keep` as queries and keys."""
+    if batched is None:
+        return None
+    one = batched[index if batched.shape[0] > 1 else 0]  # (H, T_q, T_k)
+    return one if whole else one.index_select(1, keep).index_select(2, keep)
 
 
 def _rows_of(
