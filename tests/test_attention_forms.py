@@ -313,3 +313,19 @@ def test_per_head_float_mask_is_read_per_head_with_its_bias(tmp_path, cli_env):
     assert heads[0].formula.endswith("+ the model's per-head mask bias")
     line = assert_one_error_line(attn("heads", TEXT, "--model", str(directory), "--device", "cpu"))
     assert "masks each head with its own keys" in line
+
+
+def test_shared_blocks_are_not_taken_for_layers_without_attention(tmp_path):
+    """ALBERT runs one shared block as every layer: each layer has attention (its one module sits at index 0 of a
+    one-block list, not at layer 0 of a list of layers), and each is reported, exactly as eager."""
+    directory = tmp_path / "albert"
+    torch.manual_seed(0)
+    config = transformers.AlbertConfig(
+        vocab_size=30522, embedding_size=32, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, max_position_embeddings=128, initializer_range=0.1,
+    )  # fmt: skip
+    transformers.AutoModel.from_config(config).eval().save_pretrained(directory)
+    copy_minilm_tokenizer(directory)
+    report = attn_cli.load(str(directory), device="cpu").inspect(TEXT)
+    assert report.model.no_attention_layers == [] and [layer.layer for layer in report.layers] == [0, 1]
+    assert max_difference(report_weights(report), eager_attentions(directory)) <= TOLERANCE

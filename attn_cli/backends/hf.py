@@ -127,6 +127,14 @@ class HFBackend:
                 "attention interface, so attn cannot see its Q, K and V",
                 "models of transformers >= 5 with an attn_implementation setting are supported",
             )
+        unseen = sorted(set(layers) - set(recorder.records))
+        if unseen:  # a layer the config counts made no attention call (a recurrent stack reusing its blocks …)
+            shown = ", ".join(map(str, unseen[:8])) + (" …" if len(unseen) > 8 else "")
+            raise UnsupportedModel(
+                f"{self.info.architecture}: layer {shown} made no attention call attn could see "
+                f"(the attention calls came from layer {', '.join(map(str, sorted(recorder.records)[:8]))})",
+                "choose those layers with --layer",
+            )
         real = batch["attention_mask"].bool()  # (B, T) False at padding
         tokens = [self._tokens(encoding) for encoding, _ in encodings]
         return check_finite(

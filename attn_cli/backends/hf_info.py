@@ -35,14 +35,30 @@ ATTENTION_NOTES = {
 
 
 def no_attention_layers(model, layers: int) -> list[int]:
-    """A hybrid's layers without softmax attention (linear attention, state-space, convolution mixers): those
-    of 0 … layers-1 that no module calling the attention interface sits in. () where no such module is found
-    at all (attention code of its own: every layer is taken to have attention, as before)."""
-    from attn_cli.backends.capture_hook import attention_modules
+    """A hybrid's layers without softmax attention (linear attention, state-space, convolution mixers), by index.
 
-    found = set(attention_modules(model).values())
-    if not found:
+    A layer is said to have none only where the model has a list of exactly `layers` blocks, some of which hold
+    a module that calls the attention interface, and this one holds none (Qwen3-Next's layers.0 is linear
+    attention, Zamba2's layers.1 holds the shared attention block). Models whose blocks are not one per layer
+    (ALBERT's shared layer, recurrent depth) or that have no such module say nothing: [] (every layer as before).
+    """
+    from attn_cli.backends.capture_hook import calls_interface
+
+    modules = dict(model.named_modules())
+    lists = {}  # the path of a list of `layers` blocks -> the indices of its blocks that hold attention
+    for name, module in modules.items():
+        if not calls_interface(type(module)):
+            continue
+        parts = name.split(".")
+        for depth in range(len(parts) - 1, 0, -1):  # the innermost list of `layers` blocks above the module
+            parent = ".".join(parts[: depth - 1])
+            container = modules.get(parent)
+            if parts[depth - 1].isdigit() and hasattr(container, "__len__") and len(container) == layers:
+                lists.setdefault(parent, set()).add(int(parts[depth - 1]))
+                break
+    if len(lists) != 1:  # none, or several stacks (an encoder and a decoder): say nothing
         return []
+    [found] = lists.values()
     return [layer for layer in range(layers) if layer not in found]
 
 
