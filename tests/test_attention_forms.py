@@ -186,6 +186,19 @@ def test_hybrid_commands_list_the_layers_without_attention(hybrid_dir, command, 
         assert "attention layers only" in result.stdout
 
 
+def test_hybrid_diagnose_has_no_sink_rate_for_layers_without_attention(hybrid_dir, cli_env):
+    """The model's sink rate is over its attention layers; layer 0's is null (not a 0 that says 'no sink')."""
+    import json
+
+    result = attn("diagnose", TEXT, "--model", str(hybrid_dir), "--device", "cpu", "--json")
+    assert result.exit_code == 0, result.output
+    layers = json.loads(result.stdout)["layers"]
+    assert layers[0]["sink_rate"] is None and layers[0]["first_token"] == []
+    assert layers[1]["sink_rate"] is not None and len(layers[1]["first_token"]) == 4
+    terminal = attn("diagnose", TEXT, "--model", str(hybrid_dir), "--device", "cpu")
+    assert terminal.exit_code == 0 and "L0 no attention matrix" in terminal.stdout
+
+
 def test_hybrid_layer_without_attention_is_refused_in_one_line(hybrid_dir, cli_env):
     """A usage mistake (exit 2), one line naming the layers that have attention."""
     result = attn("inspect", TEXT, "--model", str(hybrid_dir), "--device", "cpu", "--layer", "0")

@@ -63,7 +63,7 @@ class Activation:
 @dataclass
 class LayerDiagnosis:
     layer: int
-    sink_rate: float  # mean over texts of the share of heads with α > ε
+    sink_rate: float | None  # mean over texts of the share of heads with α > ε; None: no attention matrix
     first_token: list[float]  # per head: α, mean over texts
     sinking: list[float]  # per head: share of texts with α > ε
     median: float | None  # mean over texts of the median |h| after this layer (None: no hidden states)
@@ -149,7 +149,8 @@ def run_diagnose(
         if not math.isfinite(value) or value < 0:
             raise BadInput(f"{name} must be a number ≥ 0, not {value}")
     info = backend.info
-    layers, heads = list(range(info.layers)), list(range(info.heads))
+    # a hybrid's layers without an attention matrix have no α; the residual stream is read after every layer
+    layers, heads = info.attention_layers, list(range(info.heads))
     totals = Totals(info.layers, info.heads, epsilon, ratio, floor)
     hidden_too = supports(backend, CapturesPadded)  # the toy hands over no residual stream
 
@@ -166,7 +167,7 @@ def run_diagnose(
         )
         alpha = torch.zeros(len(batch), info.layers, info.heads, dtype=torch.float64)
         for layer_index, chunk, values in results:
-            alpha[:, layer_index, chunk] = values.detach().to("cpu", torch.float64)
+            alpha[:, layers[layer_index], chunk] = values.detach().to("cpu", torch.float64)
         found = totals.entries(tokens, states["layers"], batch) if states else []
         totals.add(alpha, found)  # only once the batch is whole: an interrupted one counts not at all
         return tokens, cut
@@ -236,12 +237,13 @@ class Totals:
         alpha = self.alpha / self.texts  # (L, H)
         sinking = self.sinking / self.texts  # share of texts where the head sinks
         per_layer = self.rates / self.texts  # = sinking.mean(-1)
+        attention = backend.info.attention_layers  # a hybrid's others have no α (nothing to average in)
         layers = [
             LayerDiagnosis(
                 layer=layer,
-                sink_rate=float(per_layer[layer]),
-                first_token=alpha[layer].tolist(),
-                sinking=sinking[layer].tolist(),
+                sink_rate=float(per_layer[layer]) if layer in attention else None,
+                first_token=alpha[layer].tolist() if layer in attention else [],
+                sinking=sinking[layer].tolist() if layer in attention else [],
                 median=self.medians[layer] / self.texts if hidden_too else None,
                 massive=self.massive[layer] if hidden_too else None,
                 massive_texts=self.massive_texts[layer] if hidden_too else None,
@@ -268,7 +270,7 @@ class Totals:
             texts=run.texts,
             tokens=run.tokens,
             source=source,
-            sink_rate=float(per_layer.mean()),
+            sink_rate=float(per_layer[attention].mean()),
             layers=layers,
             largest=sorted(self.largest.values(), key=lambda entry: (-abs(entry.value), entry.layer, entry.dim))[
                 :TOP_ENTRIES

@@ -173,19 +173,24 @@ def attention_modules(model) -> dict[int, int]:
     return found
 
 
-@functools.lru_cache(maxsize=256)
-def calls_interface(cls) -> bool:
+_CALLS_INTERFACE: dict[type, bool] = {}  # module class -> calls_interface, read once per class
+
+
+def calls_interface(cls: type) -> bool:
     """Whether a module class's forward hands its attention to transformers' attention interface."""
     import inspect
 
-    forward = cls.__dict__.get("forward")
-    if forward is None or not cls.__module__.startswith("transformers."):
-        return False
-    try:
-        source = inspect.getsource(forward)
-    except (OSError, TypeError):
-        return False
-    return "ALL_ATTENTION_FUNCTIONS" in source or "attention_interface" in source
+    if cls not in _CALLS_INTERFACE:
+        forward = cls.__dict__.get("forward")
+        found = False
+        if forward is not None and cls.__module__.startswith("transformers."):
+            try:
+                source = inspect.getsource(forward)
+                found = "ALL_ATTENTION_FUNCTIONS" in source or "attention_interface" in source
+            except (OSError, TypeError):
+                pass
+        _CALLS_INTERFACE[cls] = found
+    return _CALLS_INTERFACE[cls]
 
 
 def per_head_mask(attention_mask):

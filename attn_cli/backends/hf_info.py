@@ -45,7 +45,9 @@ def no_attention_layers(model, layers: int) -> list[int]:
     from attn_cli.backends.capture_hook import calls_interface
 
     modules = dict(model.named_modules())
-    lists = {}  # the path of a list of `layers` blocks -> the indices of its blocks that hold attention
+    lists: dict[
+        str, set[int]
+    ] = {}  # the path of a list of `layers` blocks -> the indices of its blocks that hold attention
     for name, module in modules.items():
         if not calls_interface(type(module)):
             continue
@@ -53,7 +55,8 @@ def no_attention_layers(model, layers: int) -> list[int]:
         for depth in range(len(parts) - 1, 0, -1):  # the innermost list of `layers` blocks above the module
             parent = ".".join(parts[: depth - 1])
             container = modules.get(parent)
-            if parts[depth - 1].isdigit() and hasattr(container, "__len__") and len(container) == layers:
+            size = len(container) if hasattr(container, "__len__") else None  # type: ignore[arg-type]
+            if parts[depth - 1].isdigit() and size == layers:
                 lists.setdefault(parent, set()).add(int(parts[depth - 1]))
                 break
     if len(lists) != 1:  # none, or several stacks (an encoder and a decoder): say nothing

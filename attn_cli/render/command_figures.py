@@ -277,10 +277,11 @@ def diagnose_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]
     """Row labels, column labels, and the (layers, heads) grids: each head's first-token weight α, and
     (over several texts) the share of texts where α > ε."""
     epsilon = report.thresholds["sink_epsilon"]
-    grids = {"first-token weight α (mean over rows)": np.array([layer.first_token for layer in report.layers])}
+    layers = [layer for layer in report.layers if layer.sink_rate is not None]  # a hybrid's attention layers
+    grids = {"first-token weight α (mean over rows)": np.array([layer.first_token for layer in layers])}
     if report.texts > 1:
-        grids[f"share of texts with α > {epsilon:g}"] = np.array([layer.sinking for layer in report.layers])
-    rows = [f"L{layer.layer} {layer.sink_rate:.2f}" for layer in report.layers]  # the layer's sink rate beside it
+        grids[f"share of texts with α > {epsilon:g}"] = np.array([layer.sinking for layer in layers])
+    rows = [f"L{layer.layer} {layer.sink_rate:.2f}" for layer in layers]  # the layer's sink rate beside it
     return rows, [f"h{head}" for head in range(report.model.heads)], grids
 
 

@@ -90,7 +90,10 @@ def _layers(report: DiagnoseReport, width: int) -> Table:
         table.add_column("largest |h|", no_wrap=True)
         table.add_column("massive", justify="right", no_wrap=True)
     for layer in report.layers:
-        row: list = [f"L{layer.layer}", _bar(layer.sink_rate)]
+        if layer.sink_rate is None:  # a hybrid's linear-attention or state-space layer
+            row: list = [f"L{layer.layer}", Text("no attention matrix", style="dim")]
+        else:
+            row = [f"L{layer.layer}", _bar(layer.sink_rate)]
         if strip:
             row.append(_strip(layer.first_token))
         if hidden:
