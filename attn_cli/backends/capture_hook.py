@@ -339,7 +339,8 @@ def capture_difference(model, inputs: dict) -> float:
     0 when the capture changes nothing; the guard of models that branch on the implementation's name."""
     with torch.inference_mode():
         plain = _first_output(model(**inputs)).float()
-        with capturing(model, LayerRecorder(set(), model.config._attn_implementation)):
+        # records nothing, so refuses nothing: what the analysis will refuse is said by the run itself
+        with capturing(model, LayerRecorder(set(), model.config._attn_implementation, keep_bias=True, keep_sink=True)):
             captured = _first_output(model(**inputs)).float()
     return float((plain - captured).abs().max()) / max(1.0, float(plain.abs().max()))
 
