@@ -197,7 +197,7 @@ METHODS: dict[str, Callable] = {
 
 def refuse_unused(method: str, options: dict) -> None:
     """An option the method does not read (every method takes **_, so it would be dropped without a word, as
-    --target was under alti) is a usage error, like --dpi without a PNG."""
+    --explain was under alti) is a usage error, like --dpi without a PNG."""
     import inspect
 
     taken = {
@@ -208,10 +208,14 @@ def refuse_unused(method: str, options: dict) -> None:
     unused = [name for name in options if name not in taken]
     if unused:
         readers = [name for name, function in METHODS.items() if unused[0] in inspect.signature(function).parameters]
+        option = OPTION_NAMES.get(unused[0], f"--{unused[0]}")
         raise BadInput(
-            f"--{unused[0]} is for --method {' or '.join(readers)}; {method} does not read it",
-            f"drop --{unused[0]}, or add --method {readers[0]}",
+            f"{option} is for --method {' or '.join(readers)}; {method} does not read it",
+            f"drop {option}, or add --method {readers[0]}",
         )
+
+
+OPTION_NAMES = {"target": "--explain"}  # a method's keyword as the command line (and the API's explain=) spell it
 
 
 def attribute(
