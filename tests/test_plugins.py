@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import patience
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "tests" / "plugin_example"  # the package and its *.dist-info (what pip install would write)
@@ -44,7 +45,12 @@ def test_a_subclass_is_found_through_its_base():
 def _attn(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(PLUGIN)]), "NO_COLOR": "1", "COLUMNS": "100"}
     return subprocess.run(
-        [sys.executable, "-m", "attn_cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "attn_cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=patience(300),
     )
 
 
