@@ -5,12 +5,18 @@ encoder–decoder and vision backends."""
 from __future__ import annotations
 
 from attn_cli.data.capture import ModelInfo
+from attn_cli.plumbing.errors import UnsupportedModel
 
 
 def model_info(name: str, model) -> ModelInfo:
     """Dimensions and attention kind from the config and the attention modules."""
     config = model.config
-    heads = config.num_attention_heads
+    heads = getattr(config, "num_attention_heads", None)
+    if not isinstance(heads, int):  # Mamba, RWKV, xLSTM, FNet: state spaces, recurrences or Fourier mixing
+        raise UnsupportedModel(
+            f"{config.model_type} has no attention heads (its config names no num_attention_heads)",
+            "attn shows attention matrices; this model mixes tokens another way",
+        )
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     causal = any(getattr(module, "is_causal", False) for module in model.modules() if hasattr(module, "layer_idx"))
     return ModelInfo(
