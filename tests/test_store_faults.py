@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -191,3 +194,44 @@ def test_a_store_stopped_before_its_first_part_says_so_too(tmp_path, corpus):
         json.dumps({"corpus": str(corpus), "corpus_format": "lines", "model": {"name": "toy"}, "options": {}})
     )
     one_line(attn("heads", "show", store), 1, "is incomplete: it stopped before its first part", "--resume")
+
+
+# ---- 12: one writer at a time
+
+
+def test_a_second_writer_is_told_which_run_writes_the_store(tmp_path):
+    """Two real processes: the first, stopped (SIGSTOP) once its first part is written, still holds the lock;
+    the second (a resume, which would remove the first's half-written part) is refused in one line naming the
+    first's pid, before its model loads and without touching the store; the first, continued, completes."""
+    import signal
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"the cat sat on the mat, time {i}.\n" for i in range(400)))  # 100 parts
+    store = tmp_path / "st"
+    command = [sys.executable, "-m", "attn_cli", "heads", "--file", str(corpus), *TOY, "--store", str(store)]
+    variables = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", COLUMNS="200")
+    variables.pop("ATTN_DEBUG", None)
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=variables)
+    try:
+        while first.poll() is None and not (store / schema.PARTS / "000000").is_dir():
+            time.sleep(0.01)
+        first.send_signal(signal.SIGSTOP)
+        assert first.poll() is None, "the first run ended before it could be stopped"
+        before = sorted(p.relative_to(store) for p in store.rglob("*"))
+        second = subprocess.run(
+            [*command, "--resume"], capture_output=True, env=variables, timeout=120, cwd=tmp_path, text=True
+        )
+        assert second.returncode == 1, second.stderr
+        lines = second.stderr.strip().splitlines()
+        assert lines == [
+            f"error: --store {store}: another run (pid {first.pid}) is writing it; wait for it to end, or stop it "
+            "and add --resume to continue its store"
+        ], second.stderr
+        assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
+    finally:
+        first.send_signal(signal.SIGCONT)
+        _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0, stderr
+    assert not (store / schema.PARTS / "writer.lock").exists()  # a store at rest holds no lock file
+    again = subprocess.run([*command, "--resume"], capture_output=True, env=variables, timeout=120, text=True)
+    assert again.returncode == 0, again.stderr  # the lock went with the first run
