@@ -207,6 +207,17 @@ def test_a_batch_command_notes_an_unquoted_sentence():
     assert quiet.exit_code == 0 and "one-word" not in quiet.stderr
 
 
+def test_diff_says_how_to_quote_instead_of_a_note(monkeypatch):
+    code, stderr = at_the_edge(monkeypatch, "diff", "The", "cat", "sat", "--model", "toy")
+    assert code == 2 and stderr.count("\n") == 1, stderr
+    assert "diff takes two texts, not 3; quote each text" in stderr
+
+
+def test_an_optional_text_reads_as_one_in_the_usage_line():
+    usage = attn("rollout", "--help").stdout
+    assert "attn rollout [OPTIONS] [TEXT] " in usage and "[[TEXT]]" not in usage
+
+
 # -- every --save ----------------------------------------------------------------------------------------
 
 
@@ -231,6 +242,19 @@ def test_every_save_in_other_commands(tmp_path, command):
     result = attn(command, "a b c", "--model", "toy", *(arg for path in files for arg in ("--save", path)))
     assert result.exit_code == 0, result.stderr
     assert all(path.stat().st_size > 0 for path in files)
+
+
+def test_dpi_sets_the_png_among_several_figures(tmp_path):
+    from attn_cli.cli.common import check_outputs
+    from attn_cli.plumbing.errors import BadInput
+
+    png, svg = tmp_path / "a.png", tmp_path / "a.svg"
+    try:
+        check_outputs([svg, png], False, None, 300)  # the PNG takes --dpi; the SVG is vector
+    except BadInput as error:
+        assert "figures" in error.message, error.message  # no cairosvg here: the PNG cannot be drawn
+    with pytest.raises(BadInput, match="is vector"):
+        check_outputs([svg], False, None, 300)
 
 
 def test_a_bad_save_among_several_fails_before_the_run(tmp_path):

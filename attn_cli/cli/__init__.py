@@ -73,7 +73,13 @@ class Command(_FlagsWithoutType, TyperCommand):
         """Old spellings of renamed options rewritten to the new ones (one note each), then Click's parsing;
         then the rule for several texts (cli/vocabulary.py)."""
         from attn_cli.cli.common import note
-        from attn_cli.cli.vocabulary import looks_unquoted, one_text_only, rewrite_deprecated, unquoted_note
+        from attn_cli.cli.vocabulary import (
+            EXACT_TEXTS,
+            looks_unquoted,
+            one_text_only,
+            rewrite_deprecated,
+            unquoted_note,
+        )
 
         takes_value = {
             name
@@ -91,7 +97,7 @@ class Command(_FlagsWithoutType, TyperCommand):
             refusal = one_text_only(self.name, [ctx.params[one.name], *rest])
             ctx.fail(f"{refusal.message}; {refusal.hint}")
         texts = ctx.params.get("texts")
-        if texts and looks_unquoted(texts):
+        if texts and looks_unquoted(texts) and self.name not in EXACT_TEXTS:
             note(unquoted_note(self.name, texts))
         return rest
 

@@ -49,9 +49,13 @@ def diff_command(
         json_wanted = out.check()
         expected = 1 if against_model else 2
         if len(texts) != expected:
+            from attn_cli.cli.vocabulary import looks_unquoted
+
             raise BadInput(
                 f"diff takes {'one text with --against-model' if against_model else 'two texts'}, not {len(texts)}",
-                "attn diff TEXT_A TEXT_B, or attn diff TEXT --against-model M",
+                'quote each text: attn diff "The cat sat." "The dog sat."'
+                if looks_unquoted(texts)
+                else "attn diff TEXT_A TEXT_B, or attn diff TEXT --against-model M",
             )
         texts = [read_text(text) for text in texts]
 

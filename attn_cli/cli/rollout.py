@@ -36,7 +36,7 @@ class HeadFusion(str, Enum):
 def rollout_command(
     text: Annotated[
         str | None,
-        typer.Argument(metavar="[TEXT]", show_default=False, help="The text to roll out; - reads it from stdin."),
+        typer.Argument(metavar="TEXT", show_default=False, help="The text to roll out; - reads it from stdin."),
     ] = None,
     loading: Loading = Loading(),
     layer: opt.LayerRange = "all",

@@ -110,6 +110,9 @@ def one_text_only(command: str, texts: list[str]) -> BadInput:
     )
 
 
+EXACT_TEXTS = ("diff",)  # commands that take an exact number of texts: a wrong count is refused, with the hint
+
+
 def looks_unquoted(texts: list[str]) -> bool:
     """Several one-word texts that read as one sentence typed without quotes (The cat sat, the cat sat.):
     three or more, or two where the first is capitalised and the second not, or the last ends a sentence."""
