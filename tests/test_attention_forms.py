@@ -215,7 +215,7 @@ CAP = 0.1  # small enough that tanh bends the tiny models' scores (the checkpoin
 @pytest.mark.parametrize("kind", ["gemma2", "vaultgemma"])
 def test_softcapped_scores_are_the_models(kind, tmp_path):
     directory = save_model(tmp_path, kind, attn_logit_softcapping=CAP)
-    report = attn_cli.load(str(directory), device="cpu").inspect(TEXT, vectors=True)
+    report = attn_cli.load(str(directory), device="cpu").inspect(TEXT, include=("qkv",))
     assert max_difference(report_weights(report), eager_attentions(directory)) <= TOLERANCE
     head = report.layers[0].heads[0]
     assert head.formula == f"{CAP:g}·tanh(q·kᵀ·{head.scale:.4g}/{CAP:g})"

@@ -292,3 +292,15 @@ def test_show_loads_no_model_and_imports_no_torch(store):
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["0", "False", "False"], done.stderr
+
+
+def test_the_old_spellings_still_work_with_a_note(store):
+    """--head L.H, -s and -n (one release more): the same dashboard as --layer L --head H --score --top."""
+    new = attn(
+        "heads", "show", store, "--layer", "1", "--head", "4", "--score", "previous_token", "--top", "2", "--json"
+    )
+    old = attn("heads", "show", store, "--head", "1.4", "-s", "previous_token", "-n", "2", "--json")
+    assert old.exit_code == 0 and old.stdout == ok(new)
+    notes = old.stderr.strip().splitlines()
+    assert len(notes) == 3 and all("deprecated" in line for line in notes), old.stderr
+    assert "use --layer 1 --head 4" in old.stderr and "use --score" in old.stderr and "use --top" in old.stderr

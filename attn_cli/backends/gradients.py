@@ -105,8 +105,8 @@ def _next_token_logit(tokenizer, logits: torch.Tensor, target) -> tuple[torch.Te
         )
         if len(ids) != 1:
             raise BadInput(
-                f"--target {target!r} is {len(ids)} tokens for this tokenizer",
-                "give one token of its vocabulary, e.g. the top prediction attn names without --target",
+                f"--explain {target!r} is {len(ids)} tokens for this tokenizer",
+                "give one token of its vocabulary, e.g. the top prediction attn names without --explain",
             )
         token_id = ids[0]
     return logits[token_id], {
@@ -141,7 +141,7 @@ def _index(target, count: int, what: str) -> int:
     try:
         index = int(str(target).removeprefix("dim:"))
     except ValueError:
-        raise BadInput(f"--target {target!r} is not {what}", f"give an index 0-{count - 1}") from None
+        raise BadInput(f"--explain {target!r} is not {what}", f"give an index 0-{count - 1}") from None
     if not 0 <= index < count:
-        raise BadInput(f"--target {index} is out of range", f"{what} is 0-{count - 1}")
+        raise BadInput(f"--explain {index} is out of range", f"{what} is 0-{count - 1}")
     return index
