@@ -181,7 +181,8 @@ class StoreReport(HeadsReport):
             return None
         return (
             f"note: {self.path} is incomplete: it covers {self.texts:,} texts ({self.parts} parts); "
-            f"{resume_hint(Path(self.path))}"
+            f"{stored_resume(Path(self.path)) or f'attn heads --file {self.source} --store {self.path} --resume'} "
+            "completes it"
         )
 
     def dashboard(self, layer: int, head: int, score: str | None = None, top: int = 5) -> HeadDashboard:
@@ -378,19 +379,22 @@ def _distribution(row: dict) -> Distribution:
     )
 
 
-def resume_hint(path: Path) -> str:
-    """How to complete the store in path: the `attn heads … --resume` line of its parts/run.json."""
+def stored_resume(path: Path) -> str | None:
+    """The `attn heads … --resume` line of the store's parts/run.json (None where it cannot be read)."""
     try:
-        command = resume_command(read_part_file(path / schema.PARTS / RUN_FILE, ""), path)
+        return resume_command(read_part_file(path / schema.PARTS / RUN_FILE, ""), path)
     except AttnError:
-        command = None
-    if command is None:
-        return f"run the attn heads command that wrote it again with --resume (--store {path} --resume)"
-    return f"complete it with: {command}"
+        return None
 
 
 def _incomplete(path: Path, why: str) -> AttnError:
-    return AttnError(f"{path} is incomplete: {why}", resume_hint(path))
+    command = stored_resume(path)
+    hint = (
+        f"complete it with: {command}"
+        if command
+        else f"run the command that wrote it again with --store {path} --resume"
+    )
+    return AttnError(f"{path} is incomplete: {why}", hint)
 
 
 def _damaged(path: Path) -> str:
