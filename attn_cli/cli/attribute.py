@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import read_text, run_and_emit, save_figure
+from attn_cli.cli.common import read_text, registered_view, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.cli.output import Output, figure_help, writes_output
@@ -73,12 +73,6 @@ def attribute_command(
             json_wanted=json_wanted,
             output=out.output,
             save=out.save,
-            render=lambda report: render_attribution_view(report, out.per_head),
+            render=registered_view(per_head=out.per_head),
             figure=lambda report, path: save_figure(report, path, dpi=out.dpi, scale=out.scale),
         )
-
-
-def render_attribution_view(report, per_head: bool = False):
-    from attn_cli.render.attribution_view import render_attribution
-
-    return render_attribution(report, per_head)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attn_cli.cli.common import run_and_emit, save_figure
+from attn_cli.cli.common import registered_view, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.cli.output import Output, figure_help, writes_output
@@ -41,12 +41,6 @@ def circuits_command(
             json_wanted=json_wanted,
             output=out.output,
             save=out.save,
-            render=render_circuits_view,
+            render=registered_view(),
             figure=lambda report, path: save_figure(report, path, dpi=out.dpi),
         )
-
-
-def render_circuits_view(report):
-    from attn_cli.render.circuits_view import CircuitsView
-
-    return CircuitsView(report)

@@ -200,6 +200,18 @@ def save_figure(report, path: Path, panels=None, dpi: int | None = None, scale=N
         note(warning)
 
 
+def registered_view(panels=None, per_head: bool = False) -> Callable:
+    """render(report) for run_and_emit: the terminal view the report's analysis registered (data/registry.py),
+    found by the report's type."""
+
+    def render(report):
+        from attn_cli.data.registry import analysis_for
+
+        return analysis_for(report).terminal(report, panels, per_head)
+
+    return render
+
+
 def per_head_of(scale) -> bool:
     """--scale head: weights coloured on each head's own scale; None (a command without --scale): fixed."""
     return scale is not None and scale.value == "head"
@@ -279,7 +291,11 @@ def warn_if_unknown(report) -> None:
 def texts_read(report):
     """(text, its tokens) of each text the model read for `report`: a batch's texts, diff's two, a pair's source
     and target, a prompt (not what was generated); an image has no text."""
+    from attn_cli.analyses.diff import DiffReport
+    from attn_cli.analyses.generate import GenerateReport
     from attn_cli.analyses.inspect_report import InspectBatch
+    from attn_cli.analyses.seq2seq import PairReport
+    from attn_cli.analyses.seq2seq_generate import PairGenerateReport
     from attn_cli.render.files import shows_image
 
     if shows_image(report):
@@ -287,14 +303,14 @@ def texts_read(report):
     if isinstance(report, InspectBatch):
         for single in report.reports:
             yield from texts_read(single)
-    elif hasattr(report, "a") and hasattr(report, "b"):  # DiffReport
+    elif isinstance(report, DiffReport):
         yield from texts_read(report.a)
         yield from texts_read(report.b)
-    elif hasattr(report, "prompt_tokens"):  # GenerateReport
+    elif isinstance(report, GenerateReport):
         yield report.prompt, report.tokens[: report.prompt_tokens]
-    elif hasattr(report, "decoder"):  # PairGenerateReport: the source
+    elif isinstance(report, PairGenerateReport):  # the source
         yield report.prompt, report.tokens
-    elif hasattr(report, "target_tokens"):  # PairReport
+    elif isinstance(report, PairReport):
         yield report.text, report.tokens
         yield report.target, report.target_tokens
     elif isinstance(vars(report).get("text"), str) and "tokens" in vars(report):  # its dataclass fields

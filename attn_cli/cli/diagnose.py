@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import emit_json, emit_terminal, note, read_text, save_figure
+from attn_cli.cli.common import emit_json, emit_terminal, note, read_text, registered_view, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.cli.output import Output, figure_help, writes_output
@@ -103,10 +103,9 @@ def diagnose_command(
             emit_json(report, out.output)
         else:
             from attn_cli.plumbing.config import defaults
-            from attn_cli.render.diagnose_view import DiagnoseView
 
             emit_terminal(
-                lambda: DiagnoseView(report),
+                lambda: registered_view()(report),
                 out.save,
                 defaults()["render"]["fallback_width"],
                 figure=lambda path: save_figure(report, path, dpi=out.dpi),

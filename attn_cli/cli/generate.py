@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import read_text, run_and_emit, save_figure
+from attn_cli.cli.common import read_text, registered_view, run_and_emit, save_figure
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.cli.output import Output, figure_help, writes_output
@@ -73,7 +73,7 @@ def generate_command(
             json_wanted=json_wanted,
             output=out.output,
             save=out.save,
-            render=lambda report: render_generate_view(report, out.per_head),
+            render=registered_view(per_head=out.per_head),
             figure=lambda report, path: save_figure(report, path, dpi=out.dpi, scale=out.scale),
         )
 
@@ -94,13 +94,3 @@ def generating_line(text: str, cells: int = 24) -> str:
             shown = shown[1:]
         shown = "…" + shown
     return "generating " + escape(shown)
-
-
-def render_generate_view(report, per_head: bool = False):
-    from attn_cli.render.generate_view import render_generate
-
-    if hasattr(report, "cross"):  # an encoder–decoder model's (analyses/seq2seq_generate.py)
-        from attn_cli.render.seq2seq_view import render_pair_generate
-
-        return render_pair_generate(report, per_head)
-    return render_generate(report, per_head)

@@ -16,6 +16,7 @@ from attn_cli.cli.common import (
     note,
     progress_on_stderr,
     read_text,
+    registered_view,
     save_figure,
 )
 from attn_cli.cli.edge import user_errors
@@ -251,7 +252,7 @@ def heads_command(
             from attn_cli.plumbing.config import defaults
 
             emit_terminal(
-                lambda: heads_view(report),
+                lambda: registered_view()(report),
                 out.save,
                 defaults()["render"]["fallback_width"],
                 figure=lambda path: save_figure(report, path, dpi=out.dpi),
@@ -290,9 +291,3 @@ def progress_bar(doing: str = "scoring heads"):
             return Text("" if task.speed is None else f"{task.speed:,.1f} texts/s", style="cyan")
 
     return progress_on_stderr("loading the model …", doing, Speed(), TimeRemainingColumn())
-
-
-def heads_view(report):
-    from attn_cli.render.heads_view import HeadsView
-
-    return HeadsView(report)

@@ -54,7 +54,6 @@ def register_analyses(register) -> None:
         figures,
         generate_view,
         heads_view,
-        rollout_view,
         seq2seq_view,
         steps_view,
         terminal,
@@ -66,7 +65,7 @@ def register_analyses(register) -> None:
             "inspect",
             inspect_report.InspectReport,
             run=inspect.inspect_texts,
-            terminal=_view(terminal.render_report, panels=True),
+            terminal=_inspect_terminal,
             figure=Figure(svg=figures.inspect_svg, page_data=figures.inspect_page, tokens=axis_tokens),
             help="every head's weights, scores, symmetry and top keys over one text",
         )
@@ -153,7 +152,7 @@ def register_analyses(register) -> None:
             "rollout",
             rollout.RolloutReport,
             run=rollout.roll_out,
-            terminal=_view(rollout_view.render_rollout),
+            terminal=_rollout_terminal,
             figure=Figure(command_figures.rollout_items, command_figures.rollout_page, tokens=token_texts),
         )
     )
@@ -197,6 +196,28 @@ def register_analyses(register) -> None:
             figure=Figure(command_figures.diagnose_items, command_figures.diagnose_page, text=_diagnose_text),
         )
     )
+
+
+def _inspect_terminal(report, panels=None, per_head: bool = False):
+    """One text's heads; an image's (--image) drawn over the image unless panels are asked for by name."""
+    if report.image is not None and not panels:
+        from attn_cli.render.image_view import render_image_report
+
+        return render_image_report(report, None)
+    from attn_cli.render.terminal import render_report
+
+    return render_report(report, panels, per_head)
+
+
+def _rollout_terminal(report, panels=None, per_head: bool = False):
+    """The rolled-out matrix; an image's drawn over the image."""
+    if report.image is not None:
+        from attn_cli.render.image_view import render_image_rollout
+
+        return render_image_rollout(report)
+    from attn_cli.render.rollout_view import render_rollout
+
+    return render_rollout(report, per_head)
 
 
 def _heads_text(report) -> str:

@@ -265,7 +265,7 @@ def header(report, command: str) -> RenderableType:
     note = no_attention_note(report.model)
     if note is not None:  # a hybrid: its other layers are listed, the attention layers shown by their own index
         parts.append(Text(note, style="dim"))
-    if getattr(report.model, "attention_note", None):  # diffllama: what the weights shown are not
+    if report.model.attention_note:  # diffllama: what the weights shown are not
         parts.append(Text(f"note: {report.model.attention_note}", style="yellow"))
     words = report.words if isinstance(report, InspectReport) else None  # --words
     if words is not None:

@@ -120,9 +120,8 @@ def register_commands(app) -> None:
     ) -> None:
         """Each head's mean weight on the first token, as a layers × heads grid (an example plugin)."""
         import attn_cli
-        from attn_cli.cli.common import run_and_emit, save_figure
+        from attn_cli.cli.common import registered_view, run_and_emit, save_figure
         from attn_cli.cli.edge import user_errors
-        from attn_cli.data.registry import analysis_for
 
         with user_errors():
             run_and_emit(
@@ -131,6 +130,6 @@ def register_commands(app) -> None:
                 json_wanted=as_json,
                 output=None,
                 save=save,
-                render=lambda report: analysis_for(report).terminal(report),
+                render=registered_view(),
                 figure=save_figure,
             )
