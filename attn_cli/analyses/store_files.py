@@ -144,7 +144,7 @@ def resume_command(identity: dict, store: Path) -> str | None:
     """The `attn heads` line that continues the run of parts/run.json in store (None: texts given as arguments,
     which the store does not keep). Options at their defaults are left out."""
     options, model = identity.get("options") or {}, identity.get("model") or {}
-    words = ["attn", "heads"]
+    words: list[object] = ["attn", "heads"]  # str() each when joined: run.json keeps numbers as numbers
     if identity.get("corpus_format") == "probe" and isinstance(options.get("probe"), dict):
         probe = options["probe"]
         words += ["--probe", probe.get("kind"), "--seed", probe.get("seed"), "--probe-length", probe.get("requested")]
