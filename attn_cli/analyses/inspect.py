@@ -180,6 +180,8 @@ def analyse_heads(
     matrices are (T_query, T_key), and symmetry and self-weight, which pair query i with key i, are not defined.
     """
 
+    if layer.weights is not None:
+        return _weights_only_heads(layer, heads, kv_heads, token_texts, analysis, window)
     reads = [kv or 0 for kv in kv_heads]
     q = _heads_of(layer.q, heads).float()  # (h, T, D)  (h, T_query, D) under cross-attention
     k = _heads_of(layer.k, reads).float()  # (h, T, D): each query head's key head  (h, T_key, D)
@@ -244,6 +246,50 @@ def analyse_heads(
             )
         )
     return reports
+
+
+def _weights_only_heads(
+    layer: LayerCapture,
+    heads: list[int],
+    kv_heads: list[int | None],
+    token_texts: list[str],
+    analysis: Analysis,
+    window: Window,
+) -> list[HeadReport]:
+    """analyse_heads of a weights-only layer (LayerCapture.weights, the model's own softmax weights): entropy,
+    self-weight, top keys and the weights' window as for any layer; no scores, symmetry, score statistics,
+    q, k, v or norms, which need Q, K and V (their JSON is null, and `without_qkv` says why)."""
+    if analysis.vectors or analysis.norms:
+        raise UnsupportedModel("--include qkv and --measure norm need Q, K and V", layer.without_qkv)
+    weights = _heads_of(layer.weights, heads).float()  # (h, T, T)
+    count = weights.shape[1]
+    allowed = layer.mask.rows(0, count)  # (T, T)
+    top = measures.top_key_tensors(weights, allowed, analysis.top_k, offset=0, keys=weights.shape[2])
+    entropy, self_weight = (_array(t) for t in (measures.row_entropy(weights), measures.self_weight(weights, 0)))
+    top_indices, top_weights, top_kept = (_array(t) for t in (top.indices, top.weights, top.kept))
+    kept = blocked = None
+    if not window.is_empty:
+        (r0, r1), (c0, c1) = window.rows, window.cols
+        kept = _array(weights[:, r0:r1, c0:c1].masked_fill(~allowed[r0:r1, c0:c1], 0.0))
+        blocked = _array(~allowed[r0:r1, c0:c1])
+    nan = float("nan")
+    return [
+        HeadReport(
+            head=head,
+            kv_head=kv_head,
+            scale=nan,
+            window=window,
+            scores=None,
+            weights=None if kept is None else kept[i],
+            symmetry=Symmetry(nan, nan, None, f"no scores to measure: {layer.without_qkv}"),
+            entropy=entropy[i],
+            self_weight=self_weight[i],
+            top=TopKeys(top_indices[i], top_weights[i], top_kept[i], token_texts),
+            without_qkv=layer.without_qkv,
+            blocked=blocked,
+        )
+        for i, (head, kv_head) in enumerate(zip(heads, kv_heads))
+    ]
 
 
 def _heads_of(tensor, heads: list[int]):

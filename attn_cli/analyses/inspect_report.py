@@ -145,6 +145,11 @@ class HeadReport:
     # (T,) the learned sink's share p of each query row (GPT-OSS's s_aux): the ⟨sink⟩ column of the softmax,
     # which the weights leave out (each row of them sums to 1 − p). None: the layer has no sink.
     sink: np.ndarray | None = None
+    # Weights-only (a model whose attention does not go through the attention interface): why there are no
+    # scores, symmetry, q, k or v (the JSON's are null), and the window's (rows, cols) bool of masked cells
+    # (the scores' NaN say it otherwise).
+    without_qkv: str | None = None
+    blocked: np.ndarray | None = None
 
     @property
     def merged(self) -> bool:
@@ -158,6 +163,8 @@ class HeadReport:
             return None
         if self.allowed is not None:
             return np.where(self.allowed, matrix, np.nan)
+        if self.blocked is not None:
+            return np.where(self.blocked, np.nan, matrix)
         return matrix if self.scores is None else np.where(np.isnan(self.scores), np.nan, matrix)
 
 
@@ -398,6 +405,8 @@ def head_json(head: HeadReport, matrices: bool = True) -> dict:
     record["top"] = top_json(head.top)
     if head.allowed is not None:
         record["allowed"] = np.asarray(head.allowed, dtype=bool).tolist()
+    if head.without_qkv is not None:  # weights-only: what needs Q, K and V is null, and why
+        record.update(dict.fromkeys(("scores", "q", "k", "v"), None), without_qkv=head.without_qkv)
     if matrices:
         record.update((name, matrix_json(rows)) for name, rows in head_matrices(head))
     return record

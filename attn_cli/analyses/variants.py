@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from attn_cli.data.capture import LayerCapture
 from attn_cli.math import scoring
 from attn_cli.math.attention import expand_kv
-from attn_cli.plumbing.errors import BadInput
+from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 
 def _identity(q, k, scale) -> scoring.QKS:
@@ -88,7 +88,12 @@ def apply_variant(layer: LayerCapture, variant: Variant, heads: int) -> LayerCap
     """A captured layer as the variant would have computed it (per-layer mode).
 
     raw: q = k = v = X for every head (T, d_model), scale 1, the model's mask.
+    A weights-only layer (no q and k) has its baseline only: every other variant is refused in one line.
     """
+    if layer.weights is not None:
+        if variant.name != "baseline":
+            raise UnsupportedModel(f"the {variant.name} variant needs Q and K", layer.without_qkv)
+        return layer
     if variant.uses_layer_input:
         if layer.inputs is None:
             raise BadInput("raw needs the attention layer's input X, which was not captured for this model")

@@ -29,8 +29,15 @@ from attn_cli.backends.validate import (
     load_model,
 )
 from attn_cli.backends.vision import load_vision_backend
-from attn_cli.data.capture import Capture, Token, sequence_of
+from attn_cli.data.capture import Capture, LayerCapture, Token, sequence_of
+from attn_cli.math.masks import AttentionMask
 from attn_cli.plumbing.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
+
+# Why a weights-only model has no Q, K and V: said in the JSON and in one line of the terminal.
+WITHOUT_QKV = (
+    "{name} computes attention in its own code, not through transformers' attention interface: attn reads the "
+    "weights it returns (output_attentions), not its Q, K and V"
+)
 
 
 @dataclass(frozen=True)
@@ -121,12 +128,8 @@ class HFBackend:
         self._guard(fed)
         with capturing(self.model, recorder), torch.inference_mode():
             self.model(**fed)
-        if recorder.calls == 0:
-            raise UnsupportedModel(
-                f"{type(self.model).__name__} does not route attention through transformers' "
-                "attention interface, so attn cannot see its Q, K and V",
-                "models of transformers >= 5 with an attn_implementation setting are supported",
-            )
+        if recorder.calls == 0:  # attention code of its own: the weights it returns, without Q, K and V
+            recorder.records = self._weights_only(fed, set(layers))
         unseen = sorted(set(layers) - set(recorder.records))
         if unseen:  # a layer the config counts made no attention call (a recurrent stack reusing its blocks …)
             shown = ", ".join(map(str, unseen[:8])) + (" …" if len(unseen) > 8 else "")
@@ -154,6 +157,46 @@ class HFBackend:
                 for index, (text, (encoding, truncated_from)) in enumerate(zip(texts, encodings))
             ]
         )
+
+    def _weights_only(self, fed: dict, layers: set[int]) -> dict[int, LayerCapture]:
+        """The selected layers' weights as the model returns them with output_attentions (its own eager code),
+        for a model whose attention does not go through the attention interface: records whose q, k and v
+        are empty (B, H, T, 0) and whose `weights` are (B, H, T, T). A key every head of a layer gives exactly
+        0 is masked (the model's causal mask, its windows, padding)."""
+        try:
+            with torch.inference_mode():
+                attentions = getattr(self.model(**fed, output_attentions=True), "attentions", None)
+        except Exception:  # a model that cannot hand its weights back (its own attention code fails to)
+            attentions = None
+        count = fed["input_ids"].shape[1]
+        if not attentions or not all(
+            _softmax_rows(weights, count, self.info.heads) for weights in attentions if weights is not None
+        ):
+            raise UnsupportedModel(
+                f"{type(self.model).__name__} does not route attention through transformers' attention "
+                "interface, and returns no attention weights either",
+                "models of transformers >= 5 with an attn_implementation setting are supported",
+            )
+        records = {}
+        real = fed["attention_mask"].bool().to(self.device)  # (B, T)
+        for layer in sorted(layers):
+            if layer >= len(attentions) or attentions[layer] is None:
+                continue
+            weights = attentions[layer].detach().to(self.device, torch.float32)  # (B, H, T, T)
+            batch, heads, count = weights.shape[:3]
+            allowed = (weights > 0).any(dim=1) & real[:, None, :]  # (B, T, T)
+            empty = weights.new_zeros(batch, heads, count, 0)
+            records[layer] = LayerCapture(
+                layer=layer,
+                q=empty,
+                k=empty,
+                v=empty,
+                mask=AttentionMask(count, count, False, allowed, weights.device),
+                scale=float("nan"),
+                weights=weights,
+                without_qkv=WITHOUT_QKV.format(name=type(self.model).__name__),
+            )
+        return records
 
     def capture_generation(
         self,
@@ -570,3 +613,13 @@ def load_hf_backend(
     backend.classifier = model if head == "classifier" else None  # its logits: attn attribute's gradient target
     backend.offload_folder = offload
     return backend
+
+
+def _softmax_rows(weights, count: int, heads: int) -> bool:
+    """A layer's returned attentions are (B, H, T, T) softmax rows of the config's H heads over the text's own
+    tokens: non-negative, each row summing to 1 (anything else, Longformer's banded windows, ConvBERT's halved
+    heads or an unnormalised score, is refused rather than shown)."""
+    if not isinstance(weights, torch.Tensor) or weights.dim() != 4 or tuple(weights.shape[1:]) != (heads, count, count):
+        return False
+    sums = weights.float().sum(-1)
+    return bool((weights >= 0).all()) and bool(((sums - 1).abs() <= 1e-3).all())

@@ -6,6 +6,8 @@ Shapes (one sequence, T tokens, H query heads, H_kv key/value heads, D head dim)
     k, v     (H_kv, T, D)  keys and values per kv head, before grouped heads are repeated
     mask     AttentionMask  which key j query i may attend (padding, causal, windows); rows on demand
     inputs   (T, d_model)  the attention layer's input X, when it was captured
+    weights  (H, T, T)     weights-only models: the softmax weights the model itself returned, where its
+                           attention does not go through transformers' attention interface (q, k, v empty)
 """
 
 from __future__ import annotations
@@ -74,9 +76,9 @@ class ModelInfo:
 @dataclass
 class LayerCapture:
     layer: int
-    q: torch.Tensor  # (H, T, D)
-    k: torch.Tensor  # (H_kv, T, D)
-    v: torch.Tensor  # (H_kv, T, D)
+    q: torch.Tensor  # (H, T, D); an empty (H, T, 0) under weights-only (see weights)
+    k: torch.Tensor  # (H_kv, T, D); (H, T, 0) under weights-only
+    v: torch.Tensor  # (H_kv, T, D); (H, T, 0) under weights-only
     mask: AttentionMask  # rows(start, stop) -> (rows, T) bool, True = may attend
     scale: float  # the factor the model multiplies q·k by (1/sqrt(D) unless the model says otherwise)
     inputs: torch.Tensor | None = None  # (T, d_model) the attention layer's input X, when asked for
@@ -99,6 +101,11 @@ class LayerCapture:
     # bias, in `bias`, and a per-head top-k): (B or 1, H, T_q, T_k) bool in a batch record, (H, T_q, T_k) in one
     # sequence's; `mask` then holds the keys any head may attend. None: every head obeys `mask`.
     head_mask: torch.Tensor | None = None
+    # Weights-only (backends/hf.py): the model's own softmax weights, (B, H, T, T) in a batch record, (H, T, T) in
+    # one sequence's, where its attention does not go through the attention interface: q, k and v are then
+    # empty, (…, T, 0), and `without_qkv` says why.
+    weights: torch.Tensor | None = None
+    without_qkv: str | None = None
 
     def scorer_for(self, heads: Sequence[int]) -> Callable:
         """score(q_rows (h, c, D), keys (h, n, D)) -> (h, c, n) for these query heads, in order:
@@ -118,6 +125,9 @@ def sequence_of(record: LayerCapture, index: int, real: torch.Tensor) -> LayerCa
     """Sequence `index` of a batched layer record, padding positions removed. real: (T,) bool."""
     keep = real.nonzero().squeeze(1).to(record.q.device)  # (T_real,)
     whole = len(keep) == record.q.shape[2]  # no padding: the sequence's rows are a view, not a copy
+    weights = _rows_of(record.weights, index, keep, 1, whole)  # (H, T_real, T) …
+    if weights is not None and not whole:
+        weights = weights.index_select(2, keep)  # … and its key columns: (H, T_real, T_real)
     return LayerCapture(
         layer=record.layer,
         q=_rows_of(record.q, index, keep, 1, whole),  # (H, T_real, D)
@@ -133,6 +143,8 @@ def sequence_of(record: LayerCapture, index: int, real: torch.Tensor) -> LayerCa
         sink=record.sink,
         bias=_per_head_of(record.bias, index, keep, whole) if record.head_mask is not None else None,
         head_mask=_per_head_of(record.head_mask, index, keep, whole),
+        weights=weights,
+        without_qkv=record.without_qkv,
     )
 
 

@@ -23,6 +23,7 @@ from attn_cli.render.scale import CellFormat, Scale, luminance
 NUMBER_CELL = 4  # '1.00', '-1.4', '.40'
 LABEL_TOKEN = 12  # characters of a token in a row label before it is clipped
 WINDOW_HINT = "window"  # the message names --rows/--cols; otherwise it says to widen the terminal
+ABSENT = "absent"  # no matrix exists at all (a weights-only model's scores): the title alone says why
 LIST_LIMIT = 64  # key tokens listed under a heatmap
 
 
@@ -129,6 +130,9 @@ class Heatmap:
     # -- rendering -----------------------------------------------------------------------------------
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
+        if self.matrix is None and self.hint == ABSENT:
+            yield Text(f"{self.title}", style="yellow")
+            return
         if self.matrix is None:
             yield Text(
                 f"{self.title}: not kept for {len(self.tokens)} tokens (past the matrix size limit); pick a "

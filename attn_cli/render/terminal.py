@@ -21,7 +21,7 @@ from rich.text import Text
 from attn_cli.analyses.inspect_report import HeadReport, InspectReport
 from attn_cli.data.selection import Panel
 from attn_cli.render.grid import HeadsGrid
-from attn_cli.render.heatmap import Heatmap, clip, literal, row_label, token_text
+from attn_cli.render.heatmap import ABSENT, Heatmap, clip, literal, row_label, token_text
 from attn_cli.render.layout import Fit, FitScreen, VectorTable
 from attn_cli.render.scale import Scale, counted, luminance, no_attention_note, stat
 
@@ -241,11 +241,16 @@ def norms_heatmap(head: HeadReport, tokens: list[str], layer: int) -> Heatmap:
 def scores_heatmap(
     head: HeadReport, tokens: list[str], layer: int, scale: Scale | None = None, keys: list[str] | None = None
 ) -> Heatmap:
+    if head.without_qkv is not None:  # weights-only: no scores were seen (an empty window says so, not the size)
+        title = f"{head_title(layer, head)} · no scores: {head.without_qkv}"
+        return Heatmap(None, tokens, title, scale, head.window, hint=ABSENT, keys=keys)
     title = f"{head_title(layer, head)} · scores = {scores_formula(head)}"
     return Heatmap(head.scores, tokens, title, scale or Scale.scores(head.scores), head.window, keys=keys)
 
 
 def weights_formula(head: HeadReport) -> str:
+    if head.without_qkv is not None:  # weights-only: the model's own softmax, its scores never seen
+        return "the model's own softmax (weights only: no Q, K, V)"
     merged = " · over words" if head.merged else ""
     return f"softmax({scores_formula(head)}){merged}"
 
