@@ -69,10 +69,17 @@ def test_rollout_works_on_the_weights(bloom_dir, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "args", [["compare", TEXT], ["inspect", TEXT, "--include", "qkv"], ["inspect", TEXT, "--variant", "shared-k"]]
+    "args",
+    [
+        ["heads", TEXT],
+        ["compare", TEXT],
+        ["inspect", TEXT, "--include", "qkv"],
+        ["inspect", TEXT, "--variant", "shared-k"],
+    ],
 )
 def test_what_needs_q_and_k_is_refused_in_one_line(bloom_dir, monkeypatch, args):
     result = attn(monkeypatch, *args, "--model", str(bloom_dir))
     assert result.exit_code in (1, 2), result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output
+    assert "BloomModel computes attention in its own code" in lines[0]  # why, in the one line
