@@ -245,6 +245,9 @@ def test_an_address_with_nothing_listening_is_one_line_not_a_hang(corpus, tmp_pa
 
     monkeypatch.setattr(ray, "init", refuse)
     monkeypatch.setattr(registry, "load_backend", refuse)
+    # as in a fresh `attn` process: an earlier test in this worker may have left its cluster joined (connect
+    # then uses that one and never looks at --address)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
     address = f"127.0.0.1:{port}"
     store = tmp_path / "s"
     result = CliRunner().invoke(

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import patience
 from typer.testing import CliRunner
 
 from attn_cli.cli import app
@@ -219,7 +220,7 @@ def test_a_second_writer_is_told_which_run_writes_the_store(tmp_path):
         assert first.poll() is None, "the first run ended before it could be stopped"
         before = sorted(p.relative_to(store) for p in store.rglob("*"))
         second = subprocess.run(
-            [*command, "--resume"], capture_output=True, env=variables, timeout=120, cwd=tmp_path, text=True
+            [*command, "--resume"], capture_output=True, env=variables, timeout=patience(120), cwd=tmp_path, text=True
         )
         assert second.returncode == 1, second.stderr
         lines = second.stderr.strip().splitlines()
@@ -230,8 +231,8 @@ def test_a_second_writer_is_told_which_run_writes_the_store(tmp_path):
         assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
     finally:
         first.send_signal(signal.SIGCONT)
-        _, stderr = first.communicate(timeout=300)
+        _, stderr = first.communicate(timeout=patience(300))
     assert first.returncode == 0, stderr
     assert not (store / schema.PARTS / "writer.lock").exists()  # a store at rest holds no lock file
-    again = subprocess.run([*command, "--resume"], capture_output=True, env=variables, timeout=120, text=True)
+    again = subprocess.run([*command, "--resume"], capture_output=True, env=variables, timeout=patience(120), text=True)
     assert again.returncode == 0, again.stderr  # the lock went with the first run

@@ -335,14 +335,20 @@ CAPTURE_TOLERANCE = 1e-5
 
 def capture_difference(model, inputs: dict) -> float:
     """max |Δ| of the model's output (its first output: the last hidden state) run on `inputs` with attn's
-    capture routing every attention call and without, relative to the output's largest magnitude (at least 1).
-    0 when the capture changes nothing; the guard of models that branch on the implementation's name."""
+    capture routing every attention call and without, relative to the output's largest finite magnitude (at
+    least 1); NaN or infinite values in the same places on both runs count as equal. 0 when the capture
+    changes nothing; the guard of models that branch on the implementation's name."""
     with torch.inference_mode():
         plain = _first_output(model(**inputs)).float()
         # records nothing, so refuses nothing: what the analysis will refuse is said by the run itself
         with capturing(model, LayerRecorder(set(), model.config._attn_implementation, keep_bias=True, keep_sink=True)):
             captured = _first_output(model(**inputs)).float()
-    return float((plain - captured).abs().max()) / max(1.0, float(plain.abs().max()))
+    # a NaN or infinity the model makes without the capture too is unchanged by it (the finite checks of the
+    # capture refuse it in their own words); any other difference counts, a NaN one as NaN
+    same = (plain == captured) | (plain.isnan() & captured.isnan())
+    gap = torch.where(same, 0.0, (plain - captured).abs())
+    finite = plain[plain.isfinite()]
+    return float(gap.max()) / max(1.0, float(finite.abs().max()) if finite.numel() else 1.0)
 
 
 def _first_output(outputs) -> torch.Tensor:
