@@ -83,3 +83,12 @@ def test_what_needs_q_and_k_is_refused_in_one_line(bloom_dir, monkeypatch, args)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output
     assert "BloomModel computes attention in its own code" in lines[0]  # why, in the one line
+
+
+@pytest.mark.parametrize(
+    "args", [["diff", TEXT, "the dog sat on the mat"], ["inspect", TEXT, "--words", "--head", "0"]]
+)
+def test_diff_and_words_read_the_mask_from_the_weights(bloom_dir, monkeypatch, args):
+    """They read the mask from the scores' NaN, which a weights-only head has none of: HeadReport.masked."""
+    result = attn(monkeypatch, *args, "--model", str(bloom_dir))
+    assert result.exit_code == 0, result.output

@@ -168,7 +168,9 @@ def head_type_scores(report: InspectReport) -> dict[tuple[int, int], list[float]
     scores = {}
     for layer in report.layers:
         weights = torch.from_numpy(np.stack([head.weights for head in layer.heads]))[None]  # (1, h, T, T)
-        allowed = torch.from_numpy(~np.isnan(layer.heads[0].scores))[None]  # (1, T, T): the mask of every head
+        allowed = torch.from_numpy(~np.isnan(layer.heads[0].masked(layer.heads[0].weights)))[
+            None
+        ]  # (1, T, T): every head's mask
         values, _ = head_scores(weights, allowed, flags)  # (1, h, len(SCORES))
         for head, row in zip(layer.heads, values[0].tolist()):
             scores[layer.layer, head.head] = row
@@ -184,7 +186,7 @@ def head_change(layer: int, a: HeadReport, b: HeadReport, scores_a: list[float],
     comparable = a.weights.shape == b.weights.shape
     if comparable:
         p, q = torch.from_numpy(a.weights).double(), torch.from_numpy(b.weights).double()  # (T, T)
-        rows = torch.from_numpy(~np.isnan(a.scores)).any(-1)  # rows that attend anything
+        rows = torch.from_numpy(~np.isnan(a.masked(a.weights))).any(-1)  # rows that attend anything
         js = float(measures.js_divergence(p, q)[rows].mean())
         agreement = measures.top1_agreement(p[rows], q[rows])
     return HeadChange(

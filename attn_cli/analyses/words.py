@@ -68,7 +68,7 @@ def merge_layers(layers: Iterable[LayerReport], words: Sequence[Word], top_k: in
 def merge_head(head: HeadReport, groups: Sequence[Sequence[int]], texts: Sequence[str], top_k: int) -> HeadReport:
     """One head's whole (T, T) weights and mask -> (W, W), and the per-row statistics of the word rows."""
     weights = torch.from_numpy(head.weights)  # (T, T), masked cells 0
-    allowed = ~torch.from_numpy(head.scores).isnan()  # (T, T): the scores are NaN where masked
+    allowed = ~torch.from_numpy(head.masked(head.weights)).isnan()  # (T, T): NaN where masked (scores or blocked)
     merged = merge_weights(weights, groups)  # (W, W), rows sum to 1
     merged_allowed = merge_mask(allowed, groups)  # (W, W)
     top = TopKeys.of(measures.top_key_tensors(merged, merged_allowed, top_k), texts)  # (W, ≤k)
