@@ -67,7 +67,8 @@ class Command(_FlagsWithoutType, TyperCommand):
 
     def one_text(self) -> typer.core.TyperArgument | None:
         """The command's one TEXT argument (text, prompt), when it takes one and not several."""
-        return next((p for p in self.params if p.name in ("text", "prompt") and p.nargs == 1), None)
+        texts = (p for p in self.params if isinstance(p, typer.core.TyperArgument) and p.name in ("text", "prompt"))
+        return next((p for p in texts if p.nargs == 1), None)
 
     def parse_args(self, ctx, args):
         """Old spellings of renamed options rewritten to the new ones (one note each), then Click's parsing;
@@ -164,7 +165,7 @@ class TextsOrSubcommands(Group):
             subcommand_metavar="",
         )
         self.command = command
-        command.format_help = self.format_help  # `attn heads --help` lists the sub-commands too
+        command.format_help = self.format_help  # type: ignore[method-assign]  # `attn heads --help` lists the sub-commands too
 
     def collect_usage_pieces(self, ctx):
         return Command.collect_usage_pieces(self, ctx)

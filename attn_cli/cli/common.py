@@ -205,9 +205,9 @@ def registered_view(panels=None, per_head: bool = False) -> Callable:
     found by the report's type."""
 
     def render(report):
-        from attn_cli.data.registry import analysis_for
+        from attn_cli.data.registry import registered_analysis
 
-        return analysis_for(report).terminal(report, panels, per_head)
+        return registered_analysis(report).terminal(report, panels, per_head)
 
     return render
 

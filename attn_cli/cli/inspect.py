@@ -127,7 +127,7 @@ def inspect_command(
     with user_errors():
         panels = parse_panels(show)
         json_wanted = out.check(save_tensors=save_tensors)
-        variant = single_variant(variant)
+        chosen = single_variant(variant)
         if image is not None:
             from attn_cli.cli.image import inspect_image_command
 
@@ -145,7 +145,7 @@ def inspect_command(
                 panels=panels,
                 json_wanted=json_wanted,
                 out=out,
-                variant=variant,
+                variant=chosen,
                 rows=rows,
                 cols=cols,
                 full=full,
@@ -187,7 +187,7 @@ def inspect_command(
                     full=full,
                     target=None if target is None else read_text(target, "--target"),
                     stacks=stack,
-                    variant=variant,
+                    variant=chosen,
                     propagate=propagate,
                     pre_rope=pre_rope,
                     include=included,
@@ -200,7 +200,7 @@ def inspect_command(
                 layers=layer,
                 heads=head,
                 top_k=top_k,
-                variant=variant,
+                variant=chosen,
                 propagate=propagate,
                 truncate=truncate,
                 padding=padding and padding.value,
@@ -262,9 +262,9 @@ def check_tensor_path(path: Path | None, texts: int) -> None:
 
 def save_figure(report, panels, path, dpi, scale):
     from attn_cli.cli.common import save_figure as write
-    from attn_cli.data.registry import analysis_for
+    from attn_cli.data.registry import registered_analysis
 
-    if analysis_for(report).figure.one is not None and path.suffix.lower() in (".html", ".htm"):  # a batch
+    if registered_analysis(report).figure.one is not None and path.suffix.lower() in (".html", ".htm"):  # a batch
         note(
             f"note: {path.name} shows the first of the {len(report.reports)} texts; the SVG, PDF and PNG figures "
             "show them all"
@@ -274,9 +274,11 @@ def save_figure(report, panels, path, dpi, scale):
 
 def render_inspect(report, panels, per_head: bool = False):
     """The terminal view of inspect's report (one text, a batch or an encoder–decoder pair), as registered."""
-    from attn_cli.data.registry import analysis_for
+    from attn_cli.data.registry import registered_analysis
 
-    return analysis_for(report).terminal(report, panels, per_head)
+    view = registered_analysis(report).terminal
+    assert view is not None  # inspect registers a terminal view for each of its reports
+    return view(report, panels, per_head)
 
 
 def wants_vectors(panels) -> bool:

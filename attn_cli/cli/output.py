@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -55,7 +55,7 @@ class Output:
         return check_outputs(self.save, self.json, self.output, self.dpi, **more)
 
 
-def _json_option() -> type:
+def _json_option() -> Any:
     return Annotated[
         bool,
         typer.Option(
@@ -67,7 +67,7 @@ def _json_option() -> type:
     ]
 
 
-def _output_option() -> type:
+def _output_option() -> Any:
     return Annotated[
         Path | None,
         typer.Option(
@@ -79,7 +79,7 @@ def _output_option() -> type:
     ]
 
 
-def _save_option(help: str) -> type:
+def _save_option(help: str) -> Any:
     return Annotated[
         list[Path] | None,
         typer.Option(
@@ -92,7 +92,7 @@ def _save_option(help: str) -> type:
     ]
 
 
-def _dpi_option() -> type:
+def _dpi_option() -> Any:
     return Annotated[
         int | None,
         typer.Option(
@@ -104,7 +104,7 @@ def _dpi_option() -> type:
     ]
 
 
-def _scale_option() -> type:
+def _scale_option() -> Any:
     return Annotated[
         opt.ColourScale,
         typer.Option(
@@ -128,7 +128,10 @@ def writes_output(*, save: str | None = None, dpi: bool = True, scale: bool = Tr
 
     save: --save's help (None: the command saves no figure, and so has no --dpi or --scale either);
     dpi: --dpi (a PNG figure's pixels); scale: --scale (how weights become colours)."""
-    fields: dict[str, type] = {"json": _json_option(), "output": _output_option()}
+    fields: dict[str, Any] = {  # name → an Annotated parameter type for Typer
+        "json": _json_option(),
+        "output": _output_option(),
+    }
     if save is not None:
         fields["save"] = _save_option(save)
         if dpi:

@@ -157,3 +157,11 @@ def analysis_for(report) -> AnalysisSpec | None:
             if spec.report is kind:
                 return spec
     return None
+
+
+def registered_analysis(report) -> AnalysisSpec:
+    """analysis_for a report an analysis made: one is registered for it, and none is a bug of that analysis."""
+    spec = analysis_for(report)
+    if spec is None:
+        raise LookupError(f"no analysis is registered for a {type(report).__name__}: register an AnalysisSpec")
+    return spec
