@@ -37,6 +37,17 @@ class GeneratedHead:
             terms = np.where(kept > 0, -kept * np.log(kept), 0.0)
         return terms.sum(-1)
 
+    def to_json_dict(self) -> dict:
+        """The head as generate's JSON holds it, for a decoder's and an encoder–decoder's generation alike."""
+        return {
+            "head": self.head,
+            "kv_head": self.kv_head,
+            "weights": matrix_json(self.weights),
+            "top": [
+                [{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row] for row in self.top
+            ],
+        }
+
 
 @dataclass
 class GeneratedLayer:
@@ -79,18 +90,7 @@ class GenerateReport(Document):
             "layers": [
                 {
                     "layer": layer.layer,
-                    "heads": [
-                        {
-                            "head": head.head,
-                            "kv_head": head.kv_head,
-                            "weights": matrix_json(head.weights),
-                            "top": [
-                                [{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row]
-                                for row in head.top
-                            ],
-                        }
-                        for head in layer.heads
-                    ],
+                    "heads": [head.to_json_dict() for head in layer.heads],
                 }
                 for layer in self.layers
             ],

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from attn_cli.analyses.generate import GeneratedLayer, GenerateReport, check_options, generated_layer, step_row
 from attn_cli.analyses.inspect import check_texts
 from attn_cli.data.capture import Token
-from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_json, num_json, short
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, short
 from attn_cli.data.selection import Selection
 
 
@@ -48,18 +48,7 @@ class PairGenerateReport(Document):
                 "stack": stack,
                 "queries": generated,
                 "keys": keys,
-                "heads": [
-                    {
-                        "head": head.head,
-                        "kv_head": head.kv_head,
-                        "weights": matrix_json(head.weights),
-                        "top": [
-                            [{"index": t.index, "token": t.token, "weight": num_json(t.weight)} for t in row]
-                            for row in head.top
-                        ],
-                    }
-                    for head in entry.heads
-                ],
+                "heads": [head.to_json_dict() for head in entry.heads],
             }
 
         return {
