@@ -148,7 +148,7 @@ def inspect_pair(
         ]
         reports.append(
             InspectReport(
-                text=source if stack == "encoder" else target,
+                text=source if stack == "encoder" or target is None else target,  # None: only the encoder
                 model=capture.model,
                 device=capture.device,
                 dtype=capture.dtype,

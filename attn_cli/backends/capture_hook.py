@@ -17,7 +17,9 @@ import contextlib
 import functools
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Set as AbstractSet
+from typing import Any
 
 import torch
 from transformers import AttentionInterface, AttentionMaskInterface
@@ -48,7 +50,7 @@ class LayerRecorder:
 
     def __init__(
         self,
-        wanted_layers: set[int],
+        wanted_layers: AbstractSet[Hashable],  # layer numbers, or key_of's keys
         delegate_name: str,
         inject=None,
         keep_inputs: bool = False,
@@ -82,7 +84,7 @@ class LayerRecorder:
         self.rotary: dict[int, tuple] = {}  # id(attention module) -> the (cos, sin) it was given
         # Where records are kept: layers spread over devices by a device map come together here.
         self.analysis_device = analysis_device
-        self.records: dict[int, LayerCapture] = {}
+        self.records: dict[Any, LayerCapture] = {}  # keyed as wanted_layers
         # sink(record): handed each record as it is made instead of keeping the last one per layer
         # (generation calls every layer once per new token).
         self.sink = sink
