@@ -267,3 +267,13 @@ def test_one_block_takes_symmetry_from_its_own_scores(monkeypatch, qkv):
     assert made == [1]
     assert whole.symmetry.relative == pytest.approx(blocks.symmetry.relative, rel=1e-5)
     assert whole.symmetry.max_abs_diff == pytest.approx(blocks.symmetry.max_abs_diff, rel=1e-5)
+
+
+def test_a_token_is_written_as_dataclasses_asdict_writes_it():
+    """Token.to_json replaced asdict's deep copy in every document's "tokens" (the same keys in the same order)."""
+    import dataclasses
+
+    from attn_cli.data.capture import Token
+
+    for token in (Token(0, "[CLS]", 101, True), Token(3, "Ġthe\u2028", 262, False)):
+        assert json.dumps(token.to_json()) == json.dumps(dataclasses.asdict(token))

@@ -373,3 +373,27 @@ def test_the_figure_is_as_wide_as_its_title(minilm):
     title = re.search(r'font-weight="bold"[^>]*>([^<]*over words)<', svg).group(1)
     width = float(re.search(r'<svg[^>]* width="([\d.]+)"', svg).group(1))
     assert width >= 10 + text_width(title.replace("&amp;", "&"), 16)
+
+
+def test_the_tokenizer_words_are_grouped_only_when_words_are_asked_for(minilm, monkeypatch):
+    """Grouping a 16k-token text into words costs ~0.2 s that only --words reads: a capture groups them when
+    `words` is first read, once, and a run without --words never does."""
+    import attn_cli.data.words as words_module
+
+    calls = []
+    grouping = words_module.words_from_tokenizer
+
+    def counted(*args):
+        calls.append(1)
+        return grouping(*args)
+
+    monkeypatch.setattr(words_module, "words_from_tokenizer", counted)
+    minilm.inspect(SPLIT, layers="0", heads="0")
+    assert calls == []
+    capture = minilm.backend.capture_batch([SPLIT], [0])[0]
+    assert calls == []
+    assert [w.text for w in capture.words] == ["[CLS]", "unbelievably", "tokenization", "[SEP]"]
+    assert [w.text for w in capture.words] == ["[CLS]", "unbelievably", "tokenization", "[SEP]"]
+    assert calls == [1]
+    assert minilm.inspect(SPLIT, layers="0", heads="0", words=True).words is not None
+    assert len(calls) == 2

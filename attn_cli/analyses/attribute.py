@@ -60,7 +60,7 @@ class AttributionReport(Document):
             "model": asdict(self.model),
             "device": self.device,
             "dtype": self.dtype,
-            "tokens": [asdict(token) for token in self.tokens],
+            "tokens": [token.to_json() for token in self.tokens],
             "method": self.method,
             "layers": self.layers,
             "per_layer": None if self.per_layer is None else [matrix_json(layer) for layer in self.per_layer],

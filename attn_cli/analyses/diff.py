@@ -64,7 +64,7 @@ class DiffReport(Document):
             return {
                 "text": report.text,
                 "model": asdict(report.model),
-                "tokens": [asdict(token) for token in report.tokens],
+                "tokens": [token.to_json() for token in report.tokens],
             }
 
         def change(value: Change) -> dict:

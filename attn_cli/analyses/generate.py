@@ -86,7 +86,7 @@ class GenerateReport(Document):
             "dtype": self.dtype,
             "sample": self.sample,
             "stop": self.stop,
-            "tokens": [{**asdict(token), "generated": token.index >= self.prompt_tokens} for token in self.tokens],
+            "tokens": [{**token.to_json(), "generated": token.index >= self.prompt_tokens} for token in self.tokens],
             "layers": [
                 {
                     "layer": layer.layer,

@@ -335,7 +335,7 @@ def run_header(report, command: str) -> dict:
         "model": asdict(report.model),
         "device": report.device,
         "dtype": report.dtype,
-        "tokens": [asdict(token) for token in report.tokens],
+        "tokens": [token.to_json() for token in report.tokens],
     }
     if report.truncated_from is not None:
         document["truncated_from"] = report.truncated_from

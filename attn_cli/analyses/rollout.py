@@ -44,7 +44,7 @@ class RolloutReport(Document):
             "model": asdict(self.model),
             "device": self.device,
             "dtype": self.dtype,
-            "tokens": [asdict(token) for token in self.tokens],
+            "tokens": [token.to_json() for token in self.tokens],
             "layers": self.layers,
             "head_fusion": self.head_fusion,
             "rollout": matrix_json(self.matrix),

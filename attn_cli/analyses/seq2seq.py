@@ -6,7 +6,7 @@ source), and one document (PairReport) holding them in the model's order.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from attn_cli.analyses.inspect import Progress, analyse_capture, check_texts
 from attn_cli.analyses.inspect_report import (
@@ -71,7 +71,7 @@ class PairReport(Document):
         return {
             **run_header(self, "inspect"),
             "target": self.target,
-            "target_tokens": [asdict(token) for token in self.target_tokens],
+            "target_tokens": [token.to_json() for token in self.target_tokens],
             "teacher_forcing": TEACHER_FORCED,
             "variant": "baseline",
             "matrices_left_out": self.matrices_left_out,
@@ -102,8 +102,8 @@ def _with_tokens(text: str, report: InspectReport) -> str:
     (the source's): the decoder's (target × target) and the cross-attention's (target × source)."""
     if report.layers and report.layers[0].stack == "encoder":
         return text
-    queries = dumps([asdict(token) for token in report.tokens])
-    keys = dumps([asdict(token) for token in report.key_axis])
+    queries = dumps([token.to_json() for token in report.tokens])
+    keys = dumps([token.to_json() for token in report.key_axis])
     return text.replace('"heads": [', f'"queries": {queries}, "keys": {keys}, "heads": [', 1)
 
 

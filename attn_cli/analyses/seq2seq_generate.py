@@ -39,7 +39,7 @@ class PairGenerateReport(Document):
 
     def to_json_dict(self) -> dict:
         decoder = self.decoder
-        targets = [{**asdict(token), "generated": token.index >= decoder.prompt_tokens} for token in decoder.tokens]
+        targets = [{**token.to_json(), "generated": token.index >= decoder.prompt_tokens} for token in decoder.tokens]
         generated = targets[decoder.prompt_tokens - 1 : -1]  # the queries: each step's input token
 
         def layer(entry: GeneratedLayer, stack: str, keys: list) -> dict:
@@ -61,11 +61,11 @@ class PairGenerateReport(Document):
             "dtype": decoder.dtype,
             "sample": decoder.sample,
             "stop": decoder.stop,
-            "tokens": [asdict(token) for token in self.tokens],
+            "tokens": [token.to_json() for token in self.tokens],
             "target_tokens": targets,
             "rows": "row i: the step that produced generated token i (its query: the decoder's input token i)",
             "layers": [layer(entry, "decoder", targets) for entry in decoder.layers]
-            + [layer(entry, "cross", [asdict(token) for token in self.tokens]) for entry in self.cross],
+            + [layer(entry, "cross", [token.to_json() for token in self.tokens]) for entry in self.cross],
         }
 
 

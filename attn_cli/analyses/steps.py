@@ -50,7 +50,7 @@ class StepsReport(Document):
             "command": "steps",
             "text": self.text,
             "model": asdict(self.model),
-            "tokens": [asdict(token) for token in self.tokens],
+            "tokens": [token.to_json() for token in self.tokens],
             "layer": self.layer,
             "head": self.head,
             "stages": [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import inspect
 import tempfile
@@ -152,7 +153,7 @@ class HFBackend:
                     },
                     truncated_from=truncated_from,
                     padding_side=(padding_side or self.tokenizer.padding_side) if len(texts) > 1 else None,
-                    words=self._words(tokens[index], encoding, text),
+                    word_grouping=self._words(tokens[index], encoding, text),
                 )
                 for index, (text, (encoding, truncated_from)) in enumerate(zip(texts, encodings))
             ]
@@ -389,12 +390,13 @@ class HFBackend:
 
     @staticmethod
     def _words(tokens: list[Token], encoding: dict, text: str):
-        """Which tokens make which word, from the tokenizer's word ids and offsets; None where it has none."""
+        """Which tokens make which word, from the tokenizer's word ids and offsets, grouped when first asked
+        (Capture.word_grouping); None where it has none. A partial, not a closure: a Capture stays picklable."""
         from attn_cli.data.words import words_from_tokenizer
 
         if "word_ids" not in encoding or "offset_mapping" not in encoding:
             return None
-        return words_from_tokenizer(tokens, encoding["word_ids"], encoding["offset_mapping"], text)
+        return functools.partial(words_from_tokenizer, tokens, encoding["word_ids"], encoding["offset_mapping"], text)
 
     def _pad(self, encodings: list[dict], padding_side: str | None) -> dict[str, torch.Tensor]:
         """Model inputs for the batch: padded to the longest text, position ids kept per text."""

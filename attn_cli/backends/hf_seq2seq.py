@@ -142,7 +142,7 @@ def capture_pair(
             dtype=backend.dtype,
             layers={layer: only_sequence(recorder.records[(stack, layer)]) for layer in layers},
             keys=source_tokens if stack == "cross" else None,
-            words=backend._words(source_tokens, encoding, source) if stack == "encoder" else None,
+            word_grouping=backend._words(source_tokens, encoding, source) if stack == "encoder" else None,
         )
     return source_tokens, targets, dict(zip(captures, check_finite(list(captures.values()))))
 

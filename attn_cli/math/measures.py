@@ -78,8 +78,11 @@ def _accumulate(accumulator, diff: torch.Tensor, block: int) -> None:
     inside = _float64(diff[..., :block]).square_().sum((-2, -1))  # (h,)
     beyond = _float64(diff[..., block:]).square_().sum((-2, -1))
     accumulator.diff_squared += inside + 2 * beyond
-    if diff.numel():  # max |d| as max(max d, −min d): one pass, no |diff| temporary, the same number
-        low, high = torch.aminmax(diff.flatten(-2), dim=-1)  # (h,) each
+    if diff.numel():  # max |d| as max(max d, −min d): no |diff| temporary, the same number. Two reductions,
+        # not torch.aminmax(dim=-1): on CPU that is ~40x slower than amax and amin (4.8 ms vs 0.11 ms on a
+        # (1, 256, 8192) block; 0.3 s of a 16k-token inspect)
+        flat = diff.flatten(-2)  # (h, c·n)
+        high, low = flat.amax(-1), flat.amin(-1)  # (h,) each
         accumulator.max_abs_diff = torch.maximum(accumulator.max_abs_diff, torch.maximum(high, -low).double())
 
 
