@@ -196,3 +196,67 @@ def print_call_ratio(calls: dict[str, list[Call]], ours: str, peer: str, target:
 def print_threads(torch) -> None:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"torch threads {torch.get_num_threads()}; load average now {load}")
+
+
+# The figures a run recorded (--record), one JSON file per benchmark, committed beside the scripts: a later run
+# prints its figures beside them and says which grew. Only figures where lower is better (ratios, seconds, MiB).
+RECORDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "records")
+GROWTH = 0.10  # a figure more than 10 % above its record is said to have grown
+
+
+def git_commit(tree: str) -> str:
+    """The checkout's commit (short), with "+" when it has uncommitted changes; "?" outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", tree, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return commit + ("+" if dirty.strip() else "")
+
+
+def compare_with_record(name: str, figures: dict[str, float], record: bool, path: str | None = None) -> list[str]:
+    """Print `figures` beside the ones recorded for benchmark `name` (benchmarks/records/NAME.json, or `path`)
+    and return the keys that grew by more than GROWTH; with record=True, write these figures as the record
+    (with the commit, the date and the load average, so the note says what they were measured on)."""
+    import json
+    from datetime import datetime, timezone
+
+    path = path or os.path.join(RECORDS, f"{name}.json")
+    grown: list[str] = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            before = json.load(handle)
+        print(f"against the record of {before['commit']} ({before['date']}, load {before['load']}):")
+        width = max(len(key) for key in figures)
+        for key, value in figures.items():
+            old = before["figures"].get(key)
+            if old is None:
+                print(f"  {key:<{width}}  {value:10.3f}  (not recorded)")
+                continue
+            change = value / old - 1 if old else 0.0
+            flag = f"  GREW by {change:.0%} (more than {GROWTH:.0%})" if change > GROWTH else ""
+            print(f"  {key:<{width}}  {value:10.3f}  was {old:10.3f}  {change:+.0%}{flag}")
+            if change > GROWTH:
+                grown.append(key)
+    else:
+        print(f"no record yet at {path} (run with --record to write one)")
+    if record:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        document = {
+            "benchmark": name,
+            "commit": git_commit(os.path.dirname(RECORDS)),
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "load": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "figures": {key: round(value, 4) for key, value in figures.items()},
+        }
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, indent=2)
+            handle.write("\n")
+        print(f"recorded to {path}")
+    return grown

@@ -18,7 +18,14 @@ timed in one process with the models already loaded (--in-process, default on):
 attn's Model.inspect plus writing its JSON, the sdpa forward, and the eager
 forward with output_attentions plus the top-5 of layer 3 head 0.
 
-    .venv/bin/python benchmarks/bench_long.py --repeat 3 [--lengths 1024,4096,16384]
+    .venv/bin/python benchmarks/bench_long.py --repeat 3 [--lengths 1024,4096,16384] [--record]
+        [--also ../other-checkout]
+
+Each run prints its figures (attn / sdpa per length, attn's peak RSS, the in-process ratio) beside
+those recorded in benchmarks/records/bench_long.json and says which grew by more than 10 %;
+--record writes this run's figures there (commit, date and load with them). --also DIR adds
+another checkout's attn (an older commit: `git worktree add DIR COMMIT`) as one more contender in
+the same interleaved rounds, so two commits are measured side by side under the same load.
 """
 
 from __future__ import annotations
@@ -32,7 +39,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _timing import add_common_args, interleave, median_wall, print_header, print_stderr_notes, print_table
+from _timing import (
+    add_common_args,
+    compare_with_record,
+    git_commit,
+    interleave,
+    median_wall,
+    print_header,
+    print_stderr_notes,
+    print_table,
+)
 
 PEER = Path(__file__).with_name("peer_long_forward.py")
 EAGER_MAX_TOKENS = 4096
@@ -60,17 +76,31 @@ def build_model(directory: Path) -> None:
         shutil.copy(minilm_dir() / name, directory / name)
 
 
-def contenders(model: Path, text_file: Path, tokens: int) -> dict[str, list[str]]:
+# Another checkout's attn, whatever its entry point was (attn_cli.launch since the registry; attn_cli.cli before).
+LAUNCHER = (
+    "import sys; sys.argv[0] = 'attn'\n"
+    "try:\n    from attn_cli.launch import main\n"
+    "except ImportError:\n    from attn_cli.cli import main\n"
+    "sys.exit(main())"
+)
+
+
+def contenders(model: Path, text_file: Path, tokens: int, also: list[str]) -> dict[str, list[str]]:
     attn = Path(sys.executable).with_name("attn")
+    inspect = f"inspect - --model '{model}' --layer 3 --head 0 --top-k 5 --json < '{text_file}'"
     # exec: the shell becomes attn, so wait4's rusage is attn's own.
     runs = {
-        "attn inspect": [
-            "sh",
-            "-c",
-            f"exec '{attn}' inspect - --model '{model}' --layer 3 --head 0 --top-k 5 --json < '{text_file}'",
-        ],
+        "attn inspect": ["sh", "-c", f"exec '{attn}' {inspect}"],
         "bare sdpa forward": [sys.executable, str(PEER), "sdpa", str(model), str(text_file)],
     }
+    for tree in also:  # PYTHONPATH puts that checkout's attn_cli before the installed one
+        tree = str(Path(tree).resolve())
+        runs[f"attn @ {git_commit(tree)}"] = [
+            "sh",
+            "-c",
+            f"PYTHONPATH='{tree}' exec '{sys.executable}' -c \"$0\" {inspect}",
+            LAUNCHER,
+        ]
     if tokens <= EAGER_MAX_TOKENS:
         runs["eager output_attentions"] = [sys.executable, str(PEER), "eager", str(model), str(text_file)]
     return runs
@@ -182,8 +212,13 @@ def main() -> int:
     parser.add_argument(
         "--no-in-process", dest="in_process", action="store_false", help="skip the timing with models already loaded"
     )
+    parser.add_argument("--record", action="store_true", help="write this run's figures as the record")
+    parser.add_argument(
+        "--also", action="append", default=[], metavar="DIR", help="another checkout's attn as one more contender"
+    )
     add_common_args(parser)
     args = parser.parse_args()
+    figures: dict[str, float] = {}
     print_header("attn on long inputs (tiny Llama: hidden 256, 4 layers, 8 heads, 2 kv heads)")
     passed = True
     with tempfile.TemporaryDirectory() as scratch:
@@ -193,18 +228,29 @@ def main() -> int:
             text_file = Path(scratch) / f"text-{tokens}.txt"
             text_file.write_text(" ".join(["word"] * (tokens - 2)))  # + [CLS] and [SEP]
             print(f"--- T = {tokens} tokens")
-            samples = interleave(contenders(model, text_file, tokens), args.repeat, args.warmup)
+            samples = interleave(contenders(model, text_file, tokens, args.also), args.repeat, args.warmup)
             print_table(samples)
             print_stderr_notes(samples)
             for line, ok in verdicts(tokens, samples):
                 print(f"  {line}{'' if ok else '  FAIL'}")
                 passed &= ok
+            attn, sdpa = samples["attn inspect"], samples["bare sdpa forward"]
+            figures[f"T={tokens} attn / sdpa (whole processes)"] = median_wall(attn) / median_wall(sdpa)
+            figures[f"T={tokens} attn peak RSS MiB"] = median_rss(attn)
+            for name in samples:
+                if name.startswith("attn @ "):
+                    print(f"  {name}: {median_wall(samples[name]) / median_wall(sdpa):.2f}x the sdpa forward")
             if args.in_process:
-                print_in_process(
-                    json.loads(in_child("time", str(model), str(text_file), str(tokens), str(args.repeat)))
+                seconds = json.loads(in_child("time", str(model), str(text_file), str(tokens), str(args.repeat)))
+                print_in_process(seconds)
+                figures[f"T={tokens} attn / sdpa (in one process)"] = (
+                    seconds["attn inspect"] / seconds["bare sdpa forward"]
                 )
             print()
-    return 0 if passed else 1
+    grown = compare_with_record("bench_long", figures, args.record)
+    if grown:
+        print(f"grew by more than 10 %: {', '.join(grown)}")
+    return 0 if passed and not grown else 1
 
 
 if __name__ == "__main__":
