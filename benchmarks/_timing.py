@@ -60,16 +60,21 @@ def run_once(cmd: list[str]) -> Sample:
 
 
 def interleave(contenders: dict[str, list[str]], repeat: int, warmup: int = 1) -> dict[str, list[Sample]]:
-    """Run every contender `warmup` times untimed, then `repeat` timed rounds of A, B, A, B, ..."""
-    for round_ in range(warmup):
-        for name, cmd in contenders.items():
-            print(f"  warm-up {round_ + 1}/{warmup}: {name}", file=sys.stderr, flush=True)
-            run_once(cmd)
+    """Run every contender `warmup` times untimed, then `repeat` timed rounds of A, B, ..., each round starting
+    one contender later (A B C, B C A, C A B, ...): over as many rounds as contenders each runs once in every
+    position, so a host that is slower for the first (or last) process of a round favours none (bench_store
+    found the last of five back-to-back runs slowest, whichever contender it was)."""
+    names = list(contenders)
     samples: dict[str, list[Sample]] = {name: [] for name in contenders}
-    for round_ in range(repeat):
-        for name, cmd in contenders.items():
-            print(f"  run {round_ + 1}/{repeat}: {name}", file=sys.stderr, flush=True)
-            samples[name].append(run_once(cmd))
+    for round_ in range(warmup + repeat):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            timed = round_ >= warmup
+            label = f"run {round_ - warmup + 1}/{repeat}" if timed else f"warm-up {round_ + 1}/{warmup}"
+            print(f"  {label}: {name}", file=sys.stderr, flush=True)
+            sample = run_once(contenders[name])
+            if timed:
+                samples[name].append(sample)
     return samples
 
 

@@ -76,9 +76,10 @@ def build_model(directory: Path) -> None:
         shutil.copy(minilm_dir() / name, directory / name)
 
 
-# Another checkout's attn, whatever its entry point was (attn_cli.launch since the registry; attn_cli.cli before).
+# Another checkout's attn (its folder first on sys.path: `python -c` puts the working directory there, which
+# would be this checkout's), whatever its entry point was (attn_cli.launch since the registry; attn_cli.cli before).
 LAUNCHER = (
-    "import sys; sys.argv[0] = 'attn'\n"
+    "import sys; sys.path.insert(0, {tree!r}); sys.argv[0] = 'attn'\n"
     "try:\n    from attn_cli.launch import main\n"
     "except ImportError:\n    from attn_cli.cli import main\n"
     "sys.exit(main())"
@@ -93,13 +94,13 @@ def contenders(model: Path, text_file: Path, tokens: int, also: list[str]) -> di
         "attn inspect": ["sh", "-c", f"exec '{attn}' {inspect}"],
         "bare sdpa forward": [sys.executable, str(PEER), "sdpa", str(model), str(text_file)],
     }
-    for tree in also:  # PYTHONPATH puts that checkout's attn_cli before the installed one
+    for tree in also:
         tree = str(Path(tree).resolve())
         runs[f"attn @ {git_commit(tree)}"] = [
             "sh",
             "-c",
-            f"PYTHONPATH='{tree}' exec '{sys.executable}' -c \"$0\" {inspect}",
-            LAUNCHER,
+            f"exec '{sys.executable}' -c \"$0\" {inspect}",
+            LAUNCHER.format(tree=tree),
         ]
     if tokens <= EAGER_MAX_TOKENS:
         runs["eager output_attentions"] = [sys.executable, str(PEER), "eager", str(model), str(text_file)]
