@@ -406,6 +406,12 @@ def _eager(model, fed: dict):
         model.set_attn_implementation(before)
 
 
+def _softmax_rows(weights) -> bool:
+    """(H, T_q, T_k) weights whose every row is a share of a softmax: ≥ 0, summing to at most 1 (a learned sink
+    takes the rest of a row, gpt-oss's; a row masked whole is 0)."""
+    return bool((weights >= 0).all()) and bool((weights.float().sum(-1) <= 1 + 1e-3).all())
+
+
 def _judge(report_layers, expected: dict, guard: float) -> Observed:
     """report_layers: (key, (H, T_q, T_k) array) of every layer attn reported; expected: key → eager's."""
     import numpy as np
@@ -443,6 +449,13 @@ def _observe_text(kind: str, model) -> Observed:
         expected = {layer: weights[0] for layer, weights in zip(reported, eager)}
     else:
         expected = {index: layer[0] for index, layer in enumerate(eager) if layer is not None}
+    # A linear-attention layer's eager "attentions" entry is not softmax weights (MiniMax's lightning attention
+    # returns its decay-weighted q·kᵀ: negative cells, rows summing to ~6, a block of the text): attn must say
+    # it has no softmax attention there (model.no_attention_layers), and then it is not expected of it.
+    not_softmax = {index for index, weights in expected.items() if not _softmax_rows(weights)}
+    if not_softmax - set(report.model.no_attention_layers):
+        return Observed("wrong", f"eager's layer {sorted(not_softmax)} is not softmax attention and attn shows it")
+    expected = {index: weights for index, weights in expected.items() if index not in not_softmax}
     seen = _judge(
         [(layer.layer, np.stack([head.weights for head in layer.heads])) for layer in report.layers], expected, guard
     )

@@ -91,11 +91,26 @@ class LayerRecorder:
         self.parents: dict[int, torch.nn.Module] = {}  # id(attention module) -> the module holding it
         self.paths: dict[int, int] = {}  # id(attention module) -> the layer its path names (capturing fills it)
         self.calls = 0
+        self.called: set[int] = set()  # id() of the attention modules that ran in this forward
+        self.last_called: int | None = None  # id() of the one that ran last
 
     def __call__(self, module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
         layer = layer_of(module, self.calls, self.paths)
         slot = layer if self.key_of is None else self.key_of(module)  # what records are keyed by
         self.calls += 1
+        if self.sink is None:  # one forward, where each layer's attention runs once (generation: once a token)
+            # … or twice in a row (DiffLlama's two softmaxes per head): a module that runs again after another
+            # layer's did is a recurrent-depth model running its layers again (Dory's loops, HRM's cycles)
+            again = id(module) in self.called and id(module) != self.last_called
+            self.last_called = id(module)
+            looped = again and isinstance(getattr(module, "layer_idx", None), int)
+            if looped and module.layer_idx >= 0:
+                raise UnsupportedModel(
+                    f"the attention of layer {layer} ran more than once in one forward: the model loops over its "
+                    "layers (recurrent depth), and attn, which shows one attention per layer, would show only the "
+                    "last pass"
+                )
+            self.called.add(id(module))
         # a sink that only gates the output (granite_swa) leaves the weights a plain softmax: nothing to refuse
         sink = None if kwargs.get("s_aux") is None or gates_output_only(module) else kwargs["s_aux"]
         allowed = ("position_bias",) * self.keep_bias + ("s_aux",) * (sink is None or self.keep_sink)
@@ -122,7 +137,7 @@ class LayerRecorder:
                 q=keep(seen_q),
                 k=keep(seen_k),
                 v=keep(value),
-                mask=allowed_mask(module, query, key, seen_mask, kwargs.get("is_causal")).to(
+                mask=allowed_mask(module, query, key, seen_mask, kwargs.get("is_causal"), self.delegate_name).to(
                     self.analysis_device or query.device
                 ),
                 scale=float(scaling),
@@ -429,8 +444,9 @@ def unrotate(module, query, key, position_embeddings):
     return apply(query, key, cos, -sin)
 
 
-def allowed_mask(module, query, key, attention_mask, is_causal_kwarg) -> AttentionMask:
-    """Which key each query may attend, for the whole batch.
+def allowed_mask(module, query, key, attention_mask, is_causal_kwarg, delegate: str = "sdpa") -> AttentionMask:
+    """Which key each query may attend, for the whole batch, as the implementation `delegate` (the one the
+    model runs, which the capture hands the call on to) applies it.
 
     Accepts every mask format transformers builds: None (sdpa relies on
     `is_causal`: kept as a rule, no T × T tensor), boolean (sdpa), additive
@@ -438,8 +454,13 @@ def allowed_mask(module, query, key, attention_mask, is_causal_kwarg) -> Attenti
     """
     batch, q_len, k_len = query.shape[0], query.shape[-2], key.shape[-2]
     device = query.device
-    # The same rule sdpa applies when no full mask is given.
-    causal = is_causal_kwarg if is_causal_kwarg is not None else getattr(module, "is_causal", True)
+    if attention_mask is None and delegate == "eager":
+        # eager adds the mask it is given and nothing else: None masks nothing, whatever `is_causal` says. (A
+        # model that supports only eager may leave is_causal unset on a bidirectional attention, Splinter's:
+        # sdpa's default below would make it causal.)
+        causal = False
+    else:  # the same rule sdpa applies when no full mask is given
+        causal = is_causal_kwarg if is_causal_kwarg is not None else getattr(module, "is_causal", True)
     causal = bool(causal) and q_len > 1
     if attention_mask is None:
         return AttentionMask(q_len, k_len, causal, None, device)

@@ -17,19 +17,42 @@ def model_info(name: str, model) -> ModelInfo:
             f"{config.model_type} has no attention heads (its config names no num_attention_heads)",
             "attn shows attention matrices; this model mixes tokens another way",
         )
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    head_dims, kv_heads = per_layer(config, "head_dim"), per_layer(config, "num_key_value_heads")
     causal = any(getattr(module, "is_causal", False) for module in model.modules() if hasattr(module, "layer_idx"))
+    notes = [ATTENTION_NOTES.get(config.model_type), varying_sizes(head_dims, kv_heads)]
     return ModelInfo(
         name=name,
         architecture=config.model_type,
         layers=config.num_hidden_layers,
         heads=heads,
-        kv_heads=getattr(config, "num_key_value_heads", None) or heads,
-        head_dim=head_dim,
+        kv_heads=kv_heads[0] or heads,
+        head_dim=head_dims[0] or config.hidden_size // heads,
         causal=causal,
         max_positions=usable_positions(model),
         no_attention_layers=no_attention_layers(model, config.num_hidden_layers),
-        attention_note=ATTENTION_NOTES.get(config.model_type),
+        attention_note="; ".join(note for note in notes if note) or None,
+    )
+
+
+def per_layer(config, name: str) -> list:
+    """A config size per layer: [the one value] for most configs, every layer's where a heterogeneous config
+    (Gemma 4's per_layer_config) sets it per layer and refuses the global read (a RuntimeError, not an
+    AttributeError, so getattr's default does not catch it). [None] where the config has none."""
+    try:
+        return [getattr(config, name, None)]
+    except RuntimeError:
+        return [getattr(layer, name, None) for layer in config.per_layer_config]
+
+
+def varying_sizes(head_dims: list, kv_heads: list) -> str | None:
+    """What the model info's one head_dim and kv_heads (layer 0's) leave out, where they vary by layer."""
+    if len(set(head_dims)) <= 1 and len(set(kv_heads)) <= 1:
+        return None
+    layers = max(len(head_dims), len(kv_heads))  # a size the config sets once holds for every layer
+    head_dims, kv_heads = (sizes * layers if len(sizes) == 1 else sizes for sizes in (head_dims, kv_heads))
+    return "head_dim and kv_heads vary by layer (the model info gives layer 0's): " + ", ".join(
+        f"layer {index}: {dim} ({kv} kv head{'' if kv == 1 else 's'})"
+        for index, (dim, kv) in enumerate(zip(head_dims, kv_heads))
     )
 
 

@@ -22,7 +22,7 @@ from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 STACKS = ("encoder", "decoder", "cross")
 # Names of cross-attention modules: BART/Marian/mBART encoder_attn, T5 EncDecAttention, BERT-style crossattention
-_CROSS_NAMES = ("encoder_attn", "EncDecAttention", "crossattention")
+_CROSS_NAMES = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attention")  # NLLB-MoE: cross_attention
 
 
 def is_seq2seq(model) -> bool:
@@ -130,6 +130,17 @@ def capture_pair(
         raise UnsupportedModel(
             f"{type(backend.model).__name__} does not route attention through transformers' "
             "attention interface, so attn cannot see its Q, K and V"
+        )
+    missing = sorted(
+        {stack for stack, layers in wanted.items() for layer in layers if (stack, layer) not in recorder.records}
+    )
+    if missing:  # some attention of the pair goes through the interface, this stack's does not (LongT5's local
+        # encoder attention, Pegasus-X's block attention, BigBird-Pegasus' block-sparse attention)
+        seen = sorted(set(wanted) - set(missing))
+        raise UnsupportedModel(
+            f"{type(backend.model).__name__}'s {' and '.join(missing)} attention does not go through transformers' "
+            "attention interface, so attn cannot see its Q, K and V",
+            f"--stack {','.join(seen)} shows the attention it can see" if seen else None,
         )
     source_tokens, targets = backend._tokens(encoding), target_tokens(backend, ids)
     captures = {}

@@ -170,6 +170,13 @@ def check_config(model, modality: str = "text") -> None:
     )
     if not with_ids:
         raise UnsupportedModel(f"{kind} ({type(model).__name__}) is not a text model: it takes no token ids", SUPPORTED)
+    table = getattr(config, "type_vocab_sizes", None)  # TAPAS: several token-type ids per token, not one
+    if isinstance(table, (list, tuple)):
+        raise UnsupportedModel(
+            f"{kind} reads a question with a table: {len(table)} token-type ids per token (segment, column, row, "
+            "ranks …) that its table tokenizer makes, which a plain text does not have",
+            SUPPORTED,
+        )
     other = [name for name in _OTHER_INPUTS if name in parameters]
     if other:  # a vision–language or speech–text model: its text attention would be shown without its input
         raise UnsupportedModel(f"{kind} ({type(model).__name__}) also reads {', '.join(other)}", SUPPORTED)
