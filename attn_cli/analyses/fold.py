@@ -83,7 +83,8 @@ def fold(
             digest = part_digest(part)
             kept = keeper.load(index, digest) if keeper is not None else None
             if kept is None:
-                pending, rows = [partials.Partial(shape, top, samples)], []  # merged MERGE_BYTES at a time
+                pending = [partials.Partial(shape, top, samples)]  # merged MERGE_BYTES at a time
+                rows: list[dict] = []  # per_text_rows of each batch
 
                 def scored(count: int) -> None:
                     nonlocal done

@@ -132,7 +132,8 @@ class Scorer:
     def run(self, job: Job, batches: list[list[tuple[int, str]]]) -> tuple[partials.Partial, list[dict]]:
         from attn_cli.analyses.heads import score_texts
 
-        pending, rows = [partials.Partial(job.shape, job.top, job.samples)], []
+        pending = [partials.Partial(job.shape, job.top, job.samples)]
+        rows: list[dict] = []  # fold.per_text_rows of each batch
 
         def score(texts):
             return score_texts(self.backend, texts, job.layers, job.heads, job.truncate, job.needle)

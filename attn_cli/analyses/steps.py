@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from attn_cli.analyses.inspect import check_texts
+from attn_cli.data.capture import ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_json
 from attn_cli.data.selection import parse_selection
 from attn_cli.plumbing.errors import BadInput
@@ -29,7 +30,7 @@ class Stage:
 @dataclass
 class StepsReport(Document):
     text: str
-    model: object  # ModelInfo
+    model: ModelInfo
     tokens: list
     layer: int
     head: int

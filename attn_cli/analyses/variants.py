@@ -94,7 +94,8 @@ def apply_variant(layer: LayerCapture, variant: Variant, heads: int) -> LayerCap
         if variant.name != "baseline":
             raise UnsupportedModel(f"the {variant.name} variant needs Q and K", layer.without_qkv)
         return layer
-    if variant.uses_layer_input:
+    transform = variant.transform
+    if transform is None:  # variant.uses_layer_input
         if layer.inputs is None:
             raise BadInput("raw needs the attention layer's input X, which was not captured for this model")
         x = layer.inputs  # (T, d_model)
@@ -108,6 +109,6 @@ def apply_variant(layer: LayerCapture, variant: Variant, heads: int) -> LayerCap
             1.0,
             x,
         )  # raw: plain X·Xᵀ
-    q, k, scale = variant.transform(layer.q, layer.k, layer.scale)
-    scorer = layer.scorer.with_scale(scale) if hasattr(layer.scorer, "with_scale") else layer.scorer  # softcapping
+    q, k, scale = transform(layer.q, layer.k, layer.scale)
+    scorer = layer.scorer.with_scale(scale) if isinstance(layer.scorer, scoring.Softcapped) else layer.scorer
     return replace(layer, q=q, k=k, scale=scale, scorer=scorer)

@@ -90,8 +90,9 @@ def heads_show_command(
             if not store.exists():  # perhaps `attn heads show me` meant the text "show me"
                 error.hint = f'{error.hint}; to score "show {store}" as text, write attn heads -- show {store}'
             raise
-        if report.incomplete_note():
-            note(report.incomplete_note())
+        incomplete = report.incomplete_note()
+        if incomplete:
+            note(incomplete)
         dashboard = report.dashboard(*place, score=score, top=top) if place is not None else None
         if score is not None and dashboard is None:
             report.check_score(score)

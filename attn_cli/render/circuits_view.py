@@ -87,7 +87,8 @@ def _head_table(report: CircuitsReport) -> Table:
             row += [Text("")] * (SINGULAR_SHOWN - len(values[:SINGULAR_SHOWN]))
         row.append(_copying(head.copying))
         if split:
-            row += [_share(head.split and head.split["content"]), _share(head.split and head.split["position"])]
+            shares = head.split or {}
+            row += [_share(shares.get("content")), _share(shares.get("position"))]
         table.add_row(*row)
     return table
 

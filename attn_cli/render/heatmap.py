@@ -216,7 +216,7 @@ class Heatmap:
         fits = max(1, width - self.label_width - 1)
         need = self.width_for(1, 0)
         if self.hint == WINDOW_HINT:
-            rows = len(self.matrix)
+            rows = 0 if self.matrix is None else len(self.matrix)  # drawn for a kept matrix only
             advice = (
                 f"pick a window, e.g. --rows {self.row0}:{self.row0 + min(rows, 40)} "
                 f"--cols {self.col0}:{self.col0 + fits}"

@@ -37,7 +37,7 @@ def resized(pixels: np.ndarray, width: int) -> np.ndarray:
 
     height, wide = pixels.shape[:2]
     rows = max(2, 2 * round(width * height / wide / 2))
-    return np.asarray(Image.fromarray(pixels).resize((width, rows), Image.BOX))
+    return np.asarray(Image.fromarray(pixels).resize((width, rows), Image.Resampling.BOX))
 
 
 def stretched(weights: np.ndarray, height: int, width: int) -> np.ndarray:

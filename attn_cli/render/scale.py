@@ -29,7 +29,8 @@ def _interpolate(stops, share: float) -> tuple[int, int, int]:
     index = min(int(position), len(stops) - 2)
     part = position - index
     low, high = stops[index], stops[index + 1]
-    return tuple(int(round(a + (b - a) * part)) for a, b in zip(low, high))
+    red, green, blue = (int(round(a + (b - a) * part)) for a, b in zip(low, high))
+    return red, green, blue
 
 
 def hex_colour(rgb: tuple[int, int, int]) -> str:
