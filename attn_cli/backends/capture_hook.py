@@ -106,7 +106,7 @@ class LayerRecorder:
             looped = again and isinstance(getattr(module, "layer_idx", None), int)
             if looped and module.layer_idx >= 0:
                 raise UnsupportedModel(
-                    f"the attention of layer {layer} ran more than once in one forward: the model loops over its "
+                    f"{type(module).__name__} (layer {layer}) ran more than once in one forward: the model loops over its "
                     "layers (recurrent depth), and attn, which shows one attention per layer, would show only the "
                     "last pass"
                 )
