@@ -84,13 +84,13 @@ def save_model(directory, kind: str, **overrides):
     return directory
 
 
-def eager_attentions(directory, layers: list[int] | None = None) -> list[torch.Tensor]:
+def eager_attentions(directory, layers: list[int] | None = None, text: str = TEXT) -> list[torch.Tensor]:
     """The attention layers' (H, T, T) weights from eager `output_attentions`, in layer order; layers: which of
     them, where the model gives one entry per layer (MiniMax's linear layers hand back their own kind)."""
     model = transformers.AutoModel.from_pretrained(directory, attn_implementation="eager").eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     with torch.no_grad():
-        out = model(**tokenizer(TEXT, return_tensors="pt"), output_attentions=True, use_cache=False)
+        out = model(**tokenizer(text, return_tensors="pt"), output_attentions=True, use_cache=False)
     if layers is not None and len(out.attentions) == model.config.num_hidden_layers:
         return [out.attentions[layer][0] for layer in layers]
     return [weights[0] for weights in out.attentions if weights is not None]
@@ -267,11 +267,45 @@ def test_sink_share_is_the_softmax_column_eager_drops(kind, tmp_path):
         assert report.layers[0].heads[0].sink is None  # its full-attention layer has none
 
 
+@pytest.mark.parametrize("kind", ["gpt_oss", "mimo_v2_flash"])
+def test_head_scores_of_a_sink_model_are_those_of_its_eager_weights(kind, tmp_path):
+    """attn heads puts the sink logit in each row's softmax, as the model does: every head score equals the same
+    score computed from eager's weights (rows summing to 1 − the sink's share), over a padded batch of two."""
+    from attn_cli.math.head_scores import head_scores, token_flags
+    from attn_cli.math.score_names import SCORES
+
+    directory = save_with_sinks(tmp_path, kind)
+    config = transformers.AutoConfig.from_pretrained(directory)
+    model = attn_cli.load(str(directory), device="cpu")
+    short = "The fox jumps, the fox runs."
+    report = model.heads([TEXT, short])
+    for layer, weights in enumerate(eager_attentions(directory)):
+        sliding = config.layer_types[layer] == "sliding_attention"  # key j seen from i when i − window < j <= i
+        per_text = []
+        for text, eager in ((TEXT, weights), (short, eager_attentions(directory, text=short)[layer])):
+            tokens = model.inspect(text, layers=str(layer), heads="0").tokens
+            count = len(tokens)
+            allowed = torch.ones(count, count, dtype=torch.bool).tril()
+            if sliding:
+                allowed &= torch.ones(count, count, dtype=torch.bool).triu(1 - config.sliding_window)
+            allowed = allowed[None]  # (1, T, T)
+            values, _ = head_scores(eager[None], allowed, token_flags([tokens]))  # (1, H, len(SCORES))
+            per_text.append(values[0])
+        expected = torch.stack(per_text).nanmean(0)  # the mean over the texts that define each score
+        for head in range(expected.shape[0]):
+            got = report.head(layer, head).scores
+            for index, name in enumerate(SCORES):
+                if got[name] is not None:
+                    assert got[name] == pytest.approx(float(expected[head, index]), abs=1e-5), (layer, head, name)
+    assert any(float(weights.sum(-1).min()) < 0.95 for weights in eager_attentions(directory))  # sinks take a share
+
+
 def test_sink_model_where_it_is_not_reproduced_is_refused_in_one_line(tmp_path, cli_env):
     directory = save_with_sinks(tmp_path, "gpt_oss")
     inspect = attn("inspect", TEXT, "--model", str(directory), "--device", "cpu", "--layer", "0", "--head", "0")
     assert inspect.exit_code == 0 and "the learned ⟨sink⟩ logit takes a mean" in inspect.stdout
-    line = assert_one_error_line(attn("heads", TEXT, "--model", str(directory), "--device", "cpu"))
+    assert attn("heads", TEXT, "--model", str(directory), "--device", "cpu").exit_code == 0
+    line = assert_one_error_line(attn("diagnose", TEXT, "--model", str(directory), "--device", "cpu"))
     assert "learned sink logit (s_aux)" in line
 
 

@@ -589,7 +589,9 @@ def test_a_forward_that_never_reaches_a_selected_layer_is_a_clear_error(minilm_b
         info=minilm_backend.info,
         device="cpu",
         dtype="float32",
-        capture_padded=lambda texts, layers, sink, truncate=False: SimpleNamespace(tokens=[[]], truncated=0),
+        capture_padded=lambda texts, layers, sink, truncate=False, sinks=False: SimpleNamespace(
+            tokens=[[]], truncated=0
+        ),
     )  # runs, but hands no layer over
     with pytest.raises(UnsupportedModel, match="no attention call reached attn"):
         run_heads(silent, ["Hello."], Selection(layers="0"))

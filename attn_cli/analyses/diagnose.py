@@ -163,6 +163,7 @@ def run_diagnose(
             heads,
             truncate,
             scorer=FirstTokenWeights,
+            sinks=False,  # its sink readings are of plain softmax rows: a learned sink logit is refused
             hidden=(lambda run, layers_: states.update(run=run, layers=layers_)) if hidden_too else None,
         )
         alpha = torch.zeros(len(batch), info.layers, info.heads, dtype=torch.float64)

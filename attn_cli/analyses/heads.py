@@ -164,12 +164,15 @@ def score_batch(
     needle: bool = False,
     scorer: type | None = None,
     hidden=None,
+    sinks: bool = True,
 ):
     """Run one batch and score it: (results, tokens per text, texts truncated), results as LayerScores'.
 
     needle: the texts are retrieval probes (token_flags). scorer: a LayerScores subclass that does
     something else with each block of weights (analyses/diagnose.py). hidden(run, states): handed the
-    residual stream after every layer, where the backend can give it (capture_padded).
+    residual stream after every layer, where the backend can give it (capture_padded). sinks: a model's learned
+    sink logits go into the softmax (LayerScores.add does; a scorer that does not read them passes False and
+    such a model is refused).
 
     A backend with capture_padded (Hugging Face) hands each layer over as its forward makes it, so
     a stack's q and k at most are held at a time and the batch stays as the model ran it (no per-text
@@ -192,7 +195,7 @@ def score_batch(
         scores.add_padded(run, record)
 
     run = backend.capture_padded(
-        batch, layers, sink, truncate=truncate, **({} if hidden is None else {"hidden": hidden})
+        batch, layers, sink, truncate=truncate, sinks=sinks, **({} if hidden is None else {"hidden": hidden})
     )
     if scores is None:  # the forward ran but never called attention for a selected layer
         raise UnsupportedModel(
@@ -225,8 +228,9 @@ class LayerScores:
         as one batch of layers × texts while the stack's weights fit a block; flush() scores what still waits."""
         mask = record.mask  # what waits: q, k, the mask and the scale; not the record (its v)
         allowed = lambda start, stop: _batch_allowed(mask, run.real, start, stop)  # noqa: E731
-        layer = (record.layer, record.q.float(), record.k.float(), _Scaling(record.scale, record.scorer), allowed)
-        if not self.stacks or record.scorer is not None:
+        scaling = _Scaling(record.scale, record.scorer, record.sink)
+        layer = (record.layer, record.q.float(), record.k.float(), scaling, allowed)
+        if not self.stacks or record.scorer is not None or record.sink is not None:  # scored alone
             self.add(*layer)
             return
         if self.waiting and not _stackable(self.waiting[0], layer):
@@ -290,12 +294,19 @@ class LayerScores:
         count = len(self.tokens)
         keys = self.flags.ids.shape[1]
         scale, scorer = record.scale, record.scorer
+        # a learned sink logit per query head (gpt-oss): one more column of each row's softmax, which takes a share
+        # of the row, so its weights sum to 1 − that share; the scores are of the weights as the model uses them
+        sinks = None if record.sink is None else record.sink.to(q.device)  # (H,)
         per_chunk, block_rows = _block_sizes(q.shape[0], len(self.heads), keys)
         index = [self.layers.index(one) for one in layer] if isinstance(layer, list) else self.layers.index(layer)
         for first in range(0, len(self.heads), per_chunk):
             chunk = self.heads[first : first + per_chunk]
             q_heads = _heads_of(q, chunk)  # (B, h, T, D)
-            k_heads = _heads_of(k, [self.info.kv_head_of(head) for head in chunk])  # (B, h, T, D): each head's kv head
+            # each query head's kv head, from this layer's own counts: they may differ by layer (MiMo-V2-Flash's
+            # sliding layers have twice the kv heads of its full ones), so not from the model info's
+            group = q.shape[1] // k.shape[1]
+            k_heads = _heads_of(k, [head // group for head in chunk])  # (B, h, T, D)
+            sink = None if sinks is None else sinks[chunk]  # (h,)
 
             def blocks():  # (start, weights (B, h, c, T) with masked cells 0, allowed (B, c, T)) per block of rows
                 for start in range(0, keys, block_rows):
@@ -315,10 +326,13 @@ class LayerScores:
                                 for b in range(count)
                             ]
                         )
-                    yield start, attention.masked_softmax(scores, allowed[:, None]), allowed
+                    if sink is None:
+                        yield start, attention.masked_softmax(scores, allowed[:, None]), allowed
+                    else:  # rows at padding (no key) put all their weight on the sink: 0 on every key
+                        yield start, attention.sink_softmax(scores, allowed[:, None], sink)[0], allowed
 
-            def row_weights(row, chunk=chunk, q_heads=q_heads, k_heads=k_heads):  # (B, h) rows -> (B, h, T)
-                return edges.row_weights(q_heads, k_heads, row, allowed_rows, scale, scorer, chunk)
+            def row_weights(row, chunk=chunk, q_heads=q_heads, k_heads=k_heads, sink=sink):  # (B, h) -> (B, h, T)
+                return edges.row_weights(q_heads, k_heads, row, allowed_rows, scale, scorer, chunk, sink)
 
             self.consume(index, slice(first, first + len(chunk)), blocks(), row_weights)
 
@@ -394,6 +408,7 @@ class _Scaling(NamedTuple):
 
     scale: float
     scorer: object
+    sink: object = None  # (H,) learned sink logits, or None
 
 
 def _stackable(waiting: tuple, layer: tuple) -> bool:

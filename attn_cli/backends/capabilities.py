@@ -26,9 +26,17 @@ class CapturesPadded(Protocol):
     """Score many texts without copying each out: the batch as the model ran it, layer by layer."""
 
     def capture_padded(
-        self, texts: Sequence[str], layers: Sequence[int], sink: Callable, *, truncate: bool = False, hidden=None
+        self,
+        texts: Sequence[str],
+        layers: Sequence[int],
+        sink: Callable,
+        *,
+        truncate: bool = False,
+        hidden=None,
+        sinks: bool = False,
     ) -> Any:
-        """sink(run, record) gets each selected layer's LayerCapture of the whole padded batch; returns the run."""
+        """sink(run, record) gets each selected layer's LayerCapture of the whole padded batch; returns the run.
+        sinks: the caller puts a learned sink logit (record.sink) in its softmax; else such a model is refused."""
         ...
 
 

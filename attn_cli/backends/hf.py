@@ -294,6 +294,7 @@ class HFBackend:
         *,
         truncate: bool = False,
         hidden: Callable | None = None,
+        sinks: bool = False,
     ) -> PaddedRun:
         """The texts as one batch padded on the right, as the model ran it (not cut per text), for scoring
         many texts without copying each one out: sink(run, record) is handed each selected layer's
@@ -326,6 +327,7 @@ class HFBackend:
             analysis_device=self.device,
             sink=handed,
             stop=hidden is None,
+            keep_sink=sinks,  # record.sink (H,): the caller's softmax takes it in (attn heads'); else refused
         )
         fed = {name: tensor.to(self.model.device) for name, tensor in batch.items()}
         self._guard(fed)
