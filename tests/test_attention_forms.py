@@ -300,6 +300,26 @@ def test_head_scores_of_a_sink_model_are_those_of_its_eager_weights(kind, tmp_pa
     assert any(float(weights.sum(-1).min()) < 0.95 for weights in eager_attentions(directory))  # sinks take a share
 
 
+@pytest.mark.parametrize("kind", ["gpt_oss", "mimo_v2_flash"])
+def test_generated_rows_of_a_sink_model_equal_one_forward_pass(kind, tmp_path):
+    """attn generate puts the sink logit in each step's softmax: every row is eager's (the keys' share, 1e-5)."""
+    from conftest import assert_generated_rows_equal_one_forward_pass
+
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(tiny_config(kind)).eval()
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(getattr(module, "sinks", None), torch.nn.Parameter):
+                module.sinks.copy_(torch.linspace(-1.0, 3.0, module.sinks.numel()))
+    model.save_pretrained(tmp_path)
+    copy_minilm_tokenizer(tmp_path)
+    report = attn_cli.load(str(tmp_path), device="cpu").generate("the fox jumps over", max_new_tokens=4)
+    assert len(report.tokens) - report.prompt_tokens == 4
+    assert_generated_rows_equal_one_forward_pass(tmp_path, report)
+    weights = report.layers[-1].heads[-1].weights  # the sink takes a share of the last layer's rows
+    assert float(np.nansum(weights, axis=-1).max()) < 0.95
+
+
 def test_sink_model_where_it_is_not_reproduced_is_refused_in_one_line(tmp_path, cli_env):
     directory = save_with_sinks(tmp_path, "gpt_oss")
     inspect = attn("inspect", TEXT, "--model", str(directory), "--device", "cpu", "--layer", "0", "--head", "0")

@@ -149,7 +149,7 @@ def generate_from(
         (K = position + 1), but for a sliding layer (transformers' DynamicSlidingWindowLayer) only the W − 1 it
         keeps plus the new one, so key j sits at absolute position end − K + j, not j."""
         seen[record.layer] += record.q.shape[-2]
-        row = step_row(record, heads, kv_heads)  # (h, K)
+        row = step_row(record, heads)  # (h, K)
         rows[record.layer].append((seen[record.layer] - row.shape[-1], row))
 
     prompt_tokens, generated, stop = backend.capture_generation(
@@ -197,22 +197,26 @@ def check_options(max_new_tokens: int, sample: bool, temperature: float, seed: i
         raise BadInput(f"--temperature must be above 0, not {temperature}")
 
 
-def step_row(record, heads: list[int], kv_heads: list[int]):
+def step_row(record, heads: list[int]):
     """The row of one generation step's capture: its last query (the one whose output picks the next token)
-    over every key it was handed, (h, K) for the query heads `heads` (reading `kv_heads`), NaN where it could
+    over every key it was handed, (h, K) for the query heads `heads` (each reading its kv head), NaN where it could
     not look (a key the mask hides, such as one outside a window in the prompt's step, is like one the cache
     dropped). An additive score bias (T5's position bias) is added as the model adds it."""
     from attn_cli.math import attention
 
+    group = record.q.shape[1] // record.k.shape[1]  # this layer's own grouping: it may differ by layer
     q = record.q[0, heads, -1:].float()  # (h, 1, D)
-    k = record.k[0, kv_heads].float()  # (h, K, D)
+    k = record.k[0, [head // group for head in heads]].float()  # (h, K, D)
     scores = record.scorer_for(heads)(q, k)  # (h, 1, K)
     if record.bias is not None:  # (1, H, T_q, K): generation runs one sequence
         scores = scores + record.bias[0, heads, -1:].float()
     last = record.q.shape[-2] - 1
     allowed = record.mask.rows(last, last + 1)  # (1, K)
-    weights = attention.masked_softmax(scores, allowed).masked_fill(~allowed, float("nan"))  # (h, 1, K)
-    return weights[:, 0].cpu()
+    if record.sink is None:
+        weights = attention.masked_softmax(scores, allowed)  # (h, 1, K)
+    else:  # a learned sink logit per head (gpt-oss): one more column of the softmax; the keys' share is shown
+        weights = attention.sink_softmax(scores, allowed, record.sink.to(scores.device)[heads])[0]
+    return weights.masked_fill(~allowed, float("nan"))[:, 0].cpu()
 
 
 def generated_layer(

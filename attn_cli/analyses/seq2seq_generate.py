@@ -91,7 +91,7 @@ def generate_pair(
     rows: dict[tuple[str, int], list] = {(stack, layer): [] for stack in ("decoder", "cross") for layer in layers}
 
     def keep_row(stack: str, record) -> None:
-        rows[(stack, record.layer)].append((0, step_row(record, heads, kv_heads)))
+        rows[(stack, record.layer)].append((0, step_row(record, heads)))
 
     source_tokens, ids, stop = backend.capture_pair_generation(
         source,

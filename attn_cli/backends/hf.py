@@ -264,7 +264,11 @@ class HFBackend:
             sink(record)
 
         recorder = LayerRecorder(
-            set(layers), self.model.config._attn_implementation, analysis_device=self.device, sink=handed
+            set(layers),
+            self.model.config._attn_implementation,
+            analysis_device=self.device,
+            sink=handed,
+            keep_sink=True,  # generate's step_row puts a learned sink logit in its softmax
         )
         self._guard({"input_ids": ids, **inputs})
         if seed is not None:
