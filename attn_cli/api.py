@@ -505,6 +505,25 @@ class Model:
             self.backend, text, method, layers, Analysis.defaults(top_k=top_k).top_k, truncate, vs, **options
         )
 
+    def routes(
+        self,
+        text: str,
+        *,
+        target: str | None = None,
+        threshold: float = 0.04,
+        position: int | None = None,
+        truncate: bool = False,
+    ):
+        """The information-flow graph of one prediction (Ferrando & Voita 2024) on a pre-norm decoder: a
+        RoutesReport whose .edges are the kept edges (source, target, kind, weight, each head's share), .paths
+        the strongest paths from an input token up, .heads the heads that carry most. position: the token
+        whose prediction is explained (default the last); target: a token of the text, explaining the
+        prediction that produced its last occurrence; threshold: keep edges whose share is above it."""
+        from attn_cli.analyses.routes import routes
+
+        text = arguments.text(text, "text")
+        return routes(self.backend, text, target, threshold, position, truncate)
+
     @door(target=arguments.text)
     def heads(
         self,

@@ -77,6 +77,14 @@ class EncoderBlocks(Protocol):
 
 
 @runtime_checkable
+class DecoderBlocks(Protocol):
+    """A pre-norm decoder's residual stream before and after each layer's attention and FFN, with each head's
+    weights, values and W_O slice (backends/decoder_blocks.py's DecoderBlock per layer)."""
+
+    def decoder_blocks(self, text: str, truncate: bool = False) -> Any: ...
+
+
+@runtime_checkable
 class AttentionGradients(Protocol):
     """The weights of some layers and a target's gradient with respect to them."""
 
@@ -136,6 +144,9 @@ _REFUSALS: dict[type, _Refusal] = {
     Tokenizes: _Refusal("has no tokenizer attn can run alone", "use a Hugging Face model, such as the default minilm"),
     EncoderBlocks: _Refusal(
         "cannot show a layer's residual and LayerNorms", "use a Hugging Face model, such as the default minilm"
+    ),
+    DecoderBlocks: _Refusal(
+        "cannot show a layer's residual stream", "use a Hugging Face decoder, such as --model lab or a GPT-2"
     ),
     AttentionGradients: _Refusal("has no gradients", "use a Hugging Face model, such as the default minilm"),
     CircuitWeights: _Refusal(

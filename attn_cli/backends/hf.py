@@ -383,6 +383,15 @@ class HFBackend:
         batch = self._pad([self._encode(text, truncate)[0]], None)
         return capture_blocks(self.model, {name: value.to(self.model.device) for name, value in batch.items()}, layers)
 
+    def decoder_blocks(self, text: str, truncate: bool = False):
+        """Every layer's residual states, weights, values and W_O on one text (backends/decoder_blocks.py)."""
+        from attn_cli.backends.decoder_blocks import capture_decoder_blocks
+
+        self._one_stack()
+        batch = self._pad([self._encode(text, truncate)[0]], None)
+        fed = {name: value.to(self.model.device) for name, value in batch.items()}
+        return capture_decoder_blocks(self.model, fed, self.model.config._attn_implementation)
+
     def rerun_zeroing_values(self, layer: int, inputs: torch.Tensor) -> torch.Tensor:
         """Layer `layer` on its input x (T, d), once per token with its values zeroed, then once untouched."""
         from attn_cli.backends.encoder_blocks import rerun_zeroing_values

@@ -34,6 +34,8 @@ from attn_cli.cli.models import EPILOG as MODELS_EPILOG
 from attn_cli.cli.models import models_command
 from attn_cli.cli.rollout import EPILOG as ROLLOUT_EPILOG
 from attn_cli.cli.rollout import rollout_command
+from attn_cli.cli.routes import EPILOG as ROUTES_EPILOG
+from attn_cli.cli.routes import routes_command
 from attn_cli.cli.steps import EPILOG as STEPS_EPILOG
 from attn_cli.cli.steps import steps_command
 
@@ -210,6 +212,7 @@ app.command("compare", cls=Command, epilog=COMPARE_EPILOG)(compare_command)
 app.command("steps", cls=Command, epilog=STEPS_EPILOG)(steps_command)
 app.command("rollout", cls=Command, epilog=ROLLOUT_EPILOG)(rollout_command)
 app.command("attribute", cls=Command, epilog=ATTRIBUTE_EPILOG)(attribute_command)
+app.command("routes", cls=Command, epilog=ROUTES_EPILOG)(routes_command)
 app.command("diff", cls=Command, epilog=DIFF_EPILOG)(diff_command)
 app.command("generate", cls=Command, epilog=GENERATE_EPILOG)(generate_command)
 app.command("circuits", cls=Command, epilog=CIRCUITS_EPILOG)(circuits_command)

@@ -38,6 +38,7 @@ def register_analyses(register) -> None:
         inspect,
         inspect_report,
         rollout,
+        routes,
         seq2seq,
         seq2seq_generate,
         steps,
@@ -54,6 +55,7 @@ def register_analyses(register) -> None:
         figures,
         generate_view,
         heads_view,
+        routes_view,
         seq2seq_view,
         steps_view,
         terminal,
@@ -163,6 +165,14 @@ def register_analyses(register) -> None:
             run=attribute.attribute,
             terminal=_view(attribution_view.render_attribution),
             figure=Figure(command_figures.attribution_items, command_figures.attribution_page, tokens=token_texts),
+        )
+    )
+    register(
+        AnalysisSpec(
+            "routes",
+            routes.RoutesReport,
+            run=routes.routes,
+            terminal=_view(routes_view.render_routes, per_head=False),
         )
     )
     register(
