@@ -320,6 +320,17 @@ def test_generated_rows_of_a_sink_model_equal_one_forward_pass(kind, tmp_path):
     assert float(np.nansum(weights, axis=-1).max()) < 0.95
 
 
+def test_steps_of_a_sink_model_end_in_eager_weights_and_say_the_sink(tmp_path):
+    """attn steps' softmax stage puts the sink logit in each row: the head's weights are eager's (1e-5)."""
+    directory = save_with_sinks(tmp_path, "gpt_oss")
+    eager = eager_attentions(directory)
+    for layer, head in ((0, 3), (1, 1)):
+        report = attn_cli.load(str(directory), device="cpu").steps(TEXT, layer=layer, head=head)
+        softmax = next(stage for stage in report.stages if stage.name == "softmax")
+        assert "the learned sink" in softmax.note
+        assert float((torch.from_numpy(softmax.values) - eager[layer][head]).abs().max()) <= TOLERANCE
+
+
 def test_sink_model_where_it_is_not_reproduced_is_refused_in_one_line(tmp_path, cli_env):
     directory = save_with_sinks(tmp_path, "gpt_oss")
     inspect = attn("inspect", TEXT, "--model", str(directory), "--device", "cpu", "--layer", "0", "--head", "0")

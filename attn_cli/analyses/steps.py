@@ -78,15 +78,14 @@ def walk_head(backend, text: str, layer: int | str = 0, head: int | str = 0) -> 
     head = _one(head, info.heads, "head")
     capture = backend.capture_batch([text], [layer], keep_inputs=True)[0]
     record = capture.layers[layer]
-    if record.sink is not None or record.head_mask is not None:  # the steps show one softmax over the keys
+    if record.head_mask is not None:  # the steps show one softmax over the keys the layer's mask allows
         from attn_cli.plumbing.errors import UnsupportedModel
 
         raise UnsupportedModel(
-            f"{info.architecture} adds a learned sink logit or a per-head mask to its softmax, which attn steps "
-            "does not show yet",
+            f"{info.architecture} adds a per-head mask to its softmax, which attn steps does not show yet",
             "attn inspect shows its weights",
         )
-    kv_head = info.kv_head_of(head)
+    kv_head = head // (record.q.shape[0] // record.k.shape[0])  # this layer's own grouping (it may differ by layer)
     q, k, v = record.q[head].float(), record.k[kv_head].float(), record.v[kv_head].float()  # (T, D)
     allowed = record.mask.full()  # (T, T): steps is for short sentences
     stages = []
@@ -122,8 +121,21 @@ def walk_head(backend, text: str, layer: int | str = 0, head: int | str = 0) -> 
     stages.append(
         Stage("mask", "positions that may not be attended are removed (blank)", _rows(masked), "tokens×tokens")
     )
-    weights = attention.masked_softmax(scores, allowed)
-    stages.append(Stage("softmax", "each row becomes weights that sum to 1", _rows(weights), "tokens×tokens"))
+    if record.sink is None:
+        weights = attention.masked_softmax(scores, allowed)
+        stages.append(Stage("softmax", "each row becomes weights that sum to 1", _rows(weights), "tokens×tokens"))
+    else:  # a learned sink logit (gpt-oss): one more column of every row's softmax, holding no value
+        sink = float(record.sink[head])
+        weights = attention.sink_softmax(scores[None], allowed, record.sink[head : head + 1].float())[0][0]
+        stages.append(
+            Stage(
+                "softmax",
+                f"each row becomes weights, with one more logit, the learned sink ({sink:.4g}): the keys' weights "
+                "sum to 1 − the sink's share",
+                _rows(weights),
+                "tokens×tokens",
+            )
+        )
     output = attention.attend(weights, v)
     stages.append(
         Stage("·V", "each token's weighted mix of the values: this head's output", _rows(output), "tokens×dims")
