@@ -152,3 +152,19 @@ def test_the_docs_worked_example_is_what_the_command_prints(monkeypatch):
     ran = CliRunner().invoke(app, ["routes", *shlex.split(command)])
     assert ran.exit_code == 0, ran.output
     assert "\n".join(line.rstrip() for line in ran.stdout.splitlines()).rstrip() == shown.rstrip()
+
+
+def test_the_figure_draws_every_kept_edge_with_its_hover_and_refuses_html(tmp_path):
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+
+    runner = CliRunner()
+    path = tmp_path / "route.svg"
+    ran = runner.invoke(app, ["routes", LAB_TEXT, "--model", "lab", "--target", "dog", "--save", str(path)])
+    assert ran.exit_code == 0, ran.output
+    drawn = path.read_text()
+    assert drawn.count("</title></line>") == 5  # the five kept edges of the worked example
+    assert "L0 out 5 dog → L1 attn 10 a: attention 0.986; heads H0 0.30" in drawn
+    refused = runner.invoke(app, ["routes", LAB_TEXT, "--model", "lab", "--save", str(tmp_path / "route.html")])
+    assert refused.exit_code == 2 and ".svg, .png or .pdf" in refused.output

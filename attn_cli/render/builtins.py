@@ -173,6 +173,7 @@ def register_analyses(register) -> None:
             routes.RoutesReport,
             run=routes.routes,
             terminal=_view(routes_view.render_routes, per_head=False),
+            figure=Figure(svg=_routes_svg, text=lambda report: report.text),
         )
     )
     register(
@@ -206,6 +207,12 @@ def register_analyses(register) -> None:
             figure=Figure(command_figures.diagnose_items, command_figures.diagnose_page, text=_diagnose_text),
         )
     )
+
+
+def _routes_svg(*args):
+    from attn_cli.render.routes_figure import routes_svg
+
+    return routes_svg(*args)
 
 
 def _inspect_terminal(report, panels=None, per_head: bool = False):
