@@ -331,13 +331,15 @@ def test_steps_of_a_sink_model_end_in_eager_weights_and_say_the_sink(tmp_path):
         assert float((torch.from_numpy(softmax.values) - eager[layer][head]).abs().max()) <= TOLERANCE
 
 
-def test_sink_model_where_it_is_not_reproduced_is_refused_in_one_line(tmp_path, cli_env):
+def test_diagnose_of_a_sink_model_reads_the_first_token_weight_of_eager(tmp_path, cli_env):
+    """diagnose's α (each head's mean weight on token 0) is eager's, the sink's share on no token (1e-5)."""
     directory = save_with_sinks(tmp_path, "gpt_oss")
-    inspect = attn("inspect", TEXT, "--model", str(directory), "--device", "cpu", "--layer", "0", "--head", "0")
-    assert inspect.exit_code == 0 and "the learned ⟨sink⟩ logit takes a mean" in inspect.stdout
-    assert attn("heads", TEXT, "--model", str(directory), "--device", "cpu").exit_code == 0
-    line = assert_one_error_line(attn("diagnose", TEXT, "--model", str(directory), "--device", "cpu"))
-    assert "learned sink logit (s_aux)" in line
+    report = attn_cli.load(str(directory), device="cpu").diagnose(TEXT)
+    for layer, weights in zip(report.layers, eager_attentions(directory)):
+        assert layer.first_token == pytest.approx(weights[:, :, 0].mean(-1).tolist(), abs=TOLERANCE)
+    for command in ("inspect", "heads", "diagnose", "steps"):
+        result = attn(command, TEXT, "--model", str(directory), "--device", "cpu")
+        assert result.exit_code == 0, (command, result.output)
 
 
 def test_a_sink_that_only_gates_the_output_leaves_plain_weights(tmp_path):

@@ -34,7 +34,8 @@ SHOWN_RECURRING = 10  # (layer, dim) pairs listed
 
 class FirstTokenWeights(LayerScores):
     """Per layer, per text and head, α = the mean over the text's rows of the weight on token 0:
-    results hold (layer index, head slice, α (B, h))."""
+    results hold (layer index, head slice, α (B, h)). With a learned sink logit (gpt-oss) the rows are the keys'
+    share, as the model uses them: what the sink logit takes is on no token, so it is not in α."""
 
     stacks = False  # consume reads this batch's rows (self.flags), one layer at a time
 
@@ -162,8 +163,7 @@ def run_diagnose(
             layers,
             heads,
             truncate,
-            scorer=FirstTokenWeights,
-            sinks=False,  # its sink readings are of plain softmax rows: a learned sink logit is refused
+            scorer=FirstTokenWeights,  # α of the weights as the model uses them: a learned sink's share is on no token
             hidden=(lambda run, layers_: states.update(run=run, layers=layers_)) if hidden_too else None,
         )
         alpha = torch.zeros(len(batch), info.layers, info.heads, dtype=torch.float64)

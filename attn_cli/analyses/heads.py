@@ -164,15 +164,13 @@ def score_batch(
     needle: bool = False,
     scorer: type | None = None,
     hidden=None,
-    sinks: bool = True,
 ):
     """Run one batch and score it: (results, tokens per text, texts truncated), results as LayerScores'.
 
     needle: the texts are retrieval probes (token_flags). scorer: a LayerScores subclass that does
     something else with each block of weights (analyses/diagnose.py). hidden(run, states): handed the
-    residual stream after every layer, where the backend can give it (capture_padded). sinks: a model's learned
-    sink logits go into the softmax (LayerScores.add does; a scorer that does not read them passes False and
-    such a model is refused).
+    residual stream after every layer, where the backend can give it (capture_padded). A model's learned sink
+    logits go into the softmax (LayerScores.add), so its scorers see the weights as the model uses them.
 
     A backend with capture_padded (Hugging Face) hands each layer over as its forward makes it, so
     a stack's q and k at most are held at a time and the batch stays as the model ran it (no per-text
@@ -195,7 +193,7 @@ def score_batch(
         scores.add_padded(run, record)
 
     run = backend.capture_padded(
-        batch, layers, sink, truncate=truncate, sinks=sinks, **({} if hidden is None else {"hidden": hidden})
+        batch, layers, sink, truncate=truncate, sinks=True, **({} if hidden is None else {"hidden": hidden})
     )
     if scores is None:  # the forward ran but never called attention for a selected layer
         raise UnsupportedModel(
