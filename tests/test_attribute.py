@@ -94,10 +94,11 @@ def test_a_subset_of_layers_rolls_out_only_those(minilm, reports):
 
 
 def test_decoders_and_the_toy_are_refused_naming_what_is_supported(tiny_gpt2_dir):
+    """globenc and value zeroing stay encoder-only (alti has a decoder form: tests/test_routes.py)."""
     import attn_cli
 
     with pytest.raises(UnsupportedModel, match="post-LayerNorm BERT-family"):
-        attn_cli.load(str(tiny_gpt2_dir)).attribute("Hello there", method="alti")
+        attn_cli.load(str(tiny_gpt2_dir)).attribute("Hello there", method="globenc")
     with pytest.raises(UnsupportedModel, match="Hugging Face model"):
         attn_cli.load("toy").attribute("Hello there")
 

@@ -168,3 +168,23 @@ def test_the_figure_draws_every_kept_edge_with_its_hover_and_refuses_html(tmp_pa
     assert "L0 out 5 dog → L1 attn 10 a: attention 0.986; heads H0 0.30" in drawn
     refused = runner.invoke(app, ["routes", LAB_TEXT, "--model", "lab", "--save", str(tmp_path / "route.html")])
     assert refused.exit_code == 2 and ".svg, .png or .pdf" in refused.output
+
+
+def test_alti_on_a_decoder_is_the_reference_formula_rolled_out(tiny_gpt2_dir):
+    """attn attribute --method alti on GPT-2: each layer's c_ij from the logit-explanations formula written
+    again (importance = −‖T_i(x_j) − mid_i‖₁, then ‖mid_i‖₁ added, clipped at 0, rows normalised), 1e-5;
+    future tokens exactly 0; the layers multiplied first to last."""
+    import numpy as np
+
+    model = attn_cli.load(str(tiny_gpt2_dir), device="cpu")
+    text = "the cat sat on the mat"
+    report = model.attribute(text, method="alti")
+    blocks = model.backend.decoder_blocks(text)
+    for layer, block in enumerate(blocks):
+        transformed = torch.einsum("hts,hsd->tsd", block.weights, torch.einsum("hsz,hzd->hsd", block.values, block.w_o))
+        transformed = transformed + torch.eye(len(block.resid_pre)).unsqueeze(-1) * block.resid_pre.unsqueeze(0)
+        importance = -torch.nn.functional.pairwise_distance(transformed, block.resid_mid.unsqueeze(1), p=1, eps=0)
+        scores = (importance + block.resid_mid.abs().sum(-1, keepdim=True)).clamp_min(0)
+        np.testing.assert_allclose(report.per_layer[layer], (scores / scores.sum(-1, keepdim=True)).numpy(), atol=1e-5)
+        assert np.all(np.triu(report.per_layer[layer], 1) == 0)
+    np.testing.assert_allclose(report.matrix, report.per_layer[1] @ report.per_layer[0], atol=1e-6)

@@ -23,7 +23,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from attn_cli.analyses.inspect_report import TopKey
-from attn_cli.backends.capabilities import AttentionGradients, EncoderBlocks, Tokenizes, require
+from attn_cli.backends.capabilities import (
+    AttentionGradients,
+    DecoderBlocks,
+    EncoderBlocks,
+    Tokenizes,
+    require,
+    supports,
+)
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_json, num_json
 from attn_cli.plumbing.errors import BadInput
 
@@ -94,8 +101,15 @@ def _blocks(backend, text: str, layers: list[int], truncate: bool = False):
 
 
 def alti(backend, text: str, layers: list[int], truncate: bool = False, **_):
+    """On a causal model with a residual stream attn can split (a pre-norm decoder): each layer's attention
+    and residual split over the source tokens (math/routes.alti_decoder_layer); else the post-LN encoder form."""
     from attn_cli.math.attribution import alti_layer
 
+    if backend.info.causal and supports(backend, DecoderBlocks):
+        from attn_cli.math.routes import alti_decoder_layer
+
+        blocks = backend.decoder_blocks(text, truncate)
+        return _rolled([alti_decoder_layer(blocks[layer]) for layer in layers])
     return _rolled([alti_layer(block) for block in _blocks(backend, text, layers, truncate)])
 
 

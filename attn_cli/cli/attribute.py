@@ -15,7 +15,7 @@ from attn_cli.cli.output import Output, figure_help, writes_output
 EPILOG = (
     "Each layer's token-to-token contributions count the residual path, the value vectors and the "
     "LayerNorms (post-LN BERT-family encoders such as minilm); the layers' matrices are multiplied, first to "
-    "last. alti: Ferrando et al. 2022; globenc: Modarressi et al. 2022; value-zeroing: Mohebbi et al. 2023 "
+    "last. alti: Ferrando et al. 2022 (also on pre-norm decoders: GPT-2, Llama, --model lab); globenc: Modarressi et al. 2022; value-zeroing: Mohebbi et al. 2023 "
     "(T extra runs of every layer); gradient: Chefer et al. 2021, R = I, R += E_h[(∇A ⊙ A)⁺]·R per layer, "
     "for --explain; flow: Abnar & Zuidema 2020, max-flow through the residual-mixed layers (≤ 32 tokens).\n\n"
     "Examples:\n\n"

@@ -77,6 +77,24 @@ def ffn_contributions(block) -> tuple[torch.Tensor, torch.Tensor]:
     return shares[:, 0], shares[:, 1]
 
 
+def alti_decoder_layer(block) -> torch.Tensor:
+    """ALTI on a pre-norm decoder layer (Ferrando et al. 2022; for decoders as mt-upc/logit-explanations'
+    src/contributions.py measures it), (T, T) rows summing to 1. Token j's part of the residual after the
+    attention at i is T_i(x_j) = Σ_h A^h_ij v^h_j W^h_O + δ_ij x_j (the values with Norm1's affine terms and
+    b_V in, as the reference's "affine" vectors); the whole is mid_i, b_O included:
+
+        c_ij = max(0, ‖mid_i‖₁ − ‖mid_i − T_i(x_j)‖₁),  then c_ij / Σ_j c_ij
+
+    A key the causal mask hides has T_i(x_j) = 0, so c_ij = 0 exactly. The FFN is token-wise and left out,
+    as ALTI does."""
+    mixed = head_parts(block.weights, block.values, block.w_o).sum(2)  # (T i, T j, d)
+    mixed = mixed + torch.diag_embed(block.resid_pre.T).permute(1, 2, 0)  # + δ_ij x_j
+    whole = block.resid_mid  # (T, d)
+    distance = (mixed - whole.unsqueeze(1)).abs().sum(-1)  # (T, T)
+    scores = (whole.abs().sum(-1, keepdim=True) - distance).clamp_min(0)
+    return scores / scores.sum(-1, keepdim=True)
+
+
 @dataclass
 class Edge:
     source: str
