@@ -391,8 +391,31 @@ def test_per_head_float_mask_is_read_per_head_with_its_bias(tmp_path, cli_env):
     assert all(int(allowed.sum(axis=1).max()) == TOP_K for allowed in kept)
     assert any((kept[0] != other).any() for other in kept[1:])  # the heads pick different keys
     assert heads[0].formula.endswith("+ the model's per-head mask bias")
-    line = assert_one_error_line(attn("heads", TEXT, "--model", str(directory), "--device", "cpu"))
-    assert "masks each head with its own keys" in line
+    line = assert_one_error_line(attn("steps", TEXT, "--model", str(directory), "--device", "cpu"))
+    assert "adds a per-head mask to its softmax" in line
+
+
+def test_head_scores_of_a_per_head_mask_are_those_of_its_eager_weights(tmp_path):
+    """attn heads adds Doge's bias to each head's scores and gives each head's softmax its own keys: every score
+    equals the same score of eager's weights, rows and targets over the keys any head may attend (1e-5)."""
+    from attn_cli.math.head_scores import head_scores, token_flags
+    from attn_cli.math.score_names import SCORES
+
+    directory = save_doge(tmp_path)
+    model = attn_cli.load(str(directory), device="cpu")
+    report = model.heads(TEXT)
+    tokens = model.inspect(TEXT, layers="0", heads="0").tokens
+    for layer, weights in enumerate(eager_attentions(directory)):
+        any_head = (weights > 0).any(0)[None]  # (1, T, T): the keys some head may attend
+        values, _ = head_scores(weights[None], any_head, token_flags([tokens]))  # (1, H, len(SCORES))
+        for head in range(weights.shape[0]):
+            got = report.head(layer, head).scores
+            for index, name in enumerate(SCORES):
+                if got[name] is not None:
+                    assert got[name] == pytest.approx(float(values[0, head, index]), abs=1e-5), (layer, head, name)
+    diagnosis = model.diagnose(TEXT)
+    for layer, weights in zip(diagnosis.layers, eager_attentions(directory)):
+        assert layer.first_token == pytest.approx(weights[:, :, 0].mean(-1).tolist(), abs=TOLERANCE)
 
 
 def test_shared_blocks_are_not_taken_for_layers_without_attention(tmp_path):

@@ -226,9 +226,12 @@ class LayerScores:
         as one batch of layers × texts while the stack's weights fit a block; flush() scores what still waits."""
         mask = record.mask  # what waits: q, k, the mask and the scale; not the record (its v)
         allowed = lambda start, stop: _batch_allowed(mask, run.real, start, stop)  # noqa: E731
-        scaling = _Scaling(record.scale, record.scorer, record.sink)
+        per_head = record.head_mask is not None  # Doge's: the bias then belongs to the per-head mask
+        scaling = _Scaling(
+            record.scale, record.scorer, record.sink, record.bias if per_head else None, record.head_mask
+        )
         layer = (record.layer, record.q.float(), record.k.float(), scaling, allowed)
-        if not self.stacks or record.scorer is not None or record.sink is not None:  # scored alone
+        if not self.stacks or record.scorer is not None or record.sink is not None or per_head:  # scored alone
             self.add(*layer)
             return
         if self.waiting and not _stackable(self.waiting[0], layer):
@@ -277,12 +280,12 @@ class LayerScores:
         lengths = [len(capture.tokens) for capture in captures]
         keys = max(lengths)
         allowed = lambda start, stop: _allowed(records, lengths, start, stop, keys, records[0].q.device)  # noqa: E731
-        self.add(
-            layer, _padded([r.q for r in records], keys), _padded([r.k for r in records], keys), records[0], allowed
-        )
+        scaling = _Scaling(records[0].scale, records[0].scorer, records[0].sink)  # no per-head mask: the toy's
+        self.add(layer, _padded([r.q for r in records], keys), _padded([r.k for r in records], keys), scaling, allowed)
 
     def add(self, layer: int | list[int], q, k, record, allowed_rows) -> None:
-        """q (B, H, T, D), k (B, H_kv, T, D), a LayerCapture (scale, scorer), allowed_rows(start, stop) ->
+        """q (B, H, T, D), k (B, H_kv, T, D), the layer's _Scaling (scale, scorer, sinks, a per-head mask),
+        allowed_rows(start, stop) ->
         (B, c, T) bool, False at padding rows and keys. A list of layers (flush): q and k hold them one after
         another along B, and so do the results' ChunkScores (layer: that list)."""
         import torch
@@ -295,6 +298,10 @@ class LayerScores:
         # a learned sink logit per query head (gpt-oss): one more column of each row's softmax, which takes a share
         # of the row, so its weights sum to 1 − that share; the scores are of the weights as the model uses them
         sinks = None if record.sink is None else record.sink.to(q.device)  # (H,)
+        # a per-head mask (Doge's: a learned bias per key and each head's own top-k keys): the bias joins each
+        # head's scores and each head's softmax obeys its own keys; the rows counted and the targets of the
+        # scores stay those of the keys any head may attend (`allowed_rows`, the mask the layer hands over)
+        head_bias, head_allowed = record.head_bias, record.head_allowed
         per_chunk, block_rows = _block_sizes(q.shape[0], len(self.heads), keys)
         index = [self.layers.index(one) for one in layer] if isinstance(layer, list) else self.layers.index(layer)
         for first in range(0, len(self.heads), per_chunk):
@@ -305,6 +312,8 @@ class LayerScores:
             group = q.shape[1] // k.shape[1]
             k_heads = _heads_of(k, [head // group for head in chunk])  # (B, h, T, D)
             sink = None if sinks is None else sinks[chunk]  # (h,)
+            bias = None if head_bias is None else head_bias[:, chunk].float()  # (B, h, T, T)
+            own = None if head_allowed is None else head_allowed[:, chunk]  # (B, h, T, T)
 
             def blocks():  # (start, weights (B, h, c, T) with masked cells 0, allowed (B, c, T)) per block of rows
                 for start in range(0, keys, block_rows):
@@ -324,13 +333,18 @@ class LayerScores:
                                 for b in range(count)
                             ]
                         )
+                    each = allowed[:, None]  # (B, 1, c, T): the same keys for every head …
+                    if bias is not None:  # … or each head's own (Doge's), its bias added to its scores
+                        scores = scores + bias[:, :, start:stop]
+                        each = each & own[:, :, start:stop]
                     if sink is None:
-                        yield start, attention.masked_softmax(scores, allowed[:, None]), allowed
+                        yield start, attention.masked_softmax(scores, each), allowed
                     else:  # rows at padding (no key) put all their weight on the sink: 0 on every key
-                        yield start, attention.sink_softmax(scores, allowed[:, None], sink)[0], allowed
+                        yield start, attention.sink_softmax(scores, each, sink)[0], allowed
 
-            def row_weights(row, chunk=chunk, q_heads=q_heads, k_heads=k_heads, sink=sink):  # (B, h) -> (B, h, T)
-                return edges.row_weights(q_heads, k_heads, row, allowed_rows, scale, scorer, chunk, sink)
+            def row_weights(row, chunk=chunk, q_heads=q_heads, k_heads=k_heads, sink=sink, bias=bias, own=own):
+                """(B, h) rows -> their weights (B, h, T)"""
+                return edges.row_weights(q_heads, k_heads, row, allowed_rows, scale, scorer, chunk, sink, bias, own)
 
             self.consume(index, slice(first, first + len(chunk)), blocks(), row_weights)
 
@@ -407,6 +421,8 @@ class _Scaling(NamedTuple):
     scale: float
     scorer: object
     sink: object = None  # (H,) learned sink logits, or None
+    head_bias: object = None  # (B, H, T, T) a per-head mask's learned bias (Doge's), or None
+    head_allowed: object = None  # (B, H, T, T) bool: the keys each head may attend, where each has its own
 
 
 def _stackable(waiting: tuple, layer: tuple) -> bool:

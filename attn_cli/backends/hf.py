@@ -319,8 +319,7 @@ class HFBackend:
             truncated=sum(cut is not None for _, cut in encodings),
         )
 
-        def handed(record) -> None:
-            refuse_per_head_mask(record, "this command")
+        def handed(record) -> None:  # a per-head mask (Doge's) goes along: LayerScores.add reads it
             check_finite_record(record, run.real)
             sink(run, record)
 

@@ -118,12 +118,15 @@ def strongest(weights: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Te
     return values, keys
 
 
-def row_weights(q_heads, k_heads, rows, allowed_rows, scale: float, scorer, chunk: list[int], sink=None):
+def row_weights(
+    q_heads, k_heads, rows, allowed_rows, scale: float, scorer, chunk: list[int], sink=None, bias=None, own=None
+):
     """The weights of one query row per text and head: q_heads (B, h, T, D), k_heads (B, h, T, D), rows (B, h)
     (-1: none, any row is computed and unused), allowed_rows(start, stop) -> (B, c, T) -> (B, h, T).
 
     scorer: a learned scoring (the toy's), one head of one text at a time, as in scoring.scores.
-    sink: (h,) learned sink logits, one more column of each row's softmax (attention.sink_softmax), or None."""
+    sink: (h,) learned sink logits, one more column of each row's softmax (attention.sink_softmax), or None.
+    bias, own: (B, h, T, T) a per-head mask's bias and each head's own keys (Doge's), or None."""
     rows = rows.clamp_min(0)
     count, heads, keys, width = k_heads.shape
     q_rows = q_heads.gather(2, rows[:, :, None, None].expand(-1, -1, 1, q_heads.shape[-1]))  # (B, h, 1, D)
@@ -147,6 +150,10 @@ def row_weights(q_heads, k_heads, rows, allowed_rows, scale: float, scorer, chun
         allowed = torch.zeros(count, heads, keys, dtype=torch.bool, device=rows.device)
         for row in rows.unique().tolist():
             allowed |= (rows == row)[..., None] & allowed_rows(row, row + 1)[:, 0][:, None, :]
+    if bias is not None:  # each head's own row of its bias and of its keys
+        at = rows[:, :, None, None].expand(-1, -1, 1, keys)  # (B, h, 1, T)
+        scores = scores + bias.gather(2, at)[:, :, 0]
+        allowed = allowed & own.gather(2, at)[:, :, 0]
     if sink is not None:  # (B, h, 1, T): one row per head, as sink_softmax takes (h, rows, keys)
         return attention.sink_softmax(scores[:, :, None], allowed[:, :, None], sink)[0][:, :, 0]
     return attention.masked_softmax(scores, allowed)
