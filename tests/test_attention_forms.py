@@ -391,8 +391,13 @@ def test_per_head_float_mask_is_read_per_head_with_its_bias(tmp_path, cli_env):
     assert all(int(allowed.sum(axis=1).max()) == TOP_K for allowed in kept)
     assert any((kept[0] != other).any() for other in kept[1:])  # the heads pick different keys
     assert heads[0].formula.endswith("+ the model's per-head mask bias")
-    line = assert_one_error_line(attn("steps", TEXT, "--model", str(directory), "--device", "cpu"))
-    assert "adds a per-head mask to its softmax" in line
+    eager = eager_attentions(directory)
+    for head in (0, 3):  # attn steps: the head's bias, its own keys, then eager's weights
+        walked = attn_cli.load(str(directory), device="cpu").steps(TEXT, layer=1, head=head)
+        names = [stage.name for stage in walked.stages]
+        assert names.index("+ bias") < names.index("mask") < names.index("softmax")
+        softmax = walked.stages[names.index("softmax")].values
+        assert float((torch.from_numpy(softmax) - eager[1][head]).abs().max()) <= TOLERANCE
 
 
 def test_head_scores_of_a_per_head_mask_are_those_of_its_eager_weights(tmp_path):

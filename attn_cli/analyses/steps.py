@@ -78,16 +78,11 @@ def walk_head(backend, text: str, layer: int | str = 0, head: int | str = 0) -> 
     head = _one(head, info.heads, "head")
     capture = backend.capture_batch([text], [layer], keep_inputs=True)[0]
     record = capture.layers[layer]
-    if record.head_mask is not None:  # the steps show one softmax over the keys the layer's mask allows
-        from attn_cli.plumbing.errors import UnsupportedModel
-
-        raise UnsupportedModel(
-            f"{info.architecture} adds a per-head mask to its softmax, which attn steps does not show yet",
-            "attn inspect shows its weights",
-        )
     kv_head = head // (record.q.shape[0] // record.k.shape[0])  # this layer's own grouping (it may differ by layer)
     q, k, v = record.q[head].float(), record.k[kv_head].float(), record.v[kv_head].float()  # (T, D)
     allowed = record.mask.full()  # (T, T): steps is for short sentences
+    if record.head_mask is not None:  # Doge's: this head's own keys (and its learned bias, below)
+        allowed = allowed & record.head_mask[head]
     stages = []
     if record.inputs is not None:
         stages.append(
@@ -117,6 +112,16 @@ def walk_head(backend, text: str, layer: int | str = 0, head: int | str = 0) -> 
     else:
         scores = score(q[None], k[None])[0]
         stages.append(Stage("score(Q, K)", "the model's own scoring function", _rows(scores), "tokens×tokens"))
+    if record.head_mask is not None:
+        scores = scores + record.bias[head].float()
+        stages.append(
+            Stage(
+                "+ bias",
+                "the model's learned per-head mask bias, added before the mask keeps this head's own keys",
+                _rows(scores),
+                "tokens×tokens",
+            )
+        )
     masked = scores.masked_fill(~allowed, float("nan"))
     stages.append(
         Stage("mask", "positions that may not be attended are removed (blank)", _rows(masked), "tokens×tokens")
