@@ -1,6 +1,7 @@
-"""The README's examples, run: every block that shows output must show what the command prints now.
+"""The documentation's examples, run: every block of README.md and of every page under docs/ that shows
+output must show what the command prints now.
 
-How README.md is read (fenced blocks only; everything else is prose):
+How a page is read (fenced blocks only; everything else is prose; the same rules for every page):
 
 - A ``` block whose first line is `$ COMMAND` shows COMMAND's output: COMMAND runs and its stdout must
   equal the rest of the block. A line that is only `…` stands for any number of lines (the README's
@@ -16,13 +17,17 @@ How README.md is read (fenced blocks only; everything else is prose):
   `<!-- not checked: REASON -->` skips the block (the reason is the skip message; few, each a real
   reason), `<!-- varies: TEXT -->` says that TEXT in the shown output stands for whatever the run
   prints there (a path of the machine), and `<!-- setup -->` runs the block once, before all others,
-  in the shared work directory (the tiny Llama recipe: the other blocks use ./tiny-llama).
+  in the shared work directory (the tiny Llama recipe: the other blocks use ./tiny-llama). A page's
+  setup blocks run, in page order, before the first of that page's blocks that a test process runs
+  (so a page's setup runs at most once per process, and not at all where none of its blocks runs).
 
-Commands run in a temporary work directory shared by all blocks (the setup blocks' models, plus
+Every block is its own test (`README.md:LINE`, `docs/commands/routes.md:LINE`), so pytest-xdist spreads
+the blocks over the cores; each process loads each model once. Moving a block from one page to another
+does not run it twice. Commands run in a temporary work directory shared by all blocks and pages (the setup blocks' models, plus
 corpus.txt: the 1,000 sentences of benchmarks/_corpus.py that `attn heads --file corpus.txt`
 reads), with NO_COLOR=1, COLUMNS=80 (a `COLUMNS=120 attn …` prefix changes it), the CPU, and an
 empty Hugging Face cache. `attn` runs in-process through Typer's CliRunner, and every model is
-loaded once for this file (attn_cli.api.load is memoised while it runs) rather than once per command as ~30
+loaded once for this file in each test process (attn_cli.api.load is memoised while it runs) rather than once per command as ~30
 subprocesses would. Measured on the shared 2-core machine at load average 8: 5 min 19 s wall,
 123 s CPU, of which the 1,000-sentence `attn heads --file corpus.txt` block is 159 s wall. Other
 programs of a pipeline (`jq`, `python -c`) run as subprocesses.
@@ -50,6 +55,7 @@ from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]  # every page whose blocks run
 ANY_LINES = "…"
 ROUND_OFF = r"\d\.\de-(?:[7-9]|\d\d)"  # below 1e-6: float32 round-off, not a result
 NUMBER = re.compile(r"-?\d+\.\d+(?:e-?\d+)?")  # a decimal number as the commands print one
@@ -57,11 +63,12 @@ NUMBER = re.compile(r"-?\d+\.\d+(?:e-?\d+)?")  # a decimal number as the command
 
 @dataclass(frozen=True)
 class Block:
-    line: int  # the opening fence's line in README.md, 1-based
+    line: int  # the opening fence's line in its page, 1-based
     language: str  # "", "bash", "python", …
     text: str
     marks: tuple[tuple[str, str], ...] = ()  # (key, value) of the HTML comments just above the fence
     output: Block | None = None  # a python block's "Output" block
+    page: str = "README.md"  # the page's path from the repository's root
 
     def mark(self, key: str) -> str | None:
         return next((value for name, value in self.marks if name == key), None)
@@ -72,14 +79,14 @@ class Block:
 
     @property
     def name(self) -> str:
-        return f"README.md:{self.line}"
+        return f"{self.page}:{self.line}"
 
 
 MARK = re.compile(r"<!--\s*(not checked|varies|setup)\s*:?\s*(.*?)\s*-->")
 
 
-def read_blocks(text: str) -> list[Block]:
-    """Every fenced block of the README, with the marks above it and a python block's output."""
+def read_blocks(text: str, page: str = "README.md") -> list[Block]:
+    """Every fenced block of a page, with the marks above it and a python block's output."""
     lines = text.split("\n")
     blocks: list[Block] = []
     index = 0
@@ -94,7 +101,7 @@ def read_blocks(text: str) -> list[Block]:
             marks.insert(0, (found.group(1), found.group(2)))
             above -= 1
         prose = next((line for line in reversed(lines[: above + 1]) if line.strip()), "")  # the line above
-        block = Block(index + 1, fence[3:].strip(), "\n".join(lines[index + 1 : end]), tuple(marks))
+        block = Block(index + 1, fence[3:].strip(), "\n".join(lines[index + 1 : end]), tuple(marks), page=page)
         if prose.startswith("Output") and blocks and blocks[-1].language == "python":
             blocks[-1] = dataclasses.replace(blocks[-1], output=block)
         else:
@@ -103,7 +110,11 @@ def read_blocks(text: str) -> list[Block]:
     return blocks
 
 
-BLOCKS = read_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [
+    block
+    for path in PAGES
+    for block in read_blocks(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
+]
 CHECKED = [
     block
     for block in BLOCKS
@@ -171,13 +182,13 @@ def assert_shows(block: Block, shown: str, printed: str) -> None:
         difflib.unified_diff(
             normalise(shown).split("\n"),
             normalise(printed).split("\n"),
-            "README.md (shown)",
+            f"{block.page} (shown)",
             "printed now",
             lineterm="",
         )
     )
     pytest.fail(
-        f"{block.name}: the README shows other output than the command prints now "
+        f"{block.name}: the page shows other output than the command prints now "
         f"(a line `…` stands for any lines):\n{diff}",
         pytrace=False,
     )
@@ -253,7 +264,7 @@ def run_python(code: str) -> str:
     """A python block, in-process (so it shares the loaded models); what it prints."""
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code, "<README python block>", "exec"), {"__name__": "__readme__"})
+        exec(compile(code, "<docs python block>", "exec"), {"__name__": "__readme__"})
     return printed.getvalue()
 
 
@@ -291,7 +302,8 @@ def loaded_once():
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory, loaded_once):
-    """The shared work directory: the setup blocks run in it once, and corpus.txt is written."""
+    """The shared work directory, with corpus.txt written (each page's setup blocks run in it later, by
+    `set_up`)."""
     directory = tmp_path_factory.mktemp("readme")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
@@ -299,11 +311,22 @@ def workdir(tmp_path_factory, loaded_once):
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     write_corpus(directory / "corpus.txt", 1000)
-    with contextlib.chdir(directory):
-        for block in BLOCKS:
-            if block.mark("setup") is not None:
-                run_block(block, directory)
     return directory
+
+
+SET_UP: set[tuple[Path, str]] = set()  # (work directory, page): the pages whose setup blocks have run there
+
+
+def set_up(page: str, workdir: Path) -> None:
+    """Run a page's setup blocks once in this process, before the first of its blocks that runs here (a
+    failed setup is not remembered: each of the page's blocks then fails on it)."""
+    if (workdir, page) in SET_UP:
+        return
+    with contextlib.chdir(workdir):
+        for block in BLOCKS:
+            if block.page == page and block.mark("setup") is not None:
+                run_block(block, workdir)
+    SET_UP.add((workdir, page))
 
 
 @pytest.fixture
@@ -345,6 +368,7 @@ def test_readme_block(block, workdir, environment, monkeypatch):
     reason = block.mark("not checked")
     if reason is not None:
         pytest.skip(f"{block.name}: not checked: {reason}")
+    set_up(block.page, workdir)
     monkeypatch.chdir(workdir)
     run_block(block, workdir)
 
@@ -373,3 +397,17 @@ def test_long_numbers_match_within_round_off_and_no_further():
             assert_shows(block, "w 0.1411008 x 6.021477222442627", printed)
     with pytest.raises(pytest.fail.Exception):  # fewer digits are shown as they are printed
         assert_shows(block, "w 0.141101", "w 0.141102")
+
+
+def test_every_page_under_docs_is_read():
+    """A page under docs/ runs like the README: its blocks are tests named by the page and line."""
+    pages = {block.page for block in BLOCKS}
+    with_blocks = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "docs").rglob("*.md")
+        if "\n```" in "\n" + path.read_text(encoding="utf-8")
+    }
+    assert with_blocks <= pages and "README.md" in pages
+    page = "Intro.\n\n<!-- varies: /x -->\n```\n$ attn --version\n```\n"
+    (block,) = read_blocks(page, "docs/commands/x.md")
+    assert (block.name, block.shows_output, block.mark("varies")) == ("docs/commands/x.md:4", True, "/x")
