@@ -72,7 +72,7 @@ class HeadsReport(Document):
         ]
         if len(found) > 1:
             raise BadInput(
-                f"head {layer}.{head} is in several stacks: {', '.join(profile.stack for profile in found)}",
+                f"head {layer}.{head} is in several stacks: {', '.join(str(profile.stack) for profile in found)}",
                 "name one: report.head(0, 2, 'cross')",
             )
         if not found:
@@ -88,9 +88,9 @@ class HeadsReport(Document):
         """The heads with the highest mean of `score` (defined ones only), highest first."""
         if score not in SCORES:
             raise BadInput(f"no score named {score!r}", f"scores: {', '.join(SCORES)}")
-        ranked = [profile for profile in self.heads if profile.scores[score] is not None]
-        ranked.sort(key=lambda profile: (-profile.scores[score], profile.layer, profile.head))
-        return ranked[:count]
+        defined = [(value, profile) for profile in self.heads if (value := profile.scores[score]) is not None]
+        defined.sort(key=lambda pair: (-pair[0], pair[1].layer, pair[1].head))
+        return [profile for _, profile in defined[:count]]
 
     def to_json_dict(self) -> dict:
         document = corpus_document(self, "heads")

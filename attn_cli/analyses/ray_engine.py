@@ -157,7 +157,8 @@ class Workers:
             )
         cpus = max(1, int(resources.get("CPU", 1) // workers))  # torch threads as many: workers do not fight
         remote = ray.remote(Scorer).options(num_cpus=cpus, num_gpus=gpus or 0, max_restarts=-1, max_task_retries=-1)
-        self.ray, self.started, self.asked = ray, started, None  # asked: _start's arguments
+        self.ray, self.started = ray, started
+        self.asked: tuple | None = None  # _start's arguments
         self.job = ray.get_runtime_context().get_job_id()  # this process's stay on the cluster: live()
         self.actors = [remote.remote(loaded_as, cpus) for _ in range(workers)]
 

@@ -67,7 +67,7 @@ class StoreWriter:
         self.path, self.parts = Path(path), Path(path) / schema.PARTS
         self.identity, self.run, self.layers, self.heads, self.info = identity, run, layers, heads, info
         self.per_text = identity["options"]["per_text"]
-        self.heads_written = None  # the Partial heads.parquet was last written from
+        self.heads_written: partials.Partial | None = None  # the Partial heads.parquet was last written from
         self.examples_written = time.monotonic()  # a run shorter than EXAMPLES_EVERY writes them once, at the end
         self.context = identity["options"]["context"]
         # what this run made, so that a corpus with no text leaves the directory as it found it
@@ -175,7 +175,7 @@ class StoreWriter:
             temp = Path(tempfile.mkdtemp(prefix=folder.name + TEMP_MARK, dir=self.parts))
         try:
             arrays, meta = partials.to_state(part)
-            np.savez(temp / "partial.npz", **arrays)
+            np.savez(temp / "partial.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub: allow_pickle among **kwds
             if self.per_text:
                 _write_parquet(self._text_rows(rows), temp / schema.TEXTS)
             (temp / "partial.json").write_text(json.dumps({"digest": digest, "partial": meta}))
