@@ -312,7 +312,7 @@ class Model:
         lazy: bool = False,
         progress: Progress | None = None,
     ) -> InspectReport:
-        """A vision transformer's attention over an image (README "Vision transformers"): a file path, "-"
+        """A vision transformer's attention over an image (docs/vision.md): a file path, "-"
         for stdin, or a PIL image. Tokens are [CLS], the model's other special tokens and the patches
         r{row}c{col}; report.image is the patch grid (rows, cols, the image as the model saw it).
         The other arguments are inspect's."""
@@ -570,7 +570,7 @@ class Model:
         Ctrl-C stops at the current batch: the report covers the texts done (report.interrupted).
         engine="ray": the batches are scored by `workers` Ray actors (each loads this model again, on
         gpus_per_worker GPUs) on the cluster at `address` (default: the one joined, or a local one); the
-        report and the store are those of engine="local" (README "Corpus runs on Ray"). keep_workers=True: the
+        report and the store are those of engine="local" (docs/commands/heads.md, "Corpus runs on Ray"). keep_workers=True: the
         workers, their model loaded, stay alive for this process's next heads() with the same engine arguments
         (which stops them after unless it keeps them too), so they start once, not a call.
         Formulas: attn_cli.math.head_scores. report.head(0, 2).scores["previous_token"]; report.to_json_dict().

@@ -17,9 +17,9 @@ How a page is read (fenced blocks only; everything else is prose; the same rules
   `<!-- not checked: REASON -->` skips the block (the reason is the skip message; few, each a real
   reason), `<!-- varies: TEXT -->` says that TEXT in the shown output stands for whatever the run
   prints there (a path of the machine), and `<!-- setup -->` runs the block once, before all others,
-  in the shared work directory (the tiny Llama recipe: the other blocks use ./tiny-llama). A page's
-  setup blocks run, in page order, before the first of that page's blocks that a test process runs
-  (so a page's setup runs at most once per process, and not at all where none of its blocks runs).
+  in the shared work directory (the tiny Llama recipe: the other blocks use ./tiny-llama). The setup
+  blocks of every page run, page by page, before any block: a page may use a model another page's setup
+  made (docs/commands/heads.md uses encoder-decoder.md's ./tiny-marian).
 
 Every block is its own test (`README.md:LINE`, `docs/commands/routes.md:LINE`), so pytest-xdist spreads
 the blocks over the cores; each process loads each model once. Moving a block from one page to another
@@ -302,8 +302,7 @@ def loaded_once():
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory, loaded_once):
-    """The shared work directory, with corpus.txt written (each page's setup blocks run in it later, by
-    `set_up`)."""
+    """The shared work directory: every page's setup blocks run in it once, and corpus.txt is written."""
     directory = tmp_path_factory.mktemp("readme")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
@@ -311,22 +310,11 @@ def workdir(tmp_path_factory, loaded_once):
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     write_corpus(directory / "corpus.txt", 1000)
-    return directory
-
-
-SET_UP: set[tuple[Path, str]] = set()  # (work directory, page): the pages whose setup blocks have run there
-
-
-def set_up(page: str, workdir: Path) -> None:
-    """Run a page's setup blocks once in this process, before the first of its blocks that runs here (a
-    failed setup is not remembered: each of the page's blocks then fails on it)."""
-    if (workdir, page) in SET_UP:
-        return
-    with contextlib.chdir(workdir):
+    with contextlib.chdir(directory):
         for block in BLOCKS:
-            if block.page == page and block.mark("setup") is not None:
-                run_block(block, workdir)
-    SET_UP.add((workdir, page))
+            if block.mark("setup") is not None:
+                run_block(block, directory)
+    return directory
 
 
 @pytest.fixture
@@ -368,7 +356,6 @@ def test_readme_block(block, workdir, environment, monkeypatch):
     reason = block.mark("not checked")
     if reason is not None:
         pytest.skip(f"{block.name}: not checked: {reason}")
-    set_up(block.page, workdir)
     monkeypatch.chdir(workdir)
     run_block(block, workdir)
 

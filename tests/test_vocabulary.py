@@ -1,4 +1,4 @@
-"""One vocabulary (README "The vocabulary"): every command and sub-command walked, each option name and short
+"""One vocabulary (docs/vocabulary.md): every command and sub-command walked, each option name and short
 flag with one meaning; the old spellings still work for one release with a note; several words follow one
 rule; every --save is written."""
 
@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from attn_cli.cli import app
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+VOCABULARY = Path(__file__).resolve().parents[1] / "docs" / "vocabulary.md"
 LOADING = "every command that loads a model"
 # Two names a plural apart that are two concepts: generate's --sample (draw instead of the likeliest token) and
 # heads' --samples N (texts stored per decile).
@@ -67,8 +67,8 @@ def visible_options(command):
 
 
 def readme_table() -> dict[str, tuple[str, set[str]]]:
-    """The README's vocabulary table: option → (short flag or '', the commands that have it)."""
-    section = README.read_text().split("## The vocabulary", 1)[1].split("\n## ", 1)[0]
+    """docs/vocabulary.md's table: option → (short flag or '', the commands that have it)."""
+    section = VOCABULARY.read_text(encoding="utf-8")
     table = {}
     for line in section.splitlines():
         cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
@@ -96,7 +96,7 @@ def test_a_short_flag_means_one_option_everywhere():
 
 def test_an_option_has_one_long_spelling():
     """No command shows two spellings of one option (--layer and --layers), and no concept is spelled two ways
-    across commands: every long name is in the README's table, whose names differ by more than a plural."""
+    across commands: every long name is in docs/vocabulary.md's table, whose names differ by more than a plural."""
     for name, command in commands():
         for option in visible_options(command):
             longs = [flag for flag in option.opts if flag.startswith("--")]
@@ -115,14 +115,16 @@ def test_every_help_follows_the_readme_table():
         for option in visible_options(command):
             long = next(flag for flag in option.opts if flag.startswith("--"))
             short = next((flag for flag in option.opts if not flag.startswith("--")), "")
-            assert long in table, f"attn {name} {long} is not in README's vocabulary table"
-            assert table[long][0] == short, f"attn {name} {long}: short flag {short!r}, README {table[long][0]!r}"
+            assert long in table, f"attn {name} {long} is not in docs/vocabulary.md's table"
+            assert table[long][0] == short, (
+                f"attn {name} {long}: short flag {short!r}, docs/vocabulary.md {table[long][0]!r}"
+            )
             assert long in help_text, f"attn {name} --help does not show {long}"
             seen[long].add(name)
     for long, (_, listed) in table.items():
         expected = loaders if listed == {LOADING} else listed
         assert seen[long] == expected, (
-            f"{long}: README lists {sorted(expected)}, the commands have {sorted(seen[long])}"
+            f"{long}: docs/vocabulary.md lists {sorted(expected)}, the commands have {sorted(seen[long])}"
         )
 
 

@@ -250,7 +250,7 @@ class InspectReport(Document):
         return object_chunks(self.json_header(), "layers", (iter([layer_text(layer)]) for layer in self.layers))
 
     def to_json_dict(self) -> dict:
-        """The schema_version 1 document (README "JSON output"). Floats keep float32 precision."""
+        """The schema_version 1 document (docs/json.md). Floats keep float32 precision."""
         return {**self.json_header(), "layers": [layer_json(layer) for layer in self.layers]}
 
     def to_arrow(self):

@@ -1,6 +1,6 @@
 """One vocabulary for every command: the spellings that were renamed, and one rule for several texts.
 
-Every option name and short flag means one thing in every command (README: "The vocabulary").
+Every option name and short flag means one thing in every command (docs/vocabulary.md).
 A spelling that was renamed still works for one release: it is rewritten to its new spelling before
 the command parses its arguments, with a one-line note on stderr, and --help no longer shows it.
 """

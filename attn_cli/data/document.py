@@ -31,7 +31,7 @@ class Document:
         yield dumps(self.to_json_dict())
 
     def to_arrow(self):
-        """The report as one pyarrow Table in long format (README "Notebooks and DataFrames")."""
+        """The report as one pyarrow Table in long format (docs/notebooks.md)."""
         raise BadInput(f"a {type(self).__name__} has no table form", "read report.to_json_dict() instead")
 
     def to_pandas(self):

@@ -46,7 +46,7 @@ class PatchGrid:
         return np.asarray(row)[len(self.specials) :].reshape(self.rows, self.cols)
 
     def to_json(self) -> dict:
-        """What the JSON document says about the image (README "Vision transformers")."""
+        """What the JSON document says about the image (docs/vision.md)."""
         height, width = self.pixels.shape[:2]
         return {
             "source": self.source,

@@ -1,0 +1,50 @@
+"""The documentation site (mkdocs.yml, docs/): it builds with --strict, and every command has its page.
+
+--strict turns mkdocs's warnings into a failed build: a link to a page or picture that is not there, a page
+under docs/ left out of the nav, a docstring of the API reference that mkdocstrings cannot read. The pages'
+examples are run by tests/test_readme.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import missing_tool, patience
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_site_builds_strictly(tmp_path):
+    for module in ("mkdocs", "material", "mkdocstrings"):
+        if importlib.util.find_spec(module) is None:
+            missing_tool(f"{module} is not installed (pip install -e '.[docs]')")
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=patience(300),
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert built.returncode == 0, built.stderr[-4000:]
+    assert (tmp_path / "commands" / "inspect" / "index.html").is_file()
+    reference = (tmp_path / "reference" / "index.html").read_text(encoding="utf-8")
+    assert 'id="attn_cli.api.Model.inspect"' in reference  # the API reference was read from the docstrings
+
+
+def test_every_command_page_is_in_the_nav_and_the_readme_table():
+    """A page under docs/commands/ is reachable: from the site's nav and from the README's command table."""
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    table = (ROOT / "README.md").read_text(encoding="utf-8").split("## Commands", 1)[1].split("\n## ", 1)[0]
+    pages = sorted(path.stem for path in (ROOT / "docs" / "commands").glob("*.md"))
+    assert "inspect" in pages
+    for page in pages:
+        assert re.search(rf":\s*commands/{page}\.md\s*$", nav, re.MULTILINE), (
+            f"docs/commands/{page}.md is not in the nav"
+        )
+        assert f"(docs/commands/{page}.md)" in table, f"docs/commands/{page}.md is not in README's command table"
