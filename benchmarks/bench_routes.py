@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _timing import print_header
+from _timing import median_of, print_header, time_calls
 
 TARGET_RATIO = 3.0
 WORDS = "the old committee finally approved the new budget after a long and heated debate in the hall".split()
@@ -71,20 +69,15 @@ def main() -> int:
             with torch.inference_mode():
                 model.backend.model(**fed)
 
-        contenders = {"forward": forward, "routes": lambda: model.routes(text)}
-        for run in contenders.values():  # warm-up
-            run()
-        times: dict[str, list[float]] = {name: [] for name in contenders}
-        for _ in range(args.repeat):
-            for name, run in contenders.items():
-                start = time.perf_counter()
-                run()
-                times[name].append(time.perf_counter() - start)
-    floor = statistics.median(times["forward"])
-    ratio = statistics.median(times["routes"]) / floor
+        # one warm-up each, then A, B, A, B, … (the same text every round)
+        calls = time_calls(
+            {"forward": lambda _: forward(), "routes": lambda _: model.routes(text)}, [text] * args.repeat, text
+        )
+    floor = median_of(calls["forward"])
+    ratio = median_of(calls["routes"]) / floor
     print(f"{'contender':<12}{'median s':>10}{'× forward':>11}")
-    for name, samples in times.items():
-        print(f"{name:<12}{statistics.median(samples):>10.4f}{statistics.median(samples) / floor:>10.2f}×")
+    for name, runs in calls.items():
+        print(f"{name:<12}{median_of(runs):>10.4f}{median_of(runs) / floor:>10.2f}×")
     met = ratio <= TARGET_RATIO
     print(f"\nroutes / forward = {ratio:.2f}× (target ≤ {TARGET_RATIO:g}×){'' if met else '  MISSED'}")
     return 0 if met else 1

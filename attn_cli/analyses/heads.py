@@ -285,9 +285,8 @@ class LayerScores:
 
     def add(self, layer: int | list[int], q, k, record, allowed_rows) -> None:
         """q (B, H, T, D), k (B, H_kv, T, D), the layer's _Scaling (scale, scorer, sinks, a per-head mask),
-        allowed_rows(start, stop) ->
-        (B, c, T) bool, False at padding rows and keys. A list of layers (flush): q and k hold them one after
-        another along B, and so do the results' ChunkScores (layer: that list)."""
+        allowed_rows(start, stop) -> (B, c, T) bool, False at padding rows and keys. A list of layers (flush): q
+        and k hold them one after another along B, and so do the results' ChunkScores (layer: that list)."""
         import torch
 
         from attn_cli.math import attention, scoring
