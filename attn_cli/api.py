@@ -35,8 +35,8 @@ from attn_cli.plumbing.errors import BadInput
 # default. What a string means is parsed further in, where the command line's strings are parsed too.
 # Each name is a key once: a second entry for a name would silently replace the first for every method.
 KINDS: dict[str, Callable] = {
-    **dict.fromkeys(("text", "other", "prompt", "target"), arguments.text),
-    "texts": arguments.corpus,
+    **dict.fromkeys(("text", "other", "prompt", "target", "foil"), arguments.text),
+    **dict.fromkeys(("texts", "reference"), arguments.corpus),
     "image": lambda value, name: value,  # a path, "-" or a PIL image: _image reads it, or says what it takes
     **dict.fromkeys(("layers", "heads", "layer", "head"), arguments.selection),
     **dict.fromkeys(("rows", "cols"), arguments.span),
@@ -72,6 +72,7 @@ KINDS: dict[str, Callable] = {
             "resume",
             "per_text",
             "keep_workers",
+            "together",
         ),
         arguments.flag,
     ),
@@ -85,6 +86,7 @@ KINDS: dict[str, Callable] = {
             "dtype",
             "column",
             "method",
+            "metric",
             "measure",
             "vs",
             "engine",
@@ -100,6 +102,17 @@ KINDS: dict[str, Callable] = {
         value if isinstance(value, Model) else arguments.path(value, name, "a Model, a model name or a directory")
     ),
 }
+
+
+def _head_pairs(value, name: str) -> Spec:
+    """ablate's heads: a selection of each selected layer's heads, or (layer, head) pairs, which name their
+    layers themselves (the command line's "1.0,1.1")."""
+    if isinstance(value, (list, tuple)) and value and all(isinstance(item, (list, tuple)) for item in value):
+        pairs = [[arguments.index(part, name, "(layer, head) pairs") for part in item] for item in value]
+        if any(len(pair) != 2 for pair in pairs):
+            raise BadInput(f"{name}={value!r} is not a list of (layer, head) pairs")
+        return ",".join(f"{layer}.{head}" for layer, head in pairs)
+    return arguments.selection(value, name)
 
 
 def _gradient_target(value, name: str) -> str | int:
@@ -523,6 +536,46 @@ class Model:
 
         text = arguments.text(text, "text")
         return routes(self.backend, text, target, threshold, position, truncate)
+
+    @door(heads=_head_pairs)
+    def ablate(
+        self,
+        text: str,
+        *,
+        layers: Spec = "all",
+        heads: Spec | Sequence[tuple[int, int]] = "all",
+        together: bool = False,
+        method: str = "zero",
+        metric: str | None = None,
+        target: str | None = None,
+        foil: str | None = None,
+        reference: str | Iterable[str] | None = None,
+        seed: int = 0,
+        truncate: bool = False,
+    ):
+        """What removing each selected head does to the model's output: an AblationReport whose .ablations
+        hold each head's (or, with together=True, the set's) metric value and its effect (value − the clean
+        run's), .grid() the effects as layers × heads, .top() the largest. heads: a selection of each layer's
+        heads, or (layer, head) pairs: [(1, 0), (1, 1)]. method: zero, mean or resample (from `reference`, a
+        list of texts; default the text's own tokens). metric: loss (of the text's own next tokens, or of
+        `target`'s, a continuation), logit-diff (`target` − `foil`, single tokens after the text) or kl for a
+        language model; cosine (of the mean-pooled embedding) for an encoder."""
+        from attn_cli.analyses.ablate import ablate
+
+        return ablate(
+            self.backend,
+            text,
+            layers,
+            heads,  # type: ignore[arg-type]  # _head_pairs made pairs a "1.0,1.1" string
+            together=together,
+            method=method,
+            metric=metric,
+            target=target,
+            foil=foil,
+            reference=None if reference is None else [reference] if isinstance(reference, str) else list(reference),
+            seed=seed,
+            truncate=truncate,
+        )
 
     @door(target=arguments.text)
     def heads(

@@ -131,6 +131,20 @@ class Provenance(Protocol):
     def provenance(self) -> dict[str, str | None]: ...
 
 
+@runtime_checkable
+class Intervenes(Protocol):
+    """Run a text with heads' outputs changed (attn ablate): the edit sees every head's output before the
+    module's output projection mixes the heads (backends/interventions.py)."""
+
+    def intervention_input(self, text: str, truncate: bool = False) -> Any:
+        """The text as one forward's inputs: an interventions.Fed (its inputs (1, T), tokens, ids)."""
+
+    def edited_forward(self, fed: Any, edit: Callable, rows: int = 1, *, grad: bool = False) -> Any:
+        """The model on `rows` copies of fed with edit(layer, output (R, T, H, D)) -> output applied in every
+        attention layer: the language model's logits (R, T, V) when it has its head, else the last hidden
+        states (R, T, d). grad: autograd on (importance gates), else inference mode."""
+
+
 @dataclass(frozen=True)
 class _Refusal:
     lacks: str  # what the model does not have, after its name
@@ -155,6 +169,9 @@ _REFUSALS: dict[type, _Refusal] = {
     Seq2Seq: _Refusal("has one stack of attention", "this needs an encoder–decoder model (BART, Marian, T5)"),
     CapturesImage: _Refusal("reads text, not images", "--image needs a vision transformer (ViT, DeiT, DINOv2, CLIP)"),
     Provenance: _Refusal("does not say where its weights came from", "use a Hugging Face model"),
+    Intervenes: _Refusal(
+        "cannot run with a head's output changed", "use a Hugging Face model, such as --model lab or the default minilm"
+    ),
 }
 
 C = TypeVar("C")

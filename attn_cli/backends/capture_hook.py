@@ -61,7 +61,13 @@ class LayerRecorder:
         keep_bias: bool = False,
         stop: bool = False,
         keep_sink: bool = False,
+        edit: Callable | None = None,
     ):
+        # edit(layer, output) -> output: every head's output (B, T, H, D) as the delegate hands it back, before the
+        # module's o_proj mixes the heads: the one place interventions act (analyses/ablate.py: ablation, patching,
+        # importance gates). The heads are query heads, so under grouped-query attention an edit of one head
+        # leaves the K and V it shares untouched.
+        self.edit = edit
         # stop (with a sink): raise LayersCaptured after the last wanted layer is handed over, before its own
         # attention runs, for callers that read nothing but the records (attn heads: a 24-layer model asked for
         # layers 0-1 runs two layers, not 24)
@@ -157,7 +163,10 @@ class LayerRecorder:
             else:
                 self.records[slot] = record
         delegate = delegate_for(self.delegate_name, module)
-        return delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        output = delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        if self.edit is None:
+            return output
+        return (self.edit(layer, output[0]), *output[1:])
 
 
 def layer_of(module, calls: int, paths: dict | None = None) -> int:

@@ -354,6 +354,25 @@ class HFBackend:
 
         return attention_gradients(self, text, layers, target, truncate=truncate)
 
+    def intervention_input(self, text: str, truncate: bool = False):
+        """The text as one forward's inputs (backends/interventions.py's Fed)."""
+        from attn_cli.backends.interventions import Fed
+
+        self._one_stack()
+        encoding, truncated_from = self._encode(text, truncate)
+        batch = self._pad([encoding], None)
+        fed = {name: tensor.to(self.model.device) for name, tensor in batch.items()}
+        self._guard(fed)
+        return Fed(fed, self._tokens(encoding), truncated_from, logits=self.lm is not None)
+
+    def edited_forward(self, fed, edit, rows: int = 1, *, grad: bool = False):
+        """rows copies of fed with edit(layer, output) in every attention layer: logits with a language-model
+        head, else the last hidden states (backends/interventions.py)."""
+        from attn_cli.backends.interventions import edited_forward
+
+        model = self.lm if self.lm is not None else self.model
+        return edited_forward(model, self.lm is not None, fed.repeated(rows), edit, grad)
+
     def _one_stack(self) -> None:
         """What runs the model on one text: an encoder–decoder model (HFPairBackend) refuses it."""
 

@@ -10,6 +10,8 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from attn_cli import __version__
+from attn_cli.cli.ablate import EPILOG as ABLATE_EPILOG
+from attn_cli.cli.ablate import ablate_command
 from attn_cli.cli.attribute import EPILOG as ATTRIBUTE_EPILOG
 from attn_cli.cli.attribute import attribute_command
 from attn_cli.cli.circuits import EPILOG as CIRCUITS_EPILOG
@@ -213,6 +215,7 @@ app.command("steps", cls=Command, epilog=STEPS_EPILOG)(steps_command)
 app.command("rollout", cls=Command, epilog=ROLLOUT_EPILOG)(rollout_command)
 app.command("attribute", cls=Command, epilog=ATTRIBUTE_EPILOG)(attribute_command)
 app.command("routes", cls=Command, epilog=ROUTES_EPILOG)(routes_command)
+app.command("ablate", cls=Command, epilog=ABLATE_EPILOG)(ablate_command)
 app.command("diff", cls=Command, epilog=DIFF_EPILOG)(diff_command)
 app.command("generate", cls=Command, epilog=GENERATE_EPILOG)(generate_command)
 app.command("circuits", cls=Command, epilog=CIRCUITS_EPILOG)(circuits_command)

@@ -94,6 +94,34 @@ def attention_only(layers: list[int], info) -> list[int]:
     return kept
 
 
+def parse_heads_of_layers(layers: Spec, heads: Spec, info) -> list[tuple[int, int]]:
+    """(layer, head) pairs: every selected head of every selected attention layer, or, where `heads` names
+    layers itself ("1.0,1.1,0.2": LAYER.HEAD, the way attn prints a head), exactly those heads."""
+    if isinstance(heads, str) and "." in heads:
+        if not (isinstance(layers, str) and layers.strip().lower() in ("all", "*")):
+            raise BadInput(f"--head {heads!r} names each head's layer", "leave --layer out, or give heads as 0,2")
+        valid = f"a head is LAYER.HEAD with layers {_listed(info.attention_layers)} and heads 0-{info.heads - 1}"
+        pairs = set()
+        for part in heads.split(","):
+            layer, dot, head = part.strip().partition(".")
+            if not (dot and layer.isdigit() and head.isdigit()):
+                raise BadInput(f"--head {part.strip()!r} is not LAYER.HEAD", valid)
+            if int(layer) not in info.attention_layers or int(head) >= info.heads:
+                raise BadInput(f"--head {part.strip()} is not a head of this model", valid)
+            pairs.add((int(layer), int(head)))
+        return sorted(pairs)
+    chosen = attention_only(parse_selection(layers, info.layers, "layer"), info)
+    return [(layer, head) for layer in chosen for head in parse_selection(heads, info.heads, "head")]
+
+
+def _listed(numbers: list[int]) -> str:
+    return (
+        f"{numbers[0]}-{numbers[-1]}"
+        if numbers == list(range(numbers[0], numbers[-1] + 1))
+        else ", ".join(map(str, numbers))
+    )
+
+
 def parse_span(spec: Span, option: str) -> tuple[int, int] | None:
     """ "100:140" → (100, 140); ":200" starts at 0; "100:" runs to the end (a huge stop, clipped later)."""
     if spec is None:

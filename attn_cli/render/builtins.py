@@ -27,6 +27,7 @@ def _view(view, *, panels: bool = False, per_head: bool = True):
 @hookimpl
 def register_analyses(register) -> None:
     from attn_cli.analyses import (
+        ablate,
         attribute,
         circuits,
         compare,
@@ -45,6 +46,7 @@ def register_analyses(register) -> None:
         store_read,
     )
     from attn_cli.render import (
+        ablate_view,
         attribution_view,
         circuits_figures,
         circuits_view,
@@ -174,6 +176,16 @@ def register_analyses(register) -> None:
             run=routes.routes,
             terminal=_view(routes_view.render_routes, per_head=False),
             figure=Figure(svg=_routes_svg, text=lambda report: report.text),
+        )
+    )
+    register(
+        AnalysisSpec(
+            "ablate",
+            ablate.AblationReport,
+            run=ablate.ablate,
+            terminal=_view(ablate_view.AblateView, per_head=False),
+            figure=Figure(ablate_view.ablate_items, ablate_view.ablate_page, text=lambda report: report.text),
+            help="what removing each head does to the model's output (zero, mean or resample ablation)",
         )
     )
     register(

@@ -1,0 +1,349 @@
+"""`attn ablate`: what removing a head does to the model's own output.
+
+For every selected head (or for the selected heads together, `together`), the model runs the text again with
+that head's output replaced, where the head's output exists on its own (backends/interventions.py), and a
+metric of its output is compared with the unchanged run's (math/effects.py). The replacement (`method`):
+
+zero      the head outputs nothing
+mean      the head outputs its mean output over the reference texts' tokens (default: the text's own tokens)
+resample  at each position the head outputs what it did at a token drawn from the reference (seeded)
+
+The metric: a language model's `loss` of the text's own next tokens (or of `target`'s, a continuation of the
+text), `logit-diff` between a `target` and a `foil` token after the text, or `kl` of its next-token
+distributions; an encoder's `cosine` distance of its mean-pooled sentence embedding.
+
+Many ablations share one forward: R copies of the text, each with other heads removed, so all 72 heads of a
+MiniLM take a few batched forwards instead of 72.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from attn_cli.backends.capabilities import Intervenes, require
+from attn_cli.backends.interventions import Fed, HeadChanges, HeadOutputs
+from attn_cli.data.capture import ModelInfo
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, num_json
+from attn_cli.data.selection import Spec, parse_heads_of_layers
+from attn_cli.math import effects
+from attn_cli.plumbing.errors import BadInput
+
+METHODS = ("zero", "mean", "resample")
+LM_METRICS = ("loss", "logit-diff", "kl")
+ENCODER_METRICS = ("cosine",)
+METRICS = LM_METRICS + ENCODER_METRICS
+# what a metric is measured in (cosine distance, 1 − cos, has no unit)
+UNITS = {"loss": "nats", "logit-diff": "logits", "kl": "nats", "cosine": ""}
+OUTPUT_CELLS = 2**25  # float32 cells of output one batched forward may return (128 MiB): sets its rows
+MAX_ROWS = 64
+
+
+@dataclass
+class Ablation:
+    heads: list[tuple[int, int]]  # the (layer, head) pairs removed together
+    value: float  # the metric with them removed
+    effect: float  # value − the clean run's value
+
+
+@dataclass
+class AblationReport(Document):
+    text: str
+    model: ModelInfo
+    device: str
+    dtype: str
+    tokens: list
+    method: str
+    metric: str
+    measured: str  # what the metric reads, in words
+    clean: float  # the metric on the unchanged run
+    ablations: list[Ablation]
+    together: bool = False
+    target: str | None = None
+    foil: str | None = None
+    predicted: list[int] = field(default_factory=list)  # the positions whose tokens the loss or KL scores
+    reference: str | None = None  # where mean and resample replacements came from
+    seed: int = 0
+    truncated_from: int | None = None
+
+    @property
+    def units(self) -> str:
+        return UNITS[self.metric]
+
+    def summary_shape(self) -> str:
+        return f"{counted(len(self.ablations), 'ablation')}, {self.metric} {self.clean:.4g} clean"
+
+    def grid(self) -> tuple[list[int], list[int], np.ndarray] | None:
+        """Layers, heads and each single head's effect (layers, heads), NaN where that head was not ablated
+        alone; None when the heads were ablated together."""
+        single = [ablation for ablation in self.ablations if len(ablation.heads) == 1]
+        if self.together or not single:
+            return None
+        layers = sorted({ablation.heads[0][0] for ablation in single})
+        heads = sorted({ablation.heads[0][1] for ablation in single})
+        grid = np.full((len(layers), len(heads)), np.nan)
+        for ablation in single:
+            layer, head = ablation.heads[0]
+            grid[layers.index(layer), heads.index(head)] = ablation.effect
+        return layers, heads, grid
+
+    def top(self, count: int = 5) -> list[Ablation]:
+        """The ablations that changed the metric most, by |effect|."""
+        return sorted(self.ablations, key=lambda ablation: -abs(ablation.effect))[:count]
+
+    def to_json_dict(self) -> dict:
+        grid = self.grid()
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "command": "ablate",
+            "text": self.text,
+            "model": asdict(self.model),
+            "device": self.device,
+            "dtype": self.dtype,
+            "tokens": [asdict(token) for token in self.tokens],
+            "method": self.method,
+            "metric": self.metric,
+            "units": self.units,
+            "measured": self.measured,
+            "target": self.target,
+            "foil": self.foil,
+            "predicted": self.predicted,
+            "reference": self.reference,
+            "seed": self.seed,
+            "together": self.together,
+            "clean": num_json(self.clean),
+            "ablations": [
+                {
+                    "heads": [list(pair) for pair in ablation.heads],
+                    "value": num_json(ablation.value),
+                    "effect": num_json(ablation.effect),
+                }
+                for ablation in self.ablations
+            ],
+            "grid": None
+            if grid is None
+            else {
+                "layers": grid[0],
+                "heads": grid[1],
+                "effect": [[num_json(value) for value in row] for row in grid[2]],
+            },
+            "truncated_from": self.truncated_from,
+        }
+
+
+@dataclass
+class _Metric:
+    name: str
+    measured: str  # in words
+    fed: Fed  # the run it reads: the text, or the text and its target continuation
+    predicted: torch.Tensor  # (P,) positions whose tokens loss and kl score
+    position: int = -1  # logit-diff: the prediction read
+    target_id: int = -1
+    foil_id: int = -1
+    clean_output: torch.Tensor | None = None  # kl, cosine: the clean run's logits (T, V) or pooled embedding (d,)
+
+    def __call__(self, output: torch.Tensor) -> torch.Tensor:
+        """The metric of each row of a forward's output: (R,)."""
+        if self.name == "loss":
+            return effects.next_token_loss(output, self.fed.ids, self.predicted)
+        if self.name == "logit-diff":
+            return effects.logit_difference(output, self.position, self.target_id, self.foil_id)
+        assert self.clean_output is not None
+        if self.name == "kl":
+            return effects.output_kl(self.clean_output, output, self.predicted)
+        return effects.cosine_distance(self.clean_output, effects.mean_pooled(output))
+
+
+def ablate(
+    backend,
+    text: str,
+    layers: Spec = "all",
+    heads: Spec = "all",
+    *,
+    together: bool = False,
+    method: str = "zero",
+    metric: str | None = None,
+    target: str | None = None,
+    foil: str | None = None,
+    reference: Sequence[str] | None = None,
+    reference_name: str | None = None,
+    seed: int = 0,
+    truncate: bool = False,
+) -> AblationReport:
+    """Every selected head's ablation (or one of them all together) and what it did to the metric."""
+    model = require(backend, Intervenes, "attn ablate")
+    if method not in METHODS:
+        raise BadInput(f"--method {method!r} is not an ablation", f"choose {', '.join(METHODS)}")
+    if method == "zero" and reference is not None:
+        raise BadInput("--reference is where mean and resample replacements come from", "add --method mean or resample")
+    pairs = parse_heads_of_layers(layers, heads, backend.info)
+    sets = [pairs] if together else [[pair] for pair in pairs]
+    fed = model.intervention_input(text, truncate)
+    measure = _metric(model, fed, text, metric, target, foil, truncate)
+    clean_output = model.edited_forward(measure.fed, HeadChanges({}))
+    if measure.name in ("kl", "cosine"):
+        measure.clean_output = clean_output[0] if measure.name == "kl" else effects.mean_pooled(clean_output)[0]
+    clean = float(measure(clean_output)[0])
+    touched = sorted({layer for chosen in sets for layer, _ in chosen})
+    pool = _reference_outputs(model, measure.fed, reference, touched, truncate) if method != "zero" else {}
+    count = len(measure.fed.ids)
+    rows = max(1, min(MAX_ROWS, len(sets), OUTPUT_CELLS // (count * clean_output.shape[-1])))
+    draws = torch.Generator().manual_seed(seed)
+    values: list[float] = []
+    for start in range(0, len(sets), rows):
+        chunk = sets[start : start + rows]
+        gates = {layer: torch.ones(len(chunk), backend.info.heads) for layer in touched}
+        for row, chosen in enumerate(chunk):
+            for layer, head in chosen:
+                gates[layer][row, head] = 0.0
+        output = model.edited_forward(
+            measure.fed, HeadChanges(gates, _replacements(method, pool, len(chunk), count, draws)), len(chunk)
+        )
+        values.extend(float(value) for value in measure(output))
+    return AblationReport(
+        text=text,
+        model=backend.info,
+        device=backend.device,
+        dtype=backend.dtype,
+        tokens=measure.fed.tokens,
+        method=method,
+        metric=measure.name,
+        measured=measure.measured,
+        clean=clean,
+        ablations=[Ablation(chosen, value, value - clean) for chosen, value in zip(sets, values)],
+        together=together,
+        target=target,
+        foil=foil,
+        predicted=[int(position) for position in measure.predicted],
+        reference=None if method == "zero" else reference_name or ("the text itself" if reference is None else None),
+        seed=seed,
+        truncated_from=fed.truncated_from,
+    )
+
+
+def _metric(model, fed: Fed, text: str, metric, target, foil, truncate: bool) -> _Metric:
+    """The metric asked for (or the model's default), with the run and the positions it reads."""
+    lm = fed.logits
+    if metric is None:
+        metric = ("logit-diff" if target is not None and foil is not None else "loss") if lm else "cosine"
+    if metric not in METRICS:
+        raise BadInput(f"--metric {metric!r} is not a metric", f"choose {', '.join(METRICS)}")
+    if lm and metric not in LM_METRICS:
+        raise BadInput(
+            f"--metric {metric} reads an encoder's embedding", f"this language model takes {', '.join(LM_METRICS)}"
+        )
+    if not lm and metric not in ENCODER_METRICS:
+        raise BadInput(
+            f"--metric {metric} reads a language model's predictions, and this model has no language-model head",
+            f"an encoder takes {', '.join(ENCODER_METRICS)}",
+        )
+    if metric == "cosine":
+        if target is not None or foil is not None:
+            raise BadInput(
+                "--target and --foil name tokens a language model predicts", "leave them out for --metric cosine"
+            )
+        return _Metric(
+            metric, "cosine distance of the mean-pooled sentence embedding", fed, torch.zeros(0, dtype=torch.long)
+        )
+    if metric == "logit-diff":
+        if target is None or foil is None:
+            raise BadInput(
+                "--metric logit-diff needs --target and --foil", "two single tokens that may follow the text"
+            )
+        position = _text_end(fed) - 1
+        target_id, foil_id = (
+            _next_token(model, fed, text, word, name, truncate)
+            for word, name in ((target, "--target"), (foil, "--foil"))
+        )
+        measured = f"logit({target!r}) − logit({foil!r}) after the text"
+        return _Metric(metric, measured, fed, torch.zeros(0, dtype=torch.long), position, target_id, foil_id)
+    if foil is not None:
+        raise BadInput(
+            f"--foil is for --metric logit-diff, not {metric}", "leave --foil out, or add --metric logit-diff"
+        )
+    run, predicted = fed, _own_tokens(fed)
+    if target is not None:
+        run = model.intervention_input(_joined(text, target), truncate)
+        predicted = _continuation(fed, run, target)
+    if not len(predicted):
+        raise BadInput("the text has no token after its first to predict", "give a longer text, or --target")
+    what = (
+        f"the {counted(len(predicted), 'token')} of --target"
+        if target is not None
+        else f"the text's {counted(len(predicted), 'next token')}"
+    )
+    measured = ("mean loss of " if metric == "loss" else "mean KL(clean ‖ ablated) of the predictions of ") + what
+    return _Metric(metric, measured, run, predicted)
+
+
+def _text_end(fed: Fed) -> int:
+    """How many tokens the text has before any special tokens the tokenizer puts after it (an [SEP], an EOS)."""
+    end = len(fed.tokens)
+    while end > 1 and fed.tokens[end - 1].special:
+        end -= 1
+    return end
+
+
+def _own_tokens(fed: Fed) -> torch.Tensor:
+    """The positions a language model predicts from the text itself: every token after the first that is not
+    a special token."""
+    return torch.tensor([token.index for token in fed.tokens[1:] if not token.special], dtype=torch.long)
+
+
+def _joined(text: str, continuation: str) -> str:
+    return text + ("" if text[-1:].isspace() or continuation[:1].isspace() else " ") + continuation
+
+
+def _continuation(fed: Fed, run: Fed, target: str) -> torch.Tensor:
+    """The positions of `run` (text + target) that are the target's tokens: after the text's own, which the
+    joined text must begin with."""
+    end = _text_end(fed)
+    if len(run.ids) <= end or not torch.equal(run.ids[:end], fed.ids[:end]):
+        raise BadInput(
+            f"--target {target!r} does not continue the text token by token",
+            "the text's last word and the target's first merge into other tokens: start the target with a space",
+        )
+    stop = _text_end(run)
+    return torch.arange(end, stop, dtype=torch.long)
+
+
+def _next_token(model, fed: Fed, text: str, word: str, option: str, truncate: bool) -> int:
+    """The id of `word` as the one token that follows the text."""
+    run = model.intervention_input(_joined(text, word), truncate)
+    positions = _continuation(fed, run, word)
+    if len(positions) != 1:
+        raise BadInput(
+            f"{option} {word!r} is {counted(len(positions), 'token')} after the text",
+            "give one token of the vocabulary",
+        )
+    return int(run.ids[positions[0]])
+
+
+def _reference_outputs(model, fed: Fed, reference, layers: list[int], truncate: bool) -> dict[int, torch.Tensor]:
+    """Every touched layer's head outputs at every reference token, (N, H, D) per layer (the text's own tokens
+    when no reference is given)."""
+    pooled: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
+    runs = [fed] if reference is None else [model.intervention_input(text, truncate) for text in reference]
+    if not runs:
+        raise BadInput("the reference has no texts", "give --reference a file with a text per line")
+    for run in runs:
+        kept = HeadOutputs()
+        model.edited_forward(run, kept)
+        for layer in layers:
+            pooled[layer].append(kept.outputs[layer][0])  # (T, H, D)
+    return {layer: torch.cat(outputs) for layer, outputs in pooled.items()}
+
+
+def _replacements(method: str, pool: dict, rows: int, count: int, draws: torch.Generator) -> dict:
+    """What the removed heads output instead, per layer: nothing (zero), the reference mean (H, D), or (R, T,
+    H, D) outputs at reference tokens drawn per row and position (the same draw for every layer)."""
+    if method == "zero":
+        return {}
+    if method == "mean":
+        return {layer: outputs.mean(0) for layer, outputs in pool.items()}
+    size = next(iter(pool.values())).shape[0]
+    drawn = torch.randint(size, (rows, count), generator=draws)
+    return {layer: outputs[drawn.to(outputs.device)] for layer, outputs in pool.items()}
