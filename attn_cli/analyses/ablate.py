@@ -186,7 +186,8 @@ def ablate(
     clean_output = model.edited_forward(measure.fed, HeadChanges({}))
     if measure.name in ("kl", "cosine"):
         measure.clean_output = clean_output[0] if measure.name == "kl" else effects.mean_pooled(clean_output)[0]
-    clean = float(measure(clean_output)[0])
+    # kl and cosine compare a run with the clean one: 0 on the clean run by definition (not 1e-16 of rounding)
+    clean = 0.0 if measure.name in ("kl", "cosine") else float(measure(clean_output)[0])
     touched = sorted({layer for chosen in sets for layer, _ in chosen})
     pool = _reference_outputs(model, measure.fed, reference, touched, truncate) if method != "zero" else {}
     count = len(measure.fed.ids)

@@ -38,7 +38,7 @@ def signed(value: float) -> str:
     if size >= 0.9995:
         return f"{value:+.2f}"
     if size < 0.0005:
-        return "   +0" if value >= 0 else "   -0"
+        return "    0"
     return f"{value:+.3f}".replace("0.", ".", 1)
 
 
@@ -70,7 +70,8 @@ def render_ablate(report, width: int = 80) -> RenderableType:
         return Group(*parts)
     grid = report.grid()
     if grid is not None:
-        parts.append(_grid(report, *grid, width))
+        layers, heads, effects = grid
+        parts.append(_grid(report, layers, heads, effects, width))
     parts.append(_top(report))
     return Group(*parts)
 
@@ -89,8 +90,8 @@ def _grid(report, layers: list[int], heads: list[int], effects, width: int) -> R
             value = float(effects[row, column])
             cells.append(_cell(value, scale, numbers))
         table.add_row(*cells)
-    caption = f"effect of removing each head alone ({report.metric}, ablated − clean{_units(report, ', ')}"
-    caption += "; rows: layers · columns: heads)" if numbers else "; each cell a head, brighter: larger)"
+    caption = f"effect of removing each head alone: {report.metric} ablated − clean{_units(report, ' in ')}"
+    caption += "" if numbers else " (a cell a head, brighter: larger)"
     return titled(caption, table)
 
 
