@@ -35,7 +35,7 @@ from attn_cli.plumbing.errors import BadInput
 # default. What a string means is parsed further in, where the command line's strings are parsed too.
 # Each name is a key once: a second entry for a name would silently replace the first for every method.
 KINDS: dict[str, Callable] = {
-    **dict.fromkeys(("text", "other", "prompt", "target", "foil"), arguments.text),
+    **dict.fromkeys(("text", "other", "prompt", "target", "foil", "clean", "corrupt"), arguments.text),
     **dict.fromkeys(("texts", "reference"), arguments.corpus),
     "image": lambda value, name: value,  # a path, "-" or a PIL image: _image reads it, or says what it takes
     **dict.fromkeys(("layers", "heads", "layer", "head"), arguments.selection),
@@ -73,6 +73,7 @@ KINDS: dict[str, Callable] = {
             "per_text",
             "keep_workers",
             "together",
+            "by_position",
         ),
         arguments.flag,
     ),
@@ -87,6 +88,7 @@ KINDS: dict[str, Callable] = {
             "column",
             "method",
             "metric",
+            "direction",
             "measure",
             "vs",
             "engine",
@@ -574,6 +576,40 @@ class Model:
             foil=foil,
             reference=None if reference is None else [reference] if isinstance(reference, str) else list(reference),
             seed=seed,
+            truncate=truncate,
+        )
+
+    @door(heads=_head_pairs)
+    def patch(
+        self,
+        clean: str,
+        corrupt: str,
+        *,
+        target: str,
+        foil: str,
+        layers: Spec = "all",
+        heads: Spec | Sequence[tuple[int, int]] = "all",
+        by_position: bool = False,
+        direction: str = "denoising",
+        truncate: bool = False,
+    ):
+        """Activation patching per head between a clean text and a corrupted one of as many tokens: a PatchReport
+        whose .patches hold each head's patched logit difference (`target` − `foil` after the text) and its
+        recovery, (LD_patched − LD_corrupt) / (LD_clean − LD_corrupt); .grid() is layers × heads, or layers ×
+        positions × heads with by_position=True. direction: denoising (the corrupted run with one head from
+        the clean run) or noising (the reverse)."""
+        from attn_cli.analyses.patch import patch
+
+        return patch(
+            self.backend,
+            clean,
+            corrupt,
+            layers,
+            heads,  # type: ignore[arg-type]  # _head_pairs made pairs a "1.0,1.1" string
+            target=target,
+            foil=foil,
+            by_position=by_position,
+            direction=direction,
             truncate=truncate,
         )
 

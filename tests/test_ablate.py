@@ -9,6 +9,8 @@ cosine distance."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -212,3 +214,115 @@ def test_the_command_prints_json_and_a_figure_and_refuses_in_one_line(tmp_path):
         assert refused.exit_code == code, (wrong, refused.output)
         assert said in refused.output and "Traceback" not in refused.output
         assert len(refused.output.strip().splitlines()) <= 2, refused.output
+
+
+# -- attn patch ----------------------------------------------------------------------------------------------
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "patching" / "transformer_lens_gpt2.json"
+
+
+def _weights_sha256(model) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().float().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def gpt2_tokens_only_dir(tiny_gpt2_lm_dir, tmp_path_factory):
+    """The tiny GPT-2 whose tokenizer hands the model input_ids and attention_mask only: TransformerLens feeds
+    token ids alone, while BERT's tokenizer also gives token_type_ids, which GPT-2 adds as embeddings."""
+    import json
+    import shutil
+
+    directory = tmp_path_factory.mktemp("gpt2-tokens-only")
+    shutil.copytree(tiny_gpt2_lm_dir, directory, dirs_exist_ok=True)
+    config = json.loads((directory / "tokenizer_config.json").read_text())
+    config["model_input_names"] = ["input_ids", "attention_mask"]
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    return directory
+
+
+def test_patching_is_transformer_lens_patching_on_the_same_gpt2(gpt2_tokens_only_dir):
+    """tests/fixtures/patching/make_fixture.py ran TransformerLens 4.3.0's get_act_patch_attn_head_out_all_pos
+    and _by_pos on this tiny GPT-2 (the same weights: their SHA-256 is checked) with the logit difference as
+    the metric. attn's patched logit differences equal its numbers within 1e-5 (TransformerLens runs eager
+    attention, attn the model's sdpa: float32 reorderings), and attn's recovery is their normalised form."""
+    import json
+
+    expected = json.loads(FIXTURE.read_text())
+    model = attn_cli.load(str(gpt2_tokens_only_dir), device="cpu")
+    assert _weights_sha256(model.backend.lm) == expected["weights_sha256"], "rebuild the fixture: the weights moved"
+    assert model.backend.intervention_input(expected["clean"]).ids.tolist() == expected["clean_ids"]
+    assert model.backend.intervention_input(expected["corrupt"]).ids.tolist() == expected["corrupt_ids"]
+    asked = dict(target=expected["target"], foil=expected["foil"])
+    report = model.patch(expected["clean"], expected["corrupt"], **asked)
+    assert report.clean_value == pytest.approx(expected["clean_logit_diff"], abs=1e-5)
+    assert report.corrupt_value == pytest.approx(expected["corrupt_logit_diff"], abs=1e-5)
+    theirs = torch.tensor(expected["all_pos"])  # [layer, head]
+    for patch in report.patches:
+        assert patch.value == pytest.approx(float(theirs[patch.layer, patch.head]), abs=1e-5)
+        span = expected["clean_logit_diff"] - expected["corrupt_logit_diff"]
+        normalised = (float(theirs[patch.layer, patch.head]) - expected["corrupt_logit_diff"]) / span
+        assert patch.recovery == pytest.approx(normalised, abs=1e-5 / abs(span) * 2)
+    by_position = model.patch(expected["clean"], expected["corrupt"], by_position=True, **asked)
+    theirs = torch.tensor(expected["by_pos"])  # [layer, pos, head]
+    assert len(by_position.patches) == theirs.numel()
+    for patch in by_position.patches:
+        assert patch.value == pytest.approx(float(theirs[patch.layer, patch.position, patch.head]), abs=1e-5)
+
+
+def test_patching_a_grouped_query_head_is_the_hand_edit_with_the_other_runs_slice(tiny_llama_lm_dir):
+    """Noising on the grouped-query Llama: the clean run with query head h's slice of o_proj's input taken from
+    the corrupted run (its K and V, shared with three other query heads, untouched), by hand."""
+    from attn_cli.backends.interventions import HeadOutputs
+
+    model = attn_cli.load(str(tiny_llama_lm_dir), device="cpu")
+    backend = model.backend
+    clean, corrupt = "the cat sat on the", "the dog sat on the"
+    report = model.patch(clean, corrupt, target="cat", foil="dog", heads="0.5,1.2", direction="noising")
+    other = HeadOutputs()
+    backend.edited_forward(backend.intervention_input(corrupt), other)
+    fed = backend.intervention_input(clean)
+    vocab = backend.tokenizer.get_vocab()
+    for patch in report.patches:
+        source = {patch.layer: {patch.head: other.outputs[patch.layer][0, :, patch.head]}}  # (T, D)
+        logits = _by_hand(backend, fed, [(patch.layer, patch.head)], source)[-2]
+        assert patch.value == pytest.approx(float(logits[vocab["cat"]] - logits[vocab["dog"]]), abs=1e-5)
+
+
+def test_on_the_lab_decoder_the_induction_heads_carry_the_copied_answer(lab):
+    """Clean: ten words and the first again, so 'party' (copied) comes next; corrupted: the last word changed
+    to 'world', so 'keeps' comes next. Patching any layer-1 induction head from the clean run moves the
+    corrupted run a quarter to a third of the way back (they share the work); layer 0's heads, whose inputs
+    are the same in both runs up to the changed last token, move it by at most 0.02."""
+    clean = LAB_WORDS + " only party"
+    corrupt = LAB_WORDS + " only world"
+    report = lab.patch(clean, corrupt, target="company", foil="keeps")
+    assert report.clean_value > 10 > -5 > report.corrupt_value
+    recovery = {(patch.layer, patch.head): patch.recovery for patch in report.patches}
+    assert all(0.2 < recovery[1, head] < 0.5 for head in range(4))
+    assert all(abs(recovery[0, head]) < 0.02 for head in range(4))
+    noised = lab.patch(clean, corrupt, target="company", foil="keeps", direction="noising")
+    assert all(patch.recovery < 0.95 for patch in noised.patches if patch.layer == 1)
+
+
+def test_the_patch_command_refuses_in_one_line():
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+
+    runner = CliRunner()
+    base = ["patch", "the cat saw a", "--target", "dog", "--foil", "cat"]
+    for wrong, code, said in [
+        (["--corrupt", "the cat saw a big", "--model", "lab"], 2, "as many tokens long"),
+        (["--corrupt", "the dog saw a"], 2, "has no language-model head"),
+        (["--corrupt", "the dog saw a", "--model", "lab", "--direction", "sideways"], 2, "is not a direction"),
+        (["--corrupt", "the dog saw a", "--model", "toy"], 1, "cannot run with a head's output changed"),
+    ]:
+        refused = runner.invoke(app, [*base, *wrong])
+        assert refused.exit_code == code, (wrong, refused.output)
+        assert said in refused.output and "Traceback" not in refused.output

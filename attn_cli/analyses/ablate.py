@@ -135,7 +135,7 @@ class AblationReport(Document):
 
 
 @dataclass
-class _Metric:
+class Metric:
     name: str
     measured: str  # in words
     fed: Fed  # the run it reads: the text, or the text and its target continuation
@@ -182,7 +182,7 @@ def ablate(
     pairs = parse_heads_of_layers(layers, heads, backend.info)
     sets = [pairs] if together else [[pair] for pair in pairs]
     fed = model.intervention_input(text, truncate)
-    measure = _metric(model, fed, text, metric, target, foil, truncate)
+    measure = metric_for(model, fed, text, metric, target, foil, truncate)
     clean_output = model.edited_forward(measure.fed, HeadChanges({}))
     if measure.name in ("kl", "cosine"):
         measure.clean_output = clean_output[0] if measure.name == "kl" else effects.mean_pooled(clean_output)[0]
@@ -225,7 +225,7 @@ def ablate(
     )
 
 
-def _metric(model, fed: Fed, text: str, metric, target, foil, truncate: bool) -> _Metric:
+def metric_for(model, fed: Fed, text: str, metric, target, foil, truncate: bool) -> Metric:
     """The metric asked for (or the model's default), with the run and the positions it reads."""
     lm = fed.logits
     if metric is None:
@@ -246,7 +246,7 @@ def _metric(model, fed: Fed, text: str, metric, target, foil, truncate: bool) ->
             raise BadInput(
                 "--target and --foil name tokens a language model predicts", "leave them out for --metric cosine"
             )
-        return _Metric(
+        return Metric(
             metric, "cosine distance of the mean-pooled sentence embedding", fed, torch.zeros(0, dtype=torch.long)
         )
     if metric == "logit-diff":
@@ -254,21 +254,21 @@ def _metric(model, fed: Fed, text: str, metric, target, foil, truncate: bool) ->
             raise BadInput(
                 "--metric logit-diff needs --target and --foil", "two single tokens that may follow the text"
             )
-        position = _text_end(fed) - 1
+        position = text_end(fed) - 1
         target_id, foil_id = (
-            _next_token(model, fed, text, word, name, truncate)
+            next_token_id(model, fed, text, word, name, truncate)
             for word, name in ((target, "--target"), (foil, "--foil"))
         )
         measured = f"logit({target!r}) − logit({foil!r}) after the text"
-        return _Metric(metric, measured, fed, torch.zeros(0, dtype=torch.long), position, target_id, foil_id)
+        return Metric(metric, measured, fed, torch.zeros(0, dtype=torch.long), position, target_id, foil_id)
     if foil is not None:
         raise BadInput(
             f"--foil is for --metric logit-diff, not {metric}", "leave --foil out, or add --metric logit-diff"
         )
-    run, predicted = fed, _own_tokens(fed)
+    run, predicted = fed, own_tokens(fed)
     if target is not None:
-        run = model.intervention_input(_joined(text, target), truncate)
-        predicted = _continuation(fed, run, target)
+        run = model.intervention_input(joined(text, target), truncate)
+        predicted = continuation(fed, run, target)
     if not len(predicted):
         raise BadInput("the text has no token after its first to predict", "give a longer text, or --target")
     what = (
@@ -277,10 +277,10 @@ def _metric(model, fed: Fed, text: str, metric, target, foil, truncate: bool) ->
         else f"the text's {counted(len(predicted), 'next token')}"
     )
     measured = ("mean loss of " if metric == "loss" else "mean KL(clean ‖ ablated) of the predictions of ") + what
-    return _Metric(metric, measured, run, predicted)
+    return Metric(metric, measured, run, predicted)
 
 
-def _text_end(fed: Fed) -> int:
+def text_end(fed: Fed) -> int:
     """How many tokens the text has before any special tokens the tokenizer puts after it (an [SEP], an EOS)."""
     end = len(fed.tokens)
     while end > 1 and fed.tokens[end - 1].special:
@@ -288,33 +288,33 @@ def _text_end(fed: Fed) -> int:
     return end
 
 
-def _own_tokens(fed: Fed) -> torch.Tensor:
+def own_tokens(fed: Fed) -> torch.Tensor:
     """The positions a language model predicts from the text itself: every token after the first that is not
     a special token."""
     return torch.tensor([token.index for token in fed.tokens[1:] if not token.special], dtype=torch.long)
 
 
-def _joined(text: str, continuation: str) -> str:
+def joined(text: str, continuation: str) -> str:
     return text + ("" if text[-1:].isspace() or continuation[:1].isspace() else " ") + continuation
 
 
-def _continuation(fed: Fed, run: Fed, target: str) -> torch.Tensor:
+def continuation(fed: Fed, run: Fed, target: str) -> torch.Tensor:
     """The positions of `run` (text + target) that are the target's tokens: after the text's own, which the
     joined text must begin with."""
-    end = _text_end(fed)
+    end = text_end(fed)
     if len(run.ids) <= end or not torch.equal(run.ids[:end], fed.ids[:end]):
         raise BadInput(
             f"--target {target!r} does not continue the text token by token",
             "the text's last word and the target's first merge into other tokens: start the target with a space",
         )
-    stop = _text_end(run)
+    stop = text_end(run)
     return torch.arange(end, stop, dtype=torch.long)
 
 
-def _next_token(model, fed: Fed, text: str, word: str, option: str, truncate: bool) -> int:
+def next_token_id(model, fed: Fed, text: str, word: str, option: str, truncate: bool) -> int:
     """The id of `word` as the one token that follows the text."""
-    run = model.intervention_input(_joined(text, word), truncate)
-    positions = _continuation(fed, run, word)
+    run = model.intervention_input(joined(text, word), truncate)
+    positions = continuation(fed, run, word)
     if len(positions) != 1:
         raise BadInput(
             f"{option} {word!r} is {counted(len(positions), 'token')} after the text",

@@ -45,7 +45,8 @@ class Fed:
 class HeadChanges:
     """What every row of one batched forward does to each layer's heads.
 
-    gates: layer -> (R, H) gates; 1 keeps the head's output, 0 replaces it; a layer left out is untouched.
+    gates: layer -> (R, H) gates, or (R, T, H) per position; 1 keeps the head's output, 0 replaces it; a
+        layer left out is untouched.
     replacements: layer -> what a removed head outputs instead, broadcastable to (R, T, H, D); absent: zero.
     """
 
@@ -57,7 +58,8 @@ class HeadChanges:
         if gate is None:
             return output
         check_heads(layer, output, gate.shape[-1])
-        kept = gate.to(output.device, output.dtype)[:, None, :, None]  # (R, 1, H, 1)
+        kept = gate.to(output.device, output.dtype)
+        kept = kept[:, None, :, None] if kept.dim() == 2 else kept[..., None]  # (R, 1 or T, H, 1)
         replacement = self.replacements.get(layer)
         if replacement is None:
             return output * kept

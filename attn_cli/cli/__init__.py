@@ -34,6 +34,8 @@ from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
 from attn_cli.cli.models import EPILOG as MODELS_EPILOG
 from attn_cli.cli.models import models_command
+from attn_cli.cli.patch import EPILOG as PATCH_EPILOG
+from attn_cli.cli.patch import patch_command
 from attn_cli.cli.rollout import EPILOG as ROLLOUT_EPILOG
 from attn_cli.cli.rollout import rollout_command
 from attn_cli.cli.routes import EPILOG as ROUTES_EPILOG
@@ -216,6 +218,7 @@ app.command("rollout", cls=Command, epilog=ROLLOUT_EPILOG)(rollout_command)
 app.command("attribute", cls=Command, epilog=ATTRIBUTE_EPILOG)(attribute_command)
 app.command("routes", cls=Command, epilog=ROUTES_EPILOG)(routes_command)
 app.command("ablate", cls=Command, epilog=ABLATE_EPILOG)(ablate_command)
+app.command("patch", cls=Command, epilog=PATCH_EPILOG)(patch_command)
 app.command("diff", cls=Command, epilog=DIFF_EPILOG)(diff_command)
 app.command("generate", cls=Command, epilog=GENERATE_EPILOG)(generate_command)
 app.command("circuits", cls=Command, epilog=CIRCUITS_EPILOG)(circuits_command)

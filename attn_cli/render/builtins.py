@@ -38,6 +38,7 @@ def register_analyses(register) -> None:
         heads_report,
         inspect,
         inspect_report,
+        patch,
         rollout,
         routes,
         seq2seq,
@@ -46,7 +47,6 @@ def register_analyses(register) -> None:
         store_read,
     )
     from attn_cli.render import (
-        ablate_view,
         attribution_view,
         circuits_figures,
         circuits_view,
@@ -57,6 +57,7 @@ def register_analyses(register) -> None:
         figures,
         generate_view,
         heads_view,
+        interventions_view,
         routes_view,
         seq2seq_view,
         steps_view,
@@ -183,9 +184,23 @@ def register_analyses(register) -> None:
             "ablate",
             ablate.AblationReport,
             run=ablate.ablate,
-            terminal=_view(ablate_view.AblateView, per_head=False),
-            figure=Figure(ablate_view.ablate_items, ablate_view.ablate_page, text=lambda report: report.text),
+            terminal=_view(interventions_view.AblateView, per_head=False),
+            figure=Figure(
+                interventions_view.ablate_items, interventions_view.ablate_page, text=lambda report: report.text
+            ),
             help="what removing each head does to the model's output (zero, mean or resample ablation)",
+        )
+    )
+    register(
+        AnalysisSpec(
+            "patch",
+            patch.PatchReport,
+            run=patch.patch,
+            terminal=_view(interventions_view.PatchView, per_head=False),
+            figure=Figure(
+                interventions_view.patch_items, interventions_view.patch_page, text=lambda report: report.clean
+            ),
+            help="activation patching per head between a clean and a corrupted text",
         )
     )
     register(

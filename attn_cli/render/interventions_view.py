@@ -1,0 +1,306 @@
+"""Interventions drawn: an AblationReport (the layers × heads grid of effects and the largest ones) and a PatchReport
+(its recoveries), in the terminal and as figures (SVG heatmaps and HTML pages)."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich import box
+from rich.console import Group, RenderableType
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from attn_cli.render.page_parts import one_run
+from attn_cli.render.scale import Scale, luminance
+from attn_cli.render.svg import Heat
+from attn_cli.render.terminal import header, titled, unit_list
+
+TOP = 5
+CELL = 5  # "+15.5", "+.042", "-.001": a number per head, one space between
+ROW_LABEL = 4  # "L11 "
+
+METHOD_WORDS = {"zero": "zero-ablation", "mean": "mean-ablation", "resample": "resample-ablation"}
+
+
+def heads_named(heads: list[tuple[int, int]]) -> str:
+    """[(1, 0), (1, 1)] -> '1.0, 1.1': LAYER.HEAD, as --head takes them."""
+    return ", ".join(f"{layer}.{head}" for layer, head in heads)
+
+
+def signed(value: float) -> str:
+    """An effect in five characters, its sign always shown: '+15.5', '+1.23', '+.042', '-.001', '+0'."""
+    if value != value:
+        return "    ·"
+    size = abs(value)
+    if size >= 99.5:
+        return f"{value:+.0f}"
+    if size >= 9.95:
+        return f"{value:+.1f}"
+    if size >= 0.9995:
+        return f"{value:+.2f}"
+    if size < 0.0005:
+        return "    0"
+    return f"{value:+.3f}".replace("0.", ".", 1)
+
+
+class AblateView:
+    """The whole view, sized to the width it is given when it is drawn."""
+
+    def __init__(self, report):
+        self.report = report
+
+    def __rich_console__(self, console, options):
+        yield render_ablate(self.report, options.max_width)
+
+
+def render_ablate(report, width: int = 80) -> RenderableType:
+    method = METHOD_WORDS[report.method]
+    about = f"{method} · {report.measured} · clean {report.clean:.4g}{_units(report)}"
+    if report.reference is not None:
+        about += f" · replacements from {report.reference}"
+    parts: list[RenderableType] = [header(report, "attn ablate"), Text(about)]
+    if report.together:
+        ablation = report.ablations[0]
+        parts.append(
+            Text.assemble(
+                f"removing {heads_named(ablation.heads)} together: {report.metric} ",
+                (f"{ablation.value:.4g}", "bold"),
+                f" (effect {ablation.effect:+.4g}{_units(report)})",
+            )
+        )
+        return Group(*parts)
+    grid = report.grid()
+    if grid is not None:
+        layers, heads, effects = grid
+        parts.append(_grid(report, layers, heads, effects, width))
+    parts.append(_top(report))
+    return Group(*parts)
+
+
+def _grid(report, layers: list[int], heads: list[int], effects, width: int) -> RenderableType:
+    scale = Scale.scores(effects)
+    numbers = ROW_LABEL + len(heads) * (CELL + 1) <= width
+    table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 0, 0, 1), header_style="dim")
+    table.add_column("", width=ROW_LABEL - 1, no_wrap=True, style="dim")
+    for head in heads:
+        label = f"h{head}" if numbers else (str(head % 10) if head % 4 == 0 else "")
+        table.add_column(label, width=CELL if numbers else 1, justify="right", no_wrap=True)
+    for row, layer in enumerate(layers):
+        cells = [f"L{layer}"]
+        for column in range(len(heads)):
+            value = float(effects[row, column])
+            cells.append(_cell(value, scale, numbers))
+        table.add_row(*cells)
+    caption = f"effect of removing each head alone: {report.metric} ablated − clean{_units(report, ' in ')}"
+    caption += "" if numbers else " (a cell a head, brighter: larger)"
+    return titled(caption, table)
+
+
+def _units(report, before: str = " ") -> str:
+    return before + report.units if report.units else ""
+
+
+def _cell(value: float, scale: Scale, numbers: bool):
+    if value != value:
+        return Text("    ·" if numbers else "·", style="dim")
+    rgb = scale.rgb(value)
+    ink = "black" if luminance(rgb) > 0.5 else "white"
+    style = Style(bgcolor=scale.colour(value), color=ink)
+    return Text(signed(value) if numbers else " ", style=style)
+
+
+def _top(report) -> RenderableType:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("heads" if report.together else "head", no_wrap=True)
+    table.add_column(report.metric, justify="right")
+    table.add_column("effect", justify="right")
+    for ablation in report.top(TOP):
+        table.add_row(heads_named(ablation.heads), f"{ablation.value:.4g}", signed(ablation.effect).strip())
+    return titled(f"largest effects (of {len(report.ablations)})", table)
+
+
+# -- figure ---------------------------------------------------------------------------------------------
+
+
+def _figure_grid(report):
+    """(title, rows, cols, matrix) of the figure: the effects grid, or the one set removed together."""
+    grid = report.grid()
+    title = f"{report.metric}, ablated − clean{_units(report, ', ')} ({METHOD_WORDS[report.method]})"
+    if grid is None:
+        ablation = report.ablations[0]
+
+        return title, ["together"], [heads_named(ablation.heads)], np.array([[ablation.effect]])
+    layers, heads, effects = grid
+    return title, [f"L{layer}" for layer in layers], [f"h{head}" for head in heads], effects
+
+
+def ablate_items(report, per_head: bool = False) -> list[Heat]:
+    title, rows, cols, matrix = _figure_grid(report)
+    return [
+        Heat(
+            title,
+            matrix,
+            Scale.scores(matrix),
+            rows=rows,
+            cols=cols,
+            caption="rows: layers · columns: heads",
+            noun="effect",
+        )
+    ]
+
+
+def ablate_page(report, per_head: bool = False) -> dict:
+    title, rows, cols, matrix = _figure_grid(report)
+    run = one_run(
+        title,
+        matrix,
+        kind="scores",
+        limit=Scale.scores(matrix).limit,
+        rowTokens=rows,
+        colTokens=cols,
+        noun="effect ",
+        lines=False,
+        axes=["layer", "head"],
+    )
+    return {"runs": [run], "start": [0, 0], "caption": f"{report.measured}; clean {report.clean:.4g}{_units(report)}"}
+
+
+# -- patch ----------------------------------------------------------------------------------------------
+
+
+class PatchView:
+    """A PatchReport, sized to the width it is given when it is drawn."""
+
+    def __init__(self, report):
+        self.report = report
+
+    def __rich_console__(self, console, options):
+        yield render_patch(self.report, options.max_width)
+
+
+def recovery_text(value: float) -> str:
+    """A recovery in five characters: ' 0.36', '-0.02', ' 1.00'."""
+    return "    ·" if value != value else f"{value:5.2f}"
+
+
+def render_patch(report, width: int = 80) -> RenderableType:
+    source, into = ("clean", "corrupted") if report.direction == "denoising" else ("corrupted", "clean")
+    parts: list[RenderableType] = [
+        header(report, "attn patch"),
+        unit_list(report.corrupt_tokens, "corrupted tokens"),
+        Text(
+            f"{report.direction}: the {into} run with one head's output from the {source} run"
+            + (", one position at a time" if report.by_position else ", at every position")
+        ),
+        Text(
+            f"{report.measured}: clean {report.clean_value:.4g}, corrupted {report.corrupt_value:.4g} · recovery = "
+            "(patched − corrupted) / (clean − corrupted)",
+            style="dim",
+        ),
+    ]
+    layers, heads, grid = report.grid()
+    if report.by_position:
+        parts.append(_positions_grid(report, layers, heads, grid, width))
+    else:
+        parts.append(_recovery_grid(layers, heads, grid, width))
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("head", no_wrap=True)
+    if report.by_position:
+        table.add_column("position", no_wrap=True)
+    table.add_column("logit diff", justify="right")
+    table.add_column("recovery", justify="right")
+    for patch in report.top(TOP):
+        cells = [f"{patch.layer}.{patch.head}"]
+        if report.by_position:
+            cells.append(f"{patch.position} {report.tokens[patch.position].text}")
+        table.add_row(*cells, f"{patch.value:.4g}", f"{patch.recovery:.3f}")
+    parts.append(titled(f"largest recoveries (of {len(report.patches)})", table))
+    return Group(*parts)
+
+
+def _recovery_grid(layers: list[int], heads: list[int], grid, width: int) -> RenderableType:
+    scale = Scale.scores(grid)
+    numbers = ROW_LABEL + len(heads) * (CELL + 1) <= width
+    table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 0, 0, 1), header_style="dim")
+    table.add_column("", width=ROW_LABEL - 1, no_wrap=True, style="dim")
+    for head in heads:
+        label = f"h{head}" if numbers else (str(head % 10) if head % 4 == 0 else "")
+        table.add_column(label, width=CELL if numbers else 1, justify="right", no_wrap=True)
+    for row, layer in enumerate(layers):
+        table.add_row(f"L{layer}", *(_patch_cell(float(value), scale, numbers) for value in grid[row]))
+    return titled("recovery of each head patched alone", table)
+
+
+def _positions_grid(report, layers: list[int], heads: list[int], grid, width: int) -> RenderableType:
+    """Rows: the tokens; columns: the heads that recover most at any position (as many as fit)."""
+
+    rest = 0.0 if report.direction == "denoising" else 1.0
+    reach = np.nan_to_num(np.abs(grid - rest)).max(axis=1)  # (layers, heads): each head's strongest position
+    order = sorted(
+        ((layer, head) for layer in range(len(layers)) for head in range(len(heads))), key=lambda p: -reach[p]
+    )
+    label = min(12, max(len(f"{t.index} {t.text}") for t in report.tokens))
+    shown = order[: max(1, (width - label - 1) // (CELL + 1))]
+    scale = Scale.scores(grid)
+    table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 0, 0, 1), header_style="dim")
+    table.add_column("", width=label, no_wrap=True, overflow="ellipsis", style="dim")
+    for layer, head in shown:
+        table.add_column(f"{layers[layer]}.{heads[head]}", width=CELL, justify="right", no_wrap=True)
+    for position, token in enumerate(report.tokens):
+        cells = [_patch_cell(float(grid[layer, position, head]), scale, True) for layer, head in shown]
+        table.add_row(f"{position} {token.text}", *cells)
+    what = f"the {len(shown)} heads that recover most" if len(shown) < len(order) else "every head"
+    return titled(f"recovery of one head patched at one position (rows: positions · columns: {what})", table)
+
+
+def _patch_cell(value: float, scale: Scale, numbers: bool):
+    if value != value:
+        return Text(recovery_text(value) if numbers else "·", style="dim")
+    rgb = scale.rgb(value)
+    style = Style(bgcolor=scale.colour(value), color="black" if luminance(rgb) > 0.5 else "white")
+    return Text(recovery_text(value) if numbers else " ", style=style)
+
+
+def _patch_grids(report) -> list[tuple[str, list[str], list[str], np.ndarray]]:
+    """(title, rows, cols, matrix) per picture: the layers × heads recoveries, or per layer positions × heads."""
+    layers, heads, grid = report.grid()
+    cols = [f"h{head}" for head in heads]
+    if not report.by_position:
+        return [(f"recovery, {report.direction}", [f"L{layer}" for layer in layers], cols, grid)]
+    rows = [f"{token.index} {token.text}" for token in report.tokens]
+    return [
+        (f"layer {layer}: recovery by position, {report.direction}", rows, cols, grid[index])
+        for index, layer in enumerate(layers)
+    ]
+
+
+def patch_items(report, per_head: bool = False) -> list[Heat]:
+    grids = _patch_grids(report)
+    scale = Scale.scores(*(matrix for *_, matrix in grids))
+    caption = "rows: positions · columns: heads" if report.by_position else "rows: layers · columns: heads"
+    return [
+        Heat(title, matrix, scale, rows=rows, cols=cols, caption=caption, noun="recovery")
+        for title, rows, cols, matrix in grids
+    ]
+
+
+def patch_page(report, per_head: bool = False) -> dict:
+    grids = _patch_grids(report)
+    limit = Scale.scores(*(matrix for *_, matrix in grids)).limit
+    axes = ["position", "head"] if report.by_position else ["layer", "head"]
+    runs = [
+        one_run(
+            title,
+            matrix,
+            kind="scores",
+            limit=limit,
+            rowTokens=rows,
+            colTokens=cols,
+            noun="recovery ",
+            lines=False,
+            axes=axes,
+        )
+        for title, rows, cols, matrix in grids
+    ]
+    caption = f"{report.measured}; clean {report.clean_value:.4g}, corrupted {report.corrupt_value:.4g}"
+    return {"runs": runs, "start": [0, 0], "caption": caption}
