@@ -74,6 +74,7 @@ KINDS: dict[str, Callable] = {
             "keep_workers",
             "together",
             "by_position",
+            "prune",
         ),
         arguments.flag,
     ),
@@ -612,6 +613,32 @@ class Model:
             direction=direction,
             truncate=truncate,
         )
+
+    @door
+    def importance(
+        self,
+        texts: str | Iterable[str] | None = None,
+        *,
+        file: str | Path | None = None,
+        limit: int | None = None,
+        batch_size: int = 8,
+        prune: bool = True,
+        truncate: bool = False,
+    ):
+        """Each head's importance to a language model's loss (Michel et al. 2019): the mean over the texts (or
+        the corpus file, as heads() reads it) of |∂L/∂ξ| for a gate ξ on the head's output, one backward per
+        batch; an ImportanceReport whose .importance is layers × heads, .order() the heads least important
+        first, and .pruning the loss as heads are removed in that order (prune=False skips it)."""
+        from itertools import islice
+
+        from attn_cli.analyses.importance import head_importance
+
+        if (texts is None) == (file is None):
+            raise BadInput("give one of texts or file", "pass text or --file FILE")
+        chosen, _, _, _ = _corpus(texts, file)
+        if limit is not None:
+            chosen = islice(chosen, limit)
+        return head_importance(self.backend, chosen, batch_size=batch_size, prune=prune, truncate=truncate)
 
     @door(target=arguments.text)
     def heads(

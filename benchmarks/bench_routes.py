@@ -24,9 +24,10 @@ TARGET_RATIO = 3.0
 WORDS = "the old committee finally approved the new budget after a long and heated debate in the hall".split()
 
 
-def build(directory: Path) -> None:
+def build(directory: Path, lm: bool = False) -> None:
+    """The seeded GPT-2 (lm: with its language-model head, for bench_ablate's importance) and MiniLM's tokenizer."""
     import torch
-    from transformers import GPT2Config, GPT2Model
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
 
     from attn_cli.backends.minilm import minilm_dir
 
@@ -34,7 +35,7 @@ def build(directory: Path) -> None:
     config = GPT2Config(
         vocab_size=30522, n_embd=256, n_layer=4, n_head=8, n_positions=512, bos_token_id=101, eos_token_id=102
     )
-    GPT2Model(config).eval().save_pretrained(directory)
+    (GPT2LMHeadModel if lm else GPT2Model)(config).eval().save_pretrained(directory)
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         if (minilm_dir() / name).exists():
             shutil.copy(minilm_dir() / name, directory / name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -198,7 +199,7 @@ def test_the_command_prints_json_and_a_figure_and_refuses_in_one_line(tmp_path):
     assert ran.exit_code == 0, ran.output
     assert "mean-ablation · cosine distance of the mean-pooled sentence embedding" in ran.stdout
     assert "reference.txt (2 texts)" in ran.stdout
-    assert "cosine, ablated − clean" in figure.read_text() and "<html" in page.read_text()
+    assert "embedding: ablated − clean (mean-ablation)" in figure.read_text() and "<html" in page.read_text()
     for wrong, code, said in [
         (["--model", "lab", "--metric", "cosine"], 2, "reads an encoder's embedding"),
         (["--metric", "loss"], 2, "has no language-model head"),
@@ -326,3 +327,79 @@ def test_the_patch_command_refuses_in_one_line():
         refused = runner.invoke(app, [*base, *wrong])
         assert refused.exit_code == code, (wrong, refused.output)
         assert said in refused.output and "Traceback" not in refused.output
+
+
+# -- attn importance -----------------------------------------------------------------------------------------
+
+
+def test_importance_is_the_gates_gradient_by_finite_differences(tiny_llama_lm_dir):
+    """|∂L/∂ξ| of each head's gate equals the central difference (L(1 + ε) − L(1 − ε)) / 2ε of the text's mean
+    loss with the head's slice of o_proj's input scaled by hand (ε = 1e-2, float32 losses of ~10 nats: 1e-3
+    relative, or 1e-5 absolute for a gradient near 0). Two texts in one padded batch: each its own gradient."""
+    model = attn_cli.load(str(tiny_llama_lm_dir), device="cpu")
+    backend = model.backend
+    texts = ["the cat sat on the mat", "a dog ran"]
+    report = model.importance(texts, prune=False)
+    per_text = []
+    for text in texts:
+        one = model.importance(text, prune=False)
+        per_text.append(one.importance)
+    assert np.allclose(report.importance, np.mean(per_text, axis=0), atol=1e-6)  # padding changes nothing
+    fed = backend.intervention_input(texts[0])
+    predicted = [token.index for token in fed.tokens[1:] if not token.special]
+    epsilon, size = 1e-2, backend.info.head_dim
+    for layer, head in [(0, 0), (0, 5), (1, 3), (1, 7)]:
+
+        def loss(scale: float) -> float:
+            def edit(module, args):
+                mixed = args[0].clone()
+                mixed[..., head * size : (head + 1) * size] *= scale
+                return (mixed, *args[1:])
+
+            hook = backend.lm.model.layers[layer].self_attn.o_proj.register_forward_pre_hook(edit)
+            try:
+                with torch.inference_mode():
+                    logits = backend.lm(**fed.inputs).logits[0]
+            finally:
+                hook.remove()
+            return _loss(logits, fed.ids, predicted)
+
+        difference = abs(loss(1 + epsilon) - loss(1 - epsilon)) / (2 * epsilon)
+        assert per_text[0][layer, head] == pytest.approx(difference, rel=1e-3, abs=1e-5), (layer, head)
+
+
+def test_on_the_lab_decoder_the_previous_token_head_matters_most_and_the_curve_ends_with_every_head_gone(lab):
+    texts = [LAB_WORDS + " " + LAB_WORDS, "the cat saw a dog . the cat saw a dog"]
+    report = lab.importance(texts)
+    assert report.top(1)[0][:2] == (0, 2)
+    assert report.order()[-1] == (0, 2)
+    assert [removed for removed, _ in report.pruning] == list(range(9))
+    assert report.pruning[0][1] == pytest.approx(report.loss)
+    assert report.pruning[-1][1] > 2 * report.loss  # every head removed: the copying is gone
+
+
+def test_the_importance_command_reads_a_corpus_and_refuses_an_encoder(tmp_path):
+    from conftest import cli_json
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(f"{LAB_WORDS} {LAB_WORDS}\nthe cat saw a dog . the cat saw a dog\nonly party\n")
+    document = cli_json("importance", "--file", str(corpus), "--model", "lab", "--limit", "2", "--batch-size", "1")
+    assert document["command"] == "importance" and document["texts"] == 2
+    assert document["order"][-1] == [0, 2] and len(document["pruning"]) == 9
+    runner = CliRunner()
+    refused = runner.invoke(app, ["importance", "Hello there"])
+    assert refused.exit_code == 2 and "has no language-model head" in refused.output
+    both = runner.invoke(app, ["importance", "Hello", "--file", str(corpus), "--model", "lab"])
+    assert both.exit_code == 2 and "separate sources" in both.output
+
+
+def test_a_figure_without_a_page_refuses_html_in_one_line(lab):
+    """importance_svg draws its own SVG; an analysis whose figure has no page (routes) is refused, not a TypeError."""
+    from attn_cli.plumbing.errors import BadInput
+    from attn_cli.render.figures import html_page
+
+    with pytest.raises(BadInput, match="draws its figure as .svg, .png or .pdf"):
+        html_page(lab.routes("the cat saw a dog"))

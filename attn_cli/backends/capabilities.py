@@ -139,6 +139,9 @@ class Intervenes(Protocol):
     def intervention_input(self, text: str, truncate: bool = False) -> Any:
         """The text as one forward's inputs: an interventions.Fed (its inputs (1, T), tokens, ids)."""
 
+    def intervention_batch(self, texts: Sequence[str], truncate: bool = False) -> Any:
+        """The texts as one right-padded forward's inputs: an interventions.FedBatch (inputs (B, T))."""
+
     def edited_forward(self, fed: Any, edit: Callable, rows: int = 1, *, grad: bool = False) -> Any:
         """The model on `rows` copies of fed with edit(layer, output (R, T, H, D)) -> output applied in every
         attention layer: the language model's logits (R, T, V) when it has its head, else the last hidden

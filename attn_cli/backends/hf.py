@@ -365,6 +365,17 @@ class HFBackend:
         self._guard(fed)
         return Fed(fed, self._tokens(encoding), truncated_from, logits=self.lm is not None)
 
+    def intervention_batch(self, texts: Sequence[str], truncate: bool = False):
+        """The texts as one right-padded forward's inputs (backends/interventions.py's FedBatch)."""
+        from attn_cli.backends.interventions import FedBatch
+
+        self._one_stack()
+        encodings = [self._encode(text, truncate)[0] for text in texts]
+        batch = self._pad(encodings, "right")
+        fed = {name: tensor.to(self.model.device) for name, tensor in batch.items()}
+        self._guard(fed)
+        return FedBatch(fed, [self._tokens(encoding) for encoding in encodings], logits=self.lm is not None)
+
     def edited_forward(self, fed, edit, rows: int = 1, *, grad: bool = False):
         """rows copies of fed with edit(layer, output) in every attention layer: logits with a language-model
         head, else the last hidden states (backends/interventions.py)."""

@@ -42,6 +42,25 @@ class Fed:
 
 
 @dataclass
+class FedBatch:
+    """Several texts as one padded forward takes them (right-padded: a causal model's real tokens never see
+    the padding after them)."""
+
+    inputs: dict[str, torch.Tensor]  # the model's inputs, each (B, T), on the model's first device
+    tokens: list[list[Token]]  # each text's own tokens
+    logits: bool = False  # edited_forward returns a language-model head's logits, not hidden states
+
+    @property
+    def real(self) -> torch.Tensor:
+        return self.inputs["attention_mask"].bool()  # (B, T) False at padding
+
+    def repeated(self, rows: int) -> dict[str, torch.Tensor]:
+        if rows != 1:
+            raise ValueError("a batch of texts runs once: one row per text")
+        return self.inputs
+
+
+@dataclass
 class HeadChanges:
     """What every row of one batched forward does to each layer's heads.
 

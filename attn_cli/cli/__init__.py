@@ -30,6 +30,8 @@ from attn_cli.cli.heads import EPILOG as HEADS_EPILOG
 from attn_cli.cli.heads import heads_command
 from attn_cli.cli.heads_show import EPILOG as HEADS_SHOW_EPILOG
 from attn_cli.cli.heads_show import heads_show_command
+from attn_cli.cli.importance import EPILOG as IMPORTANCE_EPILOG
+from attn_cli.cli.importance import importance_command
 from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
 from attn_cli.cli.models import EPILOG as MODELS_EPILOG
@@ -219,6 +221,7 @@ app.command("attribute", cls=Command, epilog=ATTRIBUTE_EPILOG)(attribute_command
 app.command("routes", cls=Command, epilog=ROUTES_EPILOG)(routes_command)
 app.command("ablate", cls=Command, epilog=ABLATE_EPILOG)(ablate_command)
 app.command("patch", cls=Command, epilog=PATCH_EPILOG)(patch_command)
+app.command("importance", cls=Command, epilog=IMPORTANCE_EPILOG)(importance_command)
 app.command("diff", cls=Command, epilog=DIFF_EPILOG)(diff_command)
 app.command("generate", cls=Command, epilog=GENERATE_EPILOG)(generate_command)
 app.command("circuits", cls=Command, epilog=CIRCUITS_EPILOG)(circuits_command)

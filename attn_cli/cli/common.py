@@ -294,6 +294,7 @@ def texts_read(report):
     from attn_cli.analyses.diff import DiffReport
     from attn_cli.analyses.generate import GenerateReport
     from attn_cli.analyses.inspect_report import InspectBatch
+    from attn_cli.analyses.patch import PatchReport
     from attn_cli.analyses.seq2seq import PairReport
     from attn_cli.analyses.seq2seq_generate import PairGenerateReport
     from attn_cli.render.files import shows_image
@@ -313,6 +314,9 @@ def texts_read(report):
     elif isinstance(report, PairReport):
         yield report.text, report.tokens
         yield report.target, report.target_tokens
+    elif isinstance(report, PatchReport):
+        yield report.clean, report.tokens
+        yield report.corrupt, report.corrupt_tokens
     elif isinstance(vars(report).get("text"), str) and "tokens" in vars(report):  # its dataclass fields
         yield report.text, report.tokens
 

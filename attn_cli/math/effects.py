@@ -42,3 +42,10 @@ def mean_pooled(hidden: torch.Tensor) -> torch.Tensor:
 def cosine_distance(clean: torch.Tensor, pooled: torch.Tensor) -> torch.Tensor:
     """1 − cos(clean, pooled[r]) per row: 0 where the embedding kept its direction, up to 2. clean: (d,)."""
     return 1 - torch.nn.functional.cosine_similarity(pooled.double(), clean.double()[None], dim=-1)
+
+
+def token_losses(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Each token's negative log-likelihood given the tokens before it, in nats: (B, T) from logits (B, T, V) and
+    ids (B, T); position 0, which nothing predicts, is 0. Differentiable (head-importance gates)."""
+    losses = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2).float(), ids[:, 1:], reduction="none")
+    return torch.nn.functional.pad(losses, (1, 0))

@@ -36,6 +36,7 @@ def register_analyses(register) -> None:
         generate,
         heads,
         heads_report,
+        importance,
         inspect,
         inspect_report,
         patch,
@@ -201,6 +202,20 @@ def register_analyses(register) -> None:
                 interventions_view.patch_items, interventions_view.patch_page, text=lambda report: report.clean
             ),
             help="activation patching per head between a clean and a corrupted text",
+        )
+    )
+    register(
+        AnalysisSpec(
+            "importance",
+            importance.ImportanceReport,
+            run=importance.head_importance,
+            terminal=_view(interventions_view.ImportanceView, per_head=False),
+            figure=Figure(
+                svg=interventions_view.importance_svg,
+                page=interventions_view.importance_page,
+                text=lambda report: report.text,
+            ),
+            help="each head's importance to a language model's loss (the gradient of a gate) and the pruning curve",
         )
     )
     register(

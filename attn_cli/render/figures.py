@@ -211,6 +211,8 @@ def page_data(report, per_head: bool = False) -> dict:
     command, figure = figure_of(report)
     if figure.one is not None:  # a batch: one page per text; the first (the CLI says so)
         return page_data(figure.one(report), per_head)
+    if figure.page is None and figure.page_data is None:
+        raise BadInput(f"attn {command} draws its figure as .svg, .png or .pdf, not as a page", "save FILE.svg")
     data = {
         "tokens": figure.tokens(report) if figure.tokens is not None else [],
         "model": report.model.name,

@@ -10,10 +10,10 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from attn_cli.render.page_parts import one_run
-from attn_cli.render.scale import Scale, luminance
-from attn_cli.render.svg import Heat
-from attn_cli.render.terminal import header, titled, unit_list
+from attn_cli.render.page_parts import one_run, report_title, svg_title
+from attn_cli.render.scale import Scale, counted, luminance
+from attn_cli.render.svg import Heat, Svg, flow
+from attn_cli.render.terminal import header, model_line, titled, unit_list
 
 TOP = 5
 CELL = 5  # "+15.5", "+.042", "-.001": a number per head, one space between
@@ -125,7 +125,7 @@ def _top(report) -> RenderableType:
 def _figure_grid(report):
     """(title, rows, cols, matrix) of the figure: the effects grid, or the one set removed together."""
     grid = report.grid()
-    title = f"{report.metric}, ablated − clean{_units(report, ', ')} ({METHOD_WORDS[report.method]})"
+    title = f"{report.measured}: ablated − clean{_units(report, ', ')} ({METHOD_WORDS[report.method]})"
     if grid is None:
         ablation = report.ablations[0]
 
@@ -302,5 +302,164 @@ def patch_page(report, per_head: bool = False) -> dict:
         )
         for title, rows, cols, matrix in grids
     ]
-    caption = f"{report.measured}; clean {report.clean_value:.4g}, corrupted {report.corrupt_value:.4g}"
+    caption = (
+        f"corrupted: {report.corrupt!r} · {report.measured}; clean {report.clean_value:.4g}, corrupted "
+        f"{report.corrupt_value:.4g}"
+    )
     return {"runs": runs, "start": [0, 0], "caption": caption}
+
+
+# -- importance -----------------------------------------------------------------------------------------
+
+CURVE_BAR = 30  # characters of the pruning curve's widest bar
+
+
+class ImportanceView:
+    """An ImportanceReport, sized to the width it is given when it is drawn."""
+
+    def __init__(self, report):
+        self.report = report
+
+    def __rich_console__(self, console, options):
+        yield render_importance(self.report, options.max_width)
+
+
+def magnitude_text(value: float) -> str:
+    """A non-negative magnitude in five characters: '0.813', '12.34', '123.4'."""
+    if value != value:
+        return "    ·"
+    return f"{value:5.3f}" if value < 9.9995 else f"{value:5.2f}" if value < 99.995 else f"{value:5.1f}"
+
+
+def render_importance(report, width: int = 80) -> RenderableType:
+    parts: list[RenderableType] = [
+        model_line(report, "attn importance"),
+        Text(
+            f"{counted(report.texts, 'text')}, {counted(report.predicted, 'predicted token')} · mean loss "
+            f"{report.loss:.4g} nats · importance = mean over the texts of |∂loss/∂ξ|, ξ a gate on the head's output"
+        ),
+    ]
+    heads = list(range(report.importance.shape[1]))
+    scale = Scale.magnitude(report.importance)
+    numbers = ROW_LABEL + len(heads) * (CELL + 1) <= width
+    table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 0, 0, 1), header_style="dim")
+    table.add_column("", width=ROW_LABEL - 1, no_wrap=True, style="dim")
+    for head in heads:
+        label = f"h{head}" if numbers else (str(head % 10) if head % 4 == 0 else "")
+        table.add_column(label, width=CELL if numbers else 1, justify="right", no_wrap=True)
+    for row, layer in enumerate(report.layers):
+        cells = []
+        for value in report.importance[row]:
+            rgb = scale.rgb(float(value))
+            style = Style(bgcolor=scale.colour(float(value)), color="black" if luminance(rgb) > 0.5 else "white")
+            cells.append(Text(magnitude_text(float(value)) if numbers else " ", style=style))
+        table.add_row(f"L{layer}", *cells)
+    parts.append(titled("importance of each head (larger: removing it changes the loss more)", table))
+    top = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    top.add_column("head", no_wrap=True)
+    top.add_column("importance", justify="right")
+    top.add_column("± std over texts", justify="right")
+    for layer, head, value in report.top(TOP):
+        spread = float(report.spread[report.layers.index(layer), head])
+        top.add_row(f"{layer}.{head}", f"{value:.4g}", f"{spread:.3g}")
+    parts.append(titled("most important heads", top))
+    if report.pruning:
+        parts.append(_curve(report))
+    return Group(*parts)
+
+
+def _curve(report) -> RenderableType:
+    """The pruning curve as a table with a bar per step: heads removed (least important first) → loss."""
+    largest = max(loss for _, loss in report.pruning) or 1.0
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("removed", justify="right")
+    table.add_column("loss", justify="right")
+    table.add_column("")
+    for removed, loss in report.pruning:
+        table.add_row(str(removed), f"{loss:.4g}", Text("█" * max(1, round(CURVE_BAR * loss / largest)), style="cyan"))
+    total = report.importance.size
+    return titled(f"pruning curve: the loss with the least important heads removed (of {total})", table)
+
+
+def importance_items(report, per_head: bool = False) -> list[Heat]:
+    rows = [f"L{layer}" for layer in report.layers]
+    cols = [f"h{head}" for head in range(report.importance.shape[1])]
+    scale = Scale.magnitude(report.importance)
+    return [
+        Heat(
+            "importance |∂loss/∂ξ|",
+            report.importance,
+            scale,
+            rows=rows,
+            cols=cols,
+            caption="rows: layers · columns: heads",
+            noun="importance",
+        )
+    ]
+
+
+def importance_page(report, per_head: bool = False) -> dict:
+    """The page: the importance grid (its own 0 → largest scale); the pruning curve is in the SVG and the JSON."""
+    rows = [f"L{layer}" for layer in report.layers]
+    cols = [f"h{head}" for head in range(report.importance.shape[1])]
+    run = one_run(
+        "importance |∂loss/∂ξ|",
+        report.importance,
+        kind="norms",
+        rowTokens=rows,
+        colTokens=cols,
+        noun="importance ",
+        lines=False,
+        axes=["layer", "head"],
+    )
+    caption = f"{counted(report.texts, 'text')}, mean loss {report.loss:.4g} nats; larger: removing the head changes the loss more"
+    return {"runs": [run], "start": [0, 0], "caption": caption}
+
+
+CHART_W, CHART_H = 420.0, 180.0
+
+
+def importance_svg(svg: Svg, x: float, y: float, report, panels, looked_by, per_head) -> float:
+    """Figure.svg of an ImportanceReport: the importance grid, then the pruning curve as a line chart."""
+    svg_title(svg, x, y, report_title(report, "importance"))
+    about = f"{counted(report.texts, 'text')}, {counted(report.predicted, 'predicted token')}, mean loss {report.loss:.4g} nats"
+    svg.add(svg.text(x, y + 40, about, 12), x + len(about) * 7.5, y + 46)
+    y = flow(svg, x, y + 60, importance_items(report), [])
+    if not report.pruning:
+        return y
+    left, top = x + 50, y + 30
+    svg.add(
+        svg.text(x, y + 12, "pruning curve: loss (nats) with the least important heads removed", 13, weight="bold"),
+        x + 480,
+        y + 16,
+    )
+    removed = [step for step, _ in report.pruning]
+    losses = [loss for _, loss in report.pruning]
+    low, high = min(losses), max(losses)
+    span = (high - low) or 1.0
+    last = max(removed) or 1
+    points = [
+        (left + CHART_W * step / last, top + CHART_H - CHART_H * (loss - low) / span) for step, loss in report.pruning
+    ]
+    svg.add(
+        f'<rect x="{left:.1f}" y="{top:.1f}" width="{CHART_W:.1f}" height="{CHART_H:.1f}" fill="none" stroke="#cbd5e0"/>',
+        left + CHART_W,
+        top + CHART_H,
+    )
+    path = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
+    svg.add(f'<polyline points="{path}" fill="none" stroke="#2b6cb0" stroke-width="2"/>', left + CHART_W, top + CHART_H)
+    for (px, py), (step, loss) in zip(points, report.pruning):
+        svg.add(
+            f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="#2b6cb0"><title>{step} removed: loss {loss:.4g}</title></circle>',
+            px + 3,
+            py + 3,
+        )
+    for value, py in ((high, top), (low, top + CHART_H)):
+        svg.add(svg.text(x, py + 4, f"{value:.3g}", 11), left, py)
+    bottom = top + CHART_H
+    svg.add(svg.text(left, bottom + 16, "0", 11), left + 10, bottom + 20)
+    svg.add(svg.text(left + CHART_W, bottom + 16, str(last), 11, anchor="end"), left + CHART_W, bottom + 20)
+    svg.add(
+        svg.text(left + CHART_W / 2, bottom + 30, "heads removed", 11, anchor="middle"), left + CHART_W, bottom + 36
+    )
+    return bottom + 44
