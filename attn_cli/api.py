@@ -543,8 +543,11 @@ class Model:
     @door(heads=_head_pairs)
     def ablate(
         self,
-        text: str,
+        text: str | None = None,
         *,
+        image=None,
+        file: str | Path | None = None,
+        limit: int | None = None,
         layers: Spec = "all",
         heads: Spec | Sequence[tuple[int, int]] = "all",
         together: bool = False,
@@ -555,6 +558,7 @@ class Model:
         reference: str | Iterable[str] | None = None,
         seed: int = 0,
         truncate: bool = False,
+        progress: Callable[[int], None] | None = None,
     ):
         """What removing each selected head does to the model's output: an AblationReport whose .ablations
         hold each head's (or, with together=True, the set's) metric value and its effect (value − the clean
@@ -562,14 +566,41 @@ class Model:
         heads, or (layer, head) pairs: [(1, 0), (1, 1)]. method: zero, mean or resample (from `reference`, a
         list of texts; default the text's own tokens). metric: loss (of the text's own next tokens, or of
         `target`'s, a continuation), logit-diff (`target` − `foil`, single tokens after the text) or kl for a
-        language model; cosine (of the mean-pooled embedding) for an encoder."""
+        language model; cosine (of the mean-pooled embedding) for an encoder. image (a file, "-" or a PIL image)
+        instead of text: a vision transformer's heads, by the cosine distance of its mean-pooled embedding. file
+        (a corpus, as heads() reads it; at most `limit` texts) instead: every ablation on every text, the mean
+        effect, its .std over the texts and the .examples where it was largest; progress(texts done)."""
         from attn_cli.analyses.ablate import ablate
 
+        if (text is not None) + (image is not None) + (file is not None) != 1:
+            raise BadInput("ablate takes a text, an image or a corpus file", "pass TEXT, --image FILE or --file FILE")
+        if file is not None:
+            from itertools import islice
+
+            from attn_cli.analyses.ablate import ablate_corpus
+
+            texts, _, _, _ = _corpus(None, file)
+            return ablate_corpus(
+                self.backend,
+                texts if limit is None else islice(texts, limit),
+                layers,
+                heads,  # type: ignore[arg-type]  # _head_pairs made pairs a "1.0,1.1" string
+                together=together,
+                method=method,
+                metric=metric,
+                reference=None if reference is None else [reference] if isinstance(reference, str) else list(reference),
+                seed=seed,
+                truncate=truncate,
+                progress=progress,
+            )
+        picture, source = _image(image) if image is not None else (None, "image")
         return ablate(
             self.backend,
             text,
             layers,
             heads,  # type: ignore[arg-type]  # _head_pairs made pairs a "1.0,1.1" string
+            image=picture,
+            image_source=source,
             together=together,
             method=method,
             metric=metric,

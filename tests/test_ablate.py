@@ -45,12 +45,14 @@ def _mixer(model, layer: int):
         return model.transformer.h[layer].attn.c_proj
     if hasattr(model, "encoder"):  # BERT
         return model.encoder.layer[layer].attention.output.dense
+    if hasattr(model, "layers"):  # ViT (transformers 5)
+        return model.layers[layer].attention.o_proj
     return model.model.layers[layer].self_attn.o_proj  # Llama
 
 
 def _by_hand(backend, fed, heads: list[tuple[int, int]], replacement=None):
     """The model's output with `heads`' slices of the mixer's input set to zero (or to replacement[layer][h])."""
-    model = backend.lm if backend.lm is not None else backend.model
+    model = backend.lm if getattr(backend, "lm", None) is not None else backend.model
     size = backend.info.head_dim
     hooks = []
     for layer in sorted({layer for layer, _ in heads}):
@@ -70,7 +72,7 @@ def _by_hand(backend, fed, heads: list[tuple[int, int]], replacement=None):
     finally:
         for hook in hooks:
             hook.remove()
-    return outputs.logits[0] if backend.lm is not None else outputs.last_hidden_state[0]
+    return outputs.logits[0] if getattr(backend, "lm", None) is not None else outputs.last_hidden_state[0]
 
 
 def _loss(logits, ids, predicted):
@@ -100,6 +102,25 @@ def test_zero_ablation_equals_editing_the_output_projections_input_by_hand(kind,
     if kind != "bert":
         assert report.clean == pytest.approx(_loss(clean, fed.ids, report.predicted), abs=1e-5)
         assert report.predicted == [token.index for token in fed.tokens[1:] if not token.special]
+
+
+def test_zero_ablation_of_a_vision_transformers_head_is_the_hand_edit_too(tmp_path):
+    """A ViT (tests/vision_models.py) on an image: each head removed by attn equals its slice of
+    attention.output.dense's input zeroed by hand, by the cosine distance of the mean-pooled embedding (1e-7)."""
+    import vision_models
+    from PIL import Image
+
+    model = attn_cli.load(str(vision_models.build("vit", tmp_path / "vit")), device="cpu")
+    picture = vision_models.noise(tmp_path / "noise.png")
+    report = model.ablate(image=str(picture))
+    assert report.measured == "cosine distance of the mean-pooled image embedding" and len(report.ablations) == 8
+    fed = model.backend.intervention_image(Image.open(picture).convert("RGB"))
+    assert [token.text for token in report.tokens] == [token.text for token in fed.tokens]
+    clean = _by_hand(model.backend, fed, [])
+    for ablation in report.ablations:
+        output = _by_hand(model.backend, fed, ablation.heads)
+        expected = 1 - float(torch.cosine_similarity(output.double().mean(0), clean.double().mean(0), dim=0))
+        assert ablation.value == pytest.approx(expected, abs=1e-7), ablation.heads
 
 
 def test_the_unchanged_run_is_the_model_itself_and_batching_changes_no_number(tiny_gpt2_lm_dir, monkeypatch):
@@ -403,3 +424,22 @@ def test_a_figure_without_a_page_refuses_html_in_one_line(lab):
 
     with pytest.raises(BadInput, match="draws its figure as .svg, .png or .pdf"):
         html_page(lab.routes("the cat saw a dog"))
+
+
+def test_over_a_corpus_each_ablation_is_the_mean_of_the_texts_with_its_spread_and_examples(lab, tmp_path):
+    texts = [LAB_WORDS + " " + LAB_WORDS, "the cat saw a dog . the cat saw a dog", "party company among there"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts) + "\n")
+    report = lab.ablate(file=str(corpus), layers="0")
+    singles = [lab.ablate(text, layers="0") for text in texts]
+    assert report.texts == 3 and report.clean == pytest.approx(np.mean([one.clean for one in singles]))
+    for column, ablation in enumerate(report.ablations):
+        each = [one.ablations[column].effect for one in singles]
+        assert ablation.effect == pytest.approx(np.mean(each)) and ablation.std == pytest.approx(np.std(each))
+        assert [effect for effect, _ in ablation.examples] == sorted(each, reverse=True)
+        assert ablation.examples[0][1] == texts[int(np.argmax(each))]
+    from conftest import cli_json
+
+    document = cli_json("ablate", "--file", str(corpus), "--model", "lab", "--layer", "0", "--limit", "2")
+    assert document["texts"] == 2 and len(document["ablations"][2]["examples"]) == 2
+    assert document["measured"].endswith("averaged over the texts")

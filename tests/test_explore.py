@@ -694,3 +694,24 @@ def test_at_120_by_40_the_grid_uses_the_height_and_says_where_the_head_is(minilm
             assert left.virtual_size.height <= left.size.height  # the whole grid is on the screen
 
     run(scenario())
+
+
+def test_z_removes_the_selected_head_and_says_what_the_model_lost():
+    """On the lab decoder, the previous-token head 0.2 removed: the message line is attn ablate's own numbers."""
+    lab = load("lab", device="cpu")
+    text = "only party company among there world keeps on may business only party company"
+    expected = lab.ablate(text, heads=[(0, 2)])
+
+    async def scenario():
+        app = ExploreApp(lambda: lab, text, model_name="lab")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            app.select(0, 2)
+            await pilot.press("z")
+            await until(pilot, lambda: "removed" in str(app.query_one("#message").render()))
+            said = str(app.query_one("#message").render())
+            assert said.startswith("head 0.2 removed: mean loss of the text's 13 next tokens")
+            assert f"{expected.clean:.4g} → {expected.ablations[0].value:.4g}" in said
+            await pilot.press("q")
+
+    run(scenario())

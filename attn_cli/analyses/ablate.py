@@ -18,13 +18,13 @@ MiniLM take a few batched forwards instead of 72.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
 
-from attn_cli.backends.capabilities import Intervenes, require
+from attn_cli.backends.capabilities import Intervenes, IntervenesImage, require
 from attn_cli.backends.interventions import Fed, HeadChanges, HeadOutputs
 from attn_cli.data.capture import ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, num_json
@@ -45,8 +45,10 @@ MAX_ROWS = 64
 @dataclass
 class Ablation:
     heads: list[tuple[int, int]]  # the (layer, head) pairs removed together
-    value: float  # the metric with them removed
-    effect: float  # value − the clean run's value
+    value: float  # the metric with them removed (over a corpus: its mean over the texts)
+    effect: float  # value − the clean run's value (over a corpus: the mean of each text's)
+    std: float | None = None  # over a corpus: the effect's standard deviation over the texts
+    examples: list[tuple[float, str]] = field(default_factory=list)  # over a corpus: (effect, text), largest first
 
 
 @dataclass
@@ -68,6 +70,7 @@ class AblationReport(Document):
     reference: str | None = None  # where mean and resample replacements came from
     seed: int = 0
     truncated_from: int | None = None
+    texts: int = 1  # over a corpus (--file): how many texts the values are means over
 
     @property
     def units(self) -> str:
@@ -120,9 +123,18 @@ class AblationReport(Document):
                     "heads": [list(pair) for pair in ablation.heads],
                     "value": num_json(ablation.value),
                     "effect": num_json(ablation.effect),
+                    **(
+                        {
+                            "std": num_json(ablation.std),
+                            "examples": [{"effect": num_json(e), "text": text} for e, text in ablation.examples],
+                        }
+                        if self.texts > 1
+                        else {}
+                    ),
                 }
                 for ablation in self.ablations
             ],
+            "texts": self.texts,
             "grid": None
             if grid is None
             else {
@@ -159,10 +171,12 @@ class Metric:
 
 def ablate(
     backend,
-    text: str,
+    text: str | None,
     layers: Spec = "all",
     heads: Spec = "all",
     *,
+    image=None,
+    image_source: str = "image",
     together: bool = False,
     method: str = "zero",
     metric: str | None = None,
@@ -173,16 +187,32 @@ def ablate(
     seed: int = 0,
     truncate: bool = False,
 ) -> AblationReport:
-    """Every selected head's ablation (or one of them all together) and what it did to the metric."""
-    model = require(backend, Intervenes, "attn ablate")
+    """Every selected head's ablation (or one of them all together) and what it did to the metric, on a text or
+    (image: a PIL image, named image_source) on an image through a vision transformer."""
     if method not in METHODS:
         raise BadInput(f"--method {method!r} is not an ablation", f"choose {', '.join(METHODS)}")
     if method == "zero" and reference is not None:
         raise BadInput("--reference is where mean and resample replacements come from", "add --method mean or resample")
+    model: Intervenes | IntervenesImage
+    if image is not None:
+        seeing = require(backend, IntervenesImage, "attn ablate --image")
+        if reference is not None or target is not None or foil is not None or metric not in (None, "cosine"):
+            raise BadInput(
+                "an image is measured by the cosine distance of its mean-pooled embedding",
+                "leave --metric, --target, --foil and --reference out (mean and resample draw from the image itself)",
+            )
+        fed, model = seeing.intervention_image(image, image_source), seeing
+        measure = Metric(
+            "cosine", "cosine distance of the mean-pooled image embedding", fed, torch.zeros(0, dtype=torch.long)
+        )
+        text = image_source
+    else:
+        reading = require(backend, Intervenes, "attn ablate")
+        assert text is not None
+        fed, model = reading.intervention_input(text, truncate), reading
+        measure = metric_for(reading, fed, text, metric, target, foil, truncate)
     pairs = parse_heads_of_layers(layers, heads, backend.info)
     sets = [pairs] if together else [[pair] for pair in pairs]
-    fed = model.intervention_input(text, truncate)
-    measure = metric_for(model, fed, text, metric, target, foil, truncate)
     clean_output = model.edited_forward(measure.fed, HeadChanges({}))
     if measure.name in ("kl", "cosine"):
         measure.clean_output = clean_output[0] if measure.name == "kl" else effects.mean_pooled(clean_output)[0]
@@ -190,7 +220,7 @@ def ablate(
     clean = 0.0 if measure.name in ("kl", "cosine") else float(measure(clean_output)[0])
     touched = sorted({layer for chosen in sets for layer, _ in chosen})
     pool = _reference_outputs(model, measure.fed, reference, touched, truncate) if method != "zero" else {}
-    count = len(measure.fed.ids)
+    count = len(measure.fed.tokens)
     rows = max(1, min(MAX_ROWS, len(sets), OUTPUT_CELLS // (count * clean_output.shape[-1])))
     draws = torch.Generator().manual_seed(seed)
     values: list[float] = []
@@ -219,9 +249,92 @@ def ablate(
         target=target,
         foil=foil,
         predicted=[int(position) for position in measure.predicted],
-        reference=None if method == "zero" else reference_name or ("the text itself" if reference is None else None),
+        reference=None
+        if method == "zero"
+        else reference_name
+        or (f"the {'image' if image is not None else 'text'} itself" if reference is None else None),
         seed=seed,
         truncated_from=fed.truncated_from,
+    )
+
+
+EXAMPLES = 3  # texts kept per ablation over a corpus: where removing the heads changed the metric most
+CORPUS_MEASURED = {
+    "loss": "mean loss of each text's next tokens",
+    "kl": "mean KL(clean ‖ ablated) of each text's predictions",
+    "cosine": "cosine distance of each text's mean-pooled sentence embedding",
+}
+
+
+def ablate_corpus(
+    backend,
+    texts: Iterable[str],
+    layers: Spec = "all",
+    heads: Spec = "all",
+    *,
+    together: bool = False,
+    method: str = "zero",
+    metric: str | None = None,
+    reference: Sequence[str] | None = None,
+    reference_name: str | None = None,
+    seed: int = 0,
+    truncate: bool = False,
+    progress=None,
+) -> AblationReport:
+    """ablate() on every text of a corpus, each text its own clean run: the mean value and effect of every
+    ablation over the texts, the effect's standard deviation, and the texts where it was largest."""
+    reports = []
+    for index, text in enumerate(texts):
+        reports.append(
+            ablate(
+                backend,
+                text,
+                layers,
+                heads,
+                together=together,
+                method=method,
+                metric=metric,
+                reference=reference,
+                reference_name=reference_name,
+                seed=seed + index,
+                truncate=truncate,
+            )
+        )
+        if progress is not None:
+            progress(index + 1)
+    if not reports:
+        raise BadInput("the corpus has no texts", "give --file a file with a text per line")
+    if len(reports) == 1:
+        return reports[0]
+    first = reports[0]
+    effects_ = np.array([[ablation.effect for ablation in report.ablations] for report in reports])  # (texts, N)
+    values = np.array([[ablation.value for ablation in report.ablations] for report in reports])
+    order = np.argsort(-effects_, axis=0, kind="stable")[:EXAMPLES]  # (EXAMPLES, N) the texts with the largest
+    ablations = [
+        Ablation(
+            ablation.heads,
+            float(values[:, column].mean()),
+            float(effects_[:, column].mean()),
+            float(effects_[:, column].std()),
+            [(float(effects_[row, column]), reports[row].text) for row in order[:, column]],
+        )
+        for column, ablation in enumerate(first.ablations)
+    ]
+    return AblationReport(
+        text=f"{len(reports)} texts",
+        model=first.model,
+        device=first.device,
+        dtype=first.dtype,
+        tokens=[],
+        method=first.method,
+        metric=first.metric,
+        measured=f"{CORPUS_MEASURED.get(first.metric, first.measured)}, averaged over the texts",
+        clean=float(np.mean([report.clean for report in reports])),
+        ablations=ablations,
+        together=together,
+        reference=first.reference,
+        seed=seed,
+        texts=len(reports),
     )
 
 

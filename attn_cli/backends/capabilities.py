@@ -148,6 +148,17 @@ class Intervenes(Protocol):
         states (R, T, d). grad: autograd on (importance gates), else inference mode."""
 
 
+@runtime_checkable
+class IntervenesImage(Protocol):
+    """Run an image with heads' outputs changed (attn ablate --image), as Intervenes does a text."""
+
+    def intervention_image(self, image: Any, source: str = "image") -> Any:
+        """The image as one forward's inputs: an interventions.Fed (its pixel values (1, 3, H, W), patch tokens)."""
+
+    def edited_forward(self, fed: Any, edit: Callable, rows: int = 1, *, grad: bool = False) -> Any:
+        """As Intervenes.edited_forward: the last hidden states (R, T, d)."""
+
+
 @dataclass(frozen=True)
 class _Refusal:
     lacks: str  # what the model does not have, after its name
@@ -172,6 +183,7 @@ _REFUSALS: dict[type, _Refusal] = {
     Seq2Seq: _Refusal("has one stack of attention", "this needs an encoder–decoder model (BART, Marian, T5)"),
     CapturesImage: _Refusal("reads text, not images", "--image needs a vision transformer (ViT, DeiT, DINOv2, CLIP)"),
     Provenance: _Refusal("does not say where its weights came from", "use a Hugging Face model"),
+    IntervenesImage: _Refusal("cannot run an image", "--image needs a vision transformer (ViT, DeiT, DINOv2, CLIP)"),
     Intervenes: _Refusal(
         "cannot run with a head's output changed", "use a Hugging Face model, such as --model lab or the default minilm"
     ),

@@ -95,6 +95,21 @@ class VisionBackend:
             ]
         )[0]
 
+    def intervention_image(self, image, source: str = "image"):
+        """One image as a forward takes it (backends/interventions.py's Fed: its pixel values (1, 3, H, W))."""
+        from attn_cli.backends.interventions import Fed
+
+        pixels = self.pixel_values(image)
+        grid = self.patch_grid(pixels, source)
+        tokens = [Token(index, text, -1, index < len(grid.specials)) for index, text in enumerate(grid.token_names())]
+        return Fed({"pixel_values": pixels.to(self.model.device, self.model.dtype)}, tokens)
+
+    def edited_forward(self, fed, edit, rows: int = 1, *, grad: bool = False):
+        """rows copies of the image with edit(layer, output) in every attention layer: the last hidden states."""
+        from attn_cli.backends.interventions import edited_forward
+
+        return edited_forward(self.model, False, fed.repeated(rows), edit, grad)
+
     def pixel_values(self, image) -> torch.Tensor:
         return self.processor(images=image, return_tensors="pt")["pixel_values"]
 

@@ -12,6 +12,7 @@ from attn_cli.cli.common import read_text, registered_view, run_and_emit, save_f
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.cli.output import Output, writes_output
+from attn_cli.plumbing.errors import BadInput
 from attn_cli.plumbing.textio import read_corpus
 
 EPILOG = (
@@ -27,6 +28,7 @@ EPILOG = (
     '--target "party company among there world keeps on may business"\n\n'
     '  attn ablate "..." --model lab --head 1.0,1.1,1.2,1.3 --together\n\n'
     '  attn ablate "the cat saw a" --model lab --target dog --foil cat --method mean --reference corpus.txt\n\n'
+    "  attn ablate --image cat.png --model facebook/dinov2-small\n\n"
     "  attn ablate \"Hello, how are you?\" --json | jq '.ablations | max_by(.effect)'"
 )
 
@@ -41,7 +43,10 @@ HeadPairs = Annotated[
 @loads_model
 @writes_output(save="Also save the effects grid: FILE.svg, .png, .pdf or .html (repeatable).", scale=False)
 def ablate_command(
-    text: opt.Text,
+    text: Annotated[
+        str | None,
+        typer.Argument(metavar="TEXT", show_default=False, help="The sentence to run; - reads it from stdin."),
+    ] = None,
     loading: Loading = Loading(),
     layer: opt.Layer = "all",
     head: HeadPairs = "all",
@@ -84,19 +89,49 @@ def ablate_command(
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of --method resample's draws.")] = 0,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="A corpus instead of TEXT (a text per line, or JSONL; - reads stdin): each ablation's mean effect "
+            "over the texts, its spread, and the texts where it was largest.",
+        ),
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", help="With --file: at most N texts.")] = None,
     out: Output = Output(),
     truncate: opt.Truncate = False,
+    image: opt.Image = None,
 ) -> None:
     """What removing each head does to the model's output (zero, mean or resample ablation)."""
     with user_errors():
         json_wanted = out.check()
-        text = read_text(text)
+        if file is not None:
+            if text is not None or image is not None:
+                raise BadInput("TEXT, --image and --file are separate sources", "pass one of them")
+            from attn_cli.plumbing.textio import check_corpus
+
+            check_corpus(file)  # a missing path or a directory fails before the model loads
+        elif image is not None:
+            from attn_cli.cli.image import check_image_alone
+
+            check_image_alone([text] if text else [], image)
+        else:
+            if text is None:
+                raise BadInput("no text given", "pass a sentence, - to read it from stdin, or --image FILE")
+            text = read_text(text)
         texts = None if reference is None else list(read_corpus(reference))
 
         def run(progress, lazy: bool):
             loaded = loading.load()
             report = loaded.ablate(
                 text,
+                image=image,
+                file=file,
+                limit=limit,
+                progress=None
+                if progress is None or file is None
+                else lambda done: progress(done, limit, "ablating texts"),
                 layers=layer,
                 heads=head,
                 together=together,

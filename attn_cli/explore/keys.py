@@ -1,6 +1,6 @@
 """The explorer's keys that change what is looked at, for ExploreApp (explore/app.py) to inherit: `e` a new
 sentence (an encoder–decoder model's source), `t` a new target, `c` the next stack, `v` the next variant, `a`
-the sentence's attribution. Which kind of look (Session.kind: a sentence, a source–target pair, an image) has
+the sentence's attribution, `z` the selected head removed. Which kind of look (Session.kind: a sentence, a source–target pair, an image) has
 which of them: KINDS."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ KINDS = {
     "variant": ("text", "image"),
     "edit": ("text", "pair"),
     "attribute": ("text",),
+    "ablate": ("text",),
 }
 
 if TYPE_CHECKING:  # the keys are an App's methods: the type checker sees LookKeys as one
@@ -42,6 +43,8 @@ class LookKeys(KeysBase):
         text: str
         variant: str
         page: str
+        layer: int
+        head: int
 
         def say(self, message: str, style: str = "") -> None: ...
         def run_look(self, text: str, variant: str) -> None: ...
@@ -141,3 +144,24 @@ class LookKeys(KeysBase):
                 return Text(f"error: {error}", style="red")
 
         return attribute
+
+    # -- ablation -----------------------------------------------------------------------------------
+    def action_ablate(self) -> None:
+        """z: the selected head zero-ablated (attn ablate), on the model thread; the message line says how much
+        the model's output moved."""
+        if self.model is None:
+            self.say("the model is still loading", style="yellow")
+            return
+        layer, head, text = self.layer, self.head, self.text
+        self.say(f"removing head {layer}.{head} and running the sentence again …", style="dim")
+        self.session.submit(self.ablate_in_thread, text, layer, head)
+
+    def ablate_in_thread(self, text: str, layer: int, head: int) -> None:
+        from attn_cli.plumbing.errors import AttnError
+        from attn_cli.render.interventions_view import ablation_line
+
+        try:
+            message, style = ablation_line(self.model.ablate(text, heads=[(layer, head)])), ""
+        except AttnError as error:
+            message, style = f"error: {error}", "red"
+        self.call_from_thread(self.say, message, style)

@@ -72,6 +72,11 @@ KEYS = [
         "a",
         "attribution of the sentence (attn attribute) beside the attention rollout; m: next method (a sentence only)",
     ),
+    (
+        "z",
+        "remove (zero-ablate) the selected head and run the sentence again: how much the model's output moved "
+        "(attn ablate; a sentence only)",
+    ),
     ("?", "this help"),
     ("q", "quit"),
 ]

@@ -53,13 +53,23 @@ class AblateView:
         yield render_ablate(self.report, options.max_width)
 
 
+def ablation_line(report) -> str:
+    """One ablation in a line (attn explore's z): what was removed, the metric clean and without it."""
+    ablation = report.ablations[0]
+    return (
+        f"head {heads_named(ablation.heads)} removed: {report.measured} {report.clean:.4g} → {ablation.value:.4g} "
+        f"({ablation.effect:+.4g}{_units(report)})"
+    )
+
+
 def render_ablate(report, width: int = 80) -> RenderableType:
     method = METHOD_WORDS[report.method]
     about = f"{method} · {report.measured} · clean {report.clean:.4g}{_units(report)}"
     if report.reference is not None:
         about += f" · replacements from {report.reference}"
-    parts: list[RenderableType] = [header(report, "attn ablate"), Text(about)]
-    if report.together:
+    opening = header(report, "attn ablate") if report.texts == 1 else model_line(report, "attn ablate")
+    parts: list[RenderableType] = [opening, Text(about)]
+    if report.together and report.texts == 1:
         ablation = report.ablations[0]
         parts.append(
             Text.assemble(
@@ -110,13 +120,22 @@ def _cell(value: float, scale: Scale, numbers: bool):
 
 
 def _top(report) -> RenderableType:
+    corpus = report.texts > 1
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("heads" if report.together else "head", no_wrap=True)
     table.add_column(report.metric, justify="right")
     table.add_column("effect", justify="right")
+    if corpus:
+        table.add_column("± std", justify="right")
+        table.add_column("where largest", overflow="ellipsis", no_wrap=True, max_width=40)
     for ablation in report.top(TOP):
-        table.add_row(heads_named(ablation.heads), f"{ablation.value:.4g}", signed(ablation.effect).strip())
-    return titled(f"largest effects (of {len(report.ablations)})", table)
+        cells = [heads_named(ablation.heads), f"{ablation.value:.4g}", signed(ablation.effect).strip()]
+        if corpus:
+            effect, text = ablation.examples[0]
+            cells += [f"{ablation.std:.3g}", f"{signed(effect).strip()} {text}"]
+        table.add_row(*cells)
+    over = f" over {counted(report.texts, 'text')}, mean" if corpus else ""
+    return titled(f"largest effects{over} (of {len(report.ablations)})", table)
 
 
 # -- figure ---------------------------------------------------------------------------------------------
