@@ -443,3 +443,15 @@ def test_over_a_corpus_each_ablation_is_the_mean_of_the_texts_with_its_spread_an
     document = cli_json("ablate", "--file", str(corpus), "--model", "lab", "--layer", "0", "--limit", "2")
     assert document["texts"] == 2 and len(document["ablations"][2]["examples"]) == 2
     assert document["measured"].endswith("averaged over the texts")
+
+
+def test_the_reports_are_dataframes_too(lab):
+    pytest.importorskip("pandas")
+    ablated = lab.ablate(LAB_TEXT, target=LAB_TARGET).to_pandas()
+    assert list(ablated.columns) == ["heads", "layer", "head", "value", "effect"] and len(ablated) == 8
+    assert ablated.loc[ablated["effect"].idxmax(), "heads"] == "0.2"
+    patched = lab.patch(LAB_WORDS + " only party", LAB_WORDS + " only world", target="company", foil="keeps")
+    frame = patched.to_pandas()
+    assert len(frame) == 8 and frame["position"].isna().all() and frame["recovery"].max() < 1
+    ranked = lab.importance([LAB_WORDS + " " + LAB_WORDS], prune=False).to_pandas()
+    assert ranked.iloc[-1][["layer", "head"]].tolist() == [0, 2] and ranked["rank"].tolist() == list(range(8))

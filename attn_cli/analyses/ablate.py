@@ -97,6 +97,30 @@ class AblationReport(Document):
         """The ablations that changed the metric most, by |effect|."""
         return sorted(self.ablations, key=lambda ablation: -abs(ablation.effect))[:count]
 
+    def to_arrow(self):
+        """One row per ablation: heads ("1.0,1.1"), layer and head (null for a set), value, effect, and over a
+        corpus std and the text where the effect was largest."""
+        from attn_cli.data.tables import records
+
+        return records(
+            [
+                {
+                    "heads": ",".join(f"{layer}.{head}" for layer, head in ablation.heads),
+                    "layer": ablation.heads[0][0] if len(ablation.heads) == 1 else None,
+                    "head": ablation.heads[0][1] if len(ablation.heads) == 1 else None,
+                    "value": ablation.value,
+                    "effect": ablation.effect,
+                    **(
+                        {"std": ablation.std, "largest_in": ablation.examples[0][1] if ablation.examples else None}
+                        if self.texts > 1
+                        else {}
+                    ),
+                }
+                for ablation in self.ablations
+            ],
+            strings=("largest_in",),
+        )
+
     def to_json_dict(self) -> dict:
         grid = self.grid()
         return {

@@ -58,6 +58,25 @@ class ImportanceReport(Document):
         ranked = self.order()[::-1][:count]
         return [(layer, head, float(self.importance[self.layers.index(layer), head])) for layer, head in ranked]
 
+    def to_arrow(self):
+        """One row per head, least important first: layer, head, importance, spread (std over the texts), rank
+        (0: the least important)."""
+        from attn_cli.data.tables import records
+
+        rows = []
+        for rank, (layer, head) in enumerate(self.order()):
+            row = self.layers.index(layer)
+            rows.append(
+                {
+                    "layer": layer,
+                    "head": head,
+                    "importance": float(self.importance[row, head]),
+                    "spread": float(self.spread[row, head]),
+                    "rank": rank,
+                }
+            )
+        return records(rows)
+
     def to_json_dict(self) -> dict:
         return {
             "schema_version": SCHEMA_VERSION,

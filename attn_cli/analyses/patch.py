@@ -84,6 +84,12 @@ class PatchReport(Document):
         rest = 0.0 if self.direction == "denoising" else 1.0
         return sorted(self.patches, key=lambda patch: -abs(patch.recovery - rest))[:count]
 
+    def to_arrow(self):
+        """One row per patch: layer, head, position (null: every position), value (the logit difference), recovery."""
+        from attn_cli.data.tables import records
+
+        return records([asdict(patch) for patch in self.patches])
+
     def to_json_dict(self) -> dict:
         layers, heads, grid = self.grid()
         return {
