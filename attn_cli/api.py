@@ -47,6 +47,8 @@ KINDS: dict[str, Callable] = {
             "max_new_tokens",
             "seed",
             "probe_length",
+            "budget",
+            "sinks",
             "batch_size",
             "limit",
             "top",
@@ -56,7 +58,10 @@ KINDS: dict[str, Callable] = {
         ),
         arguments.index,
     ),
-    **dict.fromkeys(("tolerance", "temperature", "epsilon", "ratio", "floor", "gpus_per_worker"), arguments.number),
+    **dict.fromkeys(
+        ("tolerance", "temperature", "epsilon", "ratio", "floor", "gpus_per_worker", "mass"), arguments.number
+    ),
+    "windows": lambda value, name: [arguments.index(item, name, "window sizes") for item in value],
     **dict.fromkeys(
         (
             "propagate",
@@ -75,6 +80,7 @@ KINDS: dict[str, Callable] = {
             "together",
             "by_position",
             "prune",
+            "retrieval_probe",
         ),
         arguments.flag,
     ),
@@ -670,6 +676,49 @@ class Model:
         if limit is not None:
             chosen = islice(chosen, limit)
         return head_importance(self.backend, chosen, batch_size=batch_size, prune=prune, truncate=truncate)
+
+    @door
+    def kv_profile(
+        self,
+        texts: str | Iterable[str] | None = None,
+        *,
+        file: str | Path | None = None,
+        limit: int | None = None,
+        batch_size: int = 8,
+        budget: int = 64,
+        sinks: int = 4,
+        windows: Sequence[int] = (16, 64, 256, 1024),
+        mass: float = 0.95,
+        retrieval_probe: bool = True,
+        seed: int = 0,
+        truncate: bool = False,
+        progress: Progress | None = None,
+    ):
+        """How much KV cache each head needs: a KVReport whose .heads hold per (layer, head) the sink mass, the
+        local mass per window, the keys a row needs to keep 0.9/0.95/0.99 of its attention, what StreamingLLM
+        and H2O keep at `budget` keys, the retrieval score on a needle probe (retrieval_probe), a class
+        (streaming or retrieval) and a recommended budget for `mass`; .kv_heads() per KV head;
+        .full_attention() DuoAttention's full_attention_heads.tsv grid."""
+        from attn_cli.analyses.kv import Settings, profile
+
+        if (texts is None) == (file is None):
+            raise BadInput("give one of texts or file", "pass text or --file FILE")
+        if not 0 < mass <= 1:
+            raise BadInput(f"--mass {mass} is not a share of attention", "give a number in (0, 1], like 0.95")
+        chosen, total, _, _ = _corpus(texts, file)
+        settings = Settings(sinks=sinks, windows=tuple(windows), budget=budget, target=mass)
+        return profile(
+            self.backend,
+            chosen,
+            settings,
+            batch_size=batch_size,
+            limit=limit,
+            total=total,
+            truncate=truncate,
+            retrieval_probe=retrieval_probe,
+            seed=seed,
+            progress=progress,
+        )
 
     @door(target=arguments.text)
     def heads(

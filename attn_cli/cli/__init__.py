@@ -34,6 +34,8 @@ from attn_cli.cli.importance import EPILOG as IMPORTANCE_EPILOG
 from attn_cli.cli.importance import importance_command
 from attn_cli.cli.inspect import EPILOG as INSPECT_EPILOG
 from attn_cli.cli.inspect import inspect_command
+from attn_cli.cli.kv import EPILOG as KV_EPILOG
+from attn_cli.cli.kv import kv_command
 from attn_cli.cli.models import EPILOG as MODELS_EPILOG
 from attn_cli.cli.models import models_command
 from attn_cli.cli.patch import EPILOG as PATCH_EPILOG
@@ -222,6 +224,7 @@ app.command("routes", cls=Command, epilog=ROUTES_EPILOG)(routes_command)
 app.command("ablate", cls=Command, epilog=ABLATE_EPILOG)(ablate_command)
 app.command("patch", cls=Command, epilog=PATCH_EPILOG)(patch_command)
 app.command("importance", cls=Command, epilog=IMPORTANCE_EPILOG)(importance_command)
+app.command("kv", cls=Command, epilog=KV_EPILOG)(kv_command)
 app.command("diff", cls=Command, epilog=DIFF_EPILOG)(diff_command)
 app.command("generate", cls=Command, epilog=GENERATE_EPILOG)(generate_command)
 app.command("circuits", cls=Command, epilog=CIRCUITS_EPILOG)(circuits_command)

@@ -39,6 +39,7 @@ def register_analyses(register) -> None:
         importance,
         inspect,
         inspect_report,
+        kv,
         patch,
         rollout,
         routes,
@@ -59,6 +60,7 @@ def register_analyses(register) -> None:
         generate_view,
         heads_view,
         interventions_view,
+        kv_view,
         routes_view,
         seq2seq_view,
         steps_view,
@@ -216,6 +218,16 @@ def register_analyses(register) -> None:
                 text=lambda report: report.text,
             ),
             help="each head's importance to a language model's loss (the gradient of a gate) and the pruning curve",
+        )
+    )
+    register(
+        AnalysisSpec(
+            "kv",
+            kv.KVReport,
+            run=kv.profile,
+            terminal=_view(kv_view.KVView, per_head=False),
+            figure=Figure(kv_view.kv_items, kv_view.kv_page, text=lambda report: report.text),
+            help="how much KV cache each head needs, and what StreamingLLM and H2O keep of its attention",
         )
     )
     register(

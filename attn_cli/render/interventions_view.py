@@ -10,14 +10,13 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from attn_cli.render.head_grid import CELL, head_grid
 from attn_cli.render.page_parts import one_run, report_title, svg_title
 from attn_cli.render.scale import Scale, counted, luminance
 from attn_cli.render.svg import Heat, Svg, flow
 from attn_cli.render.terminal import header, model_line, titled, unit_list
 
 TOP = 5
-CELL = 5  # "+15.5", "+.042", "-.001": a number per head, one space between
-ROW_LABEL = 4  # "L11 "
 
 METHOD_WORDS = {"zero": "zero-ablation", "mean": "mean-ablation", "resample": "resample-ablation"}
 
@@ -88,35 +87,12 @@ def render_ablate(report, width: int = 80) -> RenderableType:
 
 
 def _grid(report, layers: list[int], heads: list[int], effects, width: int) -> RenderableType:
-    scale = Scale.scores(effects)
-    numbers = ROW_LABEL + len(heads) * (CELL + 1) <= width
-    table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 0, 0, 1), header_style="dim")
-    table.add_column("", width=ROW_LABEL - 1, no_wrap=True, style="dim")
-    for head in heads:
-        label = f"h{head}" if numbers else (str(head % 10) if head % 4 == 0 else "")
-        table.add_column(label, width=CELL if numbers else 1, justify="right", no_wrap=True)
-    for row, layer in enumerate(layers):
-        cells = [f"L{layer}"]
-        for column in range(len(heads)):
-            value = float(effects[row, column])
-            cells.append(_cell(value, scale, numbers))
-        table.add_row(*cells)
-    caption = f"effect of removing each head alone: {report.metric} ablated − clean{_units(report, ' in ')}"
-    caption += "" if numbers else " (a cell a head, brighter: larger)"
-    return titled(caption, table)
+    title = f"effect of removing each head alone: {report.metric} ablated − clean{_units(report, ' in ')}"
+    return head_grid(title, layers, heads, effects, Scale.scores(effects), signed, width)
 
 
 def _units(report, before: str = " ") -> str:
     return before + report.units if report.units else ""
-
-
-def _cell(value: float, scale: Scale, numbers: bool):
-    if value != value:
-        return Text("    ·" if numbers else "·", style="dim")
-    rgb = scale.rgb(value)
-    ink = "black" if luminance(rgb) > 0.5 else "white"
-    style = Style(bgcolor=scale.colour(value), color=ink)
-    return Text(signed(value) if numbers else " ", style=style)
 
 
 def _top(report) -> RenderableType:
@@ -238,16 +214,9 @@ def render_patch(report, width: int = 80) -> RenderableType:
 
 
 def _recovery_grid(layers: list[int], heads: list[int], grid, width: int) -> RenderableType:
-    scale = Scale.scores(grid)
-    numbers = ROW_LABEL + len(heads) * (CELL + 1) <= width
-    table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 0, 0, 1), header_style="dim")
-    table.add_column("", width=ROW_LABEL - 1, no_wrap=True, style="dim")
-    for head in heads:
-        label = f"h{head}" if numbers else (str(head % 10) if head % 4 == 0 else "")
-        table.add_column(label, width=CELL if numbers else 1, justify="right", no_wrap=True)
-    for row, layer in enumerate(layers):
-        table.add_row(f"L{layer}", *(_patch_cell(float(value), scale, numbers) for value in grid[row]))
-    return titled("recovery of each head patched alone", table)
+    return head_grid(
+        "recovery of each head patched alone", layers, heads, grid, Scale.scores(grid), recovery_text, width
+    )
 
 
 def _positions_grid(report, layers: list[int], heads: list[int], grid, width: int) -> RenderableType:
@@ -359,21 +328,9 @@ def render_importance(report, width: int = 80) -> RenderableType:
         ),
     ]
     heads = list(range(report.importance.shape[1]))
+    title = "importance of each head (larger: removing it changes the loss more)"
     scale = Scale.magnitude(report.importance)
-    numbers = ROW_LABEL + len(heads) * (CELL + 1) <= width
-    table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 0, 0, 1), header_style="dim")
-    table.add_column("", width=ROW_LABEL - 1, no_wrap=True, style="dim")
-    for head in heads:
-        label = f"h{head}" if numbers else (str(head % 10) if head % 4 == 0 else "")
-        table.add_column(label, width=CELL if numbers else 1, justify="right", no_wrap=True)
-    for row, layer in enumerate(report.layers):
-        cells = []
-        for value in report.importance[row]:
-            rgb = scale.rgb(float(value))
-            style = Style(bgcolor=scale.colour(float(value)), color="black" if luminance(rgb) > 0.5 else "white")
-            cells.append(Text(magnitude_text(float(value)) if numbers else " ", style=style))
-        table.add_row(f"L{layer}", *cells)
-    parts.append(titled("importance of each head (larger: removing it changes the loss more)", table))
+    parts.append(head_grid(title, report.layers, heads, report.importance, scale, magnitude_text, width))
     top = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     top.add_column("head", no_wrap=True)
     top.add_column("importance", justify="right")

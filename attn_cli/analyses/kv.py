@@ -1,0 +1,330 @@
+"""`attn kv`: how much KV cache each head needs, and what each cache policy loses.
+
+Every text runs through the corpus engine of `attn heads` (analyses/heads.py: padded batches, a block of query
+rows at a time, the weights as the model uses them, a learned sink's share on no key); KVScores reads each
+block with math/kv.py and adds up, per (layer, head), over every real query row of every text:
+
+- sink mass (the first SINKS keys) and local mass within each window (keys less than w positions away);
+- the keys a row needs to keep p of its attention (its largest weights first), as a distribution over rows;
+- what StreamingLLM (sinks + recent keys) and H2O (recent keys + heavy hitters) keep of each row at a budget of
+  keys, over the rows that have more keys than the budget (the rows a policy must drop keys from).
+
+The retrieval score comes from `attn heads --probe retrieval` (Wu et al. 2024; math/head_scores.py): a seeded
+needle in a random haystack, copied again; the share of copy steps where the head's strongest key is the
+needle token being copied. A head is "retrieval" when that score is at least RETRIEVAL or StreamingLLM keeps
+less than `target` of its attention at the budget, else "streaming". Under grouped-query attention the cache is
+per KV head: a KV head needs what the most demanding of its query heads needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from attn_cli.analyses.batches import over_batches
+from attn_cli.analyses.heads import LayerScores, score_batch
+from attn_cli.data.capture import ModelInfo
+from attn_cli.data.document import SCHEMA_VERSION, Document, counted, num_json
+from attn_cli.math import kv
+from attn_cli.plumbing.errors import BadInput
+
+SINKS = 4  # StreamingLLM's attention sinks: the first 4 tokens
+WINDOWS = (16, 64, 256, 1024)
+MASSES = (0.9, 0.95, 0.99)
+BUDGET = 64  # keys a row keeps under each policy
+TARGET = 0.95  # the share of a row's attention a cache must keep
+RETRIEVAL = 0.5  # a retrieval score from here up: the head copies from far back
+
+
+@dataclass(frozen=True)
+class Settings:
+    sinks: int = SINKS
+    windows: tuple[int, ...] = WINDOWS
+    budget: int = BUDGET
+    target: float = TARGET
+
+
+@dataclass
+class HeadKV:
+    layer: int
+    head: int
+    kv_head: int
+    sink: float  # mean over rows of the weight on the first `sinks` keys
+    windows: dict[int, float]  # window -> mean over rows of the weight within it
+    keys: dict[float, tuple[float, float, int]]  # p -> (mean, 90th percentile, max) keys a row needs for p
+    streaming: float | None  # StreamingLLM's kept share at the budget (None: no row has more keys than it)
+    heavy_hitters: float | None  # H2O's
+    retrieval: float | None  # the retrieval score on the needle probe (None: not run)
+    label: str  # "streaming" or "retrieval"
+    budget: int  # recommended: the keys 90% of rows need to keep `target` of their attention
+
+    def to_json(self) -> dict:
+        return {
+            "layer": self.layer,
+            "head": self.head,
+            "kv_head": self.kv_head,
+            "label": self.label,
+            "budget": self.budget,
+            "sink_mass": num_json(self.sink),
+            "local_mass": {str(window): num_json(mass) for window, mass in self.windows.items()},
+            "keys_for_mass": {
+                str(p): {"mean": num_json(mean), "p90": num_json(p90), "max": top}
+                for p, (mean, p90, top) in self.keys.items()
+            },
+            "policies": {"streaming_llm": num_json(self.streaming), "h2o": num_json(self.heavy_hitters)},
+            "retrieval": num_json(self.retrieval),
+        }
+
+
+@dataclass
+class KVReport(Document):
+    model: ModelInfo
+    device: str
+    dtype: str
+    settings: Settings
+    texts: int
+    rows: int  # query rows measured (every real token of every text)
+    heads: list[HeadKV]
+    text: str = ""  # the first text (a figure's line)
+    probe: dict | None = None  # the retrieval probe run (its kind, seed, length …)
+    truncated: int = 0
+    interrupted: bool = False
+
+    def summary_shape(self) -> str:
+        return f"{counted(self.texts, 'text')}, {counted(len(self.heads), 'head')}"
+
+    def kv_heads(self) -> list[dict]:
+        """Per (layer, KV head): its query heads, the largest budget among them, and "retrieval" if any is."""
+        groups: dict[tuple[int, int], list[HeadKV]] = {}
+        for head in self.heads:
+            groups.setdefault((head.layer, head.kv_head), []).append(head)
+        return [
+            {
+                "layer": layer,
+                "kv_head": kv_head,
+                "query_heads": [head.head for head in members],
+                "label": "retrieval" if any(head.label == "retrieval" for head in members) else "streaming",
+                "budget": max(head.budget for head in members),
+            }
+            for (layer, kv_head), members in sorted(groups.items())
+        ]
+
+    def full_attention(self) -> np.ndarray:
+        """DuoAttention's full_attention_heads.tsv: (layers, KV heads), 1 where a KV head keeps its whole cache."""
+        layers = sorted({head.layer for head in self.heads})
+        grid = np.zeros((len(layers), self.model.kv_heads))
+        for group in self.kv_heads():
+            grid[layers.index(group["layer"]), group["kv_head"]] = 1.0 if group["label"] == "retrieval" else 0.0
+        return grid
+
+    def to_json_dict(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "command": "kv",
+            "model": asdict(self.model),
+            "device": self.device,
+            "dtype": self.dtype,
+            "settings": {**asdict(self.settings), "masses": list(MASSES), "retrieval_threshold": RETRIEVAL},
+            "rule": rule(self.settings),
+            "texts": self.texts,
+            "rows": self.rows,
+            "probe": self.probe,
+            "heads": [head.to_json() for head in self.heads],
+            "kv_heads": self.kv_heads(),
+            "truncated": self.truncated,
+        }
+
+
+def rule(settings: Settings) -> str:
+    return (
+        f"retrieval: the needle probe's retrieval score ≥ {RETRIEVAL}, or StreamingLLM ({settings.sinks} sinks + "
+        f"recent keys, {settings.budget} in all) keeps < {settings.target:g} of the head's attention; else streaming"
+    )
+
+
+def profile(
+    backend,
+    texts: Iterable[str],
+    settings: Settings = Settings(),
+    *,
+    batch_size: int = 8,
+    limit: int | None = None,
+    total: int | None = None,
+    truncate: bool = False,
+    retrieval_probe: bool = True,
+    seed: int = 0,
+    progress=None,
+) -> KVReport:
+    """Every head's KV profile over the texts (and, retrieval_probe, its retrieval score on the needle probe)."""
+    if settings.budget <= settings.sinks:
+        raise BadInput(
+            f"--budget {settings.budget} leaves no room past the {settings.sinks} sinks", "give a larger budget"
+        )
+    if any(window < 1 for window in settings.windows):
+        raise BadInput("a window is at least one key", "give --window 16,64 …")
+    info = backend.info
+    layers, heads = info.attention_layers, list(range(info.heads))
+    totals = Totals(len(layers), info.heads, settings)
+    first: list[str] = []
+
+    def score(batch: list[str]):
+        if not first:
+            first.append(batch[0])
+        results, tokens, cut = score_batch(backend, batch, layers, heads, truncate, scorer=scorer_for(settings))
+        totals.add(results)  # only once the batch is whole
+        return tokens, cut
+
+    run = over_batches(
+        texts, score, batch_size=batch_size, limit=limit, total=total, progress=progress, sources="or --file FILE"
+    )
+    retrieval, probe_described = None, None
+    if retrieval_probe:
+        retrieval, probe_described = _retrieval_scores(backend, seed)
+    kv_group = info.heads // info.kv_heads
+    profiles = []
+    for index, layer in enumerate(layers):
+        for head in heads:
+            profiles.append(totals.head(index, layer, head, head // kv_group, retrieval))
+    return KVReport(
+        model=info,
+        device=backend.device,
+        dtype=backend.dtype,
+        settings=settings,
+        texts=run.texts,
+        rows=int(totals.rows),
+        heads=profiles,
+        text=first[0] if first else "",
+        probe=probe_described,
+        truncated=run.truncated,
+        interrupted=run.interrupted,
+    )
+
+
+def _retrieval_scores(backend, seed: int) -> tuple[dict[tuple[int, int], float | None], dict]:
+    from attn_cli.analyses.heads import PROBE_LENGTH, probe, run_heads
+    from attn_cli.data.selection import Selection
+
+    described = probe(backend, "retrieval", seed, PROBE_LENGTH)
+    report = run_heads(backend, [described["text"]], Selection(), probe=described, source="probe")
+    return {(one.layer, one.head): one.scores.get("retrieval") for one in report.heads}, described
+
+
+def scorer_for(settings: Settings) -> type:
+    class KVScores(LayerScores):
+        """Per layer and block of heads, each text's row sums of the KV statistics (math/kv.py)."""
+
+        stacks = False  # consume reads this batch's rows (self.flags), one layer at a time
+
+        def consume(self, layer_index: int | list[int], heads: slice, blocks, row_weights) -> None:
+            assert isinstance(layer_index, int)  # stacks = False: one layer at a time
+            real = self.flags.real  # (B, T)
+            count = heads.stop - heads.start
+            batch = real.shape[0]
+            zeros = lambda: torch.zeros(batch, count, dtype=torch.float64)  # noqa: E731
+            sums: dict[str | int, torch.Tensor] = {"sink": zeros(), "streaming": zeros(), "h2o": zeros()}
+            sums.update({window: zeros() for window in settings.windows})
+            rows, policy_rows = torch.zeros(batch, dtype=torch.float64), torch.zeros(batch, dtype=torch.float64)
+            needed: dict[float, list[list[torch.Tensor]]] = {p: [[] for _ in range(count)] for p in MASSES}
+            accumulated = None
+            for start, weights, allowed in blocks:
+                weights = weights.float()
+                if accumulated is None:
+                    accumulated = torch.zeros(weights.shape[0], weights.shape[1], weights.shape[-1])
+                stop = start + weights.shape[-2]
+                keys = allowed.sum(-1)  # (B, c) each row's allowed keys
+                counted_rows = (real[:, start:stop] & (keys > 0)).double()  # (B, c)
+                dropping = counted_rows * (keys > settings.budget).double()  # rows a policy must drop keys from
+                rows += counted_rows.sum(-1)
+                policy_rows += dropping.sum(-1)
+
+                def add(name, values, mask=counted_rows):  # values (B, h, c): summed over the counted rows
+                    sums[name] += (values.double() * mask[:, None]).sum(-1).cpu()
+
+                add("sink", kv.sink_mass(weights, settings.sinks))
+                for window in settings.windows:
+                    add(window, kv.window_mass(weights, start, window))
+                add("streaming", kv.streaming_kept(weights, start, settings.sinks, settings.budget), dropping)
+                add("h2o", kv.heavy_hitter_kept(weights, start, settings.budget, accumulated), dropping)
+                counted_mask = counted_rows.bool()  # (B, c)
+                for p in MASSES:
+                    keys_needed = kv.keys_for_mass(weights, p)  # (B, h, c)
+                    for offset in range(count):  # each head's counted rows' needs, flat
+                        needed[p][offset].append(keys_needed[:, offset][counted_mask].cpu())
+            self.results.append((layer_index, heads, sums, rows.cpu(), policy_rows.cpu(), needed))
+
+    return KVScores
+
+
+class Totals:
+    """Sums over every text's rows, per (layer index, head); the keys-needed counts as histograms."""
+
+    def __init__(self, layers: int, heads: int, settings: Settings):
+        self.settings = settings
+        names: list[str | int] = ["sink", "streaming", "h2o", *settings.windows]
+        self.sums = {name: np.zeros((layers, heads)) for name in names}
+        self.row_counts = np.zeros(layers)
+        self.policy_counts = np.zeros((layers, heads))
+        self.histograms: dict[tuple[int, int, float], np.ndarray] = {}
+        self.rows = 0.0
+
+    def add(self, results) -> None:
+        for layer_index, heads, sums, rows, policy_rows, needed in results:
+            for name, values in sums.items():
+                self.sums[name][layer_index, heads] += values.sum(0).numpy()
+            if heads.start == 0:
+                self.row_counts[layer_index] += float(rows.sum())
+                if layer_index == 0:
+                    self.rows += float(rows.sum())
+            self.policy_counts[layer_index, heads] += float(policy_rows.sum())
+            for p, per_head in needed.items():
+                for offset, parts in enumerate(per_head):
+                    values = torch.cat(parts).numpy() if parts else np.zeros(0, dtype=np.int64)
+                    key = (layer_index, heads.start + offset, p)
+                    histogram = np.bincount(values, minlength=1)
+                    old = self.histograms.get(key)
+                    if old is not None:
+                        size = max(len(old), len(histogram))
+                        histogram = np.pad(histogram, (0, size - len(histogram))) + np.pad(old, (0, size - len(old)))
+                    self.histograms[key] = histogram
+
+    def head(self, index: int, layer: int, head: int, kv_head: int, retrieval: dict | None) -> HeadKV:
+        rows = max(self.row_counts[index], 1.0)
+        policy = self.policy_counts[index, head]
+        mean = lambda name: float(self.sums[name][index, head] / rows)  # noqa: E731
+        kept = lambda name: float(self.sums[name][index, head] / policy) if policy else None  # noqa: E731
+        keys = {p: _distribution(self.histograms.get((index, head, p))) for p in MASSES}
+        streaming = kept("streaming")
+        score = None if retrieval is None else retrieval.get((layer, head))
+        far = (score is not None and score >= RETRIEVAL) or (streaming is not None and streaming < self.settings.target)
+        needed = keys.get(self.settings.target) or _distribution(
+            self.histograms.get((index, head, self.settings.target))
+        )
+        return HeadKV(
+            layer=layer,
+            head=head,
+            kv_head=kv_head,
+            sink=mean("sink"),
+            windows={window: mean(window) for window in self.settings.windows},
+            keys=keys,
+            streaming=streaming,
+            heavy_hitters=kept("h2o"),
+            retrieval=score,
+            label="retrieval" if far else "streaming",
+            budget=int(np.ceil(needed[1])),
+        )
+
+
+def _distribution(histogram: np.ndarray | None) -> tuple[float, float, int]:
+    """(mean, 90th percentile, max) of the counts a histogram holds (index = keys needed)."""
+    if histogram is None or not histogram.sum():
+        return (0.0, 0.0, 0)
+    values = np.arange(len(histogram))
+    cumulative = np.cumsum(histogram) / histogram.sum()
+    return (
+        float((values * histogram).sum() / histogram.sum()),
+        float(values[np.searchsorted(cumulative, 0.9)]),
+        int(values[histogram > 0].max()),
+    )

@@ -1,0 +1,68 @@
+"""How much of a head's attention a KV cache policy keeps: per query row, from a block of its softmax weights.
+
+Every function reads a block of rows the way the corpus engine hands them over (analyses/heads.py): weights
+(B, h, c, T) of c query rows starting at row `start`, masked cells 0, and returns one value per row (B, h, c).
+Row i's keys are its allowed ones (a causal row: keys 0 … i). A policy keeps a set of keys for each row; what
+it keeps is the sum of the row's weights on them (1: nothing lost).
+
+sink_mass          the weight on the first `sinks` keys (attention sinks)
+window_mass        the weight on keys less than `window` positions from the row (i − window < j ≤ i causally)
+keys_for_mass      the fewest keys, largest first, whose weights add up to at least p (the budget a row needs)
+streaming_kept     StreamingLLM (Xiao et al. 2024): the first `sinks` keys and the most recent ones, `budget` in all
+heavy_hitter_kept  H2O (Zhang et al. 2023): `budget` / 2 most recent keys, and the `budget` / 2 older keys with the
+                   most attention accumulated by the rows before this one (its heavy hitters)
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _offsets(weights: torch.Tensor, start: int) -> torch.Tensor:
+    """(c, T) row − key for the block's rows: 0 on the diagonal, positive for keys before the row."""
+    rows = torch.arange(start, start + weights.shape[-2], device=weights.device)[:, None]
+    keys = torch.arange(weights.shape[-1], device=weights.device)[None, :]
+    return rows - keys
+
+
+def sink_mass(weights: torch.Tensor, sinks: int) -> torch.Tensor:
+    return weights[..., :sinks].sum(-1)
+
+
+def window_mass(weights: torch.Tensor, start: int, window: int) -> torch.Tensor:
+    near = _offsets(weights, start).abs() < window  # (c, T); a causal row has no weight on later keys anyway
+    return (weights * near).sum(-1)
+
+
+def keys_for_mass(weights: torch.Tensor, p: float) -> torch.Tensor:
+    """(B, h, c) the fewest keys whose weights reach p of the row (a row with no weight: 0). The comparison allows
+    float32 round-off (1e-6), so a row of one key needs 1 key for p = 1."""
+    ordered = weights.sort(-1, descending=True).values.cumsum(-1)  # (B, h, c, T)
+    short = ordered < (p - 1e-6) * ordered[..., -1:]  # p of what the row holds (a learned sink's row holds < 1)
+    return torch.where(ordered[..., -1] > 0, short.sum(-1) + 1, 0)
+
+
+def streaming_kept(weights: torch.Tensor, start: int, sinks: int, budget: int) -> torch.Tensor:
+    offsets = _offsets(weights, start)
+    keys = torch.arange(weights.shape[-1], device=weights.device)[None, :]
+    kept = (keys < sinks) | ((offsets >= 0) & (offsets < budget - sinks))  # (c, T)
+    return (weights * kept).sum(-1)
+
+
+def heavy_hitter_kept(weights: torch.Tensor, start: int, budget: int, accumulated: torch.Tensor) -> torch.Tensor:
+    """H2O's kept share per row. accumulated: (B, h, T) the attention every key received from the rows before
+    the block, updated in place with the block's own rows (pass the blocks in row order)."""
+    recent = budget - budget // 2
+    heavy = budget // 2
+    before = accumulated[:, :, None] + weights.cumsum(-2) - weights  # (B, h, c, T) attention from earlier rows
+    accumulated += weights.sum(-2)
+    offsets = _offsets(weights, start)
+    kept = (offsets >= 0) & (offsets < recent)  # (c, T) the most recent keys
+    if heavy:
+        older = offsets >= recent  # (c, T) the keys the heavy hitters are chosen from
+        ranked = torch.where(older, before, torch.finfo(before.dtype).min)
+        count = min(heavy, weights.shape[-1])
+        top = ranked.topk(count, dim=-1).indices  # (B, h, c, count)
+        chosen = torch.zeros_like(weights, dtype=torch.bool).scatter_(-1, top, True) & older
+        kept = kept | chosen
+    return (weights * kept).sum(-1)

@@ -1,0 +1,176 @@
+"""attn kv: each head's KV statistics against an independent numpy recomputation from the model's own eager
+attention weights (output_attentions), on a tiny GPT-2, a grouped-query Llama and a sliding-window Mistral.
+
+Tolerances: the shares are means over rows of float32 softmax weights that attn recomputes from q and k, while
+the reference reads eager's: 1e-6 absolute. The keys a row needs are integers, compared exactly (as
+histograms over the rows)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import attn_cli
+from attn_cli.analyses.kv import MASSES
+
+TEXT = "the cat sat on the mat and the dog ran far away from the old house today"
+SINKS, WINDOWS, BUDGET = 2, (2, 5), 6
+LAB_TEXT = "only party company among there world keeps on may business only party company among there world"
+
+
+def reference(weights: np.ndarray, allowed: np.ndarray) -> dict:
+    """One head's statistics from its weights (T, T) and allowed keys (T, T), row by row, in plain numpy."""
+    count = weights.shape[0]
+    sink, local = [], {window: [] for window in WINDOWS}
+    streaming, heavy, needed = [], [], {p: [] for p in MASSES}
+    accumulated = np.zeros(count)
+    for row in range(count):
+        w = weights[row].astype(np.float64)
+        keys = np.flatnonzero(allowed[row])
+        sink.append(w[:SINKS].sum())
+        for window in WINDOWS:
+            local[window].append(sum(w[j] for j in range(count) if abs(row - j) < window))
+        ordered = np.cumsum(np.sort(w)[::-1])
+        for p in MASSES:
+            needed[p].append(int(np.argmax(ordered >= (p - 1e-6) * ordered[-1])) + 1)
+        if len(keys) > BUDGET:
+            recent_keys = [j for j in keys if 0 <= row - j < BUDGET - SINKS]
+            streaming.append(sum(w[j] for j in set(range(SINKS)) | set(recent_keys)))
+            recent = BUDGET - BUDGET // 2
+            near = [j for j in range(count) if 0 <= row - j < recent]
+            older = [j for j in range(count) if row - j >= recent]
+            hitters = sorted(older, key=lambda j: -accumulated[j])[: BUDGET // 2]
+            heavy.append(sum(w[j] for j in set(near) | set(hitters)))
+        accumulated += w
+    return {
+        "sink": np.mean(sink),
+        "local": {window: np.mean(values) for window, values in local.items()},
+        "streaming": np.mean(streaming) if streaming else None,
+        "heavy": np.mean(heavy) if heavy else None,
+        "needed": needed,
+    }
+
+
+def eager_weights(directory, text: str, model_class):
+    """The model's own weights with output_attentions under eager attention: per layer (H, T, T)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    model = model_class.from_pretrained(directory, attn_implementation="eager").eval()
+    encoded = tokenizer(text, return_tensors="pt")
+    encoded = {name: value for name, value in encoded.items() if name in ("input_ids", "attention_mask")}
+    if model.config.model_type == "gpt2":
+        encoded["token_type_ids"] = torch.zeros_like(encoded["input_ids"])  # as attn feeds BERT's tokenizer's
+    with torch.no_grad():
+        attentions = model(**encoded, output_attentions=True).attentions
+    return [layer[0].numpy() for layer in attentions]
+
+
+@pytest.fixture(scope="module")
+def tiny_mistral_dir(tmp_path_factory):
+    """A 2-layer Mistral whose sliding window (4 keys) is shorter than the text, 4 query heads on 2 kv heads."""
+    from conftest import save_tiny
+    from transformers import MistralConfig, MistralModel
+
+    torch.manual_seed(0)
+    config = MistralConfig(
+        vocab_size=30522,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=4,
+        max_position_embeddings=128,
+    )
+    return save_tiny(MistralModel(config), tmp_path_factory.mktemp("tiny-mistral"))
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "mistral", "lab"])
+def test_every_statistic_is_the_numpy_recomputation_from_eager_weights(kind, request):
+    """The tiny random models' attention is nearly uniform; the lab decoder's is peaked, so H2O's heavy hitters
+    there depend on which rows' attention was accumulated (the rows before, not the row itself)."""
+    from transformers import AutoModel
+
+    from attn_cli.backends.lab import lab_dir
+
+    directory = lab_dir() if kind == "lab" else request.getfixturevalue(f"tiny_{kind}_dir")
+    model = attn_cli.load("lab" if kind == "lab" else str(directory), device="cpu")
+    report = model.kv_profile(
+        LAB_TEXT if kind == "lab" else TEXT, budget=BUDGET, sinks=SINKS, windows=WINDOWS, retrieval_probe=False
+    )
+    eager = eager_weights(directory, LAB_TEXT if kind == "lab" else TEXT, AutoModel)
+    count = eager[0].shape[-1]
+    rows, keys = np.arange(count)[:, None], np.arange(count)[None, :]
+    allowed = keys <= rows
+    if kind == "mistral":
+        allowed &= rows - keys < 4
+        assert report.model.kv_heads == 2 and len(report.kv_heads()) == 4
+    assert report.rows == count and report.texts == 1
+    for head in report.heads:
+        expected = reference(eager[head.layer][head.head], allowed)
+        assert head.sink == pytest.approx(expected["sink"], abs=1e-6)
+        for window in WINDOWS:
+            assert head.windows[window] == pytest.approx(expected["local"][window], abs=1e-6)
+        assert head.streaming == pytest.approx(expected["streaming"], abs=1e-6)
+        assert head.heavy_hitters == pytest.approx(expected["heavy"], abs=1e-6)
+        for p in MASSES:
+            values = expected["needed"][p]
+            assert head.keys[p][0] == pytest.approx(np.mean(values)), (head.layer, head.head, p)
+            assert head.keys[p][2] == max(values)
+
+
+def test_on_the_lab_decoder_the_induction_heads_are_retrieval_heads_and_the_previous_token_head_is_local():
+    lab = attn_cli.load("lab", device="cpu")
+    words = "only party company among there world keeps on may business"
+    report = lab.kv_profile([f"{words} {words}", "the cat saw a dog . the cat saw a dog"], budget=8, windows=(2, 8))
+    by_head = {(head.layer, head.head): head for head in report.heads}
+    assert by_head[0, 2].windows[2] > 0.95  # the token itself and the one before it
+    assert by_head[0, 2].label == "streaming" and by_head[0, 2].budget <= 2
+    for head in range(4):
+        assert by_head[1, head].label == "retrieval" and by_head[1, head].retrieval >= 0.5
+        assert by_head[0, head].retrieval < 0.5
+    assert report.full_attention()[1].tolist() == [1.0] * 4
+
+
+def test_the_command_exports_duoattentions_pattern_and_refuses_in_one_line(tmp_path, tiny_llama_dir):
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+
+    runner = CliRunner()
+    folder = tmp_path / "pattern"
+    ran = runner.invoke(
+        app,
+        [
+            "kv",
+            TEXT,
+            "--model",
+            str(tiny_llama_dir),
+            "--budget",
+            "6",
+            "--no-probe",
+            "--export-dir",
+            str(folder),
+            "--json",
+        ],
+    )
+    assert ran.exit_code == 0, ran.output
+    document = json.loads(ran.stdout)
+    grid = np.loadtxt(folder / "full_attention_heads.tsv", delimiter="\t")  # as DuoAttention's load_attn_pattern
+    assert grid.shape == (2, 2)  # layers × KV heads
+    labels = {(group["layer"], group["kv_head"]): group["label"] for group in document["kv_heads"]}
+    assert all(grid[layer, kv] == (labels[layer, kv] == "retrieval") for layer, kv in labels)
+    assert json.loads((folder / "config.json").read_text()) == {"sink_size": 4, "recent_size": 2}
+    assert json.loads((folder / "kv_profile.json").read_text())["command"] == "kv"
+    assert document["rule"].startswith("retrieval: the needle probe's retrieval score")
+    for wrong, said in [
+        (["--budget", "3"], "leaves no room past the 4 sinks"),
+        (["--window", "a,b"], "is not a list of window sizes"),
+        (["--mass", "2"], "is not a share of attention"),
+    ]:
+        refused = runner.invoke(app, ["kv", TEXT, "--model", str(tiny_llama_dir), *wrong])
+        assert refused.exit_code == 2 and said in refused.output and "Traceback" not in refused.output
