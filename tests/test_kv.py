@@ -45,7 +45,17 @@ def reference(weights: np.ndarray, allowed: np.ndarray) -> dict:
             hitters = sorted(older, key=lambda j: -accumulated[j])[: BUDGET // 2]
             heavy.append(sum(w[j] for j in set(near) | set(hitters)))
         accumulated += w
+    window = min(32, BUDGET // 2)  # SnapKV's observation window
+    snap = None
+    if count > BUDGET:
+        prefix = count - window
+        votes = weights[prefix:, :prefix].astype(np.float64).sum(0)
+        padded = np.concatenate([np.zeros(2), votes, np.zeros(2)])  # avg_pool1d, kernel 5, zero padding 2
+        pooled = np.array([padded[j : j + 5].sum() / 5 for j in range(prefix)])
+        chosen = set(np.argsort(-pooled, kind="stable")[: BUDGET - window]) | set(range(prefix, count))
+        snap = np.mean([sum(weights[row, j] for j in chosen) for row in range(prefix, count)])
     return {
+        "snap": snap,
         "sink": np.mean(sink),
         "local": {window: np.mean(values) for window, values in local.items()},
         "streaming": np.mean(streaming) if streaming else None,
@@ -117,6 +127,7 @@ def test_every_statistic_is_the_numpy_recomputation_from_eager_weights(kind, req
             assert head.windows[window] == pytest.approx(expected["local"][window], abs=1e-6)
         assert head.streaming == pytest.approx(expected["streaming"], abs=1e-6)
         assert head.heavy_hitters == pytest.approx(expected["heavy"], abs=1e-6)
+        assert head.snapkv == pytest.approx(expected["snap"], abs=1e-6)
         for p in MASSES:
             values = expected["needed"][p]
             assert head.keys[p][0] == pytest.approx(np.mean(values)), (head.layer, head.head, p)
@@ -174,3 +185,53 @@ def test_the_command_exports_duoattentions_pattern_and_refuses_in_one_line(tmp_p
     ]:
         refused = runner.invoke(app, ["kv", TEXT, "--model", str(tiny_llama_dir), *wrong])
         assert refused.exit_code == 2 and said in refused.output and "Traceback" not in refused.output
+
+
+def test_the_retrieval_score_is_wu_et_al_retrieval_calculate_run_as_their_decode_loop():
+    """nightdessert/Retrieval_Head's retrieval_head_detection.py, written again: the prompt runs once, then
+    decode() feeds one token at a time with the KV cache and output_attentions (eager), takes the argmax as the
+    next token, and retrieval_calculate adds 1 / (needle_end − needle_start) to a head when its top-1 key in
+    the last row lies in the needle and holds the token just generated. Here the prompt is the probe up to the
+    needle's copy's first token (its cue), the decode runs the copy's other tokens, and the lab decoder copies
+    them all (checked: the run is a successful retrieval, as the reference requires by ROUGE > 50).
+
+    attn's score (math/head_scores.py) differs in two ways, both adaptations: it is teacher-forced (every row
+    of one forward reads the given text), and it also counts the row before the cue, whose next token is the
+    copy's first (it cannot know it: a hit there is chance). So attn = reference + that row's own hit."""
+    from transformers import AutoModelForCausalLM
+
+    from attn_cli.analyses.heads import PROBE_LENGTH, probe
+    from attn_cli.backends.lab import lab_dir
+
+    lab = attn_cli.load("lab", device="cpu")
+    described = probe(lab.backend, "retrieval", 0, PROBE_LENGTH)
+    report = lab.kv_profile(described["text"], retrieval_probe=True, windows=(16,))
+    ids = lab.backend.tokenizer(described["text"], return_tensors="pt")["input_ids"]
+    needle_len = described["needle"]
+    needle_start = 1 + described["depth"]  # <bos>, then the haystack's first `depth` words
+    needle_end = needle_start + needle_len
+    cue = ids.shape[1] - needle_len  # the copy's first token
+    assert ids[0, needle_start:needle_end].tolist() == ids[0, cue:].tolist()
+    model = AutoModelForCausalLM.from_pretrained(lab_dir(), attn_implementation="eager").eval()
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    score = np.zeros((layers, heads))
+    generated = []
+    with torch.no_grad():
+        outputs = model(input_ids=ids[:, :cue], use_cache=True)
+        past, token = outputs.cache, ids[:, cue]
+        for _ in range(needle_len - 1):
+            outputs = model(input_ids=token.view(1, 1), cache=past, use_cache=True, output_attentions=True)
+            past, token = outputs.cache, outputs.logits[0, -1].argmax()
+            generated.append(int(token))
+            for layer in range(layers):
+                for head in range(heads):
+                    key = int(outputs.attentions[layer][0, head, -1].topk(1).indices[0])
+                    if needle_start <= key < needle_end and int(token) == int(ids[0, key]):
+                        score[layer, head] += 1 / (needle_end - needle_start)
+        assert generated == ids[0, cue + 1 :].tolist()  # a successful retrieval
+        before_cue = model(input_ids=ids, output_attentions=True).attentions  # the uncued row, cue − 1
+    for head in report.heads:
+        key = int(before_cue[head.layer][0, head.head, cue - 1].argmax())
+        chance = needle_start <= key < needle_end and int(ids[0, key]) == int(ids[0, cue])
+        assert head.retrieval == pytest.approx(score[head.layer, head.head] + chance / needle_len, abs=1e-6)
+    assert max(head.retrieval for head in report.heads if head.layer == 1) >= 0.8

@@ -7,7 +7,9 @@ block with math/kv.py and adds up, per (layer, head), over every real query row 
 - sink mass (the first SINKS keys) and local mass within each window (keys less than w positions away);
 - the keys a row needs to keep p of its attention (its largest weights first), as a distribution over rows;
 - what StreamingLLM (sinks + recent keys) and H2O (recent keys + heavy hitters) keep of each row at a budget of
-  keys, over the rows that have more keys than the budget (the rows a policy must drop keys from).
+  keys, over the rows that have more keys than the budget (the rows a policy must drop keys from); and what
+  SnapKV keeps of the rows of its observation window (a text's last rows, which vote for the keys kept), over
+  the texts longer than the budget.
 
 The retrieval score comes from `attn heads --probe retrieval` (Wu et al. 2024; math/head_scores.py): a seeded
 needle in a random haystack, copied again; the share of copy steps where the head's strongest key is the
@@ -37,6 +39,7 @@ MASSES = (0.9, 0.95, 0.99)
 BUDGET = 64  # keys a row keeps under each policy
 TARGET = 0.95  # the share of a row's attention a cache must keep
 RETRIEVAL = 0.5  # a retrieval score from here up: the head copies from far back
+SNAPKV_WINDOW = 32  # SnapKV's observation window: the last 32 rows of a text
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class HeadKV:
     keys: dict[float, tuple[float, float, int]]  # p -> (mean, 90th percentile, max) keys a row needs for p
     streaming: float | None  # StreamingLLM's kept share at the budget (None: no row has more keys than it)
     heavy_hitters: float | None  # H2O's
+    snapkv: float | None  # SnapKV's, over the observation windows of the texts longer than the budget
     retrieval: float | None  # the retrieval score on the needle probe (None: not run)
     label: str  # "streaming" or "retrieval"
     budget: int  # recommended: the keys 90% of rows need to keep `target` of their attention
@@ -74,7 +78,11 @@ class HeadKV:
                 str(p): {"mean": num_json(mean), "p90": num_json(p90), "max": top}
                 for p, (mean, p90, top) in self.keys.items()
             },
-            "policies": {"streaming_llm": num_json(self.streaming), "h2o": num_json(self.heavy_hitters)},
+            "policies": {
+                "streaming_llm": num_json(self.streaming),
+                "h2o": num_json(self.heavy_hitters),
+                "snapkv": num_json(self.snapkv),
+            },
             "retrieval": num_json(self.retrieval),
         }
 
@@ -212,6 +220,12 @@ def _retrieval_scores(backend, seed: int) -> tuple[dict[tuple[int, int], float |
     return {(one.layer, one.head): one.scores.get("retrieval") for one in report.heads}, described
 
 
+def observation_window(budget: int) -> int:
+    """SnapKV's observation window: its default 32 rows, or half the budget when that is smaller (the window's
+    own keys are kept, and the budget must leave room for voted ones)."""
+    return min(SNAPKV_WINDOW, budget // 2)
+
+
 def scorer_for(settings: Settings) -> type:
     class KVScores(LayerScores):
         """Per layer and block of heads, each text's row sums of the KV statistics (math/kv.py)."""
@@ -224,11 +238,19 @@ def scorer_for(settings: Settings) -> type:
             count = heads.stop - heads.start
             batch = real.shape[0]
             zeros = lambda: torch.zeros(batch, count, dtype=torch.float64)  # noqa: E731
-            sums: dict[str | int, torch.Tensor] = {"sink": zeros(), "streaming": zeros(), "h2o": zeros()}
+            sums: dict[str | int, torch.Tensor] = {
+                "sink": zeros(),
+                "streaming": zeros(),
+                "h2o": zeros(),
+                "snapkv": zeros(),
+            }
             sums.update({window: zeros() for window in settings.windows})
             rows, policy_rows = torch.zeros(batch, dtype=torch.float64), torch.zeros(batch, dtype=torch.float64)
             needed: dict[float, list[list[torch.Tensor]]] = {p: [[] for _ in range(count)] for p in MASSES}
             accumulated = None
+            lengths = real.sum(-1).tolist()  # each text's tokens
+            observed = observation_window(settings.budget)
+            windows: list[list[torch.Tensor]] = [[] for _ in lengths]  # each text's last `observed` rows
             for start, weights, allowed in blocks:
                 weights = weights.float()
                 if accumulated is None:
@@ -248,12 +270,22 @@ def scorer_for(settings: Settings) -> type:
                     add(window, kv.window_mass(weights, start, window))
                 add("streaming", kv.streaming_kept(weights, start, settings.sinks, settings.budget), dropping)
                 add("h2o", kv.heavy_hitter_kept(weights, start, settings.budget, accumulated), dropping)
+                for text, length in enumerate(lengths):  # the rows of each text's observation window in this block
+                    first, last = max(start, length - observed), min(stop, length)
+                    if length > settings.budget and first < last:
+                        windows[text].append(weights[text, :, first - start : last - start, :length])
                 counted_mask = counted_rows.bool()  # (B, c)
                 for p in MASSES:
                     keys_needed = kv.keys_for_mass(weights, p)  # (B, h, c)
                     for offset in range(count):  # each head's counted rows' needs, flat
                         needed[p][offset].append(keys_needed[:, offset][counted_mask].cpu())
-            self.results.append((layer_index, heads, sums, rows.cpu(), policy_rows.cpu(), needed))
+            snap_rows = torch.zeros(batch, dtype=torch.float64)
+            for text, parts in enumerate(windows):
+                if parts:  # a text longer than the budget: SnapKV drops some of its keys
+                    kept = kv.snapkv_kept(torch.cat(parts, 1), settings.budget)  # (h, w)
+                    sums["snapkv"][text] += kept.double().sum(-1).cpu()
+                    snap_rows[text] = kept.shape[-1]
+            self.results.append((layer_index, heads, sums, rows.cpu(), policy_rows.cpu(), snap_rows, needed))
 
     return KVScores
 
@@ -263,15 +295,16 @@ class Totals:
 
     def __init__(self, layers: int, heads: int, settings: Settings):
         self.settings = settings
-        names: list[str | int] = ["sink", "streaming", "h2o", *settings.windows]
+        names: list[str | int] = ["sink", "streaming", "h2o", "snapkv", *settings.windows]
         self.sums = {name: np.zeros((layers, heads)) for name in names}
         self.row_counts = np.zeros(layers)
         self.policy_counts = np.zeros((layers, heads))
+        self.snap_counts = np.zeros((layers, heads))
         self.histograms: dict[tuple[int, int, float], np.ndarray] = {}
         self.rows = 0.0
 
     def add(self, results) -> None:
-        for layer_index, heads, sums, rows, policy_rows, needed in results:
+        for layer_index, heads, sums, rows, policy_rows, snap_rows, needed in results:
             for name, values in sums.items():
                 self.sums[name][layer_index, heads] += values.sum(0).numpy()
             if heads.start == 0:
@@ -279,6 +312,7 @@ class Totals:
                 if layer_index == 0:
                     self.rows += float(rows.sum())
             self.policy_counts[layer_index, heads] += float(policy_rows.sum())
+            self.snap_counts[layer_index, heads] += float(snap_rows.sum())
             for p, per_head in needed.items():
                 for offset, parts in enumerate(per_head):
                     values = torch.cat(parts).numpy() if parts else np.zeros(0, dtype=np.int64)
@@ -292,7 +326,7 @@ class Totals:
 
     def head(self, index: int, layer: int, head: int, kv_head: int, retrieval: dict | None) -> HeadKV:
         rows = max(self.row_counts[index], 1.0)
-        policy = self.policy_counts[index, head]
+        policy, snap = self.policy_counts[index, head], self.snap_counts[index, head]
         mean = lambda name: float(self.sums[name][index, head] / rows)  # noqa: E731
         kept = lambda name: float(self.sums[name][index, head] / policy) if policy else None  # noqa: E731
         keys = {p: _distribution(self.histograms.get((index, head, p))) for p in MASSES}
@@ -311,6 +345,7 @@ class Totals:
             keys=keys,
             streaming=streaming,
             heavy_hitters=kept("h2o"),
+            snapkv=float(self.sums["snapkv"][index, head] / snap) if snap else None,
             retrieval=score,
             label="retrieval" if far else "streaming",
             budget=int(np.ceil(needed[1])),

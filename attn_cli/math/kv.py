@@ -11,6 +11,8 @@ keys_for_mass      the fewest keys, largest first, whose weights add up to at le
 streaming_kept     StreamingLLM (Xiao et al. 2024): the first `sinks` keys and the most recent ones, `budget` in all
 heavy_hitter_kept  H2O (Zhang et al. 2023): `budget` / 2 most recent keys, and the `budget` / 2 older keys with the
                    most attention accumulated by the rows before this one (its heavy hitters)
+snapkv_kept        SnapKV (Li et al. 2024): the keys the last rows of a text (its observation window) vote for, and
+                   the window's own; read for the window's rows, once a text is whole
 """
 
 from __future__ import annotations
@@ -66,3 +68,19 @@ def heavy_hitter_kept(weights: torch.Tensor, start: int, budget: int, accumulate
         chosen = torch.zeros_like(weights, dtype=torch.bool).scatter_(-1, top, True) & older
         kept = kept | chosen
     return (weights * kept).sum(-1)
+
+
+def snapkv_kept(window_rows: torch.Tensor, budget: int, kernel: int = 5) -> torch.Tensor:
+    """SnapKV (Li et al. 2024), for one text: window_rows (h, w, L) are its last w query rows (the observation
+    window) over its L keys. Their summed attention votes for each earlier key, smoothed by an average pool of
+    `kernel` keys; the budget − w keys with the most votes are kept, with the window's own keys.
+    -> (h, w) what each window row keeps of its attention."""
+    heads, window, keys = window_rows.shape
+    prefix = keys - window
+    votes = window_rows[..., :prefix].sum(-2)  # (h, prefix)
+    pooled = torch.nn.functional.avg_pool1d(votes[:, None], kernel, stride=1, padding=kernel // 2)[:, 0, :prefix]
+    chosen = pooled.topk(min(budget - window, prefix), dim=-1).indices  # (h, budget − w)
+    kept = torch.zeros(heads, keys, dtype=torch.bool, device=window_rows.device)
+    kept.scatter_(-1, chosen, True)
+    kept[:, prefix:] = True
+    return (window_rows * kept[:, None]).sum(-1)

@@ -55,6 +55,7 @@ def grids(report) -> list[tuple[str, np.ndarray, Scale]]:
             shares,
         ),
         (f"H2O keeps ({settings.budget} keys: recent + heavy hitters)", grid(lambda head: head.heavy_hitters), shares),
+        (f"SnapKV keeps ({settings.budget} keys, of its window's rows)", grid(lambda head: head.snapkv), shares),
         ("retrieval score (needle probe)", grid(lambda head: head.retrieval), shares),
     ]
     return [entry for entry in found if not np.isnan(entry[1]).all()]
