@@ -275,8 +275,7 @@ def scorer_for(settings: Settings) -> type:
                     if length > settings.budget and first < last:
                         windows[text].append(weights[text, :, first - start : last - start, :length])
                 counted_mask = counted_rows.bool()  # (B, c)
-                for p in MASSES:
-                    keys_needed = kv.keys_for_mass(weights, p)  # (B, h, c)
+                for p, keys_needed in zip(MASSES, kv.keys_for_mass(weights, MASSES)):  # each (B, h, c)
                     for offset in range(count):  # each head's counted rows' needs, flat
                         needed[p][offset].append(keys_needed[:, offset][counted_mask].cpu())
             snap_rows = torch.zeros(batch, dtype=torch.float64)

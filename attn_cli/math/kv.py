@@ -36,12 +36,14 @@ def window_mass(weights: torch.Tensor, start: int, window: int) -> torch.Tensor:
     return (weights * near).sum(-1)
 
 
-def keys_for_mass(weights: torch.Tensor, p: float) -> torch.Tensor:
-    """(B, h, c) the fewest keys whose weights reach p of the row (a row with no weight: 0). The comparison allows
-    float32 round-off (1e-6), so a row of one key needs 1 key for p = 1."""
-    ordered = weights.sort(-1, descending=True).values.cumsum(-1)  # (B, h, c, T)
-    short = ordered < (p - 1e-6) * ordered[..., -1:]  # p of what the row holds (a learned sink's row holds < 1)
-    return torch.where(ordered[..., -1] > 0, short.sum(-1) + 1, 0)
+def keys_for_mass(weights: torch.Tensor, masses: tuple[float, ...]) -> torch.Tensor:
+    """(len(masses), B, h, c) the fewest keys whose weights reach each p of the row (a row with no weight: 0),
+    from one sort of the rows. The comparison allows float32 round-off (1e-6), so a row of one key needs 1 key
+    for p = 1; p is of what the row holds (a learned sink's row holds less than 1)."""
+    ordered = weights.sort(-1, descending=True).values.cumsum_(-1)  # (B, h, c, T)
+    total = ordered[..., -1:]
+    held = total[..., 0] > 0
+    return torch.stack([torch.where(held, (ordered < (p - 1e-6) * total).sum(-1) + 1, 0) for p in masses])
 
 
 def streaming_kept(weights: torch.Tensor, start: int, sinks: int, budget: int) -> torch.Tensor:

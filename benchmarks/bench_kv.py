@@ -1,0 +1,99 @@
+"""`attn kv` beside what running the model costs, in one process (the models loaded once), as ratios.
+
+1. A corpus: the 1,000 sentences of _corpus.py on the bundled MiniLM, batches of 32, against bench_store.py's
+   floor (a bare sdpa forward over the same length-sorted batches, tokenizing included). Target: ≤ 1.5x.
+   The profile includes its needle probe (one short text).
+2. Long inputs: the tiny Llama of bench_long.py (4 layers, 8 heads on 2 KV heads, hidden 256) on one text
+   of T tokens, against its plain sdpa forward. Target at 16k: ≤ 1.3x. 16k is not in the default lengths:
+   the profile sorts every row of every head (the keys a row needs), which at 4k already costs far more
+   than the forward (see docs/commands/kv.md); --lengths 1024,4096,16384 measures it anyway.
+
+Contenders alternate (A, B, A, B …) after a warm-up; medians of wall and CPU seconds.
+
+    .venv/bin/python benchmarks/bench_kv.py [--repeat 3] [--texts 1000] [--lengths 1024,4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from _corpus import write_corpus
+from _timing import print_call_ratio, print_calls, print_header, print_threads, time_calls
+
+CORPUS_TARGET = 1.5
+LONG_TARGET = 1.3
+
+
+def corpus(args) -> bool:
+    import torch
+    from bench_store import BATCH, floor
+
+    import attn_cli
+
+    model = attn_cli.load("minilm", device="cpu")
+    with tempfile.TemporaryDirectory(prefix="bench-kv") as folder:
+        path = Path(folder) / "corpus.txt"
+        write_corpus(path, args.texts)
+        print_header(f"attn kv over {args.texts} texts vs the bare sdpa floor, MiniLM (6 × 12 heads), batches of {BATCH}")
+        print_threads(torch)
+        calls = time_calls(
+            {
+                "floor": lambda _: floor(model.backend, str(path)),
+                "kv": lambda _: model.kv_profile(file=str(path), batch_size=BATCH),
+            },
+            [None] * args.repeat,
+            None,
+        )
+    print_calls(calls)
+    return print_call_ratio(calls, "kv", "floor", CORPUS_TARGET)
+
+
+def long(args) -> bool:
+    import torch
+    from bench_long import build_model
+
+    import attn_cli
+
+    met = True
+    with tempfile.TemporaryDirectory(prefix="bench-kv-long") as folder:
+        build_model(Path(folder))
+        model = attn_cli.load(folder, device="cpu")
+        for length in (int(part) for part in args.lengths.split(",")):
+            text = " ".join(["word"] * (length - 2))  # a word per token, with [CLS] and [SEP]
+            fed = model.backend.tokenizer(text, return_tensors="pt")
+            print_header(f"\nattn kv on {fed['input_ids'].shape[1]} tokens vs the sdpa forward, tiny Llama (4 × 8 heads)")
+
+            def forward(_):
+                with torch.inference_mode():
+                    model.backend.model(**fed)
+
+            calls = time_calls(
+                {"sdpa": forward, "kv": lambda _: model.kv_profile(text, retrieval_probe=False, batch_size=1)},
+                [None] * args.repeat,
+                None,
+            )
+            print_calls(calls)
+            target = LONG_TARGET if length >= 16384 else None
+            if target is not None:
+                met = print_call_ratio(calls, "kv", "sdpa", target) and met
+            else:
+                from _timing import median_of
+
+                print(f"kv / sdpa: {median_of(calls['kv']) / median_of(calls['sdpa']):.1f}x (no target below 16k)")
+    return met
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--texts", type=int, default=1000)
+    parser.add_argument("--lengths", default="1024,4096", help="token counts of the long part (comma-separated)")
+    args = parser.parse_args()
+    return 0 if corpus(args) and long(args) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
