@@ -37,7 +37,9 @@ def corpus(args) -> bool:
     with tempfile.TemporaryDirectory(prefix="bench-kv") as folder:
         path = Path(folder) / "corpus.txt"
         write_corpus(path, args.texts)
-        print_header(f"attn kv over {args.texts} texts vs the bare sdpa floor, MiniLM (6 × 12 heads), batches of {BATCH}")
+        print_header(
+            f"attn kv over {args.texts} texts vs the bare sdpa floor, MiniLM (6 × 12 heads), batches of {BATCH}"
+        )
         print_threads(torch)
         calls = time_calls(
             {
@@ -64,7 +66,9 @@ def long(args) -> bool:
         for length in (int(part) for part in args.lengths.split(",")):
             text = " ".join(["word"] * (length - 2))  # a word per token, with [CLS] and [SEP]
             fed = model.backend.tokenizer(text, return_tensors="pt")
-            print_header(f"\nattn kv on {fed['input_ids'].shape[1]} tokens vs the sdpa forward, tiny Llama (4 × 8 heads)")
+            print_header(
+                f"\nattn kv on {fed['input_ids'].shape[1]} tokens vs the sdpa forward, tiny Llama (4 × 8 heads)"
+            )
 
             def forward(_):
                 with torch.inference_mode():
