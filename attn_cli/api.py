@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import inspect as signatures
+import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import overload
@@ -554,6 +555,8 @@ class Model:
         image=None,
         file: str | Path | None = None,
         limit: int | None = None,
+        store: str | Path | None = None,
+        resume: bool = False,
         layers: Spec = "all",
         heads: Spec | Sequence[tuple[int, int]] = "all",
         together: bool = False,
@@ -575,7 +578,8 @@ class Model:
         language model; cosine (of the mean-pooled embedding) for an encoder. image (a file, "-" or a PIL image)
         instead of text: a vision transformer's heads, by the cosine distance of its mean-pooled embedding. file
         (a corpus, as heads() reads it; at most `limit` texts) instead: every ablation on every text, the mean
-        effect, its .std over the texts and the .examples where it was largest; progress(texts done)."""
+        effect, its .std over the texts and the .examples where it was largest; progress(texts done); store (a
+        directory): each text's values written there as they are made, resume=True continues it."""
         from attn_cli.analyses.ablate import ablate
 
         if (text is not None) + (image is not None) + (file is not None) != 1:
@@ -585,7 +589,28 @@ class Model:
 
             from attn_cli.analyses.ablate import ablate_corpus
 
-            texts, _, _, _ = _corpus(None, file)
+            texts, _, source, _ = _corpus(None, file)
+            kept = None
+            if store is not None:
+                from attn_cli.analyses.ablate_store import AblationStore
+
+                identity = {
+                    "model": self.info.name,
+                    "architecture": self.info.architecture,
+                    "dtype": self.backend.dtype,
+                    "corpus": source,
+                    "options": {
+                        "layers": layers,
+                        "heads": heads,
+                        "together": together,
+                        "method": method,
+                        "metric": metric,
+                        "reference": None if reference is None else list(reference),
+                        "seed": seed,
+                        "truncate": truncate,
+                    },
+                }
+                kept = AblationStore(Path(store), json.loads(json.dumps(identity)), resume)
             return ablate_corpus(
                 self.backend,
                 texts if limit is None else islice(texts, limit),
@@ -598,7 +623,10 @@ class Model:
                 seed=seed,
                 truncate=truncate,
                 progress=progress,
+                store=kept,
             )
+        if store is not None:
+            raise BadInput("--store keeps a corpus' ablations", "add --file CORPUS")
         picture, source = _image(image) if image is not None else (None, "image")
         return ablate(
             self.backend,

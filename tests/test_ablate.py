@@ -9,6 +9,7 @@ cosine distance."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -455,3 +456,37 @@ def test_the_reports_are_dataframes_too(lab):
     assert len(frame) == 8 and frame["position"].isna().all() and frame["recovery"].max() < 1
     ranked = lab.importance([LAB_WORDS + " " + LAB_WORDS], prune=False).to_pandas()
     assert ranked.iloc[-1][["layer", "head"]].tolist() == [0, 2] and ranked["rank"].tolist() == list(range(8))
+
+
+def test_a_corpus_store_keeps_each_text_and_resumes_after_the_last(lab, tmp_path, monkeypatch):
+    """--store writes a line per finished text; --resume runs only the texts after them (the others are not run
+    again), a line cut short by a crash is dropped, and the report is the one an uninterrupted run makes."""
+    texts = [LAB_WORDS + " " + LAB_WORDS, "the cat saw a dog . the cat saw a dog", "party company among there"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts) + "\n")
+    store = tmp_path / "store"
+    whole = lab.ablate(file=str(corpus), layers="0")
+    first = lab.ablate(file=str(corpus), layers="0", limit=2, store=str(store))
+    assert first.texts == 2 and (store / "run.json").is_file()
+    with open(store / "texts.jsonl", "a", encoding="utf-8") as stream:
+        stream.write('{"index": 2, "text": "party comp')  # a crash in the middle of the third text's line
+    ran = []
+    original = ablate_module.ablate
+    monkeypatch.setattr(
+        ablate_module, "ablate", lambda backend, text, *a, **k: ran.append(text) or original(backend, text, *a, **k)
+    )
+    resumed = lab.ablate(file=str(corpus), layers="0", store=str(store), resume=True)
+    assert ran == [texts[2]]
+    assert [a.effect for a in resumed.ablations] == pytest.approx([a.effect for a in whole.ablations])
+    assert [a.examples for a in resumed.ablations] == [a.examples for a in whole.ablations]
+    lines = (store / "texts.jsonl").read_text().splitlines()
+    assert [json.loads(line)["index"] for line in lines] == [0, 1, 2]
+    from attn_cli.plumbing.errors import BadInput
+
+    with pytest.raises(BadInput, match="is not empty"):
+        lab.ablate(file=str(corpus), layers="0", store=str(store))
+    with pytest.raises(BadInput, match="written by another run"):
+        lab.ablate(file=str(corpus), layers="1", store=str(store), resume=True)
+    corpus.write_text("another text\n" + "\n".join(texts) + "\n")
+    with pytest.raises(BadInput, match="is not the one"):
+        lab.ablate(file=str(corpus), layers="0", store=str(store), resume=True)

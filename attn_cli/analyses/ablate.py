@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from attn_cli.analyses.ablate_store import AblationStore
 from attn_cli.backends.capabilities import Intervenes, IntervenesImage, require
 from attn_cli.backends.interventions import Fed, HeadChanges, HeadOutputs
 from attn_cli.data.capture import ModelInfo
@@ -304,61 +305,75 @@ def ablate_corpus(
     seed: int = 0,
     truncate: bool = False,
     progress=None,
+    store: AblationStore | None = None,
 ) -> AblationReport:
     """ablate() on every text of a corpus, each text its own clean run: the mean value and effect of every
-    ablation over the texts, the effect's standard deviation, and the texts where it was largest."""
-    reports = []
+    ablation over the texts, the effect's standard deviation, and the texts where it was largest. store: each
+    text's values are written there as they are made, and the texts it holds already are not run again."""
+    records: list[dict] = [] if store is None else list(store.records)
+    shown: AblationReport | None = None  # the one text's own report, for a corpus of one
     for index, text in enumerate(texts):
-        reports.append(
-            ablate(
-                backend,
-                text,
-                layers,
-                heads,
-                together=together,
-                method=method,
-                metric=metric,
-                reference=reference,
-                reference_name=reference_name,
-                seed=seed + index,
-                truncate=truncate,
-            )
+        if store is not None:
+            store.check_corpus(index, text)
+        if index < len(records):
+            continue
+        report = ablate(
+            backend,
+            text,
+            layers,
+            heads,
+            together=together,
+            method=method,
+            metric=metric,
+            reference=reference,
+            reference_name=reference_name,
+            seed=seed + index,
+            truncate=truncate,
         )
+        shown = report
+        values_ = [ablation.value for ablation in report.ablations]
+        record = {"index": index, "text": text, "metric": report.metric, "clean": report.clean, "values": values_}
+        if store is not None:
+            store.append(record)
+        records.append(record)
         if progress is not None:
             progress(index + 1)
-    if not reports:
+    if not records:
         raise BadInput("the corpus has no texts", "give --file a file with a text per line")
-    if len(reports) == 1:
-        return reports[0]
-    first = reports[0]
-    effects_ = np.array([[ablation.effect for ablation in report.ablations] for report in reports])  # (texts, N)
-    values = np.array([[ablation.value for ablation in report.ablations] for report in reports])
+    if len(records) == 1 and shown is not None:
+        return shown
+    pairs = parse_heads_of_layers(layers, heads, backend.info)
+    sets = [pairs] if together else [[pair] for pair in pairs]
+    values = np.array([record["values"] for record in records])  # (texts, ablations)
+    clean = np.array([record["clean"] for record in records])  # (texts,)
+    effects_ = values - clean[:, None]
     order = np.argsort(-effects_, axis=0, kind="stable")[:EXAMPLES]  # (EXAMPLES, N) the texts with the largest
     ablations = [
         Ablation(
-            ablation.heads,
+            chosen,
             float(values[:, column].mean()),
             float(effects_[:, column].mean()),
             float(effects_[:, column].std()),
-            [(float(effects_[row, column]), reports[row].text) for row in order[:, column]],
+            [(float(effects_[row, column]), records[row]["text"]) for row in order[:, column]],
         )
-        for column, ablation in enumerate(first.ablations)
+        for column, chosen in enumerate(sets)
     ]
+    name = records[0]["metric"]
     return AblationReport(
-        text=f"{len(reports)} texts",
-        model=first.model,
-        device=first.device,
-        dtype=first.dtype,
+        text=f"{len(records)} texts",
+        model=backend.info,
+        device=backend.device,
+        dtype=backend.dtype,
         tokens=[],
-        method=first.method,
-        metric=first.metric,
-        measured=f"{CORPUS_MEASURED.get(first.metric, first.measured)}, averaged over the texts",
-        clean=float(np.mean([report.clean for report in reports])),
+        method=method,
+        metric=name,
+        measured=f"{CORPUS_MEASURED.get(name, name)}, averaged over the texts",
+        clean=float(clean.mean()),
         ablations=ablations,
         together=together,
-        reference=first.reference,
+        reference=None if method == "zero" else reference_name or ("each text itself" if reference is None else None),
         seed=seed,
-        texts=len(reports),
+        texts=len(records),
     )
 
 

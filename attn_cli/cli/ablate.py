@@ -28,6 +28,7 @@ EPILOG = (
     '--target "party company among there world keeps on may business"\n\n'
     '  attn ablate "..." --model lab --head 1.0,1.1,1.2,1.3 --together\n\n'
     '  attn ablate "the cat saw a" --model lab --target dog --foil cat --method mean --reference corpus.txt\n\n'
+    "  attn ablate --file corpus.txt --limit 500 --layer 5 --store ablations/\n\n"
     "  attn ablate --image cat.png --model facebook/dinov2-small\n\n"
     "  attn ablate \"Hello, how are you?\" --json | jq '.ablations | max_by(.effect)'"
 )
@@ -99,6 +100,18 @@ def ablate_command(
         ),
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", "-n", help="With --file: at most N texts.")] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            metavar="DIR",
+            help="With --file: keep each text's ablations in DIR as they are made (run.json, texts.jsonl).",
+        ),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", metavar=opt.FLAG, help="Continue the store in DIR from the text after its last."),
+    ] = False,
     out: Output = Output(),
     truncate: opt.Truncate = False,
     image: opt.Image = None,
@@ -112,6 +125,14 @@ def ablate_command(
             from attn_cli.plumbing.textio import check_corpus
 
             check_corpus(file)  # a missing path or a directory fails before the model loads
+            if resume and store is None:
+                raise BadInput("--resume continues a store", "add --store DIR")
+            if store is not None:
+                from attn_cli.analyses.ablate_store import check_ablation_store
+
+                check_ablation_store(store, resume)  # before the model loads
+        elif store is not None or resume:
+            raise BadInput("--store keeps a corpus' ablations", "add --file CORPUS")
         elif image is not None:
             from attn_cli.cli.image import check_image_alone
 
@@ -129,6 +150,8 @@ def ablate_command(
                 image=image,
                 file=file,
                 limit=limit,
+                store=store,
+                resume=resume,
                 progress=None
                 if progress is None or file is None
                 else lambda done: progress(done, limit, "ablating texts"),
