@@ -125,11 +125,24 @@ def _kv_heads(report) -> RenderableType:
     return Group(*lines)
 
 
+def _budgets(report) -> tuple[str, np.ndarray]:
+    """The recommended budgets as a (layers, heads) grid, and its title (with the heads' classes)."""
+    layers, heads = layer_list(report), sorted({head.head for head in report.heads})
+    values = np.full((len(layers), len(heads)), np.nan)
+    for head in report.heads:
+        values[layers.index(head.layer), heads.index(head.head)] = head.budget
+    far = sorted(f"{head.layer}.{head.head}" for head in report.heads if head.label == "retrieval")
+    title = f"budget (keys for {report.settings.target:g}); retrieval heads: {', '.join(far) or 'none'}"
+    return title, values
+
+
 def kv_items(report, per_head: bool = False) -> list[Heat]:
     layers, heads = layer_list(report), sorted({head.head for head in report.heads})
     rows, cols = [f"L{layer}" for layer in layers], [f"h{head}" for head in heads]
-    return [
-        Heat(title, values, scale, rows=rows, cols=cols, caption="rows: layers · columns: heads", noun="share")
+    title, budgets = _budgets(report)
+    caption = "rows: layers · columns: heads"
+    return [Heat(title, budgets, Scale.magnitude(budgets), rows=rows, cols=cols, caption=caption, noun="keys")] + [
+        Heat(title, values, scale, rows=rows, cols=cols, caption=caption, noun="share")
         for title, values, scale in grids(report)
     ]
 
@@ -137,7 +150,19 @@ def kv_items(report, per_head: bool = False) -> list[Heat]:
 def kv_page(report, per_head: bool = False) -> dict:
     layers, heads = layer_list(report), sorted({head.head for head in report.heads})
     rows, cols = [f"L{layer}" for layer in layers], [f"h{head}" for head in heads]
+    title, budgets = _budgets(report)
     runs = [
+        one_run(
+            title,
+            budgets,
+            kind="norms",
+            rowTokens=rows,
+            colTokens=cols,
+            noun="keys ",
+            lines=False,
+            axes=["layer", "head"],
+        )
+    ] + [
         one_run(title, values, rowTokens=rows, colTokens=cols, noun="share ", lines=False, axes=["layer", "head"])
         for title, values, _ in grids(report)
     ]
