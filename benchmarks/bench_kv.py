@@ -5,8 +5,8 @@
    The profile includes its needle probe (one short text).
 2. Long inputs: the tiny Llama of bench_long.py (4 layers, 8 heads on 2 KV heads, hidden 256) on one text
    of T tokens, against its plain sdpa forward. Target at 16k: ≤ 1.3x. 16k is not in the default lengths:
-   the profile sorts every row of every head (the keys a row needs), which at 4k already costs far more
-   than the forward (see docs/commands/kv.md); --lengths 1024,4096,16384 measures it anyway.
+   the profile makes every head's weights row by row and sorts rows (the keys a row needs), which at 4k
+   already costs 13x the forward (see docs/commands/kv.md); --lengths 1024,4096,16384 measures it anyway.
 
 Contenders alternate (A, B, A, B …) after a warm-up; medians of wall and CPU seconds.
 

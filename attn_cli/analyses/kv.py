@@ -5,7 +5,8 @@ rows at a time, the weights as the model uses them, a learned sink's share on no
 block with math/kv.py and adds up, per (layer, head), over every real query row of every text:
 
 - sink mass (the first SINKS keys) and local mass within each window (keys less than w positions away);
-- the keys a row needs to keep p of its attention (its largest weights first), as a distribution over rows;
+- the keys a row needs to keep p of its attention (its largest weights first), as a distribution over rows
+  (past SAMPLED_ROWS rows, over every k-th row: each row's sort is most of the cost of a long input);
 - what StreamingLLM (sinks + recent keys) and H2O (recent keys + heavy hitters) keep of each row at a budget of
   keys, over the rows that have more keys than the budget (the rows a policy must drop keys from); and what
   SnapKV keeps of the rows of its observation window (a text's last rows, which vote for the keys kept), over
@@ -40,6 +41,7 @@ BUDGET = 64  # keys a row keeps under each policy
 TARGET = 0.95  # the share of a row's attention a cache must keep
 RETRIEVAL = 0.5  # a retrieval score from here up: the head copies from far back
 SNAPKV_WINDOW = 32  # SnapKV's observation window: the last 32 rows of a text
+SAMPLED_ROWS = 1024  # past this many rows, the keys a row needs and H2O are read from every k-th row
 
 
 @dataclass(frozen=True)
@@ -245,7 +247,9 @@ def scorer_for(settings: Settings) -> type:
                 "snapkv": zeros(),
             }
             sums.update({window: zeros() for window in settings.windows})
-            rows, policy_rows = torch.zeros(batch, dtype=torch.float64), torch.zeros(batch, dtype=torch.float64)
+            rows, policy_rows, h2o_rows = (torch.zeros(batch, dtype=torch.float64) for _ in range(3))
+            # past SAMPLED_ROWS rows, the sorts (keys needed) and H2O's ranking read every step-th row only
+            step = -(-real.shape[1] // SAMPLED_ROWS)
             needed: dict[float, list[list[torch.Tensor]]] = {p: [[] for _ in range(count)] for p in MASSES}
             accumulated = None
             lengths = real.sum(-1).tolist()  # each text's tokens
@@ -269,13 +273,19 @@ def scorer_for(settings: Settings) -> type:
                 for window in settings.windows:
                     add(window, kv.window_mass(weights, start, window))
                 add("streaming", kv.streaming_kept(weights, start, settings.sinks, settings.budget), dropping)
-                add("h2o", kv.heavy_hitter_kept(weights, start, settings.budget, accumulated), dropping)
+                sampled = torch.arange(start, stop) % step == 0  # (c,)
+                chosen = sampled.nonzero()[:, 0] if step > 1 else None
+                picked = dropping if chosen is None else dropping[:, chosen]
+                kept = kv.heavy_hitter_kept(weights, start, settings.budget, accumulated, chosen)
+                sums["h2o"] += (kept.double() * picked[:, None]).sum(-1).cpu()
+                h2o_rows += picked.sum(-1)
                 for text, length in enumerate(lengths):  # the rows of each text's observation window in this block
                     first, last = max(start, length - observed), min(stop, length)
                     if length > settings.budget and first < last:
                         windows[text].append(weights[text, :, first - start : last - start, :length])
-                counted_mask = counted_rows.bool()  # (B, c)
-                for p, keys_needed in zip(MASSES, kv.keys_for_mass(weights, MASSES)):  # each (B, h, c)
+                counted_mask = counted_rows.bool() if chosen is None else counted_rows.bool()[:, chosen]  # (B, s)
+                read = weights if chosen is None else weights[:, :, chosen]
+                for p, keys_needed in zip(MASSES, kv.keys_for_mass(read, MASSES)):  # each (B, h, s)
                     for offset in range(count):  # each head's counted rows' needs, flat
                         needed[p][offset].append(keys_needed[:, offset][counted_mask].cpu())
             snap_rows = torch.zeros(batch, dtype=torch.float64)
@@ -284,7 +294,9 @@ def scorer_for(settings: Settings) -> type:
                     kept = kv.snapkv_kept(torch.cat(parts, 1), settings.budget)  # (h, w)
                     sums["snapkv"][text] += kept.double().sum(-1).cpu()
                     snap_rows[text] = kept.shape[-1]
-            self.results.append((layer_index, heads, sums, rows.cpu(), policy_rows.cpu(), snap_rows, needed))
+            self.results.append(
+                (layer_index, heads, sums, rows.cpu(), policy_rows.cpu(), h2o_rows.cpu(), snap_rows, needed)
+            )
 
     return KVScores
 
@@ -299,11 +311,12 @@ class Totals:
         self.row_counts = np.zeros(layers)
         self.policy_counts = np.zeros((layers, heads))
         self.snap_counts = np.zeros((layers, heads))
+        self.h2o_counts = np.zeros((layers, heads))
         self.histograms: dict[tuple[int, int, float], np.ndarray] = {}
         self.rows = 0.0
 
     def add(self, results) -> None:
-        for layer_index, heads, sums, rows, policy_rows, snap_rows, needed in results:
+        for layer_index, heads, sums, rows, policy_rows, h2o_rows, snap_rows, needed in results:
             for name, values in sums.items():
                 self.sums[name][layer_index, heads] += values.sum(0).numpy()
             if heads.start == 0:
@@ -312,6 +325,7 @@ class Totals:
                     self.rows += float(rows.sum())
             self.policy_counts[layer_index, heads] += float(policy_rows.sum())
             self.snap_counts[layer_index, heads] += float(snap_rows.sum())
+            self.h2o_counts[layer_index, heads] += float(h2o_rows.sum())
             for p, per_head in needed.items():
                 for offset, parts in enumerate(per_head):
                     values = torch.cat(parts).numpy() if parts else np.zeros(0, dtype=np.int64)
@@ -326,6 +340,7 @@ class Totals:
     def head(self, index: int, layer: int, head: int, kv_head: int, retrieval: dict | None) -> HeadKV:
         rows = max(self.row_counts[index], 1.0)
         policy, snap = self.policy_counts[index, head], self.snap_counts[index, head]
+        hitters = self.h2o_counts[index, head]
         mean = lambda name: float(self.sums[name][index, head] / rows)  # noqa: E731
         kept = lambda name: float(self.sums[name][index, head] / policy) if policy else None  # noqa: E731
         keys = {p: _distribution(self.histograms.get((index, head, p))) for p in MASSES}
@@ -343,7 +358,7 @@ class Totals:
             windows={window: mean(window) for window in self.settings.windows},
             keys=keys,
             streaming=streaming,
-            heavy_hitters=kept("h2o"),
+            heavy_hitters=float(self.sums["h2o"][index, head] / hitters) if hitters else None,
             snapkv=float(self.sums["snapkv"][index, head] / snap) if snap else None,
             retrieval=score,
             label="retrieval" if far else "streaming",

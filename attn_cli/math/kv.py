@@ -31,9 +31,20 @@ def sink_mass(weights: torch.Tensor, sinks: int) -> torch.Tensor:
     return weights[..., :sinks].sum(-1)
 
 
+def band_mass(weights: torch.Tensor, start: int, low: int, high: int) -> torch.Tensor:
+    """The weight on keys j with low ≤ row − j < high (how far back the key is; negative: ahead of the row),
+    read from the slice of keys the block's rows can reach, not the whole row (a 16k-token row: a few keys)."""
+    count, keys = weights.shape[-2], weights.shape[-1]
+    first, last = max(0, start - high + 1), min(keys, start + count - low)
+    if first >= last:
+        return weights.new_zeros(weights.shape[:-1])
+    rows = torch.arange(start, start + count, device=weights.device)[:, None]
+    offsets = rows - torch.arange(first, last, device=weights.device)[None, :]  # (c, last − first)
+    return (weights[..., first:last] * ((offsets >= low) & (offsets < high))).sum(-1)
+
+
 def window_mass(weights: torch.Tensor, start: int, window: int) -> torch.Tensor:
-    near = _offsets(weights, start).abs() < window  # (c, T); a causal row has no weight on later keys anyway
-    return (weights * near).sum(-1)
+    return band_mass(weights, start, 1 - window, window)  # |row − key| < window; a causal row has none ahead
 
 
 def keys_for_mass(weights: torch.Tensor, masses: tuple[float, ...]) -> torch.Tensor:
@@ -47,20 +58,29 @@ def keys_for_mass(weights: torch.Tensor, masses: tuple[float, ...]) -> torch.Ten
 
 
 def streaming_kept(weights: torch.Tensor, start: int, sinks: int, budget: int) -> torch.Tensor:
-    offsets = _offsets(weights, start)
-    keys = torch.arange(weights.shape[-1], device=weights.device)[None, :]
-    kept = (keys < sinks) | ((offsets >= 0) & (offsets < budget - sinks))  # (c, T)
-    return (weights * kept).sum(-1)
+    recent = budget - sinks
+    both = band_mass(weights[..., :sinks], start, 0, recent)  # a sink that is also recent, counted once
+    return sink_mass(weights, sinks) + band_mass(weights, start, 0, recent) - both
 
 
-def heavy_hitter_kept(weights: torch.Tensor, start: int, budget: int, accumulated: torch.Tensor) -> torch.Tensor:
-    """H2O's kept share per row. accumulated: (B, h, T) the attention every key received from the rows before
-    the block, updated in place with the block's own rows (pass the blocks in row order)."""
+def heavy_hitter_kept(
+    weights: torch.Tensor, start: int, budget: int, accumulated: torch.Tensor, rows: torch.Tensor | None = None
+) -> torch.Tensor:
+    """H2O's kept share per row (B, h, c), or per row of `rows` (local indices, (s,): (B, h, s)). accumulated:
+    (B, h, T) the attention every key received from the rows before the block, updated in place with the
+    block's own rows (pass the blocks in row order)."""
     recent = budget - budget // 2
     heavy = budget // 2
-    before = accumulated[:, :, None] + weights.cumsum(-2) - weights  # (B, h, c, T) attention from earlier rows
-    accumulated += weights.sum(-2)
     offsets = _offsets(weights, start)
+    if rows is None:
+        before = accumulated[:, :, None] + weights.cumsum(-2) - weights  # (B, h, c, T) attention from earlier rows
+    else:  # each chosen row's earlier rows: the block's rows summed in groups that end before it, then accumulated
+        group = torch.bucketize(torch.arange(weights.shape[-2], device=weights.device), rows, right=True)  # (c,)
+        sums = weights.new_zeros(*weights.shape[:2], len(rows) + 1, weights.shape[-1])
+        sums.index_add_(2, group, weights)  # (B, h, s + 1, T): the rows before the first chosen one, then after each
+        before = accumulated[:, :, None] + sums.cumsum(2)[:, :, : len(rows)]  # (B, h, s, T)
+        weights, offsets = weights[:, :, rows], offsets[rows]
+    accumulated += weights.sum(-2) if rows is None else sums.sum(2)
     kept = (offsets >= 0) & (offsets < recent)  # (c, T) the most recent keys
     if heavy:
         older = offsets >= recent  # (c, T) the keys the heavy hitters are chosen from
