@@ -137,7 +137,13 @@ class KVReport(Document):
             "model": asdict(self.model),
             "device": self.device,
             "dtype": self.dtype,
-            "settings": {**asdict(self.settings), "masses": list(MASSES), "retrieval_threshold": RETRIEVAL},
+            "settings": {
+                **asdict(self.settings),
+                "masses": list(MASSES),
+                "retrieval_threshold": RETRIEVAL,
+                "snapkv_window": observation_window(self.settings.budget),
+                "sampled_rows": SAMPLED_ROWS,  # past this many rows: keys needed and H2O from every k-th row
+            },
             "rule": rule(self.settings),
             "texts": self.texts,
             "rows": self.rows,
