@@ -422,9 +422,9 @@ class Model:
             )
         selection, analysis = _selection(layers, heads, None, None, False), Analysis.defaults(top_k=top_k)
         if against is not None:
-            if not isinstance(against, Model):
-                against = load(against, device=self.device, dtype=self.dtype)
-            return diff_runs(self.backend, against.backend, text, text, selection, analysis, "models")
+            second = against if isinstance(against, Model) else load(against, device=self.device, dtype=self.dtype)
+            return diff_runs(self.backend, second.backend, text, text, selection, analysis, "models")
+        assert other is not None  # checked above: two texts, or a text and another model
         return diff_runs(self.backend, self.backend, text, other, selection, analysis, "texts")
 
     @door
@@ -834,6 +834,7 @@ class Model:
                 "pass text, --file FILE or --probe induction",
             )
         described, corpus_format = None, "arguments"
+        total: int | None
         from attn_cli.analyses.ray_engine import engine_for
 
         run_on = engine_for(self.loaded_as, engine, address, workers, gpus_per_worker, keep_workers)

@@ -31,6 +31,7 @@ from attn_cli.backends.capabilities import (
     require,
     supports,
 )
+from attn_cli.data.capture import ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_json, num_json
 from attn_cli.plumbing.errors import BadInput
 
@@ -43,7 +44,7 @@ VERSUS = ("attention",)  # what --vs can put beside the method: attention rollou
 @dataclass
 class AttributionReport(Document):
     text: str
-    model: object  # ModelInfo
+    model: ModelInfo
     device: str
     dtype: str
     tokens: list

@@ -10,6 +10,7 @@ scores that read the keys alone (cross_scores). One input: every score's mean is
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from attn_cli.analyses.heads_report import HeadProfile, HeadsReport, SinkKey
 from attn_cli.data.capture import Capture, LayerCapture
@@ -19,7 +20,7 @@ from attn_cli.plumbing.errors import BadInput
 
 
 def heads_alone(
-    backend, texts, target: str | None, stacks, image: tuple | None, selection: Selection, corpus: list[str]
+    backend, texts, target: str | None, stacks, image: tuple[Any, str] | None, selection: Selection, corpus: list[str]
 ) -> HeadsReport:
     """Model.heads on one encoder–decoder pair (texts: the source) or one image ((PIL image, its source name)).
     corpus: the corpus-run options given (file, probe, store …), which one pair or image refuses."""

@@ -71,7 +71,7 @@ class LayerRecorder:
         # stop (with a sink): raise LayersCaptured after the last wanted layer is handed over, before its own
         # attention runs, for callers that read nothing but the records (attn heads: a 24-layer model asked for
         # layers 0-1 runs two layers, not 24)
-        self.stop, self.handed = stop and sink is not None, set()
+        self.stop, self.handed = stop and sink is not None, set[Hashable]()
         # key_of(module) -> what wanted_layers and records are keyed by, where a layer number alone does not
         # name an attention (an encoder–decoder model's ("cross", 0)); None: the layer number.
         self.key_of = key_of
@@ -241,15 +241,19 @@ def gates_output_only(module) -> bool:
     return _eager_gates(type(module))
 
 
-@functools.lru_cache(maxsize=64)
-def _eager_gates(cls) -> bool:
+_GATES: dict[type, bool] = {}  # module class -> _eager_gates, read once per class
+
+
+def _eager_gates(cls: type) -> bool:
     import inspect
 
-    eager = getattr(sys.modules.get(cls.__module__), "eager_attention_forward", None)
-    try:
-        return eager is not None and "sink_scale" in inspect.getsource(eager)
-    except (OSError, TypeError):
-        return False
+    if cls not in _GATES:
+        eager = getattr(sys.modules.get(cls.__module__), "eager_attention_forward", None)
+        try:
+            _GATES[cls] = eager is not None and "sink_scale" in inspect.getsource(eager)
+        except (OSError, TypeError):
+            _GATES[cls] = False
+    return _GATES[cls]
 
 
 def refuse_unsupported(module, kwargs: dict, allowed: tuple = ()) -> None:
@@ -495,7 +499,7 @@ def capturing(model, recorder: LayerRecorder | WeightKeeper) -> Iterator:
     recorder.parents = {id(child): parent for parent in model.modules() for child in parent.children()}
     recorder.paths = _negative_layers(model)
     hooks = []
-    if recorder.keep_inputs or recorder.pre_rope:  # what each attention module is called with
+    if isinstance(recorder, LayerRecorder) and (recorder.keep_inputs or recorder.pre_rope):  # what each module is given
         for module in model.modules():
             if hasattr(module, "layer_idx"):
                 hooks.append(module.register_forward_pre_hook(_input_keeper(recorder), with_kwargs=True))

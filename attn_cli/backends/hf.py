@@ -29,7 +29,7 @@ from attn_cli.backends.validate import (
     check_tokenizer,
     load_model,
 )
-from attn_cli.backends.vision import load_vision_backend
+from attn_cli.backends.vision import VisionBackend, load_vision_backend
 from attn_cli.data.capture import Capture, LayerCapture, Token, sequence_of
 from attn_cli.math.masks import AttentionMask
 from attn_cli.plumbing.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
@@ -51,7 +51,7 @@ class Options:
     device_map: str | dict | None = None  # accelerate placement ("auto", or module → device) for big models
 
 
-def load(name: str, *, device: str, dtype: str, options: Options) -> HFBackend:
+def load(name: str, *, device: str, dtype: str, options: Options) -> HFBackend | VisionBackend:
     """A local model directory, or a hub id resolved through the Hugging Face cache."""
     from attn_cli.backends.hf_files import resolve_model_dir
 
@@ -93,6 +93,8 @@ class HFBackend:
         # a model whose code branches on the attention implementation's name is checked once, on its first
         # input, to come out the same with the capture as without (capture_hook.capture_difference)
         self.unchecked = branches_on_name(model)
+        # accelerate's offload directory (--device-map), kept as long as the backend
+        self.offload_folder: tempfile.TemporaryDirectory | None = None
 
     def _guard(self, inputs: dict) -> None:
         """The first forward of a name-branching model: the capture must not change its output (else refused)."""
@@ -620,7 +622,8 @@ def load_hf_backend(
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-    placement, offload = {}, None
+    placement: dict = {}
+    offload = None
     if device_map is not None:
         if importlib.util.find_spec("accelerate") is None:
             raise AttnError("--device-map needs accelerate", "pip install 'attn-cli[big]' (or pip install accelerate)")
@@ -637,7 +640,7 @@ def load_hf_backend(
             "causal": AutoModelForCausalLM,
             "seq2seq": AutoModelForSeq2SeqLM,
             "classifier": AutoModelForSequenceClassification,
-        }.get(head, AutoModel)
+        }.get(head or "", AutoModel)
         model = load_model(
             model_class.from_pretrained,
             directory,

@@ -73,7 +73,8 @@ class HeadsGrid:
     def height(self, console: Console, width: int, thumb: int, half: bool) -> int:
         """Lines the grid takes drawn with this layout."""
         shape = self.first_shape()
-        return self.frame_lines(console, width) + len(self.layers) * picture_lines(shape, thumb, half)
+        pictures = 0 if shape is None else len(self.layers) * picture_lines(shape, thumb, half)
+        return self.frame_lines(console, width) + pictures
 
     def layout(self, console: Console, width: int, lines: int | None = None) -> tuple[int, bool]:
         """(characters across a thumbnail, half blocks?) at this width, within `lines` lines when it can (the
