@@ -13,7 +13,7 @@ from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.cli.output import Output, writes_output
 from attn_cli.plumbing.errors import BadInput
-from attn_cli.plumbing.textio import read_corpus
+from attn_cli.plumbing.textio import check_corpus, read_corpus
 
 EPILOG = (
     "Each selected head's output is replaced where it exists on its own (before the output projection mixes "
@@ -122,8 +122,6 @@ def ablate_command(
         if file is not None:
             if text is not None or image is not None:
                 raise BadInput("TEXT, --image and --file are separate sources", "pass one of them")
-            from attn_cli.plumbing.textio import check_corpus
-
             check_corpus(file)  # a missing path or a directory fails before the model loads
             if resume and store is None:
                 raise BadInput("--resume continues a store", "add --store DIR")
@@ -141,6 +139,8 @@ def ablate_command(
             if text is None:
                 raise BadInput("no text given", "pass a sentence, - to read it from stdin, or --image FILE")
             text = read_text(text)
+        if reference is not None:
+            check_corpus(reference, "--reference")  # said as --reference, before the model loads
         texts = None if reference is None else list(read_corpus(reference))
 
         def run(progress, lazy: bool):

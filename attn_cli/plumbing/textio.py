@@ -144,22 +144,22 @@ def _is_text_record(line: str) -> bool:
     return isinstance(record, dict) and isinstance(record.get("text"), str)
 
 
-def check_corpus(path: Path | str) -> None:
+def check_corpus(path: Path | str, option: str = "--file") -> None:
     """A regular file, a FIFO (`--file <(zcat corpus.gz)`) or a character device can be read as a corpus;
-    a directory or a missing path is a BadInput that says which. Looks without opening (opening and
-    closing a FIFO would end its writer), so a command can ask before its model loads."""
+    a directory or a missing path is a BadInput that says which (option: how the user named it). Looks without
+    opening (opening and closing a FIFO would end its writer), so a command can ask before its model loads."""
     if str(path) == "-":
         return
     try:
         mode = Path(path).stat().st_mode  # through symlinks
     except FileNotFoundError:
-        raise BadInput(f"--file {path}: no such file") from None
+        raise BadInput(f"{option} {path}: no such file") from None
     except OSError as error:
-        raise BadInput(f"--file {path}: {error.strerror}") from None
+        raise BadInput(f"{option} {path}: {error.strerror}") from None
     if stat.S_ISDIR(mode):
-        raise BadInput(f"--file {path} is a directory", "name a file with a text per line")
+        raise BadInput(f"{option} {path} is a directory", "name a file with a text per line")
     if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
-        raise BadInput(f"--file {path} is not a file, a FIFO or a character device")
+        raise BadInput(f"{option} {path} is not a file, a FIFO or a character device")
 
 
 def _open(path: Path):
