@@ -231,7 +231,11 @@ def test_the_command_prints_json_and_a_figure_and_refuses_in_one_line(tmp_path):
         (["--layer", "1", "--head", "1.0"], 2, "names each head's layer"),
         (["--method", "mean-ish"], 2, "is not an ablation"),
         (["--reference", str(reference)], 2, "add --method mean or resample"),
-        (["--method", "mean", "--reference", str(tmp_path / "missing.txt")], 2, "missing.txt: no such file"),
+        (
+            ["--method", "mean", "--reference", str(tmp_path / "gone.txt")],
+            2,
+            f"--reference {tmp_path / 'gone.txt'}: no",
+        ),
         (["--model", "toy"], 1, "cannot run with a head's output changed"),
     ]:
         refused = runner.invoke(app, ["ablate", "the cat saw a dog", *wrong])
