@@ -495,3 +495,51 @@ def test_a_corpus_store_keeps_each_text_and_resumes_after_the_last(lab, tmp_path
     corpus.write_text("another text\n" + "\n".join(texts) + "\n")
     with pytest.raises(BadInput, match="is not the one"):
         lab.ablate(file=str(corpus), layers="0", store=str(store), resume=True)
+
+
+def test_a_masked_language_models_heads_by_the_loss_at_its_masks_and_by_its_embedding(tmp_path):
+    """A BERT saved with its masked-LM head: masked-loss is the loss of --target's tokens at the [MASK]s, each head
+    removed by attn equal to the hand edit of attention.output.dense's input (1e-5); cosine still reads the
+    encoder's hidden states; a next-token metric is refused in one line."""
+    from conftest import save_tiny
+    from transformers import BertConfig, BertForMaskedLM
+
+    from attn_cli.plumbing.errors import BadInput
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37
+    )
+    model = attn_cli.load(str(save_tiny(BertForMaskedLM(config), tmp_path / "mlm")), device="cpu")
+    text = "the [MASK] sat on the [MASK]"
+    report = model.ablate(text, target="cat mat")
+    assert report.metric == "masked-loss" and report.measured == "mean loss of 'cat mat' at the text's 2 [MASK]s"
+    fed = model.backend.intervention_input(text)
+    vocab = model.backend.tokenizer.get_vocab()
+    masks = [token.index for token in fed.tokens if token.text == "[MASK]"]
+
+    def loss(heads):
+        hooks = []
+        for layer, head in heads:
+
+            def zero(module, args, head=head):
+                mixed = args[0].clone()
+                mixed[..., head * 8 : (head + 1) * 8] = 0
+                return (mixed,)
+
+            mixer = model.backend.masked_lm.bert.encoder.layer[layer].attention.output.dense
+            hooks.append(mixer.register_forward_pre_hook(zero))
+        with torch.inference_mode():
+            logits = model.backend.masked_lm(**fed.inputs).logits[0].double().log_softmax(-1)
+        for hook in hooks:
+            hook.remove()
+        return -float((logits[masks[0], vocab["cat"]] + logits[masks[1], vocab["mat"]]) / 2)
+
+    assert report.clean == pytest.approx(loss([]), abs=1e-5)
+    for ablation in report.ablations:
+        assert ablation.value == pytest.approx(loss(ablation.heads), abs=1e-5)
+    assert model.ablate(text).metric == "cosine"
+    with pytest.raises(BadInput, match="next-token predictions"):
+        model.ablate(text, metric="loss")
+    with pytest.raises(BadInput, match="is 1 token, and the text has 2"):
+        model.ablate(text, target="cat")

@@ -36,9 +36,10 @@ from attn_cli.plumbing.errors import BadInput
 METHODS = ("zero", "mean", "resample")
 LM_METRICS = ("loss", "logit-diff", "kl")
 ENCODER_METRICS = ("cosine",)
-METRICS = LM_METRICS + ENCODER_METRICS
+MASKED_METRICS = ("masked-loss", "cosine")  # an encoder with its masked-language-model head
+METRICS = LM_METRICS + ENCODER_METRICS + ("masked-loss",)
 # what a metric is measured in (cosine distance, 1 − cos, has no unit)
-UNITS = {"loss": "nats", "logit-diff": "logits", "kl": "nats", "cosine": ""}
+UNITS = {"loss": "nats", "logit-diff": "logits", "kl": "nats", "cosine": "", "masked-loss": "nats"}
 OUTPUT_CELLS = 2**25  # float32 cells of output one batched forward may return (128 MiB): sets its rows
 MAX_ROWS = 64
 
@@ -181,9 +182,17 @@ class Metric:
     target_id: int = -1
     foil_id: int = -1
     clean_output: torch.Tensor | None = None  # kl, cosine: the clean run's logits (T, V) or pooled embedding (d,)
+    targets: torch.Tensor | None = None  # masked-loss: the token ids (P,) expected at the [MASK] positions
+
+    @property
+    def hidden(self) -> bool:
+        """Whether the metric reads the last hidden states (cosine), not a head's logits."""
+        return self.name == "cosine"
 
     def __call__(self, output: torch.Tensor) -> torch.Tensor:
         """The metric of each row of a forward's output: (R,)."""
+        if self.name == "masked-loss":
+            return effects.masked_loss(output, self.predicted, self.targets)
         if self.name == "loss":
             return effects.next_token_loss(output, self.fed.ids, self.predicted)
         if self.name == "logit-diff":
@@ -238,7 +247,7 @@ def ablate(
         measure = metric_for(reading, fed, text, metric, target, foil, truncate)
     pairs = parse_heads_of_layers(layers, heads, backend.info)
     sets = [pairs] if together else [[pair] for pair in pairs]
-    clean_output = model.edited_forward(measure.fed, HeadChanges({}))
+    clean_output = model.edited_forward(measure.fed, HeadChanges({}), hidden=measure.hidden)
     if measure.name in ("kl", "cosine"):
         measure.clean_output = clean_output[0] if measure.name == "kl" else effects.mean_pooled(clean_output)[0]
     # kl and cosine compare a run with the clean one: 0 on the clean run by definition (not 1e-16 of rounding)
@@ -255,9 +264,8 @@ def ablate(
         for row, chosen in enumerate(chunk):
             for layer, head in chosen:
                 gates[layer][row, head] = 0.0
-        output = model.edited_forward(
-            measure.fed, HeadChanges(gates, _replacements(method, pool, len(chunk), count, draws)), len(chunk)
-        )
+        changes = HeadChanges(gates, _replacements(method, pool, len(chunk), count, draws))
+        output = model.edited_forward(measure.fed, changes, len(chunk), hidden=measure.hidden)
         values.extend(float(value) for value in measure(output))
     return AblationReport(
         text=text,
@@ -379,11 +387,22 @@ def ablate_corpus(
 
 def metric_for(model, fed: Fed, text: str, metric, target, foil, truncate: bool) -> Metric:
     """The metric asked for (or the model's default), with the run and the positions it reads."""
-    lm = fed.logits
+    lm, masked = fed.logits, fed.mask_id is not None
     if metric is None:
         metric = ("logit-diff" if target is not None and foil is not None else "loss") if lm else "cosine"
+        metric = "masked-loss" if masked and target is not None else metric
     if metric not in METRICS:
         raise BadInput(f"--metric {metric!r} is not a metric", f"choose {', '.join(METRICS)}")
+    if masked:
+        if metric not in MASKED_METRICS:
+            raise BadInput(
+                f"--metric {metric} reads a language model's next-token predictions",
+                f"this masked language model takes {', '.join(MASKED_METRICS)}",
+            )
+        if metric == "masked-loss":
+            return _masked(model, fed, target, foil, truncate)
+    if metric == "masked-loss":
+        raise BadInput("--metric masked-loss needs a masked-language-model head", "use a *ForMaskedLM checkpoint")
     if lm and metric not in LM_METRICS:
         raise BadInput(
             f"--metric {metric} reads an encoder's embedding", f"this language model takes {', '.join(LM_METRICS)}"
@@ -430,6 +449,31 @@ def metric_for(model, fed: Fed, text: str, metric, target, foil, truncate: bool)
     )
     measured = ("mean loss of " if metric == "loss" else "mean KL(clean ‖ ablated) of the predictions of ") + what
     return Metric(metric, measured, run, predicted)
+
+
+def _masked(model, fed: Fed, target, foil, truncate: bool) -> Metric:
+    """masked-loss: the loss of --target's tokens, one per [MASK] of the text, in order."""
+    positions = [token.index for token in fed.tokens if token.id == fed.mask_id]
+    if not positions:
+        raise BadInput(
+            "--metric masked-loss scores the text's [MASK] tokens, and it has none", "write [MASK] in the text"
+        )
+    if target is None or foil is not None:
+        raise BadInput("--metric masked-loss needs --target (a word per [MASK]) and no --foil")
+    expected = [token.id for token in model.intervention_input(target, truncate).tokens if not token.special]
+    if len(expected) != len(positions):
+        raise BadInput(
+            f"--target {target!r} is {counted(len(expected), 'token')}, and the text has {counted(len(positions), '[MASK]')}",
+            "give one token per [MASK], in order",
+        )
+    measured = f"mean loss of {target!r} at the text's {counted(len(positions), '[MASK]')}"
+    return Metric(
+        "masked-loss",
+        measured,
+        fed,
+        torch.tensor(positions, dtype=torch.long),
+        targets=torch.tensor(expected, dtype=torch.long),
+    )
 
 
 def text_end(fed: Fed) -> int:

@@ -142,10 +142,12 @@ class Intervenes(Protocol):
     def intervention_batch(self, texts: Sequence[str], truncate: bool = False) -> Any:
         """The texts as one right-padded forward's inputs: an interventions.FedBatch (inputs (B, T))."""
 
-    def edited_forward(self, fed: Any, edit: Callable, rows: int = 1, *, grad: bool = False) -> Any:
+    def edited_forward(
+        self, fed: Any, edit: Callable, rows: int = 1, *, grad: bool = False, hidden: bool = False
+    ) -> Any:
         """The model on `rows` copies of fed with edit(layer, output (R, T, H, D)) -> output applied in every
-        attention layer: the language model's logits (R, T, V) when it has its head, else the last hidden
-        states (R, T, d). grad: autograd on (importance gates), else inference mode."""
+        attention layer: the (masked) language model's logits (R, T, V) when it has its head, else or with
+        hidden the last hidden states (R, T, d). grad: autograd on (importance gates), else inference mode."""
 
 
 @runtime_checkable
@@ -155,7 +157,9 @@ class IntervenesImage(Protocol):
     def intervention_image(self, image: Any, source: str = "image") -> Any:
         """The image as one forward's inputs: an interventions.Fed (its pixel values (1, 3, H, W), patch tokens)."""
 
-    def edited_forward(self, fed: Any, edit: Callable, rows: int = 1, *, grad: bool = False) -> Any:
+    def edited_forward(
+        self, fed: Any, edit: Callable, rows: int = 1, *, grad: bool = False, hidden: bool = True
+    ) -> Any:
         """As Intervenes.edited_forward: the last hidden states (R, T, d)."""
 
 

@@ -86,6 +86,7 @@ class HFBackend:
         self.model = model  # the base model: hidden states only (a single forward never computes logits)
         self.lm = lm  # the same model with its language-model head, for a checkpoint that has one
         self.classifier = None  # the same model with its sequence-classification head, for a checkpoint that has one
+        self.masked_lm = None  # the same model with its masked-language-model head, for a checkpoint that has one
         self.tokenizer = tokenizer
         self.device = device
         self.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
@@ -365,7 +366,14 @@ class HFBackend:
         batch = self._pad([encoding], None)
         fed = {name: tensor.to(self.model.device) for name, tensor in batch.items()}
         self._guard(fed)
-        return Fed(fed, self._tokens(encoding), truncated_from, logits=self.lm is not None)
+        masked = self.masked_lm is not None
+        return Fed(
+            fed,
+            self._tokens(encoding),
+            truncated_from,
+            logits=self.lm is not None,
+            mask_id=self.tokenizer.mask_token_id if masked else None,
+        )
 
     def intervention_batch(self, texts: Sequence[str], truncate: bool = False):
         """The texts as one right-padded forward's inputs (backends/interventions.py's FedBatch)."""
@@ -378,13 +386,13 @@ class HFBackend:
         self._guard(fed)
         return FedBatch(fed, [self._tokens(encoding) for encoding in encodings], logits=self.lm is not None)
 
-    def edited_forward(self, fed, edit, rows: int = 1, *, grad: bool = False):
+    def edited_forward(self, fed, edit, rows: int = 1, *, grad: bool = False, hidden: bool = False):
         """rows copies of fed with edit(layer, output) in every attention layer: logits with a language-model
-        head, else the last hidden states (backends/interventions.py)."""
+        (or masked-language-model) head, else, or with hidden, the last hidden states (backends/interventions.py)."""
         from attn_cli.backends.interventions import edited_forward
 
-        model = self.lm if self.lm is not None else self.model
-        return edited_forward(model, self.lm is not None, fed.repeated(rows), edit, grad)
+        head = None if hidden else self.lm if self.lm is not None else self.masked_lm
+        return edited_forward(self.model if head is None else head, head is not None, fed.repeated(rows), edit, grad)
 
     def _one_stack(self) -> None:
         """What runs the model on one text: an encoder–decoder model (HFPairBackend) refuses it."""
@@ -615,6 +623,7 @@ def load_hf_backend(
     from transformers import (
         AutoModel,
         AutoModelForCausalLM,
+        AutoModelForMaskedLM,
         AutoModelForSeq2SeqLM,
         AutoModelForSequenceClassification,
         AutoTokenizer,
@@ -640,6 +649,7 @@ def load_hf_backend(
             "causal": AutoModelForCausalLM,
             "seq2seq": AutoModelForSeq2SeqLM,
             "classifier": AutoModelForSequenceClassification,
+            "masked": AutoModelForMaskedLM,
         }.get(head or "", AutoModel)
         model = load_model(
             model_class.from_pretrained,
@@ -663,6 +673,7 @@ def load_hf_backend(
     kind = HFPairBackend if is_seq2seq(model) else HFBackend
     backend = kind(name, model if head is None else model.base_model, tokenizer, device, lm)
     backend.classifier = model if head == "classifier" else None  # its logits: attn attribute's gradient target
+    backend.masked_lm = model if head == "masked" else None  # its logits at [MASK]: attn ablate's masked-loss
     backend.offload_folder = offload
     return backend
 

@@ -86,7 +86,7 @@ def _offline() -> bool:
 def saved_head(directory: Path) -> str | None:
     """The head the checkpoint was saved with (config.json's architectures say so): "causal" (a decoder's
     *ForCausalLM), "seq2seq" (an encoder–decoder's *ForConditionalGeneration, Marian's MTModel), "classifier"
-    (*ForSequenceClassification), or None."""
+    (*ForSequenceClassification), "masked" (*ForMaskedLM), or None."""
     import json
 
     try:
@@ -100,4 +100,6 @@ def saved_head(directory: Path) -> str | None:
         return "seq2seq"
     if any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures):
         return "causal"
+    if any(name.endswith("ForMaskedLM") for name in architectures):
+        return "masked"
     return "classifier" if any(name.endswith("ForSequenceClassification") for name in architectures) else None

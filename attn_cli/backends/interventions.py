@@ -30,7 +30,8 @@ class Fed:
     inputs: dict[str, torch.Tensor]  # the model's inputs, each (1, T), on the model's first device
     tokens: list[Token]
     truncated_from: int | None = None
-    logits: bool = False  # edited_forward returns a language-model head's logits, not hidden states
+    logits: bool = False  # edited_forward returns a language-model head's next-token logits, not hidden states
+    mask_id: int | None = None  # a masked-language-model head's: edited_forward returns its logits; its [MASK] id
 
     @property
     def ids(self) -> torch.Tensor:

@@ -104,7 +104,7 @@ class VisionBackend:
         tokens = [Token(index, text, -1, index < len(grid.specials)) for index, text in enumerate(grid.token_names())]
         return Fed({"pixel_values": pixels.to(self.model.device, self.model.dtype)}, tokens)
 
-    def edited_forward(self, fed, edit, rows: int = 1, *, grad: bool = False):
+    def edited_forward(self, fed, edit, rows: int = 1, *, grad: bool = False, hidden: bool = True):
         """rows copies of the image with edit(layer, output) in every attention layer: the last hidden states."""
         from attn_cli.backends.interventions import edited_forward
 

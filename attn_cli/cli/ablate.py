@@ -67,9 +67,9 @@ def ablate_command(
         str | None,
         typer.Option(
             "--metric",
-            metavar="loss|logit-diff|kl|cosine",
+            metavar="loss|logit-diff|kl|cosine|masked-loss",
             help="What is measured. Default: loss (logit-diff with --target and --foil) for a language model, "
-            "cosine for an encoder.",
+            "cosine for an encoder, masked-loss (of --target at the [MASK]s) for a masked-LM head with --target.",
         ),
     ] = None,
     target: Annotated[

@@ -19,6 +19,14 @@ def next_token_loss(logits: torch.Tensor, ids: torch.Tensor, predicted: torch.Te
     return -logprobs.gather(-1, chosen[None, :, None].expand(logits.shape[0], -1, 1))[..., 0].mean(-1)
 
 
+def masked_loss(logits: torch.Tensor, positions: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """A masked language model's mean negative log-likelihood, in nats, of the tokens `ids` (P,) at the [MASK]
+    `positions` (P,): -log softmax(logits[:, p])[id] averaged (logits at the position itself, not shifted)."""
+    logprobs = logits[:, positions].double().log_softmax(-1)  # (R, P, V)
+    chosen = ids.to(logits.device)[None, :, None].expand(logits.shape[0], -1, 1)
+    return -logprobs.gather(-1, chosen)[..., 0].mean(-1)
+
+
 def output_kl(clean: torch.Tensor, logits: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
     """KL(clean ‖ changed) of the next-token distributions, in nats, averaged over the predictions of the tokens
     at `predicted` (the same positions next_token_loss scores). clean: (T, V) the unchanged run's logits."""
