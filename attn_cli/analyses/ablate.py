@@ -192,6 +192,7 @@ class Metric:
     def __call__(self, output: torch.Tensor) -> torch.Tensor:
         """The metric of each row of a forward's output: (R,)."""
         if self.name == "masked-loss":
+            assert self.targets is not None
             return effects.masked_loss(output, self.predicted, self.targets)
         if self.name == "loss":
             return effects.next_token_loss(output, self.fed.ids, self.predicted)
