@@ -721,20 +721,40 @@ class Model:
         seed: int = 0,
         truncate: bool = False,
         progress: Progress | None = None,
+        store: str | Path | None = None,
+        resume: bool = False,
     ):
         """How much KV cache each head needs: a KVReport whose .heads hold per (layer, head) the sink mass, the
         local mass per window, the keys a row needs to keep 0.9/0.95/0.99 of its attention, what StreamingLLM
         and H2O keep at `budget` keys, the retrieval score on a needle probe (retrieval_probe), a class
         (streaming or retrieval) and a recommended budget for `mass`; .kv_heads() per KV head;
-        .full_attention() DuoAttention's full_attention_heads.tsv grid."""
+        .full_attention() DuoAttention's full_attention_heads.tsv grid. store (a directory, with file): the sums
+        written there as they grow, resume=True continues it."""
         from attn_cli.analyses.kv import Settings, profile
 
         if (texts is None) == (file is None):
             raise BadInput("give one of texts or file", "pass text or --file FILE")
         if not 0 < mass <= 1:
             raise BadInput(f"--mass {mass} is not a share of attention", "give a number in (0, 1], like 0.95")
-        chosen, total, _, _ = _corpus(texts, file)
+        chosen, total, source, _ = _corpus(texts, file)
         settings = Settings(sinks=sinks, windows=tuple(windows), budget=budget, target=mass)
+        kept = None
+        if store is not None:
+            from dataclasses import asdict
+
+            from attn_cli.analyses.kv_store import KVStore
+
+            if file is None:
+                raise BadInput("store keeps a corpus' profile", "give file=CORPUS (--file) with it")
+            identity = {
+                "model": self.info.name,
+                "architecture": self.info.architecture,
+                "dtype": self.backend.dtype,
+                "corpus": source,
+                "settings": asdict(settings),
+                "truncate": truncate,
+            }
+            kept = KVStore(Path(store), json.loads(json.dumps(identity)), resume)
         return profile(
             self.backend,
             chosen,
@@ -746,6 +766,7 @@ class Model:
             retrieval_probe=retrieval_probe,
             seed=seed,
             progress=progress,
+            store=kept,
         )
 
     @door(target=arguments.text)

@@ -243,3 +243,40 @@ def test_the_retrieval_score_is_wu_et_al_retrieval_calculate_run_as_their_decode
         chance = needle_start <= key < needle_end and int(ids[0, key]) == int(ids[0, cue])
         assert head.retrieval == pytest.approx(score[head.layer, head.head] + chance / needle_len, abs=1e-6)
     assert max(head.retrieval for head in report.heads if head.layer == 1) >= 0.8
+
+
+def test_a_corpus_profile_store_is_saved_by_chunks_and_resumes_to_the_same_profile(tmp_path, monkeypatch):
+    """CHUNK = 2: a run over 3 of 5 texts saves after the first two (and after the third); --resume skips the
+    three, profiles the last two, and the report is the uninterrupted run's: its histograms exactly, its shares to
+1e-6 (a chunk pads its texts with other neighbours than one run does: float32 weights differ in their last bits).
+    Another run's options, or another corpus, are refused in one line."""
+    from attn_cli.analyses import kv
+    from attn_cli.plumbing.errors import BadInput
+
+    monkeypatch.setattr(kv, "CHUNK", 2)
+    lab = attn_cli.load("lab", device="cpu")
+    words = "only party company among there world keeps on may business".split()
+    texts = [" ".join(words[index:] + words[:index]) for index in range(5)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts) + "\n")
+    asked = dict(file=str(corpus), budget=6, windows=(2, 4), retrieval_probe=False, batch_size=2)
+    whole = lab.kv_profile(**asked)
+    store = tmp_path / "store"
+    first = lab.kv_profile(**asked, limit=3, store=str(store))
+    assert first.texts == 3 and (store / "totals.npz").is_file()
+    profiled = []
+    original = kv.score_batch
+    monkeypatch.setattr(
+        kv, "score_batch", lambda backend, batch, *a, **k: profiled.extend(batch) or original(backend, batch, *a, **k)
+    )
+    resumed = lab.kv_profile(**asked, store=str(store), resume=True)
+    assert sorted(profiled) == sorted(texts[3:])
+    assert resumed.texts == 5 and resumed.rows == whole.rows
+    for mine, theirs in zip(resumed.heads, whole.heads):
+        assert mine.sink == pytest.approx(theirs.sink, abs=1e-6) and mine.windows == pytest.approx(theirs.windows)
+        assert mine.streaming == pytest.approx(theirs.streaming, abs=1e-6) and mine.keys == theirs.keys
+    with pytest.raises(BadInput, match="written by another run"):
+        lab.kv_profile(**{**asked, "budget": 8}, store=str(store), resume=True)
+    corpus.write_text("\n".join(reversed(texts)) + "\n")
+    with pytest.raises(BadInput, match="are not the ones"):
+        lab.kv_profile(**asked, store=str(store), resume=True)

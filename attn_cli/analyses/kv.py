@@ -29,6 +29,7 @@ import torch
 
 from attn_cli.analyses.batches import over_batches
 from attn_cli.analyses.heads import LayerScores, score_batch
+from attn_cli.analyses.kv_store import KVStore, text_digest
 from attn_cli.data.capture import ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, num_json
 from attn_cli.math import kv
@@ -41,6 +42,7 @@ BUDGET = 64  # keys a row keeps under each policy
 TARGET = 0.95  # the share of a row's attention a cache must keep
 RETRIEVAL = 0.5  # a retrieval score from here up: the head copies from far back
 SNAPKV_WINDOW = 32  # SnapKV's observation window: the last 32 rows of a text
+CHUNK = 256  # texts between two saves of a store
 SAMPLED_ROWS = 1024  # past this many rows, the keys a row needs and H2O are read from every k-th row
 
 
@@ -173,8 +175,10 @@ def profile(
     retrieval_probe: bool = True,
     seed: int = 0,
     progress=None,
+    store: KVStore | None = None,
 ) -> KVReport:
-    """Every head's KV profile over the texts (and, retrieval_probe, its retrieval score on the needle probe)."""
+    """Every head's KV profile over the texts (and, retrieval_probe, its retrieval score on the needle probe).
+    store: the sums are written there after every CHUNK texts, and the texts it covers already are skipped."""
     if settings.budget <= settings.sinks:
         raise BadInput(
             f"--budget {settings.budget} leaves no room past the {settings.sinks} sinks", "give a larger budget"
@@ -193,9 +197,12 @@ def profile(
         totals.add(results)  # only once the batch is whole
         return tokens, cut
 
-    run = over_batches(
-        texts, score, batch_size=batch_size, limit=limit, total=total, progress=progress, sources="or --file FILE"
-    )
+    if store is None:
+        run = over_batches(
+            texts, score, batch_size=batch_size, limit=limit, total=total, progress=progress, sources="or --file FILE"
+        )
+    else:
+        run = _stored(store, totals, texts, score, batch_size, limit, total, progress)
     retrieval, probe_described = None, None
     if retrieval_probe:
         retrieval, probe_described = _retrieval_scores(backend, seed)
@@ -217,6 +224,50 @@ def profile(
         truncated=run.truncated,
         interrupted=run.interrupted,
     )
+
+
+def _stored(store: KVStore, totals: Totals, texts: Iterable[str], score, batch_size: int, limit, total, progress):
+    """over_batches a chunk of CHUNK texts at a time, the totals saved to the store after each: a resumed run
+    restores them and skips the texts they cover (which must be the corpus' first ones)."""
+    import itertools
+
+    from attn_cli.analyses.batches import BatchesRun
+
+    stream = iter(texts if limit is None else itertools.islice(texts, limit))
+    done = store.texts
+    digest = text_digest(list(itertools.islice(stream, done)))
+    store.check_texts(digest.hexdigest())
+    if store.state is not None:
+        totals.restore(store.state)
+    run = BatchesRun(texts=done)
+    while chunk := list(itertools.islice(stream, CHUNK)):
+        offset = run.texts
+
+        def moved(count: int, _total, offset: int = offset) -> None:  # the chunk's progress, as the corpus'
+            progress(offset + count, total)
+
+        part = over_batches(
+            chunk,
+            score,
+            batch_size=batch_size,
+            limit=None,
+            total=None,
+            progress=None if progress is None else moved,
+            sources="or --file FILE",
+        )
+        run.texts, run.tokens, run.truncated = (
+            run.texts + part.texts,
+            run.tokens + part.tokens,
+            run.truncated + part.truncated,
+        )
+        if part.interrupted:  # Ctrl-C: the store keeps the chunks before this one; the report covers what ran
+            run.interrupted = True
+            break
+        digest = text_digest(chunk, digest)
+        store.save({**totals.arrays(), "texts": np.array(run.texts), "digest": np.array(digest.hexdigest())})
+    if run.texts == 0:
+        raise BadInput("no text to profile", "give --file a file with a text per line")
+    return run
 
 
 def _retrieval_scores(backend, seed: int) -> tuple[dict[tuple[int, int], float | None], dict]:
@@ -320,6 +371,35 @@ class Totals:
         self.h2o_counts = np.zeros((layers, heads))
         self.histograms: dict[tuple[int, int, float], np.ndarray] = {}
         self.rows = 0.0
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Everything added so far as named arrays (a store's totals.npz): histograms padded to one length."""
+        keys = sorted(self.histograms)
+        longest = max((len(self.histograms[key]) for key in keys), default=1)
+        return {
+            **{f"sum_{name}": values for name, values in self.sums.items()},
+            "row_counts": self.row_counts,
+            "policy_counts": self.policy_counts,
+            "snap_counts": self.snap_counts,
+            "h2o_counts": self.h2o_counts,
+            "rows": np.array(self.rows),
+            "histogram_keys": np.array([[layer, head, MASSES.index(p)] for layer, head, p in keys]).reshape(-1, 3),
+            "histograms": np.array(
+                [np.pad(self.histograms[key], (0, longest - len(self.histograms[key]))) for key in keys]
+            ).reshape(len(keys), longest),
+        }
+
+    def restore(self, arrays: dict[str, np.ndarray]) -> None:
+        """What arrays() gave, back (the sums a store holds, to add the next texts to)."""
+        for name in self.sums:
+            self.sums[name] = arrays[f"sum_{name}"].copy()
+        self.row_counts, self.policy_counts = arrays["row_counts"].copy(), arrays["policy_counts"].copy()
+        self.snap_counts, self.h2o_counts = arrays["snap_counts"].copy(), arrays["h2o_counts"].copy()
+        self.rows = float(arrays["rows"])
+        self.histograms = {
+            (int(layer), int(head), MASSES[int(p)]): np.trim_zeros(counts, "b") if counts.any() else counts[:1]
+            for (layer, head, p), counts in zip(arrays["histogram_keys"], arrays["histograms"])
+        }
 
     def add(self, results) -> None:
         for layer_index, heads, sums, rows, policy_rows, h2o_rows, snap_rows, needed in results:

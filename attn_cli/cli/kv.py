@@ -56,6 +56,13 @@ def kv_command(
         bool, typer.Option("--no-probe", metavar=opt.FLAG, help="Skip the needle probe (no retrieval score).")
     ] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the needle probe.")] = 0,
+    store: Annotated[
+        Path | None,
+        typer.Option("--store", metavar="DIR", help="With --file: keep the running sums in DIR (resumable)."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", metavar=opt.FLAG, help="Continue the store in DIR after the texts it covers.")
+    ] = False,
     export_dir: Annotated[
         Path | None,
         typer.Option(
@@ -80,6 +87,14 @@ def kv_command(
             from attn_cli.plumbing.textio import check_corpus
 
             check_corpus(file)  # a missing path or a directory fails before the model loads
+            if resume and store is None:
+                raise BadInput("--resume continues a store", "add --store DIR")
+            if store is not None:
+                from attn_cli.analyses.kv_store import check_kv_store
+
+                check_kv_store(store, resume)  # before the model loads
+        elif store is not None or resume:
+            raise BadInput("--store keeps a corpus' profile", "add --file CORPUS")
         if export_dir is not None and export_dir.exists() and not export_dir.is_dir():
             raise BadInput(f"--export-dir {export_dir} is a file", "give a directory (it is made if missing)")
         given = [read_text(text) for text in texts] if texts else None
@@ -99,6 +114,8 @@ def kv_command(
                 seed=seed,
                 truncate=truncate,
                 progress=progress,
+                store=store,
+                resume=resume,
             )
         if export_dir is not None:
             export(report, export_dir)
