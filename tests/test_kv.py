@@ -247,9 +247,9 @@ def test_the_retrieval_score_is_wu_et_al_retrieval_calculate_run_as_their_decode
 
 def test_a_corpus_profile_store_is_saved_by_chunks_and_resumes_to_the_same_profile(tmp_path, monkeypatch):
     """CHUNK = 2: a run over 3 of 5 texts saves after the first two (and after the third); --resume skips the
-    three, profiles the last two, and the report is the uninterrupted run's: its histograms exactly, its shares to
-1e-6 (a chunk pads its texts with other neighbours than one run does: float32 weights differ in their last bits).
-    Another run's options, or another corpus, are refused in one line."""
+        three, profiles the last two, and the report is the uninterrupted run's: its histograms exactly, its shares to
+    1e-6 (a chunk pads its texts with other neighbours than one run does: float32 weights differ in their last bits).
+        Another run's options, or another corpus, are refused in one line."""
     from attn_cli.analyses import kv
     from attn_cli.plumbing.errors import BadInput
 
