@@ -8,9 +8,13 @@
    the profile makes every head's weights row by row and sorts rows (the keys a row needs), which at 4k
    already costs 13x the forward (see docs/commands/kv.md); --lengths 1024,4096,16384 measures it anyway.
 
+3. Memory (--rss 1000,10000): the peak RSS of a whole `attn kv --file` process over corpora of each size, each
+   one process (os.wait4's ru_maxrss). Target: flat, the largest within 10 % of the smallest (the profile
+   keeps sums and histograms, never a text's rows).
+
 Contenders alternate (A, B, A, B …) after a warm-up; medians of wall and CPU seconds.
 
-    .venv/bin/python benchmarks/bench_kv.py [--repeat 3] [--texts 1000] [--lengths 1024,4096]
+    .venv/bin/python benchmarks/bench_kv.py [--repeat 3] [--texts 1000] [--lengths 1024,4096] [--rss 1000,10000]
 """
 
 from __future__ import annotations
@@ -90,13 +94,36 @@ def long(args) -> bool:
     return met
 
 
+def memory(args) -> bool:
+    from _timing import run_once
+
+    sizes = [int(part) for part in args.rss.split(",")]
+    peaks = []
+    with tempfile.TemporaryDirectory(prefix="bench-kv-rss") as folder:
+        print_header(f"\npeak RSS of attn kv --file over {', '.join(map(str, sizes))} texts (MiniLM, one process each)")
+        for size in sizes:
+            path = Path(folder) / f"corpus-{size}.txt"
+            write_corpus(path, size)
+            out = Path(folder) / f"profile-{size}.json"
+            command = [sys.executable, "-m", "attn_cli", "kv", "--file", str(path), "--json", "-o", str(out)]
+            sample = run_once(command)
+            peaks.append(sample.max_rss_mib)
+            print(f"{size:>7} texts: {sample.max_rss_mib:8.1f} MiB peak, {sample.wall_s:7.1f} s")
+    growth = peaks[-1] / peaks[0] - 1
+    met = growth <= 0.10
+    print(f"largest / smallest: +{100 * growth:.1f} % (target ≤ 10 %): {'met' if met else 'NOT met'}")
+    return met
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--texts", type=int, default=1000)
     parser.add_argument("--lengths", default="1024,4096", help="token counts of the long part (comma-separated)")
+    parser.add_argument("--rss", default="", help="corpus sizes whose peak RSS is compared, e.g. 1000,10000")
     args = parser.parse_args()
-    return 0 if corpus(args) and long(args) else 1
+    met = corpus(args) and long(args)
+    return 0 if (memory(args) if args.rss else True) and met else 1
 
 
 if __name__ == "__main__":
