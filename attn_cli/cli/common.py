@@ -84,7 +84,7 @@ def run_and_emit(
             # A lazy report analyses layers (moving the bar) while its JSON is written, so the bar
             # is cleared just before the last chunk: not after, when a reader of stdout that answers
             # as soon as the document is complete (jq) has printed onto the bar's line.
-            emit_json(report, output, before_last=progress and progress.clear)
+            emit_json(report, output, before_last=None if progress is None else progress.clear)
     if not json_wanted:
         emit_terminal(
             lambda: render(report),

@@ -176,22 +176,21 @@ def heads_command(
                 f"{' and '.join(sources)} are separate sources" if sources else "no text given",
                 "pass TEXT..., --file FILE, --probe induction|retrieval or --image FILE",
             )
-        if texts:
-            texts = [read_text(text) for text in texts]
+        given: str | list[str] | None = [read_text(text) for text in texts] if texts else None
         if target is not None:
-            if not texts or len(texts) != 1:
+            if not given or len(given) != 1:
                 raise BadInput(
                     "--target goes with one source TEXT", "attn heads SOURCE --target TARGET --model SEQ2SEQ"
                 )
-            texts, target = texts[0], read_text(target, "--target")
+            given, target = given[0], read_text(target, "--target")
         from attn_cli.analyses.ray_engine import check_engine, is_url
 
         on_ray = check_engine(engine.value, address, workers, gpus_per_worker)  # no Ray: how to install it
-        file = _url(file) if on_ray else file
-        if file is not None and not (on_ray and is_url(file)):
+        source = _url(file) if on_ray else file
+        if source is not None and not (on_ray and is_url(source)):
             from attn_cli.plumbing.corpus import open_corpus
 
-            open_corpus(file, column)  # a missing path, a wrong format or column fails before the model loads
+            open_corpus(source, column)  # a missing path, a wrong format or column fails before the model loads
         if store is not None:
             from attn_cli.analyses.store_writer import check_store
 
@@ -205,8 +204,8 @@ def heads_command(
                 prestart(loading.loaded_as(), address=address, workers=workers, gpus_per_worker=gpus_per_worker)
             loaded = loading.load()
             report = loaded.heads(
-                texts or None,
-                file=file,
+                given or None,
+                file=source,
                 probe=probe and probe.value,
                 seed=seed,
                 probe_length=probe_length,

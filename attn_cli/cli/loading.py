@@ -97,5 +97,5 @@ def loads_model(command: Callable) -> Callable:
         loading = Loading(**{field.name: given.pop(field.name) for field in dataclasses.fields(Loading)})
         return command(loading=loading, **given)
 
-    with_loading.__signature__ = signature.replace(parameters=parameters)
+    with_loading.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]  # Typer reads it
     return with_loading

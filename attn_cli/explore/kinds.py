@@ -31,7 +31,7 @@ def header_view(look, variant: str, stack: str | None, command: str = "attn expl
         from attn_cli.render.image_view import header_line, image_lines
 
         return Group(header_line(look, command), image_lines(look.image), variant_line)
-    if not hasattr(look, "stacks"):
+    if not hasattr(look, "stacks") or stack is None:  # a pair always has a stack shown
         return Group(header(look, command), variant_line)
     from attn_cli.render.seq2seq_view import STACK_TITLES
     from attn_cli.render.terminal import model_line, unit_list

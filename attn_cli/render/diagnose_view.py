@@ -6,6 +6,8 @@ Fits 80 columns for a 12-head model; past the width, the per-head strip is left 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from rich.console import Group, RenderableType
 from rich.style import Style
 from rich.table import Table
@@ -131,7 +133,7 @@ def _entry(entry) -> Text:
 
 def _largest(report: DiagnoseReport) -> Table:
     table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="dim")
-    for name, justify in (
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
         ("layer", "right"),
         ("token", "left"),
         ("pos", "right"),
@@ -139,9 +141,10 @@ def _largest(report: DiagnoseReport) -> Table:
         ("value", "right"),
         ("× median", "right"),
         ("massive", "left"),
-    ):
+    )
+    for name, justify in columns:
         table.add_column(name, justify=justify, no_wrap=True)
-    for entry in report.largest:
+    for entry in report.largest or []:
         table.add_row(
             str(entry.layer),
             _short(entry.token),
@@ -158,7 +161,7 @@ def _recurring(report: DiagnoseReport) -> Table:
     table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="dim")
     for name in ("layer", "dim", "massive in", "largest in"):
         table.add_column(name, justify="right", no_wrap=True)
-    for pair in report.recurring:
+    for pair in report.recurring or []:
         table.add_row(str(pair.layer), str(pair.dim), f"{pair.massive_texts:,}", f"{pair.peak_texts:,}")
     return table
 

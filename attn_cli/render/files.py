@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TextIO
+from typing import IO
 
 from attn_cli.plumbing.errors import AttnError, BadInput
 from attn_cli.render.raster import DRAWN_FORMATS, check_drawable, draw, missing_glyphs_note
@@ -15,7 +15,7 @@ DEFAULT_DPI = 150  # a PNG figure's pixels per inch: sharp on slides and screens
 DPI_RANGE = (10, 1200)
 
 
-def write_json(document, stream: TextIO, before_last: Callable[[], None] | None = None) -> None:
+def write_json(document, stream: IO[str], before_last: Callable[[], None] | None = None) -> None:
     """The one JSON writer: a report's document (its json_chunks, streamed as they are made), then a newline.
 
     Every report type (inspect, a batch, compare, steps, the model catalog) writes through here;
@@ -87,8 +87,12 @@ def save_figure(
     if shows_image(report) and not panels:  # the image with a heat overlay per head
         from attn_cli.render.image_figures import image_html, image_svg
 
-        svg_figure = lambda report, panels, per_head: image_svg(report, query)  # noqa: E731
-        html_page = lambda report, per_head: image_html(report, query)  # noqa: E731
+        def svg_figure(report, panels=None, looked_by: str = "inspect", per_head: bool = False) -> str:
+            return image_svg(report, query)
+
+        def html_page(report, per_head: bool = False) -> str:
+            return image_html(report, query)
+
     else:
         from attn_cli.render.figures import html_page, svg_figure
     suffix = path.suffix.lower()
