@@ -280,3 +280,14 @@ def test_a_corpus_profile_store_is_saved_by_chunks_and_resumes_to_the_same_profi
     corpus.write_text("\n".join(reversed(texts)) + "\n")
     with pytest.raises(BadInput, match="are not the ones"):
         lab.kv_profile(**asked, store=str(store), resume=True)
+
+
+def test_a_target_mass_of_its_own_has_its_distribution_and_its_budget():
+    """--mass 0.97 (not one of the three kept anyway): its keys-needed distribution is kept too, and the
+    recommended budget is its 90th percentile, between 0.95's and 0.99's."""
+    lab = attn_cli.load("lab", device="cpu")
+    report = lab.kv_profile(LAB_TEXT, budget=8, windows=(2,), mass=0.97, retrieval_probe=False)
+    assert report.to_json_dict()["settings"]["masses"] == [0.9, 0.95, 0.97, 0.99]
+    for head in report.heads:
+        assert head.budget == int(np.ceil(head.keys[0.97][1])) >= 1
+        assert head.keys[0.95][1] <= head.keys[0.97][1] <= head.keys[0.99][1]

@@ -53,6 +53,11 @@ class Settings:
     budget: int = BUDGET
     target: float = TARGET
 
+    @property
+    def masses(self) -> tuple[float, ...]:
+        """The shares whose keys-needed distribution is kept: MASSES and the target (the recommended budget's)."""
+        return tuple(sorted({*MASSES, self.target}))
+
 
 @dataclass
 class HeadKV:
@@ -141,7 +146,7 @@ class KVReport(Document):
             "dtype": self.dtype,
             "settings": {
                 **asdict(self.settings),
-                "masses": list(MASSES),
+                "masses": list(self.settings.masses),
                 "retrieval_threshold": RETRIEVAL,
                 "snapkv_window": observation_window(self.settings.budget),
                 "sampled_rows": SAMPLED_ROWS,  # past this many rows: keys needed and H2O from every k-th row
@@ -307,7 +312,7 @@ def scorer_for(settings: Settings) -> type:
             rows, policy_rows, h2o_rows = (torch.zeros(batch, dtype=torch.float64) for _ in range(3))
             # past SAMPLED_ROWS rows, the sorts (keys needed) and H2O's ranking read every step-th row only
             step = -(-real.shape[1] // SAMPLED_ROWS)
-            needed: dict[float, list[list[torch.Tensor]]] = {p: [[] for _ in range(count)] for p in MASSES}
+            needed: dict[float, list[list[torch.Tensor]]] = {p: [[] for _ in range(count)] for p in settings.masses}
             accumulated = None
             lengths = real.sum(-1).tolist()  # each text's tokens
             observed = observation_window(settings.budget)
@@ -342,7 +347,7 @@ def scorer_for(settings: Settings) -> type:
                         windows[text].append(weights[text, :, first - start : last - start, :length])
                 counted_mask = counted_rows.bool() if chosen is None else counted_rows.bool()[:, chosen]  # (B, s)
                 read = weights if chosen is None else weights[:, :, chosen]
-                for p, keys_needed in zip(MASSES, kv.keys_for_mass(read, MASSES)):  # each (B, h, s)
+                for p, keys_needed in zip(settings.masses, kv.keys_for_mass(read, settings.masses)):  # (B, h, s) each
                     for offset in range(count):  # each head's counted rows' needs, flat
                         needed[p][offset].append(keys_needed[:, offset][counted_mask].cpu())
             snap_rows = torch.zeros(batch, dtype=torch.float64)
@@ -383,7 +388,9 @@ class Totals:
             "snap_counts": self.snap_counts,
             "h2o_counts": self.h2o_counts,
             "rows": np.array(self.rows),
-            "histogram_keys": np.array([[layer, head, MASSES.index(p)] for layer, head, p in keys]).reshape(-1, 3),
+            "histogram_keys": np.array(
+                [[layer, head, self.settings.masses.index(p)] for layer, head, p in keys]
+            ).reshape(-1, 3),
             "histograms": np.array(
                 [np.pad(self.histograms[key], (0, longest - len(self.histograms[key]))) for key in keys]
             ).reshape(len(keys), longest),
@@ -397,7 +404,9 @@ class Totals:
         self.snap_counts, self.h2o_counts = arrays["snap_counts"].copy(), arrays["h2o_counts"].copy()
         self.rows = float(arrays["rows"])
         self.histograms = {
-            (int(layer), int(head), MASSES[int(p)]): np.trim_zeros(counts, "b") if counts.any() else counts[:1]
+            (int(layer), int(head), self.settings.masses[int(p)]): np.trim_zeros(counts, "b")
+            if counts.any()
+            else counts[:1]
             for (layer, head, p), counts in zip(arrays["histogram_keys"], arrays["histograms"])
         }
 
@@ -429,13 +438,11 @@ class Totals:
         hitters = self.h2o_counts[index, head]
         mean = lambda name: float(self.sums[name][index, head] / rows)  # noqa: E731
         kept = lambda name: float(self.sums[name][index, head] / policy) if policy else None  # noqa: E731
-        keys = {p: _distribution(self.histograms.get((index, head, p))) for p in MASSES}
+        keys = {p: _distribution(self.histograms.get((index, head, p))) for p in self.settings.masses}
         streaming = kept("streaming")
         score = None if retrieval is None else retrieval.get((layer, head))
         far = (score is not None and score >= RETRIEVAL) or (streaming is not None and streaming < self.settings.target)
-        needed = keys.get(self.settings.target) or _distribution(
-            self.histograms.get((index, head, self.settings.target))
-        )
+        needed = keys[self.settings.target]
         return HeadKV(
             layer=layer,
             head=head,
