@@ -285,8 +285,7 @@ def ablate(
         predicted=[int(position) for position in measure.predicted],
         reference=None
         if method == "zero"
-        else reference_name
-        or (f"the {'image' if image is not None else 'text'} itself" if reference is None else None),
+        else reference_name or _named(reference, f"the {'image' if image is not None else 'text'} itself"),
         seed=seed,
         truncated_from=fed.truncated_from,
     )
@@ -380,10 +379,15 @@ def ablate_corpus(
         clean=float(clean.mean()),
         ablations=ablations,
         together=together,
-        reference=None if method == "zero" else reference_name or ("each text itself" if reference is None else None),
+        reference=None if method == "zero" else reference_name or _named(reference, "each text itself"),
         seed=seed,
         texts=len(records),
     )
+
+
+def _named(reference: Sequence[str] | None, itself: str) -> str:
+    """Where mean and resample replacements came from, in words."""
+    return itself if reference is None else counted(len(reference), "reference text")
 
 
 def metric_for(model, fed: Fed, text: str, metric, target, foil, truncate: bool) -> Metric:
