@@ -645,6 +645,8 @@ def load_hf_backend(
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True, trust_remote_code=trust_remote_code)
         head = saved_head(directory)
+        if head == "masked" and not _has_masked_lm_class(directory):  # no masked-LM class for it: the base model
+            head = None
         model_class = {
             "causal": AutoModelForCausalLM,
             "seq2seq": AutoModelForSeq2SeqLM,
@@ -676,6 +678,19 @@ def load_hf_backend(
     backend.masked_lm = model if head == "masked" else None  # its logits at [MASK]: attn ablate's masked-loss
     backend.offload_folder = offload
     return backend
+
+
+def _has_masked_lm_class(directory: Path) -> bool:
+    """Whether transformers maps this checkpoint's config to a masked-LM class (its head is then loaded too; a
+    config without one loads as the base model, as before masked heads were read)."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    try:
+        kind = AutoConfig.from_pretrained(directory, local_files_only=True).model_type
+    except (OSError, ValueError):
+        return False
+    return kind in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
 def _softmax_rows(weights, count: int, heads: int) -> bool:
