@@ -423,13 +423,14 @@ def test_the_importance_command_reads_a_corpus_and_refuses_an_encoder(tmp_path):
     assert both.exit_code == 2 and "separate sources" in both.output
 
 
-def test_a_figure_without_a_page_refuses_html_in_one_line(lab):
-    """importance_svg draws its own SVG; an analysis whose figure has no page (routes) is refused, not a TypeError."""
-    from attn_cli.plumbing.errors import BadInput
-    from attn_cli.render.figures import html_page
+def test_a_figure_drawn_only_as_svg_is_that_svg_in_a_page(lab):
+    """An analysis whose figure has no page of its own (routes) saves .html as its SVG inside a page (it was a
+    TypeError before the page existed)."""
+    from attn_cli.render.figures import html_page, svg_figure
 
-    with pytest.raises(BadInput, match="draws its figure as .svg, .png or .pdf"):
-        html_page(lab.routes("the cat saw a dog"))
+    report = lab.routes("the cat saw a dog")
+    page, drawn = html_page(report), svg_figure(report)
+    assert drawn[drawn.index("<svg") :] in page and page.startswith("<!DOCTYPE html>")
 
 
 def test_over_a_corpus_each_ablation_is_the_mean_of_the_texts_with_its_spread_and_examples(lab, tmp_path):

@@ -154,7 +154,7 @@ def test_the_docs_worked_example_is_what_the_command_prints(monkeypatch):
     assert "\n".join(line.rstrip() for line in ran.stdout.splitlines()).rstrip() == shown.rstrip()
 
 
-def test_the_figure_draws_every_kept_edge_with_its_hover_and_refuses_html(tmp_path):
+def test_the_figure_draws_every_kept_edge_with_its_hover_also_in_a_page(tmp_path):
     from typer.testing import CliRunner
 
     from attn_cli.cli import app
@@ -166,8 +166,12 @@ def test_the_figure_draws_every_kept_edge_with_its_hover_and_refuses_html(tmp_pa
     drawn = path.read_text()
     assert drawn.count("</title></line>") == 5  # the five kept edges of the worked example
     assert "L0 out 5 dog → L1 attn 10 a: attention 0.986; heads H0 0.30" in drawn
-    refused = runner.invoke(app, ["routes", LAB_TEXT, "--model", "lab", "--save", str(tmp_path / "route.html")])
-    assert refused.exit_code == 2 and ".svg, .png or .pdf" in refused.output
+    page = tmp_path / "route.html"
+    saved = runner.invoke(app, ["routes", LAB_TEXT, "--model", "lab", "--target", "dog", "--save", str(page)])
+    assert saved.exit_code == 0, saved.output
+    html = page.read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<script" not in html  # the SVG itself, nothing to run
+    assert html.count("</title></line>") == 5 and "L0 out 5 dog → L1 attn 10 a: attention 0.986" in html
 
 
 def test_alti_on_a_decoder_is_the_reference_formula_rolled_out(tiny_gpt2_dir):

@@ -11,7 +11,6 @@ from attn_cli.cli.common import read_text, registered_view, run_and_emit, save_f
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.cli.output import Output, writes_output
-from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
     "Every layer's residual stream is split into its parts (each source token through each head, the "
@@ -26,7 +25,9 @@ EPILOG = (
 
 
 @loads_model
-@writes_output(save="Also save the route graph: FILE.svg, .png or .pdf (repeatable).", scale=False)
+@writes_output(
+    save="Also save the route graph: FILE.svg, .png, .pdf or .html (hover an edge) (repeatable).", scale=False
+)
 def routes_command(
     text: opt.Text,
     loading: Loading = Loading(),
@@ -49,9 +50,6 @@ def routes_command(
     """Which tokens, heads and FFN blocks one prediction is built from (information-flow routes)."""
     with user_errors():
         json_wanted = out.check()
-        for path in out.save:
-            if path.suffix.lower() in (".html", ".htm"):
-                raise BadInput(f"--save {path}: the route graph is drawn as .svg, .png or .pdf", "save FILE.svg")
         text = read_text(text)
 
         def run(progress, lazy: bool):

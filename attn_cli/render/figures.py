@@ -211,8 +211,6 @@ def page_data(report, per_head: bool = False) -> dict:
     command, figure = figure_of(report)
     if figure.one is not None:  # a batch: one page per text; the first (the CLI says so)
         return page_data(figure.one(report), per_head)
-    if figure.page is None and figure.page_data is None:
-        raise BadInput(f"attn {command} draws its figure as .svg, .png or .pdf, not as a page", "save FILE.svg")
     data = {
         "tokens": figure.tokens(report) if figure.tokens is not None else [],
         "model": report.model.name,
@@ -322,8 +320,25 @@ def script_json(data) -> str:
 
 
 def html_page(report, per_head: bool = False) -> str:
-    """One offline page: the data inline as JSON, the script and style inline, nothing fetched."""
+    """One offline page: the data inline as JSON, the script and style inline, nothing fetched. A figure drawn
+    only as SVG (attn routes) is its SVG inside the page: a browser shows each edge's <title> on hover."""
+    _, figure = figure_of(report)
+    if figure.one is None and figure.page is None and figure.page_data is None:
+        return svg_page(report, per_head)
     return html_document(page_data(report, per_head))
+
+
+def svg_page(report, per_head: bool = False) -> str:
+    """A self-contained page holding the report's SVG figure, nothing fetched and no script."""
+    title = report_title(report, figure_of(report)[0])
+    drawn = svg_figure(report, per_head=per_head)
+    drawn = drawn[drawn.index("<svg") :]  # the element, without its XML declaration
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
+        f'<title>{escape(title)}</title>\n</head>\n<body style="margin:16px;font-family:sans-serif">\n'
+        f"{drawn}\n</body>\n</html>\n"
+    )
 
 
 def html_document(data: dict, script: str = "page.js", style: str = "page.css") -> str:
