@@ -350,6 +350,8 @@ def test_the_patch_command_refuses_in_one_line():
         (["--corrupt", "the dog saw a"], 2, "has no language-model head"),
         (["--corrupt", "the dog saw a", "--model", "lab", "--direction", "sideways"], 2, "is not a direction"),
         (["--corrupt", "the dog saw a", "--model", "toy"], 1, "cannot run with a head's output changed"),
+        (["--corrupt", "the cat saw a", "--model", "lab"], 2, "there is nothing to recover"),
+        (["--corrupt", "the dog saw a", "--model", "lab", "--foil", "zzzq"], 2, "not in the model's vocabulary"),
     ]:
         refused = runner.invoke(app, [*base, *wrong])
         assert refused.exit_code == code, (wrong, refused.output)
@@ -544,3 +546,21 @@ def test_a_masked_language_models_heads_by_the_loss_at_its_masks_and_by_its_embe
         model.ablate(text, metric="loss")
     with pytest.raises(BadInput, match="is 1 token, and the text has 2"):
         model.ablate(text, target="cat")
+
+
+def test_the_unknown_word_warning_reads_the_text_with_its_target_and_patch_says_when_it_runs_backwards():
+    """A --target continuation the vocabulary lacks is warned about as part of the text the model read (with
+    its own token count); a patch whose corrupted text favours --target more says its scale runs backwards."""
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+
+    ran = CliRunner().invoke(app, ["ablate", "the cat saw a", "--model", "lab", "--target", "dog zzzqqq", "-l", "0"])
+    assert ran.exit_code == 0, ran.output
+    assert "1 of 6 tokens of 'the cat saw a dog zzzqqq' is <unk>" in " ".join(ran.output.split())
+    clean, corrupt = LAB_WORDS + " only world", LAB_WORDS + " only party"  # the corrupted one copies 'company'
+    backwards = CliRunner().invoke(
+        app, ["patch", clean, "--corrupt", corrupt, "--target", "company", "--foil", "keeps", "--model", "lab"]
+    )
+    assert backwards.exit_code == 0, backwards.output
+    assert "the recovery scale runs backwards" in " ".join(backwards.output.split())

@@ -30,6 +30,7 @@ from attn_cli.backends.interventions import Fed, HeadChanges, HeadOutputs
 from attn_cli.data.capture import ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, num_json
 from attn_cli.data.selection import Spec, parse_heads_of_layers
+from attn_cli.data.unknown import UNKNOWN_TOKENS
 from attn_cli.math import effects
 from attn_cli.plumbing.errors import BadInput
 
@@ -520,6 +521,11 @@ def next_token_id(model, fed: Fed, text: str, word: str, option: str, truncate: 
         raise BadInput(
             f"{option} {word!r} is {counted(len(positions), 'token')} after the text",
             "give one token of the vocabulary",
+        )
+    if run.tokens[int(positions[0])].text in UNKNOWN_TOKENS:
+        raise BadInput(
+            f"{option} {word!r} is not in the model's vocabulary (it reads as {run.tokens[int(positions[0])].text})",
+            "give a token the model knows",
         )
     return int(run.ids[positions[0]])
 

@@ -172,6 +172,12 @@ def patch(
     replacements = {layer: kept.outputs[layer] for layer in touched}  # (1, T, H, D): the other run's outputs
     rows = max(1, min(MAX_ROWS, len(units), OUTPUT_CELLS // (count * run_logits.shape[-1])))
     span = clean_value - corrupt_value
+    if abs(span) < 1e-6:
+        raise BadInput(
+            f"the clean and the corrupted text give the same {measure.measured} ({clean_value:.4g}): "
+            "there is nothing to recover",
+            "corrupt the clean text where it decides between --target and --foil",
+        )
     patches: list[Patch] = []
     for start in range(0, len(units), rows):
         chunk = units[start : start + rows]

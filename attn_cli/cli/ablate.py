@@ -42,7 +42,7 @@ HeadPairs = Annotated[
 
 
 @loads_model
-@writes_output(save="Also save the effects grid: FILE.svg, .png, .pdf or .html (repeatable).", scale=False)
+@writes_output(save="Also save the effects grid: FILE.svg, .png, .pdf or .html.", scale=False)
 def ablate_command(
     text: Annotated[
         str | None,

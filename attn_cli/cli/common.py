@@ -291,6 +291,7 @@ def warn_if_unknown(report) -> None:
 def texts_read(report):
     """(text, its tokens) of each text the model read for `report`: a batch's texts, diff's two, a pair's source
     and target, a prompt (not what was generated); an image has no text."""
+    from attn_cli.analyses.ablate import AblationReport, joined
     from attn_cli.analyses.diff import DiffReport
     from attn_cli.analyses.generate import GenerateReport
     from attn_cli.analyses.inspect_report import InspectBatch
@@ -314,6 +315,8 @@ def texts_read(report):
     elif isinstance(report, PairReport):
         yield report.text, report.tokens
         yield report.target, report.target_tokens
+    elif isinstance(report, AblationReport) and report.target is not None and report.metric in ("loss", "kl"):
+        yield joined(report.text, report.target), report.tokens  # the text and its continuation, as one run
     elif isinstance(report, PatchReport):
         yield report.clean, report.tokens
         yield report.corrupt, report.corrupt_tokens

@@ -27,7 +27,7 @@ EPILOG = (
 
 
 @loads_model
-@writes_output(save="Also save the importance grid: FILE.svg, .png, .pdf or .html (repeatable).", scale=False)
+@writes_output(save="Also save the importance grid: FILE.svg, .png, .pdf or .html.", scale=False)
 def importance_command(
     texts: Annotated[
         list[str] | None,

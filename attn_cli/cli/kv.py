@@ -30,7 +30,7 @@ EPILOG = (
 
 
 @loads_model
-@writes_output(save="Also save the grids: FILE.svg, .png, .pdf or .html (repeatable).", scale=False)
+@writes_output(save="Also save the grids: FILE.svg, .png, .pdf or .html.", scale=False)
 def kv_command(
     texts: Annotated[
         list[str] | None,

@@ -30,7 +30,7 @@ EPILOG = (
 
 
 @loads_model
-@writes_output(save="Also save the recoveries: FILE.svg, .png, .pdf or .html (repeatable).", scale=False)
+@writes_output(save="Also save the recoveries: FILE.svg, .png, .pdf or .html.", scale=False)
 def patch_command(
     clean: Annotated[str, typer.Argument(metavar="CLEAN", help="The clean text ('-' reads stdin).")],
     corrupt: Annotated[

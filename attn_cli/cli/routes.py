@@ -25,9 +25,7 @@ EPILOG = (
 
 
 @loads_model
-@writes_output(
-    save="Also save the route graph: FILE.svg, .png, .pdf or .html (hover an edge) (repeatable).", scale=False
-)
+@writes_output(save="Also save the route graph: FILE.svg, .png, .pdf or .html (hover an edge).", scale=False)
 def routes_command(
     text: opt.Text,
     loading: Loading = Loading(),

@@ -193,6 +193,14 @@ def render_patch(report, width: int = 80) -> RenderableType:
             style="dim",
         ),
     ]
+    if report.clean_value < report.corrupt_value:
+        parts.append(
+            Text(
+                "warning: the corrupted text favours --target more than the clean one: the recovery scale runs "
+                "backwards (swap --target and --foil, or the texts)",
+                style="yellow",
+            )
+        )
     layers, heads, grid = report.grid()
     if report.by_position:
         parts.append(_positions_grid(report, layers, heads, grid, width))
@@ -209,7 +217,8 @@ def render_patch(report, width: int = 80) -> RenderableType:
         if report.by_position:
             cells.append(f"{patch.position} {report.tokens[patch.position].text}")
         table.add_row(*cells, f"{patch.value:.4g}", f"{patch.recovery:.3f}")
-    parts.append(titled(f"largest recoveries (of {len(report.patches)})", table))
+    moved = "0, no change" if report.direction == "denoising" else "1, no change"
+    parts.append(titled(f"the patches that move it most, farthest from {moved} (of {len(report.patches)})", table))
     return Group(*parts)
 
 
@@ -334,10 +343,11 @@ def render_importance(report, width: int = 80) -> RenderableType:
     top = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     top.add_column("head", no_wrap=True)
     top.add_column("importance", justify="right")
-    top.add_column("± std over texts", justify="right")
+    if report.texts > 1:
+        top.add_column("± std over texts", justify="right")
     for layer, head, value in report.top(TOP):
         spread = float(report.spread[report.layers.index(layer), head])
-        top.add_row(f"{layer}.{head}", f"{value:.4g}", f"{spread:.3g}")
+        top.add_row(f"{layer}.{head}", f"{value:.4g}", *([f"{spread:.3g}"] if report.texts > 1 else []))
     parts.append(titled("most important heads", top))
     if report.pruning:
         parts.append(_curve(report))
