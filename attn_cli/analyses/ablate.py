@@ -222,9 +222,11 @@ def ablate(
     reference_name: str | None = None,
     seed: int = 0,
     truncate: bool = False,
+    pool: dict[int, torch.Tensor] | None = None,
 ) -> AblationReport:
     """Every selected head's ablation (or one of them all together) and what it did to the metric, on a text or
-    (image: a PIL image, named image_source) on an image through a vision transformer."""
+    (image: a PIL image, named image_source) on an image through a vision transformer. pool: the reference's head
+    outputs, made already (a corpus reads one reference for every text)."""
     if method not in METHODS:
         raise BadInput(f"--method {method!r} is not an ablation", f"choose {', '.join(METHODS)}")
     if method == "zero" and reference is not None:
@@ -255,7 +257,8 @@ def ablate(
     # kl and cosine compare a run with the clean one: 0 on the clean run by definition (not 1e-16 of rounding)
     clean = 0.0 if measure.name in ("kl", "cosine") else float(measure(clean_output)[0])
     touched = sorted({layer for chosen in sets for layer, _ in chosen})
-    pool = _reference_outputs(model, measure.fed, reference, touched, truncate) if method != "zero" else {}
+    if pool is None:
+        pool = _reference_outputs(model, measure.fed, reference, touched, truncate) if method != "zero" else {}
     count = len(measure.fed.tokens)
     rows = max(1, min(MAX_ROWS, len(sets), OUTPUT_CELLS // (count * clean_output.shape[-1])))
     draws = torch.Generator().manual_seed(seed)
@@ -320,6 +323,12 @@ def ablate_corpus(
     ablation over the texts, the effect's standard deviation, and the texts where it was largest. store: each
     text's values are written there as they are made, and the texts it holds already are not run again."""
     records: list[dict] = [] if store is None else list(store.records)
+    pairs = parse_heads_of_layers(layers, heads, backend.info)
+    sets = [pairs] if together else [[pair] for pair in pairs]
+    pool = None  # a reference's head outputs are the same for every text: made once
+    if reference is not None and method != "zero":
+        touched = sorted({layer for layer, _ in pairs})
+        pool = _reference_outputs(require(backend, Intervenes, "attn ablate"), None, reference, touched, truncate)
     shown: AblationReport | None = None  # the one text's own report, for a corpus of one
     for index, text in enumerate(texts):
         if store is not None:
@@ -338,6 +347,7 @@ def ablate_corpus(
             reference_name=reference_name,
             seed=seed + index,
             truncate=truncate,
+            pool=pool,
         )
         shown = report
         values_ = [ablation.value for ablation in report.ablations]
@@ -351,8 +361,6 @@ def ablate_corpus(
         raise BadInput("the corpus has no texts", "give --file a file with a text per line")
     if len(records) == 1 and shown is not None:
         return shown
-    pairs = parse_heads_of_layers(layers, heads, backend.info)
-    sets = [pairs] if together else [[pair] for pair in pairs]
     values = np.array([record["values"] for record in records])  # (texts, ablations)
     clean = np.array([record["clean"] for record in records])  # (texts,)
     effects_ = values - clean[:, None]
@@ -530,10 +538,12 @@ def next_token_id(model, fed: Fed, text: str, word: str, option: str, truncate: 
     return int(run.ids[positions[0]])
 
 
-def _reference_outputs(model, fed: Fed, reference, layers: list[int], truncate: bool) -> dict[int, torch.Tensor]:
+def _reference_outputs(model, fed: Fed | None, reference, layers: list[int], truncate: bool) -> dict[int, torch.Tensor]:
     """Every touched layer's head outputs at every reference token, (N, H, D) per layer (the text's own tokens
     when no reference is given)."""
     pooled: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
+    if reference is None:
+        assert fed is not None  # no reference: the text's own tokens
     runs = [fed] if reference is None else [model.intervention_input(text, truncate) for text in reference]
     if not runs:
         raise BadInput("the reference has no texts", "give --reference a file with a text per line")

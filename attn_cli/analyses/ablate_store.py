@@ -17,50 +17,19 @@ import json
 import os
 from pathlib import Path
 
+from attn_cli.analyses.run_store import open_run
 from attn_cli.plumbing.errors import AttnError, BadInput
 
-RUN = "run.json"
 TEXTS = "texts.jsonl"
-VERSION = 1
-
-
-def check_ablation_store(path: Path, resume: bool) -> None:
-    """Before the model loads: DIR is absent, an empty directory, or (with --resume) an ablation store."""
-    path = Path(path)
-    if not path.exists():
-        if resume:
-            raise BadInput(f"--resume: {path} does not exist", "drop --resume to start the store")
-        return
-    if not path.is_dir():
-        raise BadInput(f"--store {path} is not a directory", "name a new or empty directory")
-    if not any(path.iterdir()):
-        return
-    if not resume:
-        raise BadInput(f"--store {path} is not empty", "add --resume to continue it, or name a new or empty directory")
-    if not (path / RUN).is_file():
-        raise BadInput(f"--store {path} is not an attn ablate store (no {RUN})", "name a new or empty directory")
 
 
 class AblationStore:
     """An open store: the records already written, and append() for the next text's."""
 
     def __init__(self, path: Path, identity: dict, resume: bool):
-        check_ablation_store(path, resume)
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.records: list[dict] = []
-        run = self.path / RUN
-        if run.is_file():
-            written = _read_json(run)
-            if written != {"version": VERSION, **identity}:
-                changed = sorted(key for key in {**written, **identity} if written.get(key) != identity.get(key))
-                raise BadInput(
-                    f"--resume: {path} was written by another run (its {', '.join(changed) or 'version'} differ)",
-                    "resume with the options it was made with (see its run.json), or name a new directory",
-                )
-            self.records = _read_records(self.path / TEXTS)
-        else:
-            run.write_text(json.dumps({"version": VERSION, **identity}, indent=1) + "\n", encoding="utf-8")
+        resumed = open_run(self.path, identity, resume, "ablate")
+        self.records: list[dict] = _read_records(self.path / TEXTS) if resumed else []
 
     def check_corpus(self, index: int, text: str) -> None:
         """The corpus' text `index` is the one the store holds for it."""
@@ -76,16 +45,6 @@ class AblationStore:
             stream.flush()
             os.fsync(stream.fileno())
         self.records.append(record)
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise AttnError(f"{path} is damaged: {error}", "start the store again in a new directory") from None
-    if not isinstance(value, dict):
-        raise AttnError(f"{path} is damaged: not a JSON object", "start the store again in a new directory")
-    return value
 
 
 def _read_records(path: Path) -> list[dict]:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from attn_cli.analyses.batches import batches as padded_batches
 from attn_cli.backends.capabilities import Intervenes, require
 from attn_cli.backends.interventions import FedBatch, HeadChanges
 from attn_cli.data.capture import ModelInfo
@@ -104,7 +105,8 @@ def head_importance(
     layers = info.attention_layers
     if batch_size < 1:
         raise BadInput(f"--batch-size {batch_size} is not a batch", "give 1 or more")
-    batches = [batch for batch in _batches(texts, batch_size)]
+    given = [texts] if isinstance(texts, str) else list(texts)
+    batches = list(padded_batches(given, batch_size))  # shortest first within a window: little padding
     if not batches:
         raise BadInput("no texts to measure", "give a text, or --file with a text per line")
     feds = [model.intervention_batch(batch, truncate) for batch in batches]
@@ -138,22 +140,11 @@ def head_importance(
         layers=layers,
         importance=stacked.mean(0),
         spread=stacked.std(0),
-        text=batches[0][0],
+        text=given[0],
     )
     if prune:
         report.pruning = _pruning_curve(model, feds, report.order(), info.heads)
     return report
-
-
-def _batches(texts: Iterable[str], size: int) -> Iterable[list[str]]:
-    batch: list[str] = []
-    for text in [texts] if isinstance(texts, str) else texts:
-        batch.append(text)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def _text_losses(logits: torch.Tensor, fed: FedBatch) -> tuple[torch.Tensor, torch.Tensor]:

@@ -12,34 +12,15 @@ hash to what the store covers, and are then skipped.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 
+from attn_cli.analyses.run_store import open_run
 from attn_cli.plumbing.errors import AttnError, BadInput
 
-RUN = "run.json"
 TOTALS = "totals.npz"
-VERSION = 1
-
-
-def check_kv_store(path: Path, resume: bool) -> None:
-    """Before the model loads: DIR is absent, an empty directory, or (with --resume) a kv store."""
-    path = Path(path)
-    if not path.exists():
-        if resume:
-            raise BadInput(f"--resume: {path} does not exist", "drop --resume to start the store")
-        return
-    if not path.is_dir():
-        raise BadInput(f"--store {path} is not a directory", "name a new or empty directory")
-    if not any(path.iterdir()):
-        return
-    if not resume:
-        raise BadInput(f"--store {path} is not empty", "add --resume to continue it, or name a new or empty directory")
-    if not (path / RUN).is_file():
-        raise BadInput(f"--store {path} is not an attn kv store (no {RUN})", "name a new or empty directory")
 
 
 def text_digest(texts: list[str], digest=None):
@@ -55,30 +36,14 @@ class KVStore:
     """An open store: what it covers (state: the saved arrays, or None), and save() after each chunk."""
 
     def __init__(self, path: Path, identity: dict, resume: bool):
-        check_kv_store(path, resume)
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
         self.state: dict[str, np.ndarray] | None = None
-        run = self.path / RUN
-        if run.is_file():
+        if open_run(self.path, identity, resume, "kv") and (self.path / TOTALS).is_file():
             try:
-                written = json.loads(run.read_text(encoding="utf-8"))
-            except ValueError as error:
-                raise AttnError(f"{run} is damaged: {error}", "start the store again in a new directory") from None
-            if written != {"version": VERSION, **identity}:
-                changed = sorted(key for key in {**written, **identity} if written.get(key) != identity.get(key))
-                raise BadInput(
-                    f"--resume: {path} was written by another run (its {', '.join(changed) or 'version'} differ)",
-                    "resume with the options it was made with (see its run.json), or name a new directory",
-                )
-            if (self.path / TOTALS).is_file():
-                try:
-                    with np.load(self.path / TOTALS, allow_pickle=False) as arrays:
-                        self.state = {name: arrays[name] for name in arrays.files}
-                except (OSError, ValueError) as error:
-                    raise AttnError(f"{self.path / TOTALS} is damaged: {error}", "start the store again") from None
-        else:
-            run.write_text(json.dumps({"version": VERSION, **identity}, indent=1) + "\n", encoding="utf-8")
+                with np.load(self.path / TOTALS, allow_pickle=False) as arrays:
+                    self.state = {name: arrays[name] for name in arrays.files}
+            except (OSError, ValueError) as error:
+                raise AttnError(f"{self.path / TOTALS} is damaged: {error}", "start the store again") from None
 
     @property
     def texts(self) -> int:

@@ -126,9 +126,9 @@ def ablate_command(
             if resume and store is None:
                 raise BadInput("--resume continues a store", "add --store DIR")
             if store is not None:
-                from attn_cli.analyses.ablate_store import check_ablation_store
+                from attn_cli.analyses.run_store import check_run_store
 
-                check_ablation_store(store, resume)  # before the model loads
+                check_run_store(store, resume, "ablate")  # before the model loads
         elif store is not None or resume:
             raise BadInput("--store keeps a corpus' ablations", "add --file CORPUS")
         elif image is not None:

@@ -269,6 +269,21 @@ def check_files(params: dict) -> None:
     check_not_inputs(outputs, inputs)
 
 
+def texts_or_corpus(texts: list[str] | None, file: Path | None) -> list[str] | None:
+    """TEXT... or --file, one of them: the texts read (- from stdin), or None once the corpus is checked (a missing
+    path or a directory fails here, before the model loads)."""
+    if bool(texts) == (file is not None):
+        raise BadInput(
+            "TEXT and --file are separate sources" if texts else "no text given", "pass TEXT... or --file FILE"
+        )
+    if file is not None:
+        from attn_cli.plumbing.textio import check_corpus
+
+        check_corpus(file)
+        return None
+    return [read_text(text) for text in texts or []]
+
+
 def warn_if_truncated(report) -> None:
     """A warning on stderr per text that --truncate cut. report: one report or an InspectBatch."""
     from attn_cli.analyses.inspect_report import InspectBatch

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import emit_json, emit_terminal, note, read_text, registered_view, save_figure
+from attn_cli.cli.common import emit_json, emit_terminal, note, registered_view, save_figure, texts_or_corpus
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.cli.output import Output, figure_help, writes_output
-from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
     "Per text, then the mean over the texts. A: a head's weights over real tokens (padding excluded).\n\n"
@@ -39,12 +37,7 @@ def diagnose_command(
             help="Texts to diagnose; - reads one from stdin. Several run as padded batches.",
         ),
     ] = None,
-    file: Annotated[
-        Path | None,
-        typer.Option(
-            "--file", "-f", help='A corpus: a text per line, or JSONL with a "text" field per line; - reads stdin.'
-        ),
-    ] = None,
+    file: opt.CorpusFile = None,
     epsilon: Annotated[
         float,
         typer.Option(
@@ -63,7 +56,7 @@ def diagnose_command(
         float, typer.Option("--floor", metavar="FLOOR", help="Massive: and larger than this in absolute value.")
     ] = 100.0,
     limit: Annotated[int | None, typer.Option("--limit", "-n", help="Diagnose at most N texts.")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Texts per padded batch.")] = 32,
+    batch_size: opt.BatchSize = 32,
     loading: Loading = Loading(),
     out: Output = Output(),
     truncate: opt.Truncate = False,
@@ -71,16 +64,7 @@ def diagnose_command(
     """The model's attention sinks (sink rate per layer) and massive activations of its residual stream."""
     with user_errors():
         json_wanted = out.check()
-        if bool(texts) == (file is not None):
-            raise BadInput(
-                "TEXT and --file are separate sources" if texts else "no text given", "pass TEXT... or --file FILE"
-            )
-        if texts:
-            texts = [read_text(text) for text in texts]
-        if file is not None:
-            from attn_cli.plumbing.textio import check_corpus
-
-            check_corpus(file)  # a missing path or a directory fails before the model loads
+        texts = texts_or_corpus(texts, file)
         from attn_cli.cli.heads import progress_bar
 
         with progress_bar("diagnosing") as progress:

@@ -98,7 +98,7 @@ def heads_command(
         ),
     ] = 50,
     limit: Annotated[int | None, typer.Option("--limit", "-n", help="Score at most N texts.")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Texts per padded batch.")] = 32,
+    batch_size: opt.BatchSize = 32,
     loading: Loading = Loading(),
     layer: opt.Layer = "all",
     head: opt.Head = "all",

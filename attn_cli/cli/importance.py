@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import read_text, registered_view, run_and_emit, save_figure
+from attn_cli.cli.common import registered_view, run_and_emit, save_figure, texts_or_corpus
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.cli.output import Output, writes_output
-from attn_cli.plumbing.errors import BadInput
 
 EPILOG = (
     "Michel et al. 2019: a gate ξ = 1 on every head's output, and the head's importance |∂L/∂ξ|, the "
@@ -33,14 +31,9 @@ def importance_command(
         list[str] | None,
         typer.Argument(metavar="TEXT", show_default=False, help="Texts to measure; - reads one from stdin."),
     ] = None,
-    file: Annotated[
-        Path | None,
-        typer.Option(
-            "--file", "-f", help='A corpus: a text per line, or JSONL with a "text" field per line; - reads stdin.'
-        ),
-    ] = None,
+    file: opt.CorpusFile = None,
     limit: Annotated[int | None, typer.Option("--limit", "-n", help="Measure at most N texts.")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Texts per padded batch.")] = 8,
+    batch_size: opt.BatchSize = 8,
     loading: Loading = Loading(),
     out: Output = Output(),
     truncate: opt.Truncate = False,
@@ -48,15 +41,7 @@ def importance_command(
     """Each head's importance to the model's loss (gradient of a gate on its output) and the pruning curve."""
     with user_errors():
         json_wanted = out.check()
-        if bool(texts) == (file is not None):
-            raise BadInput(
-                "TEXT and --file are separate sources" if texts else "no text given", "pass TEXT... or --file FILE"
-            )
-        if file is not None:
-            from attn_cli.plumbing.textio import check_corpus
-
-            check_corpus(file)  # a missing path or a directory fails before the model loads
-        given = [read_text(text) for text in texts] if texts else None
+        given = texts_or_corpus(texts, file)
 
         def run(progress, lazy: bool):
             return loading.load().importance(given, file=file, limit=limit, batch_size=batch_size, truncate=truncate)

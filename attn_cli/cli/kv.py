@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli import options as opt
-from attn_cli.cli.common import emit_json, emit_terminal, note, read_text, registered_view, save_figure
+from attn_cli.cli.common import emit_json, emit_terminal, note, registered_view, save_figure, texts_or_corpus
 from attn_cli.cli.edge import user_errors
 from attn_cli.cli.loading import Loading, loads_model
 from attn_cli.cli.output import Output, writes_output
@@ -36,14 +36,9 @@ def kv_command(
         list[str] | None,
         typer.Argument(metavar="TEXT", show_default=False, help="Texts to profile; - reads one from stdin."),
     ] = None,
-    file: Annotated[
-        Path | None,
-        typer.Option(
-            "--file", "-f", help='A corpus: a text per line, or JSONL with a "text" field per line; - reads stdin.'
-        ),
-    ] = None,
+    file: opt.CorpusFile = None,
     limit: Annotated[int | None, typer.Option("--limit", "-n", help="Profile at most N texts.")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Texts per padded batch.")] = 8,
+    batch_size: opt.BatchSize = 8,
     budget: Annotated[int, typer.Option("--budget", help="Keys a row keeps under StreamingLLM and H2O.")] = 64,
     sinks: Annotated[int, typer.Option("--sinks", help="The first keys StreamingLLM always keeps.")] = 4,
     window: Annotated[
@@ -78,26 +73,19 @@ def kv_command(
     """How much KV cache each head needs, and what StreamingLLM and H2O keep of its attention."""
     with user_errors():
         json_wanted = out.check()
-        if bool(texts) == (file is not None):
-            raise BadInput(
-                "TEXT and --file are separate sources" if texts else "no text given", "pass TEXT... or --file FILE"
-            )
+        given = texts_or_corpus(texts, file)
         windows = _windows(window)
         if file is not None:
-            from attn_cli.plumbing.textio import check_corpus
-
-            check_corpus(file)  # a missing path or a directory fails before the model loads
             if resume and store is None:
                 raise BadInput("--resume continues a store", "add --store DIR")
             if store is not None:
-                from attn_cli.analyses.kv_store import check_kv_store
+                from attn_cli.analyses.run_store import check_run_store
 
-                check_kv_store(store, resume)  # before the model loads
+                check_run_store(store, resume, "kv")  # before the model loads
         elif store is not None or resume:
             raise BadInput("--store keeps a corpus' profile", "add --file CORPUS")
         if export_dir is not None and export_dir.exists() and not export_dir.is_dir():
             raise BadInput(f"--export-dir {export_dir} is a file", "give a directory (it is made if missing)")
-        given = [read_text(text) for text in texts] if texts else None
         from attn_cli.cli.heads import progress_bar
 
         with progress_bar("profiling") as progress:

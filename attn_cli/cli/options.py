@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -183,3 +184,11 @@ ModelOptions = Annotated[
         "device_map; the bundled minilm: device_map.",
     ),
 ]
+
+CorpusFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--file", "-f", help='A corpus: a text per line, or JSONL with a "text" field per line; - reads stdin.'
+    ),
+]
+BatchSize = Annotated[int, typer.Option("--batch-size", "-b", help="Texts per padded batch.")]

@@ -24,6 +24,17 @@ def fits(heads: int, width: int) -> bool:
     return ROW_LABEL + heads * (CELL + 1) <= width
 
 
+def cell(value: float, scale: Scale, written: str, numbers: bool, style: str | None = None) -> Text:
+    """One value's cell: `written` (five characters) on its colour, ink readable on it; a dim dot for NaN; one
+    coloured space where the numbers do not fit. style: instead of the value's colour (a label's)."""
+    if value != value:
+        return Text("    ·" if numbers else "·", style="dim")
+    if style is None:
+        rgb = scale.rgb(value)
+        style = str(Style(bgcolor=scale.colour(value), color="black" if luminance(rgb) > 0.5 else "white"))
+    return Text(written if numbers else " ", style=style)
+
+
 def head_grid(
     title: str,
     layers: list[int],
@@ -48,14 +59,7 @@ def head_grid(
         cells: list[RenderableType] = [f"L{layer}"]
         for column in range(len(heads)):
             value = float(values[row, column])
-            own = None if styles is None else styles(row, column)
-            if value != value:
-                cells.append(Text("    ·" if numbers else "·", style="dim"))
-                continue
-            if own is None:
-                rgb = scale.rgb(value)
-                own = str(Style(bgcolor=scale.colour(value), color="black" if luminance(rgb) > 0.5 else "white"))
-            written = shown(value) if texts is None else texts(row, column)
-            cells.append(Text(written if numbers else " ", style=own))
+            written = shown(value) if texts is None or value != value else texts(row, column)
+            cells.append(cell(value, scale, written, numbers, None if styles is None else styles(row, column)))
         table.add_row(*cells)
     return titled(title + ("" if numbers else " (a cell a head, brighter: larger)"), table)

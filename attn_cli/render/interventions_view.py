@@ -6,13 +6,12 @@ from __future__ import annotations
 import numpy as np
 from rich import box
 from rich.console import Group, RenderableType
-from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from attn_cli.render.head_grid import CELL, head_grid
+from attn_cli.render.head_grid import CELL, cell, head_grid
 from attn_cli.render.page_parts import one_run, report_title, svg_title
-from attn_cli.render.scale import Scale, counted, luminance
+from attn_cli.render.scale import Scale, counted
 from attn_cli.render.svg import Heat, Svg, flow
 from attn_cli.render.terminal import header, model_line, titled, unit_list
 
@@ -244,18 +243,11 @@ def _positions_grid(report, layers: list[int], heads: list[int], grid, width: in
     for layer, head in shown:
         table.add_column(f"{layers[layer]}.{heads[head]}", width=CELL, justify="right", no_wrap=True)
     for position, token in enumerate(report.tokens):
-        cells = [_patch_cell(float(grid[layer, position, head]), scale, True) for layer, head in shown]
+        values = [float(grid[layer, position, head]) for layer, head in shown]
+        cells = [cell(value, scale, recovery_text(value), True) for value in values]
         table.add_row(f"{position} {token.text}", *cells)
     what = f"the {len(shown)} heads that recover most" if len(shown) < len(order) else "every head"
     return titled(f"recovery of one head patched at one position (rows: positions · columns: {what})", table)
-
-
-def _patch_cell(value: float, scale: Scale, numbers: bool):
-    if value != value:
-        return Text(recovery_text(value) if numbers else "·", style="dim")
-    rgb = scale.rgb(value)
-    style = Style(bgcolor=scale.colour(value), color="black" if luminance(rgb) > 0.5 else "white")
-    return Text(recovery_text(value) if numbers else " ", style=style)
 
 
 def _patch_grids(report) -> list[tuple[str, list[str], list[str], np.ndarray]]:
