@@ -70,8 +70,12 @@ def hf_circuit_weights(model, lm, info) -> CircuitWeights:
     w_pos, positions = _positions(model, info)
     w_u, unembedding = _unembedding(model, lm, final, w_e, info)
     _check_finite(stacked, reading, final, {"the token embedding": w_e, "W_pos": w_pos, "W_U": w_u})
+    w_q, w_k, w_v, w_o = stacked  # (L, H, d, r) three times, then (L, H, r, d)
     return CircuitWeights(
-        *stacked,
+        w_q=w_q,
+        w_k=w_k,
+        w_v=w_v,
+        w_o=w_o,
         reading_norms=reading,
         norm_placement=placement,
         final_norm=final,

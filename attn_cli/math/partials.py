@@ -96,44 +96,50 @@ class Partial:
     texts: int = 0
     tokens: int = 0
     truncated: int = 0
-    count: np.ndarray = None
-    total: np.ndarray = None
-    squares: np.ndarray = None
-    low: np.ndarray = None
-    high: np.ndarray = None
-    hist: np.ndarray = None
-    fine: np.ndarray = None
+    # The sums and lists start empty (__post_init__, sized by shape) and are filled by reduce, merge or from_state.
+    count: np.ndarray = field(init=False)  # (L, H, S) int64
+    total: np.ndarray = field(init=False)  # (L, H, S) int64
+    squares: np.ndarray = field(init=False)  # (L, H, S) Python ints (object): exact sums of squares
+    low: np.ndarray = field(init=False)  # (L, H, S) float64
+    high: np.ndarray = field(init=False)  # (L, H, S) float64
+    hist: np.ndarray = field(init=False)  # (L, H, S, BINS) int64
+    fine: np.ndarray = field(init=False)  # (L, H, S, FINE) int64
     sinks: Counter = field(default_factory=Counter)
-    top: dict = None  # {"group", "value", "text_id"} arrays; group = (l·H + h)·S + s
-    samples: dict = None  # {"group", "hash", "text_id", "value"}; group = ((l·H + h)·S + s)·FINE + bin
-    edges: dict = None  # {"group", "value", "text_id"}; group = l·H + h
-    views: dict = None  # {"text_id", "group", "query", "edge_key", "edge_weight", "keys", "weights"}; group l·H + h
+    top: dict[str, np.ndarray] = field(init=False)  # {"group", "value", "text_id"}; group = (l·H + h)·S + s
+    # {"group", "hash", "text_id", "value"}; group = ((l·H + h)·S + s)·FINE + bin
+    samples: dict[str, np.ndarray] = field(init=False)
+    edges: dict[str, np.ndarray] = field(init=False)  # {"group", "value", "text_id"}; group = l·H + h
+    # {"text_id", "group", "query", "edge_key", "edge_weight", "keys", "weights", "score_*"}; group l·H + h
+    views: dict[str, np.ndarray] = field(init=False)
     token_lists: dict = field(default_factory=dict)  # text_id -> list of token strings
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         layers, heads = self.shape
         stats = (layers, heads, len(SCORES))
-        for name, dtype, fill in (
-            ("count", np.int64, 0),
-            ("total", np.int64, 0),
-            ("squares", object, 0),
-            ("low", np.float64, np.inf),
-            ("high", np.float64, -np.inf),
-        ):
-            if getattr(self, name) is None:
-                setattr(self, name, np.full(stats, fill, dtype=dtype))
-        if self.fine is None:
-            self.fine = np.zeros((*stats, FINE), dtype=np.int64)
-        if self.hist is None:
-            self.hist = np.zeros((*stats, BINS), dtype=np.int64)
-        self.top = self.top or _empty(TOP_FIELDS)
-        self.samples = self.samples or _empty(SAMPLE_FIELDS)
-        self.edges = self.edges or _empty(TOP_FIELDS)
-        self.views = self.views or _empty(VIEW_FIELDS)
+        self.count = np.zeros(stats, dtype=np.int64)
+        self.total = np.zeros(stats, dtype=np.int64)
+        self.squares = np.full(stats, 0, dtype=object)
+        self.low = np.full(stats, np.inf, dtype=np.float64)
+        self.high = np.full(stats, -np.inf, dtype=np.float64)
+        self.fine = np.zeros((*stats, FINE), dtype=np.int64)
+        self.hist = np.zeros((*stats, BINS), dtype=np.int64)
+        self.top = _empty(TOP_FIELDS)
+        self.samples = _empty(SAMPLE_FIELDS)
+        self.edges = _empty(TOP_FIELDS)
+        self.views = _empty(VIEW_FIELDS)
 
 
 TOP_FIELDS = {"group": np.int64, "value": np.float64, "text_id": np.int64}
 SAMPLE_FIELDS = {"group": np.int64, "hash": np.uint64, "text_id": np.int64, "value": np.float64}
+# per share score (SHARES' order): its row (-1: none, show the edge's), its target key and weight, and the
+# row's strongest keys and weights, SHARES × KEYS laid flat; (dtype, width) each
+SCORE_VIEW_FIELDS: dict[str, tuple[type[np.generic], int]] = {
+    "score_query": (np.int64, SHARE_COUNT),
+    "score_key": (np.int64, SHARE_COUNT),
+    "score_weight": (np.float32, SHARE_COUNT),
+    "score_keys": (np.int64, SHARE_COUNT * KEYS),
+    "score_weights": (np.float32, SHARE_COUNT * KEYS),
+}
 VIEW_FIELDS = {
     "text_id": np.int64,
     "group": np.int64,
@@ -142,18 +148,12 @@ VIEW_FIELDS = {
     "edge_weight": np.float64,
     "keys": (np.int64, KEYS),
     "weights": (np.float32, KEYS),
-    # per share score (SHARES' order): its row (-1: none, show the edge's), its target key and weight, and the
-    # row's strongest keys and weights, SHARES × KEYS laid flat
-    "score_query": (np.int64, SHARE_COUNT),
-    "score_key": (np.int64, SHARE_COUNT),
-    "score_weight": (np.float32, SHARE_COUNT),
-    "score_keys": (np.int64, SHARE_COUNT * KEYS),
-    "score_weights": (np.float32, SHARE_COUNT * KEYS),
+    **SCORE_VIEW_FIELDS,
 }
 VIEW_FILL = {"score_query": -1, "score_key": -1, "score_weight": np.nan, "score_keys": -1, "score_weights": 0.0}
 
 
-def _empty(fields: dict) -> dict:
+def _empty(fields: dict) -> dict[str, np.ndarray]:
     return {
         name: np.zeros(
             (0, kind[1]) if isinstance(kind, tuple) else 0, dtype=kind[0] if isinstance(kind, tuple) else kind
@@ -247,7 +247,7 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int, exa
         "weights": batch.weights[t, l, h].astype(np.float32),
     }
     for name, fill in VIEW_FILL.items():
-        width, kind = VIEW_FIELDS[name][1], VIEW_FIELDS[name][0]
+        kind, width = SCORE_VIEW_FIELDS[name]
         column = getattr(batch, name)
         part.views[name] = (
             np.full((len(t), width), fill, dtype=kind)
@@ -484,7 +484,9 @@ def from_state(arrays, meta: dict) -> Partial:
         views[column] = (
             np.array(arrays[name])
             if name in arrays
-            else np.full((len(views["text_id"]), VIEW_FIELDS[column][1]), fill, dtype=VIEW_FIELDS[column][0])
+            else np.full(
+                (len(views["text_id"]), SCORE_VIEW_FIELDS[column][1]), fill, dtype=SCORE_VIEW_FIELDS[column][0]
+            )
         )
     part.sinks = Counter(
         {(layer, head, position, token): texts for layer, head, position, token, texts in meta["sinks"]}
