@@ -152,7 +152,7 @@ def diff_runs(
         for (layer, head_a), (_, head_b) in zip(a.heads(), b.heads())
     ]
     if len(a.tokens) == len(b.tokens):
-        changes.sort(key=lambda c: -c.js_divergence)
+        changes.sort(key=_minus_divergence)
     else:
         changes.sort(key=lambda c: -abs(c.entropy.variant - c.entropy.baseline))
     return DiffReport(mode, a, b, changes)
@@ -167,10 +167,8 @@ def head_type_scores(report: InspectReport) -> dict[tuple[int, int], list[float]
     flags = token_flags([report.tokens])
     scores = {}
     for layer in report.layers:
-        weights = torch.from_numpy(np.stack([head.weights for head in layer.heads]))[None]  # (1, h, T, T)
-        allowed = torch.from_numpy(~np.isnan(layer.heads[0].masked(layer.heads[0].weights)))[
-            None
-        ]  # (1, T, T): every head's mask
+        weights = torch.from_numpy(np.stack([_weights(head) for head in layer.heads]))[None]  # (1, h, T, T)
+        allowed = torch.from_numpy(_allowed(layer.heads[0]))[None]  # (1, T, T): every head's mask
         values, _ = head_scores(weights, allowed, flags)  # (1, h, len(SCORES))
         for head, row in zip(layer.heads, values[0].tolist()):
             scores[layer.layer, head.head] = row
@@ -183,10 +181,11 @@ def head_change(layer: int, a: HeadReport, b: HeadReport, scores_a: list[float],
     from attn_cli.math import measures
     from attn_cli.math.head_scores import SCORES, label
 
-    comparable = a.weights.shape == b.weights.shape
+    weights_a, weights_b = _weights(a), _weights(b)
+    comparable = weights_a.shape == weights_b.shape
     if comparable:
-        p, q = torch.from_numpy(a.weights).double(), torch.from_numpy(b.weights).double()  # (T, T)
-        rows = torch.from_numpy(~np.isnan(a.masked(a.weights))).any(-1)  # rows that attend anything
+        p, q = torch.from_numpy(weights_a).double(), torch.from_numpy(weights_b).double()  # (T, T)
+        rows = torch.from_numpy(_allowed(a)).any(-1)  # rows that attend anything
         js = float(measures.js_divergence(p, q)[rows].mean())
         agreement = measures.top1_agreement(p[rows], q[rows])
     return HeadChange(
@@ -194,12 +193,31 @@ def head_change(layer: int, a: HeadReport, b: HeadReport, scores_a: list[float],
         head=a.head,
         entropy=Change(fmean(a.entropy), fmean(b.entropy)),
         self_weight=Change(fmean(a.self_weight), fmean(b.self_weight)),
-        first_token=Change(float(a.weights[:, 0].mean()), float(b.weights[:, 0].mean())),
+        first_token=Change(float(weights_a[:, 0].mean()), float(weights_b[:, 0].mean())),
         js_divergence=js if comparable else None,
         top1_agreement=agreement if comparable else None,
         scores={name: Change(x, y) for name, x, y in zip(SCORES, scores_a, scores_b)},
         label=(label(scores_a), label(scores_b)),
     )
+
+
+def _weights(head: HeadReport) -> np.ndarray:
+    """The head's (T, T) weights, which a whole window always keeps (diff_runs refuses any other)."""
+    assert head.weights is not None, "diff_runs refuses a run whose matrices are not whole"
+    return head.weights
+
+
+def _allowed(head: HeadReport) -> np.ndarray:
+    """(T, T) bool: which keys each query may attend, the mask every view draws (HeadReport.masked)."""
+    masked = head.masked(_weights(head))
+    assert masked is not None, "masked() keeps a matrix it is given"
+    return ~np.isnan(masked)
+
+
+def _minus_divergence(change: HeadChange) -> float:
+    """The sort key of runs with matching rows (every head then has a JS divergence): most changed first."""
+    assert change.js_divergence is not None, "runs with as many tokens have a divergence for every head"
+    return -change.js_divergence
 
 
 def _check_alike(a, b) -> None:

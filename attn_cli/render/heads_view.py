@@ -67,8 +67,9 @@ def _stacks(report: HeadsReport) -> list[str | None]:
 
 def _grids(report: HeadsReport, width: int) -> list[RenderableType]:
     """One grid, or one per stack of an encoder–decoder model, each under its title (and what it does not have)."""
-    stacks = _stacks(report)
-    if stacks == [None]:
+    # an encoder–decoder model's heads each name their stack; a model with one stack names none
+    stacks = [stack for stack in _stacks(report) if stack is not None]
+    if not stacks:
         return [_grid(report.heads, width)]
     parts: list[RenderableType] = []
     for stack in stacks:
@@ -117,9 +118,10 @@ def _header(report: HeadsReport) -> Text:
     else:
         texts = "1 text" if report.texts == 1 else f"{report.texts:,} texts"
         source = "" if report.source == "arguments" else f" from {report.source}"
+        single = _input_line(report)
         line.append(
-            _input_line(report)
-            if report.target is not None or report.patch_grid is not None
+            single
+            if single is not None
             else f"{texts}{source}, {report.tokens:,} tokens; "
             + ("scores of the one text" if report.texts == 1 else "means over the texts")
         )
@@ -131,18 +133,20 @@ def _header(report: HeadsReport) -> Text:
     return line
 
 
-def _input_line(report: HeadsReport) -> str:
-    """What one pair or one image was: the decoder's target, or the image's grid."""
+def _input_line(report: HeadsReport) -> str | None:
+    """What one pair or one image was: the decoder's target, or the image's grid; None for texts."""
     if report.patch_grid is not None:
         grid = report.patch_grid["grid"]
         return (
             f"image {report.patch_grid['source']}: {grid['rows']} × {grid['cols']} patches and "
             f"{counted(len(report.patch_grid['special_tokens']), 'special token')}; scores of the one image"
         )
-    return (
-        f"1 pair, {report.tokens:,} tokens (source and target); the decoder teacher-forced on "
-        f"“{_short(report.target, 40)}”"
-    )
+    if report.target is not None:
+        return (
+            f"1 pair, {report.tokens:,} tokens (source and target); the decoder teacher-forced on "
+            f"“{_short(report.target, 40)}”"
+        )
+    return None
 
 
 def _cell_width(heads: int, width: int) -> int:
@@ -160,7 +164,7 @@ def _grid(profiles: list[HeadProfile], width: int) -> Table:
         table.add_column(str(head) if cell > 1 or head % 4 == 0 else "", width=cell, no_wrap=True, overflow="crop")
     by_place = {(profile.layer, profile.head): profile for profile in profiles}
     for layer in layers:
-        row = [f"L{layer}"]
+        row: list[str | Text] = [f"L{layer}"]
         for head in heads:
             profile = by_place.get((layer, head))
             row.append(_cell(profile, cell) if profile is not None else Text(""))
@@ -219,16 +223,12 @@ def _top_table(report: HeadsReport, width: int) -> Group:
         if not ranked:
             line.append("  " + (next(iter(reasons.values())) if reasons else _undefined(name)), style="dim")
         # some heads have the score, others (cross heads) cannot: said at the end, room kept for it
-        note = (
-            f"  {', '.join(STACK_CODES.get(stack, stack) for stack in reasons)}: not defined"
-            if ranked and reasons
-            else ""
-        )
+        note = f"  {', '.join(_stack_code(stack) for stack in reasons)}: not defined" if ranked and reasons else ""
         for profile in ranked:
             entry = Text()
             entry.append("  ")
             entry.append(
-                f"{STACK_CODES.get(profile.stack, '')}{profile.layer}.{profile.head}",
+                f"{_stack_code(profile.stack)}{profile.layer}.{profile.head}",
                 style="bold" if profile.label == name else "",
             )
             entry.append(f" {score_text(profile.scores[name])}")
@@ -243,6 +243,11 @@ def _top_table(report: HeadsReport, width: int) -> Group:
         line.no_wrap = True
         rows.append(line)
     return Group(*rows)
+
+
+def _stack_code(stack: str | None) -> str:
+    """The letter before layer.head: e, d or x for an encoder–decoder model's stacks, none for a model with one."""
+    return "" if stack is None else STACK_CODES.get(stack, stack)
 
 
 def _undefined(name: str) -> str:
