@@ -42,6 +42,19 @@ def test_a_subclass_is_found_through_its_base():
     assert spec is not None and spec.report is HeadsReport
 
 
+def test_a_figure_with_only_a_page_is_refused_as_svg_in_a_line(monkeypatch):
+    """Figure's parts are each optional: a plugin's that gives a page and no items (nor svg) makes --save x.svg
+    one BadInput line, not a TypeError from calling the missing drawing."""
+    from attn_cli.data.registry import Figure
+    from attn_cli.plumbing.errors import BadInput
+    from attn_cli.render import figures
+
+    page_only = Figure(page=lambda report, per_head: {"runs": [], "start": [0, 0]})
+    monkeypatch.setattr(figures, "figure_of", lambda report: ("pageonly", page_only))
+    with pytest.raises(BadInput, match="has no SVG figure"):
+        figures.svg_figure(object())
+
+
 def _attn(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(PLUGIN)]), "NO_COLOR": "1", "COLUMNS": "100"}
     return subprocess.run(

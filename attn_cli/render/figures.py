@@ -16,6 +16,7 @@ from importlib import resources
 import numpy as np
 
 from attn_cli.data.registry import Figure, analysis_for
+from attn_cli.data.selection import Window
 from attn_cli.plumbing.errors import BadInput
 from attn_cli.render.page_parts import (
     NORMS_TITLE,
@@ -51,7 +52,9 @@ def token_texts(report) -> list[str]:
     return [token.text for token in report.tokens]
 
 
-def _inspect_panels(report, panels, per_head: bool = False) -> tuple[list[tuple[str, np.ndarray, Scale, object]], bool]:
+def _inspect_panels(
+    report, panels, per_head: bool = False
+) -> tuple[list[tuple[str, np.ndarray | None, Scale, Window]], bool]:
     """[(title, matrix, scale, window)] to draw in full, and whether to add the all-heads grid."""
     from attn_cli.render.terminal import Panel, head_title, most_focused, scores_formula, weights_formula
 
@@ -111,6 +114,8 @@ def svg_report(
     command, figure = figure_of(report)
     if figure.svg is not None:
         return figure.svg(svg, x, y, report, panels, looked_by, per_head)
+    if figure.items is None:  # a Figure (a plugin's) may give a page and nothing to draw as SVG
+        raise BadInput(f"{type(report).__name__} has no SVG figure", "save it as .html, or use --json")
     svg_title(svg, x, y, report_title(report, command))
     tokens = figure.tokens(report) if figure.tokens is not None else []
     return flow(svg, x, y + 34, figure.items(report, per_head), tokens)
@@ -147,8 +152,10 @@ def inspect_svg(svg: Svg, x: float, y: float, report, panels, looked_by: str, pe
     """One text's heads: the chosen panels in full, the all-heads grid above them where there are several."""
     tokens = axis_tokens(report)
     svg_title(svg, x, y, report_title(report, looked_by, _inspect_extra(report)))
-    items, grid = _inspect_panels(report, panels, per_head)
-    if report.keys is not None:  # cross-attention: target rows, source columns
+    drawn, grid = _inspect_panels(report, panels, per_head)
+    if report.keys is None:
+        items = [Heat(*item) for item in drawn]
+    else:  # cross-attention: target rows, source columns
         items = [
             Heat(
                 *item,
@@ -156,7 +163,7 @@ def inspect_svg(svg: Svg, x: float, y: float, report, panels, looked_by: str, pe
                 cols=[unit.text for unit in report.keys],
                 caption="rows: target tokens (queries) · columns: source tokens (keys)",
             )
-            for item in items
+            for item in drawn
         ]
     y += 34
     if grid:
@@ -222,9 +229,11 @@ def page_data(report, per_head: bool = False) -> dict:
     }
     if figure.page_data is not None:
         data.update(figure.page_data(report, per_head))
-    else:
+    elif figure.page is not None:
         data["title"] = report_title(report, command)
         data.update(figure.page(report, per_head))
+    else:  # drawn only as SVG: html_page puts that SVG in a page instead of asking for this
+        raise BadInput(f"{type(report).__name__} has no page, only an SVG figure", "save it as .svg or .html")
     return data
 
 
@@ -288,17 +297,13 @@ def inspect_page(report, per_head: bool) -> dict:
     """One run of every selected head, and with --measure norm a second of their norms beside it."""
     from attn_cli.render.terminal import most_focused
 
-    data = {
-        "title": report_title(report, "inspect", _inspect_extra(report)),
-        "runs": [run_json(report.variant, report.layers, per_head=per_head)],
-    }
+    runs = [run_json(report.variant, report.layers, per_head=per_head)]
     if any(head.norms is not None for _, head in report.heads()):  # --measure norm: beside the weights
-        data["runs"][0]["name"] = "weights" if report.variant == "baseline" else f"weights · {report.variant}"
-        data["runs"].append(run_json(NORMS_TITLE, report.layers, "norms"))
+        runs[0]["name"] = "weights" if report.variant == "baseline" else f"weights · {report.variant}"
+        runs.append(run_json(NORMS_TITLE, report.layers, "norms"))
     heads = report.heads()
     layer, head = most_focused(heads) if len(heads) > 1 else heads[0]
-    data["start"] = [layer, head.head]
-    return data
+    return {"title": report_title(report, "inspect", _inspect_extra(report)), "runs": runs, "start": [layer, head.head]}
 
 
 def shown_pairs_safe(report):

@@ -10,6 +10,7 @@ from html import escape
 
 import numpy as np
 
+from attn_cli.data.selection import Window
 from attn_cli.render.scale import CellFormat, Scale, luminance
 
 FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
@@ -32,7 +33,7 @@ class Heat:
     title: str
     matrix: np.ndarray | None  # (rows, cols); NaN cells are left blank; None: not kept
     scale: Scale
-    window: object = None  # a Window: the part of the T × T matrix this is (rows, cols of `rows`/`cols`)
+    window: Window | None = None  # the part of the T × T matrix this is (rows, cols of `rows`/`cols`)
     rows: list[str] | None = None  # row labels; None: the figure's tokens
     cols: list[str] | None = None  # column labels; None: the same as the rows'
     caption: str = "rows: queries · columns: keys"
@@ -45,7 +46,7 @@ def text_width(text: str, size: float) -> float:
 
 
 class Svg:
-    def __init__(self):
+    def __init__(self) -> None:
         self.parts: list[str] = []
         self.width = 0.0
         self.height = 0.0
