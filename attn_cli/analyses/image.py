@@ -45,7 +45,8 @@ def inspect_image(
         device=capture.device,
         dtype=capture.dtype,
         tokens=capture.tokens,
-        layers=analysed if lazy else list(analysed),
+        # lazy: the iterator itself, as InspectReport.layers' comment allows (its annotation says list only)
+        layers=analysed if lazy else list(analysed),  # type: ignore[arg-type]
         window=window,
         variant=chosen.name,
         image=capture.image,

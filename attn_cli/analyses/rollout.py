@@ -8,6 +8,7 @@ renormalised, rollout = Â_L ⋯ Â_1 over the selected (consecutive) layers.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,11 +19,15 @@ from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_jso
 from attn_cli.data.selection import Analysis, Selection
 from attn_cli.plumbing.errors import BadInput
 
+if TYPE_CHECKING:
+    from attn_cli.data.capture import ModelInfo
+    from attn_cli.data.image import PatchGrid
+
 
 @dataclass
 class RolloutReport(Document):
     text: str
-    model: object  # ModelInfo
+    model: ModelInfo
     device: str
     dtype: str
     tokens: list
@@ -31,7 +36,7 @@ class RolloutReport(Document):
     matrix: np.ndarray  # (T, T) row i: output token i over input tokens; rows sum to 1
     top: list[list[TopKey]]  # (T, ≤k) the input tokens each output token traces back to most
     truncated_from: int | None = None
-    image: object = None  # PatchGrid (data/image.py) when a vision transformer read an image
+    image: PatchGrid | None = None  # when a vision transformer read an image (data/image.py)
 
     def summary_shape(self) -> str:
         return f"{counted(len(self.tokens), 'token')}, {counted(len(self.layers), 'layer')} rolled out"
@@ -103,6 +108,9 @@ def roll_out(
         from attn_cli.analyses.image import inspect_image
 
         report = inspect_image(backend, image[0], image[1], selection, Analysis(top_k=top_k))
+        text = report.text  # the image's source: what the report says it was run on
+    elif text is None:  # the API's rule (api.Model.rollout), which attribute's call keeps too
+        raise BadInput("rollout takes a text or an image", "pass TEXT, or --image FILE")
     elif supports(backend, Seq2Seq):  # the encoder's self-attention: a chain of square maps over the source
         from attn_cli.analyses.seq2seq import inspect_pair
 
@@ -114,7 +122,7 @@ def roll_out(
     texts = [token.text for token in report.tokens]
     top = [[TopKey(index, texts[index], weight) for index, weight in row] for row in top_keys(matrix, allowed, top_k)]
     return RolloutReport(
-        text if image is None else report.text,
+        text,
         report.model,
         report.device,
         report.dtype,

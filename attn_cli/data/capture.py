@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 if TYPE_CHECKING:
     import torch
@@ -60,7 +60,7 @@ class ModelInfo:
     # A hybrid's layers that have no attention matrix (linear attention, a state-space or convolution mixer:
     # Qwen3-Next, Jamba, LFM2, Zamba2 …), by their true index; () when every layer is softmax attention.
     # A list, as JSON gives it back (to_json_dict equals the JSON read back); left out of the hash.
-    no_attention_layers: list[int] = field(default=(), hash=False)  # type: ignore[assignment]
+    no_attention_layers: list[int] = field(default_factory=list, hash=False)
     # What the weights shown are not, where the model's attention is more than one softmax per head (diffllama's
     # difference of two softmaxes): one line, said in the terminal and in JSON. None: the weights are the model's.
     attention_note: str | None = field(default=None, hash=False)
@@ -162,6 +162,14 @@ def _per_head_of(batched, index: int, keep, whole: bool):
     return one if whole else one.index_select(1, keep).index_select(2, keep)
 
 
+@overload
+def _rows_of(batched: torch.Tensor, index: int, keep: torch.Tensor, dim: int, whole: bool) -> torch.Tensor: ...
+@overload
+def _rows_of(batched: None, index: int, keep: torch.Tensor, dim: int, whole: bool) -> None: ...
+@overload
+def _rows_of(
+    batched: torch.Tensor | None, index: int, keep: torch.Tensor, dim: int, whole: bool
+) -> torch.Tensor | None: ...
 def _rows_of(
     batched: torch.Tensor | None, index: int, keep: torch.Tensor, dim: int, whole: bool
 ) -> torch.Tensor | None:
