@@ -21,21 +21,23 @@ SINKS, WINDOWS, BUDGET = 2, (2, 5), 6
 LAB_TEXT = "only party company among there world keeps on may business only party company among there world"
 
 
-def reference(weights: np.ndarray, allowed: np.ndarray, step: int = 1) -> dict:
-    """One head's statistics from its weights (T, T) and allowed keys (T, T), row by row, in plain numpy; the
-    keys needed and H2O over every step-th row only."""
+def reference(weights: np.ndarray, allowed: np.ndarray, sampled=lambda row: True) -> dict:
+    """One head's statistics from its weights (T, T) and allowed keys (T, T), row by row, in plain numpy, over
+    the rows `sampled` says (H2O's heavy hitters ranked by those rows' attention); SnapKV over its whole window."""
     count = weights.shape[0]
     sink, local = [], {window: [] for window in WINDOWS}
     streaming, heavy, needed = [], [], {p: [] for p in MASSES}
     accumulated = np.zeros(count)
     for row in range(count):
+        if not sampled(row):
+            continue
         w = weights[row].astype(np.float64)
         keys = np.flatnonzero(allowed[row])
         sink.append(w[:SINKS].sum())
         for window in WINDOWS:
             local[window].append(sum(w[j] for j in range(count) if abs(row - j) < window))
         ordered = np.cumsum(np.sort(w)[::-1])
-        for p in MASSES if row % step == 0 else ():
+        for p in MASSES:
             needed[p].append(int(np.argmax(ordered >= (p - 1e-6) * ordered[-1])) + 1)
         if len(keys) > BUDGET:
             recent_keys = [j for j in keys if 0 <= row - j < BUDGET - SINKS]
@@ -43,9 +45,9 @@ def reference(weights: np.ndarray, allowed: np.ndarray, step: int = 1) -> dict:
             recent = BUDGET - BUDGET // 2
             near = [j for j in range(count) if 0 <= row - j < recent]
             older = [j for j in range(count) if row - j >= recent]
-            hitters = sorted(older, key=lambda j: -accumulated[j])[: BUDGET // 2]
-            if row % step == 0:
-                heavy.append(sum(w[j] for j in set(near) | set(hitters)))
+            # the most attention from earlier rows; keys none of them attended, the most recent first
+            hitters = sorted(older, key=lambda j: (-accumulated[j], -j))[: BUDGET // 2]
+            heavy.append(sum(w[j] for j in set(near) | set(hitters)))
         accumulated += w
     window = min(32, BUDGET // 2)  # SnapKV's observation window
     snap = None
@@ -109,12 +111,13 @@ def test_every_statistic_is_the_numpy_recomputation_from_eager_weights(kind, req
 
     from attn_cli.backends.lab import lab_dir
 
-    step = 1
-    if kind == "lab-sampled":  # a long input's rows sampled: every 3rd row (ceil(17 / 6)) for the sorts and H2O
+    sampled = lambda row: True  # noqa: E731
+    if kind == "lab-sampled":  # a long input's rows sampled: runs of 2 rows every 6 (ceil(17 / 6) = 3 runs)
         from attn_cli.analyses import kv
 
         monkeypatch.setattr(kv, "SAMPLED_ROWS", 6)
-        kind, step = "lab", 3
+        monkeypatch.setattr(kv, "RUN", 2)
+        kind, sampled = "lab", lambda row: row in (0, 1, 6, 7, 12, 13)
     directory = lab_dir() if kind == "lab" else request.getfixturevalue(f"tiny_{kind}_dir")
     model = attn_cli.load("lab" if kind == "lab" else str(directory), device="cpu")
     report = model.kv_profile(
@@ -127,9 +130,9 @@ def test_every_statistic_is_the_numpy_recomputation_from_eager_weights(kind, req
     if kind == "mistral":
         allowed &= rows - keys < 4
         assert report.model.kv_heads == 2 and len(report.kv_heads()) == 4
-    assert report.rows == count and report.texts == 1
+    assert report.rows == sum(map(sampled, range(count))) and report.texts == 1
     for head in report.heads:
-        expected = reference(eager[head.layer][head.head], allowed, step)
+        expected = reference(eager[head.layer][head.head], allowed, sampled)
         assert head.sink == pytest.approx(expected["sink"], abs=1e-6)
         for window in WINDOWS:
             assert head.windows[window] == pytest.approx(expected["local"][window], abs=1e-6)
@@ -291,3 +294,24 @@ def test_a_target_mass_of_its_own_has_its_distribution_and_its_budget():
     for head in report.heads:
         assert head.budget == int(np.ceil(head.keys[0.97][1])) >= 1
         assert head.keys[0.95][1] <= head.keys[0.97][1] <= head.keys[0.99][1]
+
+
+def test_the_keys_a_row_needs_on_long_rows_equal_a_float64_sort_largest_first():
+    """keys_for_mass sorts smallest first (numpy's integer sort of the float32 bits, rows split over threads) and
+    counts from the complement; a float64 sort largest first, summed, is the definition: equal on every row of
+    seeded long rows, peaked and flat, with masked zeros and an empty row."""
+    from attn_cli.math.kv import keys_for_mass
+
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 3, 40, 3000, generator=generator) * torch.tensor([0.5, 3.0, 8.0])[:, None, None]
+    weights = torch.softmax(logits, -1)
+    weights[..., 2000:] = 0.0  # keys a row may not attend
+    weights[0, 0, 0] = 0.0  # a row with no weight
+    masses = (0.5, 0.9, 0.99, 1.0)
+    rows = weights.double().numpy().reshape(-1, weights.shape[-1])
+    ordered = np.cumsum(-np.sort(-rows, -1), -1)
+    total = ordered[:, -1:]
+    expected = [np.where(total[:, 0] > 0, (ordered < (p - 1e-6) * total).sum(-1) + 1, 0) for p in masses]
+    got = keys_for_mass(weights, masses).reshape(len(masses), -1).numpy()
+    assert (got == np.array(expected)).all()
+    assert got[:, 0].tolist() == [0, 0, 0, 0]

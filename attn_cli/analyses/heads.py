@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import random
 import string
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from attn_cli.analyses.batches import Progress
@@ -315,8 +315,7 @@ class LayerScores:
             own = None if head_allowed is None else head_allowed[:, chunk]  # (B, h, T, T)
 
             def blocks():  # (start, weights (B, h, c, T) with masked cells 0, allowed (B, c, T)) per block of rows
-                for start in range(0, keys, block_rows):
-                    stop = min(start + block_rows, keys)
+                for start, stop in self.row_blocks(keys, block_rows):
                     allowed = allowed_rows(start, stop)  # (B, c, T)
                     if scorer is None:
                         scores = scoring.scores(q_heads[:, :, start:stop], k_heads, scale)  # (B, h, c, T)
@@ -346,6 +345,12 @@ class LayerScores:
                 return edges.row_weights(q_heads, k_heads, row, allowed_rows, scale, scorer, chunk, sink, bias, own)
 
             self.consume(index, slice(first, first + len(chunk)), blocks(), row_weights)
+
+    def row_blocks(self, keys: int, block_rows: int) -> Iterator[tuple[int, int]]:
+        """The (start, stop) blocks of query rows whose weights consume reads, in row order: every row here; a
+        scorer that reads a sample of a long text's rows (analyses/kv.py) names its own."""
+        for start in range(0, keys, block_rows):
+            yield start, min(start + block_rows, keys)
 
     def consume(self, layer_index: int | list[int], heads: slice, blocks, row_weights) -> None:
         """The weights of one layer's heads `heads` (or a stack's: a list of layer indices), a block of rows at a

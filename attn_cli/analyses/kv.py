@@ -2,11 +2,13 @@
 
 Every text runs through the corpus engine of `attn heads` (analyses/heads.py: padded batches, a block of query
 rows at a time, the weights as the model uses them, a learned sink's share on no key); KVScores reads each
-block with math/kv.py and adds up, per (layer, head), over every real query row of every text:
+block with math/kv.py and adds up, per (layer, head), over every real query row of every text — or, in a batch
+longer than SAMPLED_ROWS rows, over a sample of about SAMPLED_ROWS rows of each text, in runs of RUN consecutive
+rows spread evenly over it (row_grid), only those rows' weights made: the fused forward never makes a row's
+weights, and each row costs a sort of its keys, so reading every row of a 16k-token text costs many forwards:
 
 - sink mass (the first SINKS keys) and local mass within each window (keys less than w positions away);
-- the keys a row needs to keep p of its attention (its largest weights first), as a distribution over rows
-  (past SAMPLED_ROWS rows, over every k-th row: each row's sort is most of the cost of a long input);
+- the keys a row needs to keep p of its attention (its largest weights first), as a distribution over rows;
 - what StreamingLLM (sinks + recent keys) and H2O (recent keys + heavy hitters) keep of each row at a budget of
   keys, over the rows that have more keys than the budget (the rows a policy must drop keys from); and what
   SnapKV keeps of the rows of its observation window (a text's last rows, which vote for the keys kept), over
@@ -43,7 +45,8 @@ TARGET = 0.95  # the share of a row's attention a cache must keep
 RETRIEVAL = 0.5  # a retrieval score from here up: the head copies from far back
 SNAPKV_WINDOW = 32  # SnapKV's observation window: the last 32 rows of a text
 CHUNK = 256  # texts between two saves of a store
-SAMPLED_ROWS = 1024  # past this many rows, the keys a row needs and H2O are read from every k-th row
+SAMPLED_ROWS = 256  # past this many rows of a batch, every statistic reads about this many rows of each text
+RUN = 8  # … in runs of consecutive rows spread evenly over the text (a block of weights each)
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ class KVReport(Document):
     dtype: str
     settings: Settings
     texts: int
-    rows: int  # query rows measured (every real token of every text)
+    rows: int  # query rows measured: every real token of every text, or the sample of a long batch's
     heads: list[HeadKV]
     text: str = ""  # the first text (a figure's line)
     probe: dict | None = None  # the retrieval probe run (its kind, seed, length …)
@@ -149,7 +152,8 @@ class KVReport(Document):
                 "masses": list(self.settings.masses),
                 "retrieval_threshold": RETRIEVAL,
                 "snapkv_window": observation_window(self.settings.budget),
-                "sampled_rows": SAMPLED_ROWS,  # past this many rows: keys needed and H2O from every k-th row
+                "sampled_rows": SAMPLED_ROWS,  # past this many rows: a sample of about as many rows per text …
+                "sample_run": RUN,  # … in runs of this many consecutive rows
             },
             "rule": rule(self.settings),
             "texts": self.texts,
@@ -284,6 +288,28 @@ def _retrieval_scores(backend, seed: int) -> tuple[dict[tuple[int, int], float |
     return {(one.layer, one.head): one.scores.get("retrieval") for one in report.heads}, described
 
 
+def grid_step(keys: int) -> int:
+    """The sample grid's step for a batch of `keys` rows: 1 (every row) up to SAMPLED_ROWS, else about
+    SAMPLED_ROWS rows in runs of RUN (row_grid)."""
+    return 1 if keys <= SAMPLED_ROWS else -(-keys // SAMPLED_ROWS)
+
+
+def row_grid(positions: torch.Tensor, step: int) -> torch.Tensor:
+    """(c,) bool: which row positions the statistics read, runs of RUN consecutive rows every RUN · step."""
+    return (positions // RUN) % step == 0
+
+
+def merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Half-open row spans, sorted, the overlapping or touching ones joined."""
+    out: list[tuple[int, int]] = []
+    for first, last in sorted(spans):
+        if out and first <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], last))
+        elif first < last:
+            out.append((first, last))
+    return out
+
+
 def observation_window(budget: int) -> int:
     """SnapKV's observation window: its default 32 rows, or half the budget when that is smaller (the window's
     own keys are kept, and the budget must leave room for voted ones)."""
@@ -295,6 +321,23 @@ def scorer_for(settings: Settings) -> type:
         """Per layer and block of heads, each text's row sums of the KV statistics (math/kv.py)."""
 
         stacks = False  # consume reads this batch's rows (self.flags), one layer at a time
+
+        def row_blocks(self, keys: int, block_rows: int):
+            """Every row up to SAMPLED_ROWS rows; past that the runs of the sample grid (row_grid) and each text's
+            observation window (SnapKV reads all of its rows), merged so that no row is read twice."""
+            step = grid_step(keys)
+            if step == 1:
+                yield from super().row_blocks(keys, block_rows)
+                return
+            observed = observation_window(settings.budget)
+            spans = [(start, min(start + RUN, keys)) for start in range(0, keys, RUN * step)]
+            spans += [(max(0, length - observed), length) for length in self.lengths() if length > settings.budget]
+            for first, last in merged(spans):
+                for start in range(first, last, block_rows):
+                    yield start, min(start + block_rows, last)
+
+        def lengths(self) -> list[int]:
+            return self.flags.real.sum(-1).tolist()
 
         def consume(self, layer_index: int | list[int], heads: slice, blocks, row_weights) -> None:
             assert isinstance(layer_index, int)  # stacks = False: one layer at a time
@@ -310,11 +353,10 @@ def scorer_for(settings: Settings) -> type:
             }
             sums.update({window: zeros() for window in settings.windows})
             rows, policy_rows, h2o_rows = (torch.zeros(batch, dtype=torch.float64) for _ in range(3))
-            # past SAMPLED_ROWS rows, the sorts (keys needed) and H2O's ranking read every step-th row only
-            step = -(-real.shape[1] // SAMPLED_ROWS)
+            step = grid_step(real.shape[1])  # 1: every row is on the grid (a text of at most SAMPLED_ROWS rows)
             needed: dict[float, list[list[torch.Tensor]]] = {p: [[] for _ in range(count)] for p in settings.masses}
             accumulated = None
-            lengths = real.sum(-1).tolist()  # each text's tokens
+            lengths = self.lengths()  # each text's tokens
             observed = observation_window(settings.budget)
             windows: list[list[torch.Tensor]] = [[] for _ in lengths]  # each text's last `observed` rows
             for start, weights, allowed in blocks:
@@ -322,8 +364,9 @@ def scorer_for(settings: Settings) -> type:
                 if accumulated is None:
                     accumulated = torch.zeros(weights.shape[0], weights.shape[1], weights.shape[-1])
                 stop = start + weights.shape[-2]
+                grid = row_grid(torch.arange(start, stop), step)  # (c,) the rows the statistics read
                 keys = allowed.sum(-1)  # (B, c) each row's allowed keys
-                counted_rows = (real[:, start:stop] & (keys > 0)).double()  # (B, c)
+                counted_rows = (real[:, start:stop] & (keys > 0) & grid).double()  # (B, c)
                 dropping = counted_rows * (keys > settings.budget).double()  # rows a policy must drop keys from
                 rows += counted_rows.sum(-1)
                 policy_rows += dropping.sum(-1)
@@ -335,18 +378,22 @@ def scorer_for(settings: Settings) -> type:
                 for window in settings.windows:
                     add(window, kv.window_mass(weights, start, window))
                 add("streaming", kv.streaming_kept(weights, start, settings.sinks, settings.budget), dropping)
-                sampled = torch.arange(start, stop) % step == 0  # (c,)
-                chosen = sampled.nonzero()[:, 0] if step > 1 else None
-                picked = dropping if chosen is None else dropping[:, chosen]
-                kept = kv.heavy_hitter_kept(weights, start, settings.budget, accumulated, chosen)
-                sums["h2o"] += (kept.double() * picked[:, None]).sum(-1).cpu()
-                h2o_rows += picked.sum(-1)
+                # H2O's heavy hitters ranked by the attention of the grid's earlier rows (every earlier row when
+                # every row is on the grid): rows off it (an observation window's) neither count nor vote
+                on_grid = weights if bool(grid.all()) else weights * grid[:, None]
+                add("h2o", kv.heavy_hitter_kept(on_grid, start, settings.budget, accumulated), dropping)
+                h2o_rows += dropping.sum(-1)
                 for text, length in enumerate(lengths):  # the rows of each text's observation window in this block
                     first, last = max(start, length - observed), min(stop, length)
                     if length > settings.budget and first < last:
                         windows[text].append(weights[text, :, first - start : last - start, :length])
-                counted_mask = counted_rows.bool() if chosen is None else counted_rows.bool()[:, chosen]  # (B, s)
-                read = weights if chosen is None else weights[:, :, chosen]
+                chosen = grid.nonzero()[:, 0]
+                if not len(chosen):
+                    continue
+                # the sort is most of a long row's cost: only the grid's rows, and only the keys they can reach
+                reach = int(allowed[:, chosen].flatten(0, 1).any(0).nonzero().max()) + 1 if keys.any() else 1
+                read = weights[:, :, chosen, :reach]
+                counted_mask = counted_rows.bool()[:, chosen]  # (B, s)
                 for p, keys_needed in zip(settings.masses, kv.keys_for_mass(read, settings.masses)):  # (B, h, s) each
                     for offset in range(count):  # each head's counted rows' needs, flat
                         needed[p][offset].append(keys_needed[:, offset][counted_mask].cpu())

@@ -49,12 +49,37 @@ def window_mass(weights: torch.Tensor, start: int, window: int) -> torch.Tensor:
 
 def keys_for_mass(weights: torch.Tensor, masses: tuple[float, ...]) -> torch.Tensor:
     """(len(masses), B, h, c) the fewest keys whose weights reach each p of the row (a row with no weight: 0),
-    from one sort of the rows. The comparison allows float32 round-off (1e-6), so a row of one key needs 1 key
-    for p = 1; p is of what the row holds (a learned sink's row holds less than 1)."""
-    ordered = weights.sort(-1, descending=True).values.cumsum_(-1)  # (B, h, c, T)
-    total = ordered[..., -1:]
+    from one sort of the rows. The m largest weights hold p of the row exactly when the n − m smallest hold at
+    most 1 − p of it, so the rows are sorted ascending and summed from their smallest weights (in float64: no
+    large partial sum swallows a small weight). The comparison allows 1e-6 of round-off, so a row of one key
+    needs 1 key for p = 1; p is of what the row holds (a learned sink's row holds less than 1)."""
+    smallest_first = ascending(weights).double().cumsum_(-1)  # (B, h, c, T)
+    total = smallest_first[..., -1:]
     held = total[..., 0] > 0
-    return torch.stack([torch.where(held, (ordered < (p - 1e-6) * total).sum(-1) + 1, 0) for p in masses])
+    keys = weights.shape[-1]
+    return torch.stack(
+        [torch.where(held, keys - (smallest_first <= (1 - p + 1e-6) * total).sum(-1), 0) for p in masses]
+    )
+
+
+def ascending(weights: torch.Tensor) -> torch.Tensor:
+    """weights (…, T), each row sorted smallest first. On the CPU by numpy's sort of the float32 bits as int32
+    (the same order for weights ≥ 0, and numpy's vectorised integer sort is several times torch's), the rows
+    split over torch's threads (numpy lets go of the GIL while it sorts)."""
+    if weights.device.type != "cpu" or weights.dtype != torch.float32 or weights.numel() == 0:
+        return weights.sort(-1).values
+    import numpy as np
+
+    rows = weights.detach().contiguous().numpy().view(np.int32).reshape(-1, weights.shape[-1])
+    parts = np.array_split(rows, max(1, min(torch.get_num_threads(), len(rows) // 16)))
+    if len(parts) == 1:
+        ordered = np.sort(rows, -1)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(parts)) as pool:
+            ordered = np.concatenate(list(pool.map(lambda part: np.sort(part, -1), parts)))
+    return torch.from_numpy(ordered.view(np.float32)).reshape(weights.shape)
 
 
 def streaming_kept(weights: torch.Tensor, start: int, sinks: int, budget: int) -> torch.Tensor:
@@ -63,33 +88,27 @@ def streaming_kept(weights: torch.Tensor, start: int, sinks: int, budget: int) -
     return sink_mass(weights, sinks) + band_mass(weights, start, 0, recent) - both
 
 
-def heavy_hitter_kept(
-    weights: torch.Tensor, start: int, budget: int, accumulated: torch.Tensor, rows: torch.Tensor | None = None
-) -> torch.Tensor:
-    """H2O's kept share per row (B, h, c), or per row of `rows` (local indices, (s,): (B, h, s)). accumulated:
-    (B, h, T) the attention every key received from the rows before the block, updated in place with the
-    block's own rows (pass the blocks in row order)."""
+def heavy_hitter_kept(weights: torch.Tensor, start: int, budget: int, accumulated: torch.Tensor) -> torch.Tensor:
+    """H2O's kept share per row (B, h, c). accumulated: (B, h, T) the attention every key received from the rows
+    before the block, updated in place with the block's own rows (pass the blocks in row order; a row of zeros
+    neither votes nor keeps)."""
     recent = budget - budget // 2
     heavy = budget // 2
-    offsets = _offsets(weights, start)
-    if rows is None:
-        before = accumulated[:, :, None] + weights.cumsum(-2) - weights  # (B, h, c, T) attention from earlier rows
-    else:  # each chosen row's earlier rows: the block's rows summed in groups that end before it, then accumulated
-        group = torch.bucketize(torch.arange(weights.shape[-2], device=weights.device), rows, right=True)  # (c,)
-        sums = weights.new_zeros(*weights.shape[:2], len(rows) + 1, weights.shape[-1])
-        sums.index_add_(2, group, weights)  # (B, h, s + 1, T): the rows before the first chosen one, then after each
-        before = accumulated[:, :, None] + sums.cumsum(2)[:, :, : len(rows)]  # (B, h, s, T)
-        weights, offsets = weights[:, :, rows], offsets[rows]
-    accumulated += weights.sum(-2) if rows is None else sums.sum(2)
-    kept = (offsets >= 0) & (offsets < recent)  # (c, T) the most recent keys
-    if heavy:
-        older = offsets >= recent  # (c, T) the keys the heavy hitters are chosen from
-        ranked = torch.where(older, before, torch.finfo(before.dtype).min)
-        count = min(heavy, weights.shape[-1])
-        top = ranked.topk(count, dim=-1).indices  # (B, h, c, count)
-        chosen = torch.zeros_like(weights, dtype=torch.bool).scatter_(-1, top, True) & older
-        kept = kept | chosen
-    return (weights * kept).sum(-1)
+    kept = band_mass(weights, start, 0, recent)  # the most recent keys
+    stop = start + weights.shape[-2]
+    before = accumulated[:, :, None, :stop] + weights[..., :stop].cumsum(-2) - weights[..., :stop]  # (B, h, c, stop)
+    accumulated += weights.sum(-2)
+    if heavy and stop > recent:  # the heavy hitters, of the keys before the recent ones (none past the rows)
+        offsets = _offsets(weights[..., :stop], start)  # (c, stop)
+        older = offsets >= recent
+        # a key no earlier row has attended yet (a sample's rows leave some: analyses/kv.py) ranks below every
+        # attended one, the more recent first, so a tie at 0 is broken the same way every time
+        unseen = -offsets.to(before.dtype)  # ≤ −recent on the older keys: below any attention
+        ranked = torch.where(older, torch.where(before > 0, before, unseen), torch.finfo(before.dtype).min)
+        top = ranked.topk(min(heavy, stop), dim=-1).indices  # (B, h, c, heavy)
+        chosen = older[torch.arange(len(older), device=older.device)[:, None], top]  # a row with fewer older keys
+        kept = kept + (weights.gather(-1, top) * chosen).sum(-1)
+    return kept
 
 
 def snapkv_kept(window_rows: torch.Tensor, budget: int, kernel: int = 5) -> torch.Tensor:
