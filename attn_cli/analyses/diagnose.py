@@ -39,9 +39,10 @@ class FirstTokenWeights(LayerScores):
 
     stacks = False  # consume reads this batch's rows (self.flags), one layer at a time
 
-    def consume(self, layer_index: int, heads: slice, blocks, row_weights=None) -> None:
+    def consume(self, layer_index: int | list[int], heads: slice, blocks, row_weights=None) -> None:
+        """layer_index: one layer's (never a stack's list: stacks is False)."""
         real = self.flags.real  # (B, T)
-        total = 0.0
+        total: float | torch.Tensor = 0.0  # (B, h) once a block is added
         for start, weights, _ in blocks:
             total = total + first_token_sums(weights, real[:, start : start + weights.shape[-2]])  # (B, h)
         self.results.append((layer_index, heads, total / real.sum(-1, keepdim=True)))
@@ -106,8 +107,8 @@ class DiagnoseReport(Document):
     @property
     def massive(self) -> int | None:
         """Massive entries over all layers and texts."""
-        counts = [layer.massive for layer in self.layers]
-        return None if None in counts else sum(counts)
+        counts = [layer.massive for layer in self.layers if layer.massive is not None]
+        return sum(counts) if len(counts) == len(self.layers) else None
 
     def to_json_dict(self) -> dict:
         document = corpus_document(self, "diagnose")
@@ -156,7 +157,11 @@ def run_diagnose(
     hidden_too = supports(backend, CapturesPadded)  # the toy hands over no residual stream
 
     def score(batch: list[str]):
-        states = {}
+        states: list[torch.Tensor] = []  # the residual stream after each layer (B, T, d_model), where it is handed over
+
+        def keep(run, layers_: list[torch.Tensor]) -> None:
+            states[:] = layers_
+
         results, tokens, cut = score_batch(
             backend,
             batch,
@@ -164,12 +169,12 @@ def run_diagnose(
             heads,
             truncate,
             scorer=FirstTokenWeights,  # α of the weights as the model uses them: a learned sink's share is on no token
-            hidden=(lambda run, layers_: states.update(run=run, layers=layers_)) if hidden_too else None,
+            hidden=keep if hidden_too else None,
         )
         alpha = torch.zeros(len(batch), info.layers, info.heads, dtype=torch.float64)
         for layer_index, chunk, values in results:
             alpha[:, layers[layer_index], chunk] = values.detach().to("cpu", torch.float64)
-        found = totals.entries(tokens, states["layers"], batch) if states else []
+        found = totals.entries(tokens, states, batch) if states else []
         totals.add(alpha, found)  # only once the batch is whole: an interrupted one counts not at all
         return tokens, cut
 

@@ -11,11 +11,12 @@ Pure orchestration over a loaded backend: no loading, no printing.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import string
 from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from attn_cli.analyses.batches import Progress
 from attn_cli.analyses.fold import PART_TEXTS, SAMPLES, TOP, fold
@@ -27,6 +28,9 @@ from attn_cli.data.selection import Selection
 from attn_cli.math import edges, partials
 from attn_cli.math.head_scores import SCORES, SHARES, TextSums, label, row_patterns, token_flags
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
+
+if TYPE_CHECKING:
+    import torch
 
 CHUNK_CELLS = 1 << 21  # weights per block: (texts, heads, rows, keys); a few temporaries of this size live at once
 PROBE_LENGTH = 50  # tokens in each half of the induction probe; in the retrieval probe's haystack
@@ -217,8 +221,11 @@ class LayerScores:
         self.tokens, self.layers, self.heads, self.info = tokens, layers, heads, info
         self.flags = token_flags(tokens, device, needle)
         self.stacked_flags = {1: self.flags}  # layers in a stack -> the flags repeated that many times
-        self.waiting = []  # add_padded's layers not scored yet: (layer, q, k, _Scaling, allowed_rows)
-        self.results = []
+        # add_padded's layers not scored yet: (layer, q, k, _Scaling, allowed_rows)
+        self.waiting: list[tuple[int, torch.Tensor, torch.Tensor, _Scaling, Callable]] = []
+        # what consume makes: ChunkScores here; a subclass's own rows where it overrides consume (diagnose's
+        # FirstTokenWeights: (layer index, head slice, α (B, h)))
+        self.results: list = []
 
     def add_padded(self, run, record) -> None:
         """A layer of a backend's batch as the model ran it (padded on the right). Short texts make small tensors,
@@ -262,7 +269,8 @@ class LayerScores:
         count = len(self.tokens)
         stacked, self.results[first:] = self.results[first:], []
         for chunk in stacked:  # (layers × B, …) -> a ChunkScores per layer, (B, …)
-            for at, layer_index in enumerate(chunk.layer):
+            # add() was handed the stack's list of layers, so each of its chunks names that list
+            for at, layer_index in enumerate(chunk.layer if isinstance(chunk.layer, list) else [chunk.layer]):
                 part = slice(at * count, (at + 1) * count)
                 self.results.append(
                     ChunkScores(
@@ -413,9 +421,11 @@ class LayerScores:
     def _flags(self, layers: int):
         """The batch's TokenFlags repeated for a stack of `layers` layers: (layers × B, T) each."""
         if layers not in self.stacked_flags:
-            self.stacked_flags[layers] = type(self.flags)(
-                **{name: None if value is None else value.repeat(layers, 1) for name, value in vars(self.flags).items()}
-            )
+            # every field keeps its type (a tensor repeated, None left None), which mypy cannot follow through **
+            repeated = {
+                name: None if value is None else value.repeat(layers, 1) for name, value in vars(self.flags).items()
+            }
+            self.stacked_flags[layers] = dataclasses.replace(self.flags, **repeated)  # type: ignore[arg-type]
         return self.stacked_flags[layers]
 
 
@@ -462,7 +472,7 @@ class View(NamedTuple):
 
 
 class ChunkScores(NamedTuple):
-    layer: int  # index into the selected layers
+    layer: int | list[int]  # index into the selected layers; a stack's list of them until flush() cuts it apart
     heads: slice  # into the selected heads
     values: object  # (B, h, len(SCORES)) scores, NaN where undefined
     sink: object  # (B, h) each text's sink key, -1 for none

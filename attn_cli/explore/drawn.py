@@ -28,6 +28,7 @@ from attn_cli.explore.view import (
     mark_strips,
     panel_view,
     row_lines,
+    table_view,
     thumbnails_grid,
 )
 from attn_cli.plumbing.errors import AttnError
@@ -105,7 +106,7 @@ class Drawn:
 
         from attn_cli.render.layout import Fit
 
-        view = grid_view(report, metric, mark)
+        view = table_view(report, metric, mark)
         parts = [part for group in view.renderables for part in getattr(group, "renderables", [group])]
         options = self.options().update_width(10_000)
         return (
@@ -162,15 +163,15 @@ class Drawn:
         _, _, lines, rows = self.maps_lines[key]
         if not panel:
             return lines, rows, []
-        key = (id(base), id(other), variant, query, width)
-        if key not in self.panels:
+        panel_key = (id(base), id(other), variant, query, width)
+        if panel_key not in self.panels:
             view = panel_view(tokens, query, base, other, variant, keys)
-            self.panels[key] = (
+            self.panels[panel_key] = (
                 base,
                 other,
                 [self.line([Segment(" "), *line]) for line in self.render_lines(view, width)],
             )
-        return lines, rows, self.panels[key][2]
+        return lines, rows, self.panels[panel_key][2]
 
     def detail(
         self, session, width: int, layer: int | None = None, head: int | None = None, part: str = "all"

@@ -96,7 +96,7 @@ class CachedGrid(HeadsGrid):
     thumbnails of a grid together.)
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.geometry: tuple[int, int] | None = None  # (thumb width, lines per layer)
         self.top = GRID_TITLE_LINES  # lines above the first layer (the title may wrap)
@@ -188,6 +188,12 @@ def grid_view(report: InspectReport, metric: str, mark: tuple[int, int]) -> Rend
     """The all-heads view: weight thumbnails (HeadsGrid), or the entropy or asymmetry table of `attn inspect`."""
     if metric == "weights" and not report.matrices_left_out:
         return thumbnails_grid(report, mark)
+    return table_view(report, metric, mark)
+
+
+def table_view(report: InspectReport, metric: str, mark: tuple[int, int]) -> Group:
+    """The entropy or asymmetry table of `attn inspect` and the selected head's value; "weights" without the
+    whole matrices is the entropy's, saying why."""
     parts: list[RenderableType] = []
     if metric == "weights":
         parts.append(
