@@ -16,7 +16,7 @@ from attn_cli.analyses.inspect import check_texts
 from attn_cli.analyses.inspect_report import TopKey, find_head
 from attn_cli.backends.capabilities import CapturesGeneration, supports
 from attn_cli.data.arguments import whole
-from attn_cli.data.capture import Token
+from attn_cli.data.capture import ModelInfo, Token
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_json, num_json
 from attn_cli.data.selection import Selection
 from attn_cli.plumbing.errors import BadInput
@@ -59,7 +59,7 @@ class GeneratedLayer:
 class GenerateReport(Document):
     prompt: str
     text: str  # the generated text
-    model: object  # ModelInfo
+    model: ModelInfo
     device: str
     dtype: str
     tokens: list[Token]  # prompt, then generated
@@ -73,7 +73,8 @@ class GenerateReport(Document):
         return f"{counted(self.prompt_tokens, 'prompt token')} + {len(self.tokens) - self.prompt_tokens} generated"
 
     def head(self, layer: int, head: int) -> GeneratedHead:
-        return find_head(self.layers, layer, head)
+        # find_head reads only .layer, .heads and .head, which these have; its annotation names inspect's types
+        return find_head(self.layers, layer, head)  # type: ignore[arg-type, return-value]
 
     def to_json_dict(self) -> dict:
         return {

@@ -71,8 +71,9 @@ def describe(error: BaseException) -> tuple[str, str | None, int]:
 
 def fail(error: BaseException) -> typer.Exit:
     """Print error as one red line (after its traceback with ATTN_DEBUG=1); the Exit to raise."""
-    if interrupts.last_raised() is not None:  # a library swallowed the interrupt; what broke next is its echo
-        error = interrupts.last_raised()
+    swallowed = interrupts.last_raised()
+    if swallowed is not None:  # a library swallowed the interrupt; what broke next is its echo
+        error = swallowed
     message, hint, code = describe(error)
     if isinstance(error, KeyboardInterrupt):
         interrupts.reported()
@@ -143,7 +144,8 @@ def run_at_the_edge(app) -> None:
     around it (signals, the standard streams) is launch.prepare_process's, done before this is imported."""
     from typer.exceptions import TyperException
 
-    Console.on_broken_pipe = _rich_reader_gone  # Rich's default exits 1 on a closed pipe (`attn --help | head`)
+    # Rich's default exits 1 on a closed pipe (`attn --help | head`): replaced on the class, on purpose
+    Console.on_broken_pipe = _rich_reader_gone  # type: ignore[method-assign]
     try:
         code = app(standalone_mode=False)
     except TyperException as error:
@@ -166,8 +168,9 @@ def run_at_the_edge(app) -> None:
         raise
     except BaseException as error:  # outside a command: help text to a closed stdout, an interrupt …
         sys.exit(fail(error).exit_code)
-    if interrupts.last_raised() is not None:  # Typer's bare Exit(130), or an interrupt a library swallowed
-        sys.exit(fail(interrupts.last_raised()).exit_code)
+    swallowed = interrupts.last_raised()
+    if swallowed is not None:  # Typer's bare Exit(130), or an interrupt a library swallowed
+        sys.exit(fail(swallowed).exit_code)
     sys.exit(code if isinstance(code, int) else 0)
 
 

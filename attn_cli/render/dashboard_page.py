@@ -97,7 +97,7 @@ class TextPieces:
     texts (a corpus's most induction-like text is so for several heads), so the page holds each text's known
     tokens as a few runs [start, [tokens]] rather than a copy per example (72 heads: ~50× smaller)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.known: dict[int, dict[int, str]] = {}  # text id → position → token
 
     def add(self, example: Example) -> None:
