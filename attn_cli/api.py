@@ -255,7 +255,7 @@ class Model:
         include: extra fields, as --include: "qkv" keeps each head's q, k, v and output.
         measure: "weights", or "norm" (as --measure norm): also each head's value-weighted norms
         ‖α_ij · v_j·W_Oʰ‖ (head.norms), where a token's weight is scaled by how much its transformed value can
-        carry (Kobayashi et al. 2020). vectors=True and norms=True, the old spellings of include=("qkv",) and
+        carry (Kobayashi et al. 2020); or a measure a plugin registers (head.measured). vectors=True and norms=True, the old spellings of include=("qkv",) and
         measure="norm", still work (DeprecationWarning).
         lazy: analyse each layer when report.layers is iterated (once), for streaming writers.
         words: merge subword pieces into words (Clark et al. 2019): weights to a word summed over its
@@ -267,7 +267,7 @@ class Model:
         report (a PairReport) holds the encoder, decoder and cross-attention stacks (stacks: "all", or some of
         "encoder,decoder,cross"); the cross heads' matrices are target rows × source columns.
         """
-        vectors, norms = _fields(include, measure, vectors, norms)
+        vectors, measured = _fields(include, measure, vectors, norms)
         if target is not None or self.seq2seq:
             return self._pair(
                 text,
@@ -276,14 +276,16 @@ class Model:
                 _selection(layers, heads, rows, cols, full),
                 Analysis.defaults(top_k=top_k, tolerance=tolerance, cell_limit=cell_limit),
                 progress,
-                plain=variant == "baseline" and not (propagate or pre_rope or vectors or norms or words),
+                plain=variant == "baseline" and not (propagate or pre_rope or vectors or measured or words),
             )
         texts = [text] if isinstance(text, str) else list(text)
         reports = inspect_texts(
             self.backend,
             texts,
             _selection(layers, heads, rows, cols, full),
-            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit, norms=norms),
+            Analysis.defaults(
+                top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit, measure=measured
+            ),
             variant=variant,
             propagate=propagate,
             truncate=truncate,
@@ -341,14 +343,16 @@ class Model:
         The other arguments are inspect's."""
         from attn_cli.analyses.image import inspect_image
 
-        vectors, norms = _fields(include, measure, vectors, norms)
+        vectors, measured = _fields(include, measure, vectors, norms)
         picture, source = _image(image)
         return inspect_image(
             self.backend,
             picture,
             source,
             _selection(layers, heads, rows, cols, full),
-            Analysis.defaults(top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit, norms=norms),
+            Analysis.defaults(
+                top_k=top_k, tolerance=tolerance, vectors=vectors, cell_limit=cell_limit, measure=measured
+            ),
             variant=variant,
             lazy=lazy,
             progress=progress,
@@ -1005,22 +1009,27 @@ def _selection(layers: Spec, heads: Spec, rows: Span, cols: Span, full: bool) ->
 
 
 INCLUDES = ("qkv",)  # --include's words
-MEASURES = ("weights", "norm")  # --measure's words
 
 
-def _fields(include, measure: str, vectors: bool | None, norms: bool | None) -> tuple[bool, bool]:
-    """The command line's include=("qkv",) and measure="norm" as the analysis's (vectors, norms). vectors= and
-    norms=, their old spellings in this API, still count, with a DeprecationWarning."""
+def _fields(include, measure: str, vectors: bool | None, norms: bool | None) -> tuple[bool, str | None]:
+    """The command line's include=("qkv",) and measure="NAME" as the analysis's (vectors, measure: a registered
+    Measure's name, None for the weights alone). vectors= and norms=, their old spellings in this API, still
+    count, with a DeprecationWarning."""
+    from attn_cli.data.registry import measure_named
+
     unknown = [item for item in include if item not in INCLUDES]
     if unknown:
         raise BadInput(f"include={unknown[0]!r} is not a field", f"choose from {', '.join(INCLUDES)}")
-    if measure not in MEASURES:
-        raise BadInput(f"measure={measure!r} is not a measure", f"choose from {', '.join(MEASURES)}")
+    if not isinstance(measure, str):
+        raise BadInput(f"measure={measure!r} is not a measure", 'give a measure\'s name, e.g. measure="norm"')
+    if measure != "weights":
+        measure_named(measure)  # refused in one line naming the registered ones
     if vectors is not None:
         _deprecated("vectors", 'include=("qkv",)', stacklevel=5)
     if norms is not None:
         _deprecated("norms", 'measure="norm"', stacklevel=5)
-    return "qkv" in include or bool(vectors), measure == "norm" or bool(norms)
+    chosen = "norm" if norms and measure == "weights" else None if measure == "weights" else measure
+    return "qkv" in include or bool(vectors), chosen
 
 
 def _deprecated(old: str, new: str, stacklevel: int = 4) -> None:

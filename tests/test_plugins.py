@@ -115,3 +115,26 @@ def test_without_the_plugin_there_is_no_such_command(workdir):
         [sys.executable, "-m", "attn_cli", "--help"], cwd=workdir, env=env, capture_output=True, text=True
     )
     assert result.returncode == 0 and "first-weight" not in result.stdout
+
+
+def test_the_plugins_measure_is_shown_written_and_drawn_by_inspect(workdir):
+    """The example's Measure (--measure value: α_ij·‖v_j‖) through attn inspect with no attn_cli file changed for
+    it: the terminal's heatmap title, the JSON field beside the weights (each weight times its key's value norm,
+    recomputed here from the same run's --include qkv to 1e-5 relative), the SVG and the page."""
+    import numpy as np
+
+    shown = _attn("inspect", "The cat sat.", "--model", "toy", "--measure", "value", "--save", "value.svg", cwd=workdir)
+    assert shown.returncode == 0, shown.stderr
+    assert "weights × value norms α·‖v‖" in shown.stdout
+    assert "weights × value norms α·‖v‖" in (workdir / "value.svg").read_text()
+    written = _attn(
+        "inspect", "The cat sat.", "--model", "toy", "--measure", "value", "--include", "qkv", "--json", cwd=workdir
+    )
+    assert written.returncode == 0, written.stderr
+    for head in json.loads(written.stdout)["layers"][0]["heads"]:
+        weights, values = np.array(head["weights"], float), np.array(head["v"], float)
+        expected = weights * np.linalg.norm(values, axis=-1)[None, :]
+        assert np.allclose(np.array(head["value_norms"], float), expected, rtol=1e-5, atol=1e-7)
+    refused = _attn("inspect", "The cat sat.", "--model", "toy", "--measure", "nope", cwd=workdir)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "'nope' is not a measure" in refused.stderr and "weights, norm, value" in refused.stderr

@@ -26,6 +26,7 @@ import torch
 
 from attn_cli.analyses.inspect_report import HeadReport, InspectReport, LayerReport, ScoreStats, TopKeys
 from attn_cli.data.capture import Capture, LayerCapture
+from attn_cli.data.registry import measure_named
 from attn_cli.data.selection import Analysis, Selection, Window
 from attn_cli.math import attention, measures
 from attn_cli.math.masks import AttentionMask
@@ -185,7 +186,7 @@ def analyse_heads(
     reads = [kv or 0 for kv in kv_heads]
     q = _heads_of(layer.q, heads).float()  # (h, T, D)  (h, T_query, D) under cross-attention
     k = _heads_of(layer.k, reads).float()  # (h, T, D): each query head's key head  (h, T_key, D)
-    v = _heads_of(layer.v, reads).float() if analysis.vectors or analysis.norms else None  # (h, T, D): outputs, norms
+    v = _heads_of(layer.v, reads).float() if analysis.vectors else None  # (h, T, D): the heads' outputs
     bias = None if layer.bias is None else layer.bias.float()[heads]  # (h, T_q, T_k): T5's position bias
     dot_form = layer.scorer is None and bias is None  # scores are q·kᵀ·scale and nothing else
     rows = analyse_rows(
@@ -209,8 +210,10 @@ def analyse_heads(
         ("weights", rows.weights),
         ("entropy", rows.entropy),
         ("self_weight", rows.self_weight),
-        ("norms", _norms(layer, heads, kv_heads, v, rows.weights, window) if analysis.norms else None),
     ]
+    measure = None if analysis.measure is None else measure_named(analysis.measure)
+    if measure is not None:  # --measure NAME: its matrix over the window, beside the weights
+        named.append(("measured", measure.compute(layer, heads, kv_heads, rows.weights, window)))
     if analysis.vectors:
         named += [("q", q), ("k", k), ("v", v), ("output", rows.output)]
     arrays = {name: None if tensor is None else _array(tensor) for name, tensor in named}
@@ -228,7 +231,7 @@ def analyse_heads(
                 window=window,
                 scores=None if arrays["scores"] is None else arrays["scores"][i],
                 weights=None if arrays["weights"] is None else arrays["weights"][i],
-                norms=None if arrays["norms"] is None else arrays["norms"][i],
+                measured={} if arrays.get("measured") is None else {measure: arrays["measured"][i]},
                 symmetry=rows.symmetry[i],
                 entropy=arrays["entropy"][i],
                 self_weight=arrays["self_weight"][i],
@@ -259,8 +262,9 @@ def _weights_only_heads(
     """analyse_heads of a weights-only layer (LayerCapture.weights, the model's own softmax weights): entropy,
     self-weight, top keys and the weights' window as for any layer; no scores, symmetry, score statistics,
     q, k, v or norms, which need Q, K and V (their JSON is null, and `without_qkv` says why)."""
-    if analysis.vectors or analysis.norms:
-        raise UnsupportedModel("--include qkv and --measure norm need Q, K and V", layer.without_qkv)
+    if analysis.vectors or analysis.measure:
+        wanted = ["--include qkv"] * analysis.vectors + [f"--measure {analysis.measure}"] * bool(analysis.measure)
+        raise UnsupportedModel(f"{' and '.join(wanted)} need{'s' * (len(wanted) == 1)} Q, K and V", layer.without_qkv)
     weights = _heads_of(layer.weights, heads).float()  # (h, T, T)
     count = weights.shape[1]
     allowed = layer.mask.rows(0, count)  # (T, T)
@@ -297,8 +301,9 @@ def _heads_of(tensor, heads: list[int]):
     return tensor if heads == list(range(tensor.shape[0])) else tensor[heads]
 
 
-def _norms(layer: LayerCapture, heads: list[int], kv_heads: list[int | None], v, weights, window: Window):
-    """The value-weighted norms ‖α_ij · v_j·W_Oʰ‖ over the window: weights × each key's ‖f(x_j)‖. (h, rows, cols)"""
+def value_weighted_norms(layer: LayerCapture, heads: list[int], kv_heads: list[int | None], weights, window: Window):
+    """--measure norm (a Measure, registered in render/builtins.py): the value-weighted norms ‖α_ij · v_j·W_Oʰ‖
+    over the window, weights × each key's ‖f(x_j)‖ (Kobayashi et al. 2020). (h, rows, cols)"""
     from attn_cli.math.measures import value_norms
 
     if None in kv_heads:
@@ -311,6 +316,7 @@ def _norms(layer: LayerCapture, heads: list[int], kv_heads: list[int | None], v,
     if weights is None:
         return None
     start, stop = window.cols
+    v = _heads_of(layer.v, [kv or 0 for kv in kv_heads]).float()  # (h, T, D): each query head's value head
     return weights * value_norms(v[:, start:stop], layer.w_o, heads)[:, None, :]  # (h, rows, cols)
 
 

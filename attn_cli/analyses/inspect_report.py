@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from attn_cli.data.image import PatchGrid
 from attn_cli.data.selection import Window
 from attn_cli.math.measures import Symmetry
 from attn_cli.plumbing.errors import BadInput
+
+if TYPE_CHECKING:
+    from attn_cli.data.registry import Measure
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,9 @@ class HeadReport:
     top: Sequence[list[TopKey]]  # (T, ≤k) most-attended keys per query (TopKeys: rows made when read)
     tensors: dict[str, np.ndarray] = field(default_factory=dict)  # q, k, v (T, D) and output, when kept
     score_stats: ScoreStats | None = None
-    norms: np.ndarray | None = None  # (rows, cols) ‖α_ij · v_j·W_Oʰ‖ with --measure norm
+    # --measure NAME: the Measure (data/registry.py) and its (rows, cols) matrix over the window, e.g. the norms
+    # ‖α_ij · v_j·W_Oʰ‖ with --measure norm; empty without one
+    measured: dict[Measure, np.ndarray] = field(default_factory=dict)
     formula: str | None = None  # the scores as titles write them ("k·kᵀ·0.1768" under shared-k); None: q·kᵀ·scale
     # (W, W) bool under --words (analyses/words.py): which word may attend which. Set only there, where the
     # scores, which carry the mask otherwise (NaN), are left out; the matrices are then over words.
@@ -150,6 +156,11 @@ class HeadReport:
     # (the scores' NaN say it otherwise).
     without_qkv: str | None = None
     blocked: np.ndarray | None = None
+
+    @property
+    def norms(self) -> np.ndarray | None:
+        """The value-weighted norms ‖α_ij · v_j·W_Oʰ‖ (measure="norm"), or None."""
+        return next((matrix for measure, matrix in self.measured.items() if measure.field == "norms"), None)
 
     @property
     def merged(self) -> bool:
@@ -306,7 +317,11 @@ def cell_table(text: str, tokens: list, layers: Iterable[LayerReport], **labels)
                 {**labels, "text": text, "layer": layer.layer, "head": head.head},
                 head.window.rows,
                 head.window.cols,
-                {"weight": head.weights, "score": head.scores, "norm": head.norms},
+                {
+                    "weight": head.weights,
+                    "score": head.scores,
+                    **{measure.column: matrix for measure, matrix in head.measured.items()},
+                },
             )
             for layer in layers
             for head in layer.heads
@@ -375,8 +390,14 @@ def rounded(record: dict) -> dict:
 
 
 def head_matrices(head: HeadReport) -> list[tuple[str, np.ndarray]]:
-    """The head's matrix-valued JSON fields, in document order: scores, weights, norms, then q, k, v, output."""
-    named = [("scores", head.scores), ("weights", head.weights), ("norms", head.norms), *head.tensors.items()]
+    """The head's matrix-valued JSON fields, in document order: scores, weights, a measure's (norms), then q, k,
+    v, output."""
+    named = [
+        ("scores", head.scores),
+        ("weights", head.weights),
+        *((measure.field, matrix) for measure, matrix in head.measured.items()),
+        *head.tensors.items(),
+    ]
     return [(name, rows) for name, rows in named if rows is not None]
 
 

@@ -32,9 +32,10 @@ def check_words(selection: Selection, analysis: Analysis) -> None:
             "--words merges whole rows and columns; --rows/--cols windows count tokens",
             "drop --rows/--cols, or drop --words",
         )
-    if analysis.norms:
+    if analysis.measure:  # a measure is of tokens, like the norms: not a sum over a word's pieces
         raise BadInput(
-            "--words with --measure norm: a word's norm is not the sum of its pieces' norms",
+            f"--words with --measure {analysis.measure}: a word's {analysis.measure} is not the sum of its pieces' "
+            f"{analysis.measure}s",
             "use --measure weights with --words",
         )
     if analysis.vectors:

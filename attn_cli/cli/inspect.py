@@ -34,11 +34,6 @@ class Padding(str, Enum):
     right = "right"
 
 
-class Measure(str, Enum):
-    weights = "weights"
-    norm = "norm"
-
-
 SAVE_HELP = (
     "Also save a figure: FILE.svg (vector heatmaps with full labels, for papers), FILE.pdf or FILE.png (the same "
     "figure drawn; needs the \\[figures] extra) or FILE.html (one offline page: every head, hover a token to see "
@@ -110,13 +105,14 @@ def inspect_command(
         ),
     ] = None,
     measure: Annotated[
-        Measure,
+        str,
         typer.Option(
             "--measure",
             help="weights, or norm: the value-weighted norms ‖α_ij·v_j·W_Oʰ‖ (how much each token really hands "
-            'over through the head), shown instead of the weights and added to the JSON as "norms".',
+            'over through the head), shown instead of the weights and added to the JSON as "norms"; or the name '
+            "of a measure a plugin registers.",
         ),
-    ] = Measure.weights,
+    ] = "weights",
     words: opt.Words = False,
     target: opt.Target = None,
     stack: opt.Stack = "all",
@@ -150,7 +146,7 @@ def inspect_command(
                 cols=cols,
                 full=full,
                 include=include_of(include),
-                measure=measure.value,
+                measure=measure,
             )
         if query is not None:
             raise BadInput("--query picks a patch of an image", "use it with --image FILE")
@@ -191,7 +187,7 @@ def inspect_command(
                     propagate=propagate,
                     pre_rope=pre_rope,
                     include=included,
-                    measure=measure.value,
+                    measure=measure,
                     words=words,
                     progress=progress,
                 )
@@ -209,7 +205,7 @@ def inspect_command(
                 cols=cols,
                 full=full,
                 include=included,
-                measure=measure.value,
+                measure=measure,
                 lazy=lazy and save_tensors is None,
                 words=words,
                 progress=progress,

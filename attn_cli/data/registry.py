@@ -3,7 +3,8 @@
 An analysis is one `AnalysisSpec`: its command's name, its engine, its report type and how that report is
 drawn (in the terminal, as an SVG figure and HTML page, in a notebook). Render, the CLI and the notebook
 display ask `analysis_for(report)`, which walks the report's type and its bases (a StoreReport is a
-HeadsReport), never its class name. A head score is one `HeadScore`.
+HeadsReport), never its class name. A head score is one `HeadScore`; a matrix `attn inspect --measure NAME`
+shows instead of the weights is one `Measure`.
 
 Built-in analyses register exactly as an outside one does: through the hooks below (pluggy), from a
 module the package's door names (attn_cli/__init__.py fills `builtin_plugins`: this module is plain data
@@ -40,6 +41,10 @@ class Hooks:
     @hookspec
     def register_head_scores(self, register: Callable[[HeadScore], None]) -> None:
         """register(HeadScore(...)) once per head score `attn heads` adds to the built-in ones."""
+
+    @hookspec
+    def register_measures(self, register: Callable[[Measure], None]) -> None:
+        """register(Measure(...)) once per measure `attn inspect --measure NAME` may show."""
 
     @hookspec
     def register_commands(self, app: Any) -> None:
@@ -107,6 +112,27 @@ class HeadScore:
     scale: str = "share"
 
 
+@dataclass(frozen=True)
+class Measure:
+    """A matrix per head that `attn inspect --measure NAME` (measure="NAME" in the API) shows instead of the
+    weights, in the terminal, the SVG figure and beside the weights on the page, and writes beside them.
+
+    name: --measure NAME. title: its heading ("value-weighted norms ‖α·v·W_Oʰ‖"); its values are drawn from 0
+    up to their largest, as magnitudes. field: each head's JSON key and HeadReport.measured's ("norms");
+    column: the cell table's column and a cell's word ("norm").
+    compute(layer, heads, kv_heads, weights, window) -> (h, rows, cols) torch tensor over the window's cells:
+        layer the LayerCapture (q, k, v (H, T, D) as the model made them, w_o, scale …), heads the query heads
+        and kv_heads each one's key/value head (None: raw's one), weights (h, rows, cols) their softmax weights
+        over the window (masked cells 0), window the analysis' Window. Raise plumbing.errors' kinds to refuse.
+    """
+
+    name: str
+    title: str
+    field: str
+    column: str
+    compute: Callable
+
+
 @dataclass
 class Registry:
     """What the plugins registered, in the order they did."""
@@ -119,6 +145,7 @@ class Registry:
 builtin_plugins: Callable[[], Iterable[ModuleType]] = lambda: ()  # noqa: E731
 _manager: pluggy.PluginManager | None = None
 _registry: Registry | None = None
+_measures: dict[str, Measure] | None = None
 
 
 def plugin_manager() -> pluggy.PluginManager:
@@ -147,6 +174,26 @@ def plugins() -> Registry:
         hook.register_head_scores(register=lambda score: registry.head_scores.setdefault(score.name, score))
         _registry = registry
     return _registry
+
+
+def measures() -> dict[str, Measure]:
+    """Every registered Measure by name, asked once and apart from the analyses (a measure's module only)."""
+    global _measures
+    if _measures is None:
+        found: dict[str, Measure] = {}
+        plugin_manager().hook.register_measures(register=lambda measure: found.setdefault(measure.name, measure))
+        _measures = found
+    return _measures
+
+
+def measure_named(name: str) -> Measure:
+    """The registered Measure called `name`; a name none registered is refused in one line naming them."""
+    from attn_cli.plumbing.errors import BadInput
+
+    found = measures()
+    if name not in found:
+        raise BadInput(f"{name!r} is not a measure", f"choose from weights, {', '.join(sorted(found))}")
+    return found[name]
 
 
 def analysis_for(report) -> AnalysisSpec | None:

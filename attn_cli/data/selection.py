@@ -231,7 +231,7 @@ class Analysis:
     tolerance: float = 1e-5  # relative asymmetry ‖S−Sᵀ‖/‖S‖ at or under which S counts as symmetric
     vectors: bool = False  # keep each head's q, k, v and output
     cell_limit: int = 2_000_000  # past this many cells over all selected heads, matrices are left out
-    norms: bool = False  # also the value-weighted norms ‖α_ij · v_j·W_Oʰ‖ (--measure norm)
+    measure: str | None = None  # a registered Measure's name (data/registry.py; --measure norm): its matrix too
 
     def __post_init__(self):
         whole(self.top_k, "--top-k", minimum=1)

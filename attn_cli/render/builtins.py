@@ -9,7 +9,7 @@ the analyses imports no torch, and a report's module is loaded already when its 
 
 from __future__ import annotations
 
-from attn_cli.data.registry import AnalysisSpec, Figure, hookimpl
+from attn_cli.data.registry import AnalysisSpec, Figure, Measure, hookimpl
 
 
 def _view(view, *, panels: bool = False, per_head: bool = True):
@@ -22,6 +22,14 @@ def _view(view, *, panels: bool = False, per_head: bool = True):
         return view(report, per_head_) if per_head else view(report)
 
     return terminal
+
+
+@hookimpl
+def register_measures(register) -> None:
+    from attn_cli.analyses.inspect import value_weighted_norms
+    from attn_cli.render.page_parts import NORMS_TITLE
+
+    register(Measure("norm", NORMS_TITLE, field="norms", column="norm", compute=value_weighted_norms))
 
 
 @hookimpl

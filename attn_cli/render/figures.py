@@ -19,7 +19,6 @@ from attn_cli.data.registry import Figure, analysis_for
 from attn_cli.data.selection import Window
 from attn_cli.plumbing.errors import BadInput
 from attn_cli.render.page_parts import (
-    NORMS_TITLE,
     matrix_for,
     own_span,
     report_title,
@@ -70,11 +69,12 @@ def _inspect_panels(
     drawn = []
     for layer, head in chosen:
         for kind in kinds:
-            if kind == "weights" and head.norms is not None:  # --measure norm: shown instead, as in the terminal
-                matrix = matrix_for(head, "norms")
-                drawn.append(
-                    (f"{head_title(layer, head)} · {NORMS_TITLE}", matrix, Scale.magnitude(matrix), head.window)
-                )
+            if kind == "weights" and head.measured:  # --measure NAME: shown instead, as in the terminal
+                for measure, matrix in head.measured.items():
+                    matrix = head.masked(matrix)
+                    drawn.append(
+                        (f"{head_title(layer, head)} · {measure.title}", matrix, Scale.magnitude(matrix), head.window)
+                    )
                 continue
             matrix = matrix_for(head, kind)
             formula = weights_formula(head) if kind == "weights" else scores_formula(head)
@@ -294,13 +294,14 @@ def steps_page(report, per_head: bool) -> dict:
 
 
 def inspect_page(report, per_head: bool) -> dict:
-    """One run of every selected head, and with --measure norm a second of their norms beside it."""
+    """One run of every selected head, and with --measure NAME a second of that measure's matrices beside it."""
     from attn_cli.render.terminal import most_focused
 
     runs = [run_json(report.variant, report.layers, per_head=per_head)]
-    if any(head.norms is not None for _, head in report.heads()):  # --measure norm: beside the weights
+    shown = {measure: None for _, head in report.heads() for measure in head.measured}  # in order, once each
+    for measure in shown:  # --measure NAME: beside the weights, coloured 0 → its largest (the page's "norms")
         runs[0]["name"] = "weights" if report.variant == "baseline" else f"weights · {report.variant}"
-        runs.append(run_json(NORMS_TITLE, report.layers, "norms"))
+        runs.append(run_json(measure.title, report.layers, "norms", measure=measure))
     heads = report.heads()
     layer, head = most_focused(heads) if len(heads) > 1 else heads[0]
     return {"title": report_title(report, "inspect", _inspect_extra(report)), "runs": runs, "start": [layer, head.head]}

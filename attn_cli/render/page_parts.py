@@ -47,24 +47,28 @@ def one_run(name: str, matrix, kind: str = "weights", per_head: bool = False, **
     }
 
 
-def matrix_for(head, kind: str):
-    """The head's matrix of a kind (weights, scores, norms), masked cells NaN; None where it was not kept."""
+def matrix_for(head, kind: str, measure=None):
+    """The head's matrix of a kind (weights, scores, or a Measure's: kind "norms", the magnitudes' colours),
+    masked cells NaN; None where it was not kept."""
     if kind == "scores":
         return head.scores
-    return head.masked(head.norms if kind == "norms" else head.weights)
+    return head.masked(head.weights if measure is None else head.measured.get(measure))
 
 
-def head_json(head, kind: str = "weights", per_head: bool = False) -> dict:
+def head_json(head, kind: str = "weights", per_head: bool = False, measure=None) -> dict:
     window = head.window
-    matrix = matrix_for(head, kind)
+    matrix = matrix_for(head, kind, measure)
     record = {"head": head.head, "m": rounded(matrix), **own_span(matrix, kind, per_head)}
     if window.is_partial:
         record["rows"], record["cols"] = list(window.rows), list(window.cols)
     return record
 
 
-def run_json(name: str, layers, kind: str = "weights", limit: float = 1.0, per_head: bool = False) -> dict:
-    """A page run; per_head: its weights coloured on each head's own scale (the head records say its range)."""
+def run_json(
+    name: str, layers, kind: str = "weights", limit: float = 1.0, per_head: bool = False, measure=None
+) -> dict:
+    """A page run; per_head: its weights coloured on each head's own scale (the head records say its range);
+    measure: a Measure's matrices (data/registry.py) instead of the weights."""
     own = {"perHead": True} if per_head and kind == "weights" else {}
     return {
         "name": name,
@@ -72,7 +76,7 @@ def run_json(name: str, layers, kind: str = "weights", limit: float = 1.0, per_h
         "limit": limit,
         **own,
         "layers": [
-            {"layer": layer.layer, "heads": [head_json(head, kind, per_head) for head in layer.heads]}
+            {"layer": layer.layer, "heads": [head_json(head, kind, per_head, measure) for head in layer.heads]}
             for layer in layers
         ],
     }

@@ -142,10 +142,10 @@ def default_view(
 def measure_heatmap(
     head: HeadReport, tokens: list[str], layer: int, per_head: bool = False, keys: list[str] | None = None
 ) -> Heatmap:
-    """The head's weights, or with --measure norm its value-weighted norms instead. keys: the column tokens
-    where they are not `tokens` (cross-attention)."""
-    if head.norms is not None:
-        return norms_heatmap(head, tokens, layer)
+    """The head's weights, or with --measure NAME that measure's matrix instead (the value-weighted norms with
+    --measure norm). keys: the column tokens where they are not `tokens` (cross-attention)."""
+    for measure, matrix in head.measured.items():
+        return measured_heatmap(head, tokens, layer, measure.title, measure.column, matrix)
     return weights_heatmap(head, tokens, layer, per_head=per_head, keys=keys)
 
 
@@ -225,16 +225,12 @@ def weights_heatmap(
     return Heatmap(matrix, tokens, title, Scale.weights(matrix, per_head), head.window, keys=keys)
 
 
-def norms_heatmap(head: HeadReport, tokens: list[str], layer: int) -> Heatmap:
-    """--measure norm: the value-weighted norms ‖α·v·W_Oʰ‖, 0 up to their largest, masked cells blank."""
-    values = head.masked(head.norms)
+def measured_heatmap(head: HeadReport, tokens: list[str], layer: int, title: str, label: str, matrix) -> Heatmap:
+    """--measure NAME: its matrix (--measure norm: the value-weighted norms ‖α·v·W_Oʰ‖), 0 up to its largest,
+    masked cells blank."""
+    values = head.masked(matrix)
     return Heatmap(
-        values,
-        tokens,
-        f"{head_title(layer, head)} · value-weighted norms ‖α·v·W_Oʰ‖",
-        Scale.magnitude(values),
-        head.window,
-        label="norm",
+        values, tokens, f"{head_title(layer, head)} · {title}", Scale.magnitude(values), head.window, label=label
     )
 
 

@@ -4,7 +4,9 @@ It adds, through attn's hooks only:
 - an analysis: `first_weight(model, text)` → a FirstWeightReport (a layers × heads grid), drawn in the terminal
   as a table, as an SVG figure and HTML page, and in a notebook;
 - a command, `attn first-weight TEXT [--model M] [--json] [--save FILE]`;
-- a head score, `first_mass`: a head's mean weight on the first key.
+- a head score, `first_mass`: a head's mean weight on the first key;
+- a measure, `attn inspect --measure value`: each weight times the norm of its key's value vector, α_ij·‖v_j‖
+  (the value-weighted norms without the output projection).
 
 Importing it imports no torch: the engine uses attn's Python API, the drawing attn's render modules, each
 imported when it is first used.
@@ -18,7 +20,7 @@ from pathlib import Path
 import typer
 
 from attn_cli.data.document import SCHEMA_VERSION, Document
-from attn_cli.data.registry import AnalysisSpec, Figure, HeadScore, hookimpl
+from attn_cli.data.registry import AnalysisSpec, Figure, HeadScore, Measure, hookimpl
 
 COMMAND = "first-weight"
 
@@ -107,6 +109,24 @@ def register_analyses(register) -> None:
 @hookimpl
 def register_head_scores(register) -> None:
     register(HeadScore("first_mass", first_mass, title="mean weight on the first token", scale="share"))
+
+
+def value_weighted(layer, heads, kv_heads, weights, window):
+    """α_ij·‖v_j‖ over the window's cells: (h, rows, cols). layer.v is (H_kv, T, D), one per key/value head."""
+    if weights is None:  # an empty window
+        return None
+    start, stop = window.cols
+    values = layer.v[[kv or 0 for kv in kv_heads], start:stop].float().norm(dim=-1)  # (h, cols)
+    return weights * values[:, None, :]
+
+
+@hookimpl
+def register_measures(register) -> None:
+    register(
+        Measure(
+            "value", "weights × value norms α·‖v‖", field="value_norms", column="value_norm", compute=value_weighted
+        )
+    )
 
 
 @hookimpl
