@@ -315,3 +315,21 @@ def test_the_keys_a_row_needs_on_long_rows_equal_a_float64_sort_largest_first():
     got = keys_for_mass(weights, masses).reshape(len(masses), -1).numpy()
     assert (got == np.array(expected)).all()
     assert got[:, 0].tolist() == [0, 0, 0, 0]
+
+
+def test_a_long_text_says_its_rows_were_sampled(monkeypatch):
+    """Past SAMPLED_ROWS rows the report counts the rows read and every token, and the terminal says so."""
+    from rich.console import Console
+
+    from attn_cli.analyses import kv
+    from attn_cli.render.kv_view import render_kv
+
+    monkeypatch.setattr(kv, "SAMPLED_ROWS", 6)
+    monkeypatch.setattr(kv, "RUN", 2)
+    lab = attn_cli.load("lab", device="cpu")
+    report = lab.kv_profile(LAB_TEXT, budget=BUDGET, sinks=SINKS, windows=WINDOWS, retrieval_probe=False)
+    assert (report.rows, report.tokens) == (6, 17)
+    assert report.to_json_dict()["tokens"] == 17
+    console = Console(width=100, record=True, color_system=None)
+    console.print(render_kv(report))
+    assert "6 of 17 query rows (a sample of the long texts' rows)" in console.export_text()

@@ -112,6 +112,7 @@ class KVReport(Document):
     probe: dict | None = None  # the retrieval probe run (its kind, seed, length …)
     truncated: int = 0
     interrupted: bool = False
+    tokens: int = 0  # every real token of every text (rows < tokens: a long batch's rows were sampled)
 
     def summary_shape(self) -> str:
         return f"{counted(self.texts, 'text')}, {counted(len(self.heads), 'head')}"
@@ -158,6 +159,7 @@ class KVReport(Document):
             "rule": rule(self.settings),
             "texts": self.texts,
             "rows": self.rows,
+            "tokens": self.tokens,
             "probe": self.probe,
             "heads": [head.to_json() for head in self.heads],
             "kv_heads": self.kv_heads(),
@@ -227,6 +229,7 @@ def profile(
         settings=settings,
         texts=run.texts,
         rows=int(totals.rows),
+        tokens=int(totals.tokens),
         heads=profiles,
         text=first[0] if first else "",
         probe=probe_described,
@@ -404,7 +407,17 @@ def scorer_for(settings: Settings) -> type:
                     sums["snapkv"][text] += kept.double().sum(-1).cpu()
                     snap_rows[text] = kept.shape[-1]
             self.results.append(
-                (layer_index, heads, sums, rows.cpu(), policy_rows.cpu(), h2o_rows.cpu(), snap_rows, needed)
+                (
+                    layer_index,
+                    heads,
+                    sums,
+                    rows.cpu(),
+                    policy_rows.cpu(),
+                    h2o_rows.cpu(),
+                    snap_rows,
+                    needed,
+                    sum(lengths),
+                )
             )
 
     return KVScores
@@ -423,6 +436,7 @@ class Totals:
         self.h2o_counts = np.zeros((layers, heads))
         self.histograms: dict[tuple[int, int, float], np.ndarray] = {}
         self.rows = 0.0
+        self.tokens = 0.0  # every real token (row) of every text, read or not
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Everything added so far as named arrays (a store's totals.npz): histograms padded to one length."""
@@ -435,6 +449,7 @@ class Totals:
             "snap_counts": self.snap_counts,
             "h2o_counts": self.h2o_counts,
             "rows": np.array(self.rows),
+            "tokens": np.array(self.tokens),
             "histogram_keys": np.array(
                 [[layer, head, self.settings.masses.index(p)] for layer, head, p in keys]
             ).reshape(-1, 3),
@@ -450,6 +465,7 @@ class Totals:
         self.row_counts, self.policy_counts = arrays["row_counts"].copy(), arrays["policy_counts"].copy()
         self.snap_counts, self.h2o_counts = arrays["snap_counts"].copy(), arrays["h2o_counts"].copy()
         self.rows = float(arrays["rows"])
+        self.tokens = float(arrays["tokens"]) if "tokens" in arrays else self.rows  # a store of before the sample
         self.histograms = {
             (int(layer), int(head), self.settings.masses[int(p)]): np.trim_zeros(counts, "b")
             if counts.any()
@@ -458,13 +474,14 @@ class Totals:
         }
 
     def add(self, results) -> None:
-        for layer_index, heads, sums, rows, policy_rows, h2o_rows, snap_rows, needed in results:
+        for layer_index, heads, sums, rows, policy_rows, h2o_rows, snap_rows, needed, tokens in results:
             for name, values in sums.items():
                 self.sums[name][layer_index, heads] += values.sum(0).numpy()
             if heads.start == 0:
                 self.row_counts[layer_index] += float(rows.sum())
                 if layer_index == 0:
                     self.rows += float(rows.sum())
+                    self.tokens += tokens
             self.policy_counts[layer_index, heads] += float(policy_rows.sum())
             self.snap_counts[layer_index, heads] += float(snap_rows.sum())
             self.h2o_counts[layer_index, heads] += float(h2o_rows.sum())

@@ -65,12 +65,19 @@ def layer_list(report) -> list[int]:
     return sorted({head.layer for head in report.heads})
 
 
+def _rows(report) -> str:
+    """The query rows read: all of them, or a long text's sample of them."""
+    if report.tokens > report.rows:
+        return f"{report.rows:,} of {report.tokens:,} query rows (a sample of the long texts' rows)"
+    return counted(report.rows, "query row")
+
+
 def render_kv(report, width: int = 80) -> RenderableType:
     settings = report.settings
     parts: list[RenderableType] = [
         model_line(report, "attn kv"),
         Text(
-            f"{counted(report.texts, 'text')}, {counted(report.rows, 'query row')} · a cache must keep "
+            f"{counted(report.texts, 'text')}, {_rows(report)} · a cache must keep "
             f"{settings.target:g} of each row's attention"
         ),
     ]
