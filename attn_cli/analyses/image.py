@@ -45,8 +45,7 @@ def inspect_image(
         device=capture.device,
         dtype=capture.dtype,
         tokens=capture.tokens,
-        # lazy: the iterator itself, as InspectReport.layers' comment allows (its annotation says list only)
-        layers=analysed if lazy else list(analysed),  # type: ignore[arg-type]
+        layers=analysed if lazy else list(analysed),  # lazy: the iterator itself, analysed as it is read
         window=window,
         variant=chosen.name,
         image=capture.image,

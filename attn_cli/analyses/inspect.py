@@ -216,22 +216,22 @@ def analyse_heads(
         named.append(("measured", measure.compute(layer, heads, kv_heads, rows.weights, window)))
     if analysis.vectors:
         named += [("q", q), ("k", k), ("v", v), ("output", rows.output)]
-    arrays = {name: None if tensor is None else _array(tensor) for name, tensor in named}
+    arrays = {name: _array(tensor) for name, tensor in named if tensor is not None}  # a matrix not kept: absent
     top_indices, top_weights, top_kept = (_array(t) for t in (rows.top.indices, rows.top.weights, rows.top.kept))
     variances = list(zip(measures.head_variance(q).tolist(), measures.head_variance(k).tolist()))  # (h,) each
     head_dim = q.shape[-1]
     reports = []
     for i, (head, kv_head) in enumerate(zip(heads, kv_heads)):
-        tensors = {name: arrays[name][i] for name in ("q", "k", "v", "output")} if analysis.vectors else {}
+        tensors: dict[str, np.ndarray] = {name: arrays[name][i] for name in ("q", "k", "v", "output") if name in arrays}
         reports.append(
             HeadReport(
                 head=head,
                 kv_head=kv_head,
                 scale=layer.scale,
                 window=window,
-                scores=None if arrays["scores"] is None else arrays["scores"][i],
-                weights=None if arrays["weights"] is None else arrays["weights"][i],
-                measured={} if arrays.get("measured") is None else {measure: arrays["measured"][i]},
+                scores=arrays["scores"][i] if "scores" in arrays else None,
+                weights=arrays["weights"][i] if "weights" in arrays else None,
+                measured={} if measure is None or "measured" not in arrays else {measure: arrays["measured"][i]},
                 symmetry=rows.symmetry[i],
                 entropy=arrays["entropy"][i],
                 self_weight=arrays["self_weight"][i],
@@ -428,6 +428,7 @@ def analyse_rows(
         if sink is None:
             weights = attention.masked_softmax(scores, allowed)  # (h, c, end - first); scores stay unmasked
         else:  # keys outside first:end are masked: they add nothing to the sink's softmax either
+            assert sink_share is not None  # made above whenever there is a sink
             weights, sink_share[:, start:stop] = attention.sink_softmax(scores, allowed, sink)
         entropy[:, start:stop] = measures.row_entropy(weights)
         self_weight[:, start:stop] = measures.self_weight(weights, offset=start - first)  # w[i, i]
@@ -435,6 +436,7 @@ def analyse_rows(
         if symmetry is not None:
             symmetry.add(start, stop)
         if output is not None:
+            assert v is not None  # want_output comes with v
             output[:, start:stop] = attention.attend(weights, v[:, first:end])  # (h, c, D)
         if keep and start < window.rows[1] and stop > window.rows[0]:
             rows = slice(max(start, window.rows[0]) - start, min(stop, window.rows[1]) - start)

@@ -79,7 +79,7 @@ class TopKeys(Sequence):
     @classmethod
     def of(cls, top, names: Sequence[str]) -> TopKeys:
         """From math.measures.TopKeyTensors (T, k) of one head."""
-        return cls(*(_numpy(tensor) for tensor in (top.indices, top.weights, top.kept)), names)
+        return cls(_numpy(top.indices), _numpy(top.weights), _numpy(top.kept), names)
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -195,7 +195,7 @@ class InspectReport(Document):
     device: str
     dtype: str
     tokens: list[Token]
-    layers: list[LayerReport]  # or, from a lazy run, an iterator consumed once (analysed as it is read)
+    layers: list[LayerReport] | Iterator[LayerReport]  # a lazy run's: an iterator consumed once (analysed as read)
     window: Window  # the part of each head's matrices kept (whole, a window, or nothing)
     truncated_from: int | None = None
     variant: str = "baseline"  # the counterfactual applied (--variant)
@@ -207,6 +207,12 @@ class InspectReport(Document):
     # Cross-attention (analyses/seq2seq.py): the key tokens (the source) when they are not `tokens` (the
     # queries, the target): every matrix is then (T_query, T_key).
     keys: list[Token] | None = None
+
+    def layer_list(self) -> list[LayerReport]:
+        """The layers as a list: a lazy run's are analysed to the end first (and kept, as the list)."""
+        if not isinstance(self.layers, list):
+            self.layers = list(self.layers)
+        return self.layers
 
     def summary_shape(self) -> str:
         shape = counted(len(self.axis), "word" if self.words is not None else "token")
@@ -403,16 +409,17 @@ def head_matrices(head: HeadReport) -> list[tuple[str, np.ndarray]]:
 
 def head_json(head: HeadReport, matrices: bool = True) -> dict:
     """One head's JSON record; matrices=False leaves the matrix fields to layer_text's faster path."""
-    record = {"head": head.head, "kv_head": head.kv_head, "scale": num_json(head.scale)}
+    record: dict[str, object] = {"head": head.head, "kv_head": head.kv_head, "scale": num_json(head.scale)}
     if head.window.is_partial:
         record["window"] = {"rows": list(head.window.rows), "cols": list(head.window.cols)}
-    record["symmetry"] = {
+    symmetry: dict[str, object] = {
         "max_abs_diff": num_json(head.symmetry.max_abs_diff),
         "relative": num_json(head.symmetry.relative),
         "symmetric": head.symmetry.symmetric,
     }
     if head.symmetry.reason is not None:  # a cross-attention head: why there is none (the numbers are null)
-        record["symmetry"]["not_applicable"] = head.symmetry.reason
+        symmetry["not_applicable"] = head.symmetry.reason
+    record["symmetry"] = symmetry
     if head.score_stats is not None:
         record["score_stats"] = {
             key: num_json(value) if isinstance(value, float) else value

@@ -100,7 +100,7 @@ class PairReport(Document):
 def _with_tokens(text: str, report: InspectReport) -> str:
     """A layer's JSON text with its "queries" and "keys" token lists where they are not the document's "tokens"
     (the source's): the decoder's (target × target) and the cross-attention's (target × source)."""
-    if report.layers and report.layers[0].stack == "encoder":
+    if report.layer_list() and report.layer_list()[0].stack == "encoder":
         return text
     queries = dumps([token.to_json() for token in report.tokens])
     keys = dumps([token.to_json() for token in report.key_axis])

@@ -156,7 +156,7 @@ def grid_thumb(report: InspectReport, height: int, width: int) -> int:
     first = next((head.weights for _, head in report.heads() if head.weights is not None), None)
     if first is None:
         return 2
-    layers = len(report.layers)
+    layers = len(report.layer_list())
     across = max(len(layer.heads) for layer in report.layers)
     label = max(len(f"L{layer.layer}") for layer in report.layers) + 1
     best = 2
@@ -178,7 +178,7 @@ def grid_width(report: InspectReport, thumb: int) -> int:
 
 def thumbnails_grid(report: InspectReport, mark: tuple[int, int] = NO_MARK) -> CachedGrid:
     layers = [(layer.layer, layer.heads) for layer in report.layers]
-    stack = report.layers[0].stack if report.layers else None  # an encoder–decoder model's: say which
+    stack = report.layer_list()[0].stack if report.layer_list() else None  # an encoder–decoder model's: say which
     return CachedGrid(
         layers, f"All {stack} heads" if stack else f"All heads · {variant_label(report.variant)}", mark=mark
     )

@@ -34,7 +34,23 @@ def not_applicable(heads: int, queries: int, keys: int) -> list[Symmetry]:
     return [Symmetry(float("nan"), float("nan"), None, reason)] * heads
 
 
-class SymmetryAccumulator:
+class _SymmetrySums:
+    """The sums both accumulators keep, per head (h,) float64, and the Symmetry they make."""
+
+    scores_squared: torch.Tensor  # ‖S‖²_F
+    diff_squared: torch.Tensor  # ‖S − Sᵀ‖²_F
+    max_abs_diff: torch.Tensor  # max |S_ij − S_ji|
+
+    def result(self, tolerance: float) -> list[Symmetry]:
+        """One Symmetry per head."""
+        relative = torch.where(self.scores_squared > 0, (self.diff_squared / self.scores_squared).sqrt(), 0.0)
+        return [
+            Symmetry(float(peak), float(rel), float(rel) <= tolerance)
+            for peak, rel in zip(self.max_abs_diff.tolist(), relative.tolist())
+        ]
+
+
+class SymmetryAccumulator(_SymmetrySums):
     """‖S − Sᵀ‖_F / ‖S‖_F and max |S − Sᵀ| over pairs of valid tokens, per head, for S = scale·Q·Kᵀ.
 
     Never builds S. The antisymmetric part comes a block of rows at a time from one
@@ -65,14 +81,6 @@ class SymmetryAccumulator:
             diff = diff.masked_fill_(~pair, 0.0)
         _accumulate(self, diff, stop - start)
 
-    def result(self, tolerance: float) -> list[Symmetry]:
-        """One Symmetry per head."""
-        relative = torch.where(self.scores_squared > 0, (self.diff_squared / self.scores_squared).sqrt(), 0.0)
-        return [
-            Symmetry(float(peak), float(rel), float(rel) <= tolerance)
-            for peak, rel in zip(self.max_abs_diff.tolist(), relative.tolist())
-        ]
-
 
 def _accumulate(accumulator, diff: torch.Tensor, block: int) -> None:
     """Add a block's S_ij − S_ji (h, c, T - start) to the sums: both orders of each pair inside the block
@@ -88,7 +96,7 @@ def _accumulate(accumulator, diff: torch.Tensor, block: int) -> None:
         accumulator.max_abs_diff = torch.maximum(accumulator.max_abs_diff, torch.maximum(high, -low).double())
 
 
-class BlockSymmetry:
+class BlockSymmetry(_SymmetrySums):
     """The same measures for any scoring function score(q_rows, keys) -> (h, c, n), from blocks of S.
 
     Rows start:stop of S and the same columns (turned into rows) are computed directly,
@@ -108,8 +116,6 @@ class BlockSymmetry:
         diff = (rows[..., start:] - columns).masked_fill_(~pair[:, start:], 0.0)  # (h, c, T - start)
         self.scores_squared += rows.double().square().sum((-2, -1))
         _accumulate(self, diff, stop - start)
-
-    result = SymmetryAccumulator.result
 
 
 def dense_symmetry(scores: torch.Tensor, valid: torch.Tensor, tolerance: float) -> list[Symmetry]:

@@ -334,7 +334,7 @@ def overview_grid(report: InspectReport, metric: str) -> RenderableType:
     values = {(layer, head.head): _head_metric(head, metric) for layer, head in report.heads()}
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("layer", justify="right", style="dim", no_wrap=True)
-    head_ids = [head.head for head in report.layers[0].heads]
+    head_ids = [head.head for head in report.layer_list()[0].heads]
     for head_id in head_ids:
         table.add_column(f"h{head_id}", justify="right", no_wrap=True)
     scale = Scale.weights()
