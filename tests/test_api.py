@@ -50,6 +50,23 @@ def test_the_default_model_runs_without_what_its_package_pulls_in():
     assert result.stdout.strip() == "(3, 3)"
 
 
+def test_the_toy_runs_and_draws_without_importing_transformers():
+    """The toy needs torch only: drawing its report asks the registry, which imports every analysis module,
+    and none of them may import transformers at module level (an ablation's capture hook once did: 2.6 s of
+    every toy run)."""
+    code = (
+        "import sys\n"
+        "import attn_cli\n"
+        "from attn_cli.data.registry import measures, plugins, registered_analysis\n"
+        "report = attn_cli.load('toy').inspect('the cat sat')\n"
+        "print(registered_analysis(report).name, sorted(measures()))\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'transformers'))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=patience(300))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["inspect ['norm']", "[]"]
+
+
 def test_inspect_returns_a_report_with_arrays(minilm):
     report = minilm.inspect(TEXT)
     head = report.head(0, 2)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from attn_cli.backends.capture_hook import LayerRecorder, capturing
 from attn_cli.data.capture import Token
 from attn_cli.plumbing.errors import UnsupportedModel
 
@@ -112,6 +111,10 @@ def edited_forward(model, lm: bool, inputs: dict[str, torch.Tensor], edit, grad:
     """`model` on inputs with `edit` in every attention layer: its logits (R, T, V) when `lm`, else its last
     hidden states (R, T, d)."""
     # the recorder keeps nothing (no wanted layers): a sink logit or a position bias is the model's own business
+    # imported here: capture_hook imports transformers, which the toy and the lab decoder never need, and this
+    # module is imported with every analysis (render/builtins.py registers them all)
+    from attn_cli.backends.capture_hook import LayerRecorder, capturing
+
     recorder = LayerRecorder(set(), model.config._attn_implementation, edit=edit, keep_bias=True, keep_sink=True)
     with capturing(model, recorder), torch.enable_grad() if grad else torch.inference_mode():
         outputs = model(**inputs)
