@@ -48,3 +48,33 @@ def test_every_command_page_is_in_the_nav_and_the_readme_table():
             f"docs/commands/{page}.md is not in the nav"
         )
         assert f"(docs/commands/{page}.md)" in table, f"docs/commands/{page}.md is not in README's command table"
+
+
+def test_attn_docs_shows_a_commands_page_in_the_terminal_and_each_help_points_to_it(tmp_path):
+    """attn docs: the list of pages with their first sentence, a page drawn without the suite's HTML marks, its
+    path, and one line for a command with no page; every command with a page says `Docs: attn docs NAME` in
+    its --help. In a wheel the pages are attn_cli/_docs/commands (pyproject's force-include)."""
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+    from attn_cli.plumbing.config import docs_dir
+
+    runner = CliRunner()
+    listed = runner.invoke(app, ["docs"], env={"COLUMNS": "120", "NO_COLOR": "1"})
+    assert listed.exit_code == 0
+    assert "kv          How much KV cache does each head need" in listed.stdout
+    pages = sorted(path.stem for path in (ROOT / "docs" / "commands").glob("*.md"))
+    assert all(f"\n {page} " in listed.stdout for page in pages)
+    shown = runner.invoke(app, ["docs", "kv"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert shown.exit_code == 0 and "attn kv" in shown.stdout and "What it measures" in shown.stdout
+    assert "<!--" not in shown.stdout
+    path = runner.invoke(app, ["docs", "kv", "--path"])
+    assert path.stdout.strip() == str(ROOT / "docs" / "commands" / "kv.md")
+    missing = runner.invoke(app, ["docs", "nope"])
+    assert missing.exit_code == 2 and "no page for 'nope'; pages: ablate," in missing.output
+    for page in pages:
+        helped = runner.invoke(app, [page, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+        assert f"Docs: attn docs {page}" in helped.stdout, page
+    (tmp_path / "_docs" / "commands").mkdir(parents=True)
+    assert docs_dir(tmp_path) == tmp_path / "_docs" and docs_dir(ROOT / "attn_cli") == ROOT / "docs"
+    assert '"docs/commands" = "attn_cli/_docs/commands"' in (ROOT / "pyproject.toml").read_text()

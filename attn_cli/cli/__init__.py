@@ -22,6 +22,8 @@ from attn_cli.cli.diagnose import EPILOG as DIAGNOSE_EPILOG
 from attn_cli.cli.diagnose import diagnose_command
 from attn_cli.cli.diff import EPILOG as DIFF_EPILOG
 from attn_cli.cli.diff import diff_command
+from attn_cli.cli.docs import EPILOG as DOCS_EPILOG
+from attn_cli.cli.docs import docs_command
 from attn_cli.cli.explore import EPILOG as EXPLORE_EPILOG
 from attn_cli.cli.explore import explore_command
 from attn_cli.cli.generate import EPILOG as GENERATE_EPILOG
@@ -74,6 +76,8 @@ class Command(_FlagsWithoutType, TyperCommand):
         # One rule for several words: a command that takes one TEXT collects the extra ones, to say how to
         # quote them (parse_args), not Click's "unexpected extra argument"; one that takes several notes them.
         self.allow_extra_args = self.one_text() is not None
+        if self.name in _documented():  # every command with a page says where it is, in one place
+            self.epilog = f"{self.epilog or ''}\n\nDocs: attn docs {self.name}".lstrip("\n")
 
     def one_text(self) -> typer.core.TyperArgument | None:
         """The command's one TEXT argument (text, prompt), when it takes one and not several."""
@@ -121,6 +125,13 @@ class Command(_FlagsWithoutType, TyperCommand):
                 word = word if param.required else f"[{word}]"
                 pieces.append(word + ("..." if param.nargs != 1 and " " not in word else ""))
         return pieces
+
+
+def _documented() -> set[str]:
+    """The commands that have a page (docs/commands/NAME.md, what `attn docs NAME` shows)."""
+    from attn_cli.plumbing.config import docs_dir
+
+    return {path.stem for path in (docs_dir() / "commands").glob("*.md")}
 
 
 def _finite(callback):
@@ -207,7 +218,8 @@ class TextsOrSubcommands(Group):
 app = typer.Typer(
     cls=Group,
     name="attn",
-    help="See what attention does with your sentence: Q, K, V, scores, weights and symmetry of every head.",
+    help="See what attention does with your sentence: Q, K, V, scores, weights and symmetry of every head. "
+    "Each command's page: attn docs COMMAND.",
     no_args_is_help=True,
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -229,6 +241,7 @@ app.command("diff", cls=Command, epilog=DIFF_EPILOG)(diff_command)
 app.command("generate", cls=Command, epilog=GENERATE_EPILOG)(generate_command)
 app.command("circuits", cls=Command, epilog=CIRCUITS_EPILOG)(circuits_command)
 app.command("models", cls=Command, epilog=MODELS_EPILOG)(models_command)
+app.command("docs", cls=Command, epilog=DOCS_EPILOG)(docs_command)
 
 
 def _plugin_commands() -> None:

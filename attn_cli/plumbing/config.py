@@ -19,6 +19,13 @@ def config_dir() -> Path:
     return packaged if packaged.is_dir() else package.parent / "configs"
 
 
+def docs_dir(package: Path = Path(__file__).resolve().parents[1]) -> Path:
+    """Where the command pages live (docs/commands/NAME.md, what `attn docs NAME` shows): inside the installed
+    wheel (attn_cli/_docs, pyproject's force-include), else the source checkout's docs/. package: attn_cli/."""
+    packaged = package / "_docs"
+    return packaged if packaged.is_dir() else package.parent / "docs"
+
+
 @functools.cache
 def defaults() -> dict:
     """configs/defaults.toml as a dict (read once per process)."""
