@@ -78,3 +78,21 @@ def test_attn_docs_shows_a_commands_page_in_the_terminal_and_each_help_points_to
     (tmp_path / "_docs" / "commands").mkdir(parents=True)
     assert docs_dir(tmp_path) == tmp_path / "_docs" and docs_dir(ROOT / "attn_cli") == ROOT / "docs"
     assert '"docs/commands" = "attn_cli/_docs/commands"' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_the_gallerys_pictures_are_what_its_script_makes_now(tmp_path):
+    """docs/gallery/make.py remade into a temporary folder equals the committed pictures byte for byte, and
+    docs/gallery.md shows every one of them: a change that alters a picture fails here until the script is
+    run again and its pictures committed."""
+    spec = importlib.util.spec_from_file_location("gallery_make", ROOT / "docs" / "gallery" / "make.py")
+    assert spec is not None and spec.loader is not None
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    page = (ROOT / "docs" / "gallery.md").read_text()
+    stale = []
+    for path in make.make(tmp_path):
+        committed = ROOT / "docs" / "gallery" / path.name
+        assert f"(gallery/{path.name})" in page, f"docs/gallery.md does not show {path.name}"
+        if not committed.is_file() or committed.read_bytes() != path.read_bytes():
+            stale.append(path.name)
+    assert not stale, f"stale: {', '.join(stale)}; run `python docs/gallery/make.py` and commit what it writes"
