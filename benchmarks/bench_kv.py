@@ -14,6 +14,10 @@
 Contenders alternate (A, B, A, B …) after a warm-up; medians of wall and CPU seconds.
 
     .venv/bin/python benchmarks/bench_kv.py [--repeat 3] [--texts 1000] [--lengths 1024,16384] [--rss 1000,10000]
+        [--record]
+
+Its figures are printed beside benchmarks/records/bench_kv.json (a figure 10 % above its record fails the run);
+--record writes them there.
 """
 
 from __future__ import annotations
@@ -24,13 +28,21 @@ import tempfile
 from pathlib import Path
 
 from _corpus import write_corpus
-from _timing import print_call_ratio, print_calls, print_header, print_threads, time_calls
+from _timing import (
+    compare_with_record,
+    median_of,
+    print_call_ratio,
+    print_calls,
+    print_header,
+    print_threads,
+    time_calls,
+)
 
 CORPUS_TARGET = 1.5
 LONG_TARGET = 1.3
 
 
-def corpus(args) -> bool:
+def corpus(args, figures: dict) -> bool:
     import torch
     from bench_store import BATCH, floor
 
@@ -53,10 +65,11 @@ def corpus(args) -> bool:
             None,
         )
     print_calls(calls)
+    figures[f"{args.texts} texts: kv / sdpa floor"] = median_of(calls["kv"]) / median_of(calls["floor"])
     return print_call_ratio(calls, "kv", "floor", CORPUS_TARGET)
 
 
-def long(args) -> bool:
+def long(args, figures: dict) -> bool:
     import torch
     from bench_long import build_model
 
@@ -83,17 +96,18 @@ def long(args) -> bool:
                 None,
             )
             print_calls(calls)
+            figures[f"T={length} kv / sdpa forward (in one process)"] = median_of(calls["kv"]) / median_of(
+                calls["sdpa"]
+            )
             target = LONG_TARGET if length >= 16384 else None
             if target is not None:
                 met = print_call_ratio(calls, "kv", "sdpa", target) and met
             else:
-                from _timing import median_of
-
                 print(f"kv / sdpa: {median_of(calls['kv']) / median_of(calls['sdpa']):.1f}x (no target below 16k)")
     return met
 
 
-def memory(args) -> bool:
+def memory(args, figures: dict) -> bool:
     from _timing import run_once
 
     sizes = [int(part) for part in args.rss.split(",")]
@@ -109,6 +123,8 @@ def memory(args) -> bool:
             peaks.append(sample.max_rss_mib)
             print(f"{size:>7} texts: {sample.max_rss_mib:8.1f} MiB peak, {sample.wall_s:7.1f} s")
     growth = peaks[-1] / peaks[0] - 1
+    figures[f"peak RSS MiB, {sizes[0]} texts"] = peaks[0]
+    figures[f"peak RSS MiB, {sizes[-1]} texts"] = peaks[-1]
     met = growth <= 0.10
     print(f"largest / smallest: +{100 * growth:.1f} % (target ≤ 10 %): {'met' if met else 'NOT met'}")
     return met
@@ -120,12 +136,16 @@ def main() -> int:
     parser.add_argument("--texts", type=int, default=1000)
     parser.add_argument("--lengths", default="1024,16384", help="token counts of the long part (comma-separated)")
     parser.add_argument("--rss", default="", help="corpus sizes whose peak RSS is compared, e.g. 1000,10000")
+    parser.add_argument("--record", action="store_true", help="write these figures to benchmarks/records/bench_kv.json")
     args = parser.parse_args()
+    figures: dict[str, float] = {}
     # memory first: a child's peak RSS counts the parent's pages it was forked with, until it execs (this
     # process holds a 16k-token profile's after the long part: 980 MiB measured for a 535 MiB attn kv)
-    fits = memory(args) if args.rss else True
-    met = corpus(args) and long(args)
-    return 0 if fits and met else 1
+    fits = memory(args, figures) if args.rss else True
+    met = corpus(args, figures)
+    met = long(args, figures) and met
+    grown = compare_with_record("bench_kv", figures, args.record)
+    return 0 if fits and met and not grown else 1
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ Tolerances: float32 sums over d_model ≤ 64 and ≤ 16 tokens, so 1e-5 absolute
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -97,6 +100,20 @@ def test_the_proximities_are_the_reference_rule_and_the_route_its_pruned_graph(l
     assert {(edge.source, edge.target) for edge in edges} == set(expected)
     for edge in edges:
         assert edge.weight == pytest.approx(expected[edge.source, edge.target], abs=1e-4)
+
+
+def test_the_lab_decoders_route_is_llm_transparency_tools_own(lab):
+    """tests/fixtures/routes/lab_routes_reference.json: the reference's build_full_graph and
+    build_paths_to_predictions, run once on the lab decoder by make_fixture.py (its adaptations are stated
+    there). attn's route is the reference's pruned graph, edge for edge, and each weight is the reference's to
+    1e-4 (attn gives a masked key 0 where the reference floors it at ε = 1e-5: math/routes.py)."""
+    reference = json.loads((Path(__file__).parent / "fixtures" / "routes" / "lab_routes_reference.json").read_text())
+    report = lab.routes(reference["text"], position=reference["position"], threshold=reference["threshold"])
+    assert [token.text for token in report.tokens] == reference["tokens"]
+    weights = {(source, target): weight for source, target, weight in reference["graph"]}
+    assert {(edge.source, edge.target) for edge in report.edges} == {tuple(pair) for pair in reference["route"]}
+    for edge in report.edges:
+        assert edge.weight == pytest.approx(weights[edge.source, edge.target], abs=1e-4), (edge.source, edge.target)
 
 
 def test_on_the_lab_decoder_the_copied_token_comes_through_induction_from_its_previous_occurrence(lab):
