@@ -318,6 +318,11 @@ def test_generated_rows_of_a_sink_model_equal_one_forward_pass(kind, tmp_path):
     assert_generated_rows_equal_one_forward_pass(tmp_path, report)
     weights = report.layers[-1].heads[-1].weights  # the sink takes a share of the last layer's rows
     assert float(np.nansum(weights, axis=-1).max()) < 0.95
+    # each head's kv head by its layer's own count (MiMo's sliding layer 1 has twice the kv heads of layer 0),
+    # as inspect labels it from the same layer's q and k
+    inspected = attn_cli.load(str(tmp_path), device="cpu").inspect("the fox jumps over")
+    for layer, seen in zip(report.layers, inspected.layers):
+        assert [head.kv_head for head in layer.heads] == [head.kv_head for head in seen.heads], layer.layer
 
 
 def test_steps_of_a_sink_model_end_in_eager_weights_and_say_the_sink(tmp_path):

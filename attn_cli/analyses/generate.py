@@ -140,7 +140,9 @@ def generate_from(
         )
     check_options(max_new_tokens, sample, temperature, seed)
     layers, heads = selection.resolve(info)
-    kv_heads = [info.kv_head_of(head) for head in heads]
+    # each query head's kv head, by the layer's own grouping (its q and k as captured): a layer may have more kv
+    # heads than the model info says (MiMo-V2-Flash's sliding layers have twice its full layers')
+    groups: dict[int, int] = {}
     # per layer, per step: (the absolute position of the step's first key, its row (h, K))
     rows: dict[int, list[tuple[int, torch.Tensor]]] = {layer: [] for layer in layers}
     seen = dict.fromkeys(layers, 0)  # tokens each layer has run so far: the prompt, then one per step
@@ -150,6 +152,7 @@ def generate_from(
         (K = position + 1), but for a sliding layer (transformers' DynamicSlidingWindowLayer) only the W − 1 it
         keeps plus the new one, so key j sits at absolute position end − K + j, not j."""
         seen[record.layer] += record.q.shape[-2]
+        groups[record.layer] = record.q.shape[1] // record.k.shape[1]
         row = step_row(record, heads)  # (h, K)
         rows[record.layer].append((seen[record.layer] - row.shape[-1], row))
 
@@ -173,7 +176,10 @@ def generate_from(
     ]
     texts = [token.text for token in tokens]
     report_layers = [
-        generated_layer(layer, heads, kv_heads, rows[layer], len(generated), texts, top_k) for layer in layers
+        generated_layer(
+            layer, heads, kv_heads_of(info, heads, groups.get(layer)), rows[layer], len(generated), texts, top_k
+        )
+        for layer in layers
     ]
     return GenerateReport(
         prompt,
@@ -187,6 +193,12 @@ def generate_from(
         stop,
         sample,
     )
+
+
+def kv_heads_of(info, heads: list[int], group: int | None) -> list[int]:
+    """Each query head's kv head under the layer's own grouping (query heads per kv head); the model info's
+    where the layer was not seen."""
+    return [info.kv_head_of(head) if group is None else head // group for head in heads]
 
 
 def check_options(max_new_tokens: int, sample: bool, temperature: float, seed: int | None) -> None:

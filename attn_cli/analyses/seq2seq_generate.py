@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from attn_cli.analyses.generate import GeneratedLayer, GenerateReport, check_options, generated_layer, step_row
+from attn_cli.analyses.generate import (
+    GeneratedLayer,
+    GenerateReport,
+    check_options,
+    generated_layer,
+    kv_heads_of,
+    step_row,
+)
 from attn_cli.analyses.inspect import check_texts
 from attn_cli.data.capture import Token
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, short
@@ -86,12 +93,13 @@ def generate_pair(
     check_options(max_new_tokens, sample, temperature, seed)
     info = backend.stack_info("decoder")
     layers, heads = selection.resolve(info)
-    kv_heads = [info.kv_head_of(head) for head in heads]
+    groups: dict[tuple[str, int], int] = {}  # each (stack, layer)'s own query heads per kv head, as captured
     # per (stack, layer), per step: (0, its row (h, K)): the decoder's cache and the source are whole
     rows: dict[tuple[str, int], list] = {(stack, layer): [] for stack in ("decoder", "cross") for layer in layers}
 
     def keep_row(stack: str, record) -> None:
         rows[(stack, record.layer)].append((0, step_row(record, heads)))
+        groups[(stack, record.layer)] = record.q.shape[1] // record.k.shape[1]
 
     source_tokens, ids, stop = backend.capture_pair_generation(
         source,
@@ -112,6 +120,7 @@ def generate_pair(
 
     def layer_of(stack: str, layer: int, keys: list[Token]) -> GeneratedLayer:
         texts = [token.text for token in keys]
+        kv_heads = kv_heads_of(info, heads, groups.get((stack, layer)))
         return generated_layer(layer, heads, kv_heads, rows[(stack, layer)], count, texts, top_k)
 
     decoder = GenerateReport(
