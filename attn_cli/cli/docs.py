@@ -49,16 +49,16 @@ def docs_command(
         if path:
             typer.echo(str(pages[command]))
             return
-        page = Markdown(_without_comments(pages[command].read_text(encoding="utf-8")))
+        drawn = Markdown(_without_comments(pages[command].read_text(encoding="utf-8")))
         console = Console()
         if not console.is_terminal:  # a pipe or a file: the page as it is
-            console.print(page)
+            console.print(drawn)
             return
         import os
 
         os.environ.setdefault("LESS", "-FRX")  # less keeps the colours, and a page that fits is just printed
         with console.pager(styles=True):  # a page is longer than a screen: read it in the pager ($PAGER, less)
-            console.print(page)
+            console.print(drawn)
 
 
 def _summary(page: Path, width: int = 72) -> str:
