@@ -316,3 +316,21 @@ def test_key_labels_that_fit_their_columns_stand_upright_in_the_svg():
     assert "rotate(" not in short  # three letters fit a 28 px column too
     long = svg_figure(toy.inspect("the cat sat on internationalisation", layers=0, heads=0))
     assert long.count("rotate(-50") == 5  # one label too wide: every key label slanted, none upright beside them
+
+
+def test_a_figure_is_the_same_bytes_whatever_was_drawn_before_it():
+    """A colour bar's gradient id is numbered within its own document and prefixed with a digest of it: the same
+    report draws the same SVG however many figures the process drew before (the gallery's freshness test ran
+    into a process-wide counter), and two different figures share no id (both may be inlined in one page)."""
+    import re
+
+    import attn_cli
+    from attn_cli.render.figures import svg_figure
+
+    toy = attn_cli.load("toy")
+    first, other = toy.inspect("the cat sat"), toy.inspect("a dog ran far")
+    drawn = svg_figure(first)
+    svg_figure(other)
+    assert svg_figure(first) == drawn
+    ids = lambda text: set(re.findall(r'id="([^"]+)"', text))  # noqa: E731
+    assert ids(drawn) and not ids(drawn) & ids(svg_figure(other))

@@ -45,11 +45,22 @@ def text_width(text: str, size: float) -> float:
     return sum(2 if ord(ch) > 0x2E80 else 1 for ch in text) * size * 0.62
 
 
+_ID = "\x00id\x00"  # where a document's own prefix goes in its ids (document() writes it)
+
+
 class Svg:
     def __init__(self) -> None:
         self.parts: list[str] = []
         self.width = 0.0
         self.height = 0.0
+        self.ids = 0
+
+    def new_id(self, kind: str) -> str:
+        """An id unique in this document, and across documents inlined in one page: numbered here, prefixed by
+        document() with a digest of the document, so the same figure always gets the same ids (whatever was
+        drawn before it in the process) and two different figures never share one."""
+        self.ids += 1
+        return f"{kind}{_ID}{self.ids}"
 
     def add(self, fragment: str, right: float, bottom: float) -> None:
         self.parts.append(fragment)
@@ -63,12 +74,16 @@ class Svg:
         )
 
     def document(self, title: str) -> str:
+        import hashlib
+
         width, height = math.ceil(self.width + 20), math.ceil(self.height + 20)
-        return (
+        text = (
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}" font-family="{FONT}">\n<title>{escape(title)}</title>\n'
             f'<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(self.parts) + "\n</svg>\n"
         )
+        prefix = hashlib.sha1(text.encode()).hexdigest()[:8]
+        return text.replace(_ID, f"-{prefix}-")
 
 
 def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -> tuple[float, float]:
@@ -154,9 +169,6 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
     return width, height
 
 
-bar_ids = iter(range(1, 1 << 30))
-
-
 def colour_bar(
     svg: Svg,
     x: float,
@@ -167,7 +179,7 @@ def colour_bar(
     labels: tuple[str, str, str] | None = None,
 ) -> str:
     """A vertical colour bar, brightest at the top; labels: (top, middle, bottom), else the scale's."""
-    gradient = f"bar{next(bar_ids)}"
+    gradient = svg.new_id("bar")
     stops = scale.stops(11)
     stop_tags = "".join(
         f'<stop offset="{index / 10:.2f}" stop-color="{scale.colour(value)}"/>'
