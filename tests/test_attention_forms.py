@@ -405,6 +405,27 @@ def test_per_head_float_mask_is_read_per_head_with_its_bias(tmp_path, cli_env):
         assert float((torch.from_numpy(softmax) - eager[1][head]).abs().max()) <= TOLERANCE
 
 
+def test_doge_generates_and_its_rows_equal_one_forward_pass(tmp_path):
+    """Doge's attention modules declare no is_causal (its own mask function builds the causal mask), so it was
+    taken for an encoder and refused by generate; a checkpoint with its causal-LM head is a decoder. Every
+    generated row, with each head's bias and its own top-k keys, is eager's (1e-5)."""
+    from conftest import assert_generated_rows_equal_one_forward_pass
+
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(tiny_config("doge", keep_window_size=TOP_K)).eval()
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(getattr(module, "A", None), torch.nn.Parameter):
+                module.A.copy_(torch.linspace(-2.0, 1.5, module.A.numel()))
+    model.save_pretrained(tmp_path)
+    copy_minilm_tokenizer(tmp_path)
+    loaded = attn_cli.load(str(tmp_path), device="cpu")
+    assert loaded.backend.info.causal
+    report = loaded.generate("the fox jumps over the lazy dog and", max_new_tokens=4)
+    assert len(report.tokens) - report.prompt_tokens == 4
+    assert_generated_rows_equal_one_forward_pass(tmp_path, report)
+
+
 def test_head_scores_of_a_per_head_mask_are_those_of_its_eager_weights(tmp_path):
     """attn heads adds Doge's bias to each head's scores and gives each head's softmax its own keys: every score
     equals the same score of eager's weights, rows and targets over the keys any head may attend (1e-5)."""

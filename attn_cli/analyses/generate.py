@@ -214,7 +214,8 @@ def step_row(record, heads: list[int]):
     """The row of one generation step's capture: its last query (the one whose output picks the next token)
     over every key it was handed, (h, K) for the query heads `heads` (each reading its kv head), NaN where it could
     not look (a key the mask hides, such as one outside a window in the prompt's step, is like one the cache
-    dropped). An additive score bias (T5's position bias) is added as the model adds it."""
+    dropped). An additive score bias (T5's position bias, Doge's per-head bias) is added as the model adds it, and a
+    per-head mask (Doge's) gives each head its own keys."""
     from attn_cli.math import attention
 
     group = record.q.shape[1] // record.k.shape[1]  # this layer's own grouping: it may differ by layer
@@ -225,6 +226,8 @@ def step_row(record, heads: list[int]):
         scores = scores + record.bias[0, heads, -1:].float()
     last = record.q.shape[-2] - 1
     allowed = record.mask.rows(last, last + 1)  # (1, K)
+    if record.head_mask is not None:  # a per-head mask (Doge's): each head's own keys, its bias added above
+        allowed = allowed & record.head_mask[0, heads, -1:]  # (h, 1, K)
     if record.sink is None:
         weights = attention.masked_softmax(scores, allowed)  # (h, 1, K)
     else:  # a learned sink logit per head (gpt-oss): one more column of the softmax; the keys' share is shown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib.util
 import inspect
@@ -262,7 +263,6 @@ class HFBackend:
         tokenizer = self.tokenizer
 
         def handed(record) -> None:  # every step's q, k, v checked, as capture_batch checks its captures
-            refuse_per_head_mask(record, "attn generate")
             check_finite_record(record)
             sink(record)
 
@@ -570,16 +570,6 @@ class HFPairBackend(HFBackend):
         return capture_pair_generation(self, source, wanted, sink, **how)
 
 
-def refuse_per_head_mask(record, command: str) -> None:
-    """A per-head mask (Doge's) is read by inspect's analysis only; elsewhere one line, never a head-0 reading."""
-    if record.head_mask is not None:
-        raise UnsupportedModel(
-            f"layer {record.layer} masks each head with its own keys and a learned bias, which {command} does not "
-            "reproduce yet",
-            "attn inspect, rollout and compare show it",
-        )
-
-
 @contextlib.contextmanager
 def _untied_last_state(config):
     """transformers replaces the last hidden state by last_hidden_state (after the final norm) unless the
@@ -677,6 +667,10 @@ def load_hf_backend(
     backend.classifier = model if head == "classifier" else None  # its logits: attn attribute's gradient target
     backend.masked_lm = model if head == "masked" else None  # its logits at [MASK]: attn ablate's masked-loss
     backend.offload_folder = offload
+    if head == "causal" and kind is HFBackend and not backend.info.causal:
+        # a checkpoint saved with its causal-LM head is a decoder, whatever its attention modules say: Doge's
+        # declare no is_causal (its own mask function builds the causal mask the capture then sees)
+        backend.info = dataclasses.replace(backend.info, causal=True)
     return backend
 
 
