@@ -20,6 +20,11 @@ LAB_TEXT = "the cat saw a dog . the cat saw a dog"
 # named terminal-*.svg, titled `attn COMMAND --model M`) or its figure saved (--save FILE.svg)
 PICTURES = [
     (
+        "terminal-default.svg",
+        "attn inspect's default view: every head of MiniLM, and the most focused one in detail",
+        ["inspect", "Hello, how are you?"],
+    ),
+    (
         "terminal-inspect.svg",
         "a previous-token head of MiniLM: its weights and each row's most-attended keys",
         ["inspect", "Hello, how are you?", "--layer", "1", "--head", "9", "--show", "weights,top"],
