@@ -394,7 +394,8 @@ def scorer_for(settings: Settings) -> type:
                 if not len(chosen):
                     continue
                 # the sort is most of a long row's cost: only the grid's rows, and only the keys they can reach
-                reach = int(allowed[:, chosen].flatten(0, 1).any(0).nonzero().max()) + 1 if keys.any() else 1
+                reachable = allowed[:, chosen].flatten(0, 1).any(0).nonzero()  # (n, 1) the keys any of them sees
+                reach = int(reachable.max()) + 1 if len(reachable) else 1
                 read = weights[:, :, chosen, :reach]
                 counted_mask = counted_rows.bool()[:, chosen]  # (B, s)
                 for p, keys_needed in zip(settings.masses, kv.keys_for_mass(read, settings.masses)):  # (B, h, s) each
