@@ -539,9 +539,9 @@ _INTROS = {
     "weights-only": (
         "The attention code does not go through transformers' attention interface, so attn reads the weights "
         "the model returns (`output_attentions`, equal to eager's to 1e-5): inspect's heatmaps, top keys and "
-        "entropy, and rollout work; scores, Q, K, V and symmetry are null in the JSON with the reason "
-        "(`without_qkv`), and what needs them (`attn heads` and its store, compare and the variants, "
-        "`--include qkv`, `--measure norm`) is refused in one line."
+        "entropy, rollout, and `attn heads` (its scores of those weights, its store), `diagnose` and `kv` work; "
+        "scores, Q, K, V and symmetry are null in the JSON with the reason (`without_qkv`), and what needs them "
+        "(compare and the variants, `--include qkv`, `--measure norm`) is refused in one line."
     ),
     "refused": "attn stops with one line (exit 1) rather than show numbers it cannot reproduce.",
     "wrong": "These give wrong numbers or an unexpected error today (issue 36); they are being fixed.",

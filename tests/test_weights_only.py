@@ -63,6 +63,41 @@ def test_terminal_draws_the_weights_and_says_in_one_line_why_there_are_no_scores
     assert "matrix size limit" not in scores.stdout
 
 
+def test_heads_scores_the_models_own_weights_as_eager_returns_them(bloom_dir, monkeypatch):
+    """attn heads on a weights-only model scores the weights the model returns: every head score of a padded
+    batch of two texts is the same score of eager's weights (1e-5), and the command draws and writes them."""
+    from transformers import AutoModel, AutoTokenizer
+
+    import attn_cli
+    from attn_cli.math.head_scores import head_scores, token_flags
+    from attn_cli.math.score_names import SCORES
+
+    short = "a dog ran"
+    model = attn_cli.load(str(bloom_dir), device="cpu")
+    report = model.heads([TEXT, short])
+    eager_model = AutoModel.from_pretrained(bloom_dir, attn_implementation="eager").eval()
+    tokenizer = AutoTokenizer.from_pretrained(bloom_dir)
+    per_text = []
+    for text in (TEXT, short):
+        encoded = tokenizer(text, return_tensors="pt")
+        with torch.no_grad():
+            eager = eager_model(**encoded, output_attentions=True).attentions  # per layer (1, H, T, T)
+        tokens = model.inspect(text, layers="0", heads="0").tokens
+        count = len(tokens)
+        allowed = torch.ones(count, count, dtype=torch.bool).tril()[None]  # BLOOM is causal
+        per_text.append([head_scores(layer, allowed, token_flags([tokens]))[0][0] for layer in eager])  # (H, S)
+    for layer in range(2):
+        expected = torch.stack([per_text[0][layer], per_text[1][layer]]).nanmean(0)  # (H, len(SCORES))
+        for head in range(4):
+            got = report.head(layer, head).scores
+            for index, name in enumerate(SCORES):
+                if got[name] is not None:
+                    assert got[name] == pytest.approx(float(expected[head, index]), abs=1e-5), (layer, head, name)
+    result = attn(monkeypatch, "heads", TEXT, "--model", str(bloom_dir), "--json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["heads"]) == 8
+
+
 def test_rollout_works_on_the_weights(bloom_dir, monkeypatch):
     result = attn(monkeypatch, "rollout", TEXT, "--model", str(bloom_dir), "--json")
     assert result.exit_code == 0, result.output
@@ -71,7 +106,6 @@ def test_rollout_works_on_the_weights(bloom_dir, monkeypatch):
 @pytest.mark.parametrize(
     "args",
     [
-        ["heads", TEXT],
         ["compare", TEXT],
         ["inspect", TEXT, "--include", "qkv"],
         ["inspect", TEXT, "--variant", "shared-k"],

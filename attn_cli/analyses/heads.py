@@ -233,6 +233,10 @@ class LayerScores:
         as one batch of layers × texts while the stack's weights fit a block; flush() scores what still waits."""
         mask = record.mask  # what waits: q, k, the mask and the scale; not the record (its v)
         allowed = lambda start, stop: _batch_allowed(mask, run.real, start, stop)  # noqa: E731
+        if record.weights is not None:  # a weights-only model's (no Q or K): its own weights, scored alone
+            self.flush()
+            self.add_weights(record.layer, record.weights, allowed)
+            return
         per_head = record.head_mask is not None  # Doge's: the bias then belongs to the per-head mask
         scaling = _Scaling(
             record.scale, record.scorer, record.sink, record.bias if per_head else None, record.head_mask
@@ -283,11 +287,16 @@ class LayerScores:
                 )
 
     def add_captures(self, captures: list[Capture], layer: int) -> None:
-        """A layer of one Capture per text: q and k padded (on the right) into (B, H, T, D), masks into rows."""
+        """A layer of one Capture per text: q and k padded (on the right) into (B, H, T, D), masks into rows; or,
+        from a weights-only model (LayerCapture.weights: the weights its own attention code returns, no Q or K),
+        those weights padded into (B, H, T, T)."""
         records = [capture.layers[layer] for capture in captures]
         lengths = [len(capture.tokens) for capture in captures]
         keys = max(lengths)
         allowed = lambda start, stop: _allowed(records, lengths, start, stop, keys, records[0].q.device)  # noqa: E731
+        if records[0].weights is not None:
+            self.add_weights(layer, _padded_weights([r.weights for r in records], keys), allowed)
+            return
         scaling = _Scaling(records[0].scale, records[0].scorer, records[0].sink)  # no per-head mask: the toy's
         self.add(layer, _padded([r.q for r in records], keys), _padded([r.k for r in records], keys), scaling, allowed)
 
@@ -351,6 +360,28 @@ class LayerScores:
             def row_weights(row, chunk=chunk, q_heads=q_heads, k_heads=k_heads, sink=sink, bias=bias, own=own):
                 """(B, h) rows -> their weights (B, h, T)"""
                 return edges.row_weights(q_heads, k_heads, row, allowed_rows, scale, scorer, chunk, sink, bias, own)
+
+            self.consume(index, slice(first, first + len(chunk)), blocks(), row_weights)
+
+    def add_weights(self, layer: int, weights, allowed_rows) -> None:
+        """A layer's weights as the model returned them, (B, H, T, T) with padding 0, scored a block of rows at a
+        time as add() scores the weights it computes (the cells a row may not attend are 0 in them already)."""
+        count = weights.shape[-1]
+        per_chunk, block_rows = _block_sizes(weights.shape[0], len(self.heads), count)
+        index = self.layers.index(layer)
+        for first in range(0, len(self.heads), per_chunk):
+            chunk = self.heads[first : first + per_chunk]
+            chosen = weights[:, chunk].float()  # (B, h, T, T)
+
+            def blocks(chosen=chosen):
+                for start, stop in self.row_blocks(count, block_rows):
+                    allowed = allowed_rows(start, stop)  # (B, c, T)
+                    yield start, chosen[:, :, start:stop] * allowed[:, None], allowed
+
+            def row_weights(rows, chosen=chosen):
+                """(B, h) rows -> their weights (B, h, T), read from the model's"""
+                picked = rows.clamp_min(0)[..., None, None].expand(-1, -1, 1, chosen.shape[-1])
+                return chosen.gather(2, picked)[:, :, 0]
 
             self.consume(index, slice(first, first + len(chunk)), blocks(), row_weights)
 
@@ -514,6 +545,14 @@ def _padded(tensors: list, keys: int):
 
     padded = pad_sequence([tensor.transpose(0, 1) for tensor in tensors], batch_first=True)  # (B, T_max, H, D)
     return padded.float().transpose(1, 2)  # (B, H, keys, D), a view
+
+
+def _padded_weights(weights: list, keys: int):
+    """Each text's (H, T_b, T_b) weights padded with zeros to (B, H, keys, keys)."""
+    padded = weights[0].new_zeros(len(weights), weights[0].shape[0], keys, keys)
+    for b, one in enumerate(weights):
+        padded[b, :, : one.shape[-2], : one.shape[-1]] = one
+    return padded
 
 
 def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, device):

@@ -342,11 +342,9 @@ class HFBackend:
                 outputs = self.model(**fed, **({"output_hidden_states": True} if hidden is not None else {}))
             except LayersCaptured:
                 outputs = None
-        if recorder.calls == 0:  # attention code of its own: the corpus scoring reads Q and K as the forward runs
-            raise UnsupportedModel(
-                f"attn heads scores heads from their Q and K; {WITHOUT_QKV.format(name=type(self.model).__name__)}",
-                "attn inspect and attn rollout show its weights",
-            )
+        if recorder.calls == 0:  # attention code of its own: each selected layer's weights as the model returns them
+            for _, record in sorted(self._weights_only(fed, set(layers)).items()):
+                handed(record)  # q, k and v empty; LayerCapture.weights (B, H, T, T), the scoring reads those
         if hidden is not None:
             hidden(run, [state.to(self.device) for state in outputs.hidden_states[1:]])
         return run
