@@ -419,6 +419,9 @@ def test_the_importance_command_reads_a_corpus_and_refuses_an_encoder(tmp_path):
     assert document["command"] == "importance" and document["texts"] == 2
     assert document["order"][-1] == [0, 2] and len(document["pruning"]) == 9
     runner = CliRunner()
+    shown = runner.invoke(app, ["importance", "--file", str(corpus), "--model", "lab", "--limit", "2"])
+    steps = shown.stdout[shown.stdout.index("the step removes") :].splitlines()[3:11]  # the rows removing a head
+    assert [row.split()[-1] for row in steps] == [f"{layer}.{head}" for layer, head in document["order"]]
     refused = runner.invoke(app, ["importance", "Hello there"])
     assert refused.exit_code == 2 and "has no language-model head" in refused.output
     both = runner.invoke(app, ["importance", "Hello", "--file", str(corpus), "--model", "lab"])

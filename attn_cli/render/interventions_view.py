@@ -349,14 +349,25 @@ def render_importance(report, width: int = 80) -> RenderableType:
 def _curve(report) -> RenderableType:
     """The pruning curve as a table with a bar per step: heads removed (least important first) → loss."""
     largest = max(loss for _, loss in report.pruning) or 1.0
+    order = report.order()  # least important first: the heads removed, in the order they go
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("removed", justify="right")
     table.add_column("loss", justify="right")
     table.add_column("")
+    table.add_column("the step removes")
+    before = 0
     for removed, loss in report.pruning:
-        table.add_row(str(removed), f"{loss:.4g}", Text("█" * max(1, round(CURVE_BAR * loss / largest)), style="cyan"))
+        bar = Text("█" * max(1, round(CURVE_BAR * loss / largest)), style="cyan")
+        table.add_row(str(removed), f"{loss:.4g}", bar, _heads_named(order[before:removed]))
+        before = removed
     total = report.importance.size
     return titled(f"pruning curve: the loss with the least important heads removed (of {total})", table)
+
+
+def _heads_named(heads: list[tuple[int, int]], shown: int = 3) -> str:
+    """A step's removed heads as LAYER.HEAD, the first `shown` of them and how many more."""
+    names = ", ".join(f"{layer}.{head}" for layer, head in heads[:shown])
+    return names + (f" … (+{len(heads) - shown})" if len(heads) > shown else "")
 
 
 def importance_items(report, per_head: bool = False) -> list[Heat]:
