@@ -338,6 +338,24 @@ def test_on_the_lab_decoder_the_induction_heads_carry_the_copied_answer(lab):
     assert all(patch.recovery < 0.95 for patch in noised.patches if patch.layer == 1)
 
 
+def test_patch_by_position_draws_its_heads_in_the_order_of_the_figure_and_the_page(lab):
+    """The terminal's positions × heads table keeps the heads that recover most, but draws them in layer and head
+    order, as the SVG and the page do (it drew them strongest first, so a head moved between the two views)."""
+    from rich.console import Console
+
+    from attn_cli.render.interventions_view import render_patch
+
+    clean, corrupt = LAB_WORDS + " only party", LAB_WORDS + " only world"
+    report = lab.patch(clean, corrupt, target="company", foil="keeps", by_position=True)
+    for width, fits in ((80, lambda n: n == 8), (40, lambda n: 1 < n < 8)):  # every head; the strongest that fit
+        console = Console(width=width, record=True, color_system=None)
+        console.print(render_patch(report, width))
+        lines = console.export_text().splitlines()
+        header = next(line for line in lines if line.split() and line.split()[0] in ("0.0", "0.1", "0.2", "1.0", "1.1"))
+        heads = [tuple(map(int, name.split("."))) for name in header.split()]
+        assert fits(len(heads)) and heads == sorted(heads), header
+
+
 def test_the_patch_command_refuses_in_one_line():
     from typer.testing import CliRunner
 

@@ -236,7 +236,8 @@ def _positions_grid(report, layers: list[int], heads: list[int], grid, width: in
         ((layer, head) for layer in range(len(layers)) for head in range(len(heads))), key=lambda p: -reach[p]
     )
     label = min(12, max(len(f"{t.index} {t.text}") for t in report.tokens))
-    shown = order[: max(1, (width - label - 1) // (CELL + 1))]
+    # the strongest heads that fit, drawn in layer and head order, as the figure and the page draw them
+    shown = sorted(order[: max(1, (width - label - 1) // (CELL + 1))])
     scale = Scale.scores(grid)
     table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 0, 0, 1), header_style="dim")
     table.add_column("", width=label, no_wrap=True, overflow="ellipsis", style="dim")
