@@ -712,6 +712,11 @@ def test_z_removes_the_selected_head_and_says_what_the_model_lost():
             said = str(app.query_one("#message").render())
             assert said.startswith("head 0.2 removed: mean loss of the text's 13 next tokens")
             assert f"{expected.clean:.4g} → {expected.ablations[0].value:.4g}" in said
+            app.select(0, 2)  # the same head: the line stays
+            assert "removed" in str(app.query_one("#message").render())
+            await pilot.press("right")  # another head: a line about head 0.2 would mislead, so it goes
+            await pilot.pause()
+            assert "removed" not in str(app.query_one("#message").render())
             await pilot.press("q")
 
     run(scenario())

@@ -105,6 +105,7 @@ class ExploreApp(LookKeys, App[int]):
         self.status_shown = ""
         self.page = "grid"  # the view with the focus: the "grid", or the selected head's "heatmap" or "panel"
         self.message_lines = -1
+        self.message_about: tuple[int, int] | None = None  # the head the message line speaks of (z's ablation)
         self.generation = 0  # a prefetch of an older one stops
         self.painted = asyncio.Event()
         self.paints = 0
@@ -202,8 +203,10 @@ class ExploreApp(LookKeys, App[int]):
     def shown_report(self):
         return self.session.shown_report()
 
-    def say(self, message: str, style: str = "") -> None:
-        """The message line. A message as tall as the one before it only repaints (no new layout)."""
+    def say(self, message: str, style: str = "", about: tuple[int, int] | None = None) -> None:
+        """The message line. A message as tall as the one before it only repaints (no new layout). about: the
+        (layer, head) it speaks of, cleared when another head is selected (z's "head 1.3 removed: …")."""
+        self.message_about = about
         widget = self.query_one("#message", Static)
         text = Text(message, style=style)
         width = max(1, widget.size.width - 2)
@@ -213,6 +216,8 @@ class ExploreApp(LookKeys, App[int]):
 
     def select(self, layer: int, head: int) -> None:
         self.session.layer, self.session.head = layer, head
+        if self.message_about is not None and self.message_about != (layer, head):
+            self.say("")  # it spoke of the head selected before
         self.redraw()
 
     def set_query(self, query: int) -> None:

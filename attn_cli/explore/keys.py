@@ -46,7 +46,7 @@ class LookKeys(KeysBase):
         layer: int
         head: int
 
-        def say(self, message: str, style: str = "") -> None: ...
+        def say(self, message: str, style: str = "", about: tuple[int, int] | None = None) -> None: ...
         def run_look(self, text: str, variant: str) -> None: ...
         def redraw(self, grid: bool = True, header: bool = False, detail: bool = True) -> None: ...
 
@@ -164,4 +164,4 @@ class LookKeys(KeysBase):
             message, style = ablation_line(self.model.ablate(text, heads=[(layer, head)])), ""
         except AttnError as error:
             message, style = f"error: {error}", "red"
-        self.call_from_thread(self.say, message, style)
+        self.call_from_thread(self.say, message, style, (layer, head))  # cleared when another head is selected
