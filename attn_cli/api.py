@@ -29,7 +29,7 @@ from attn_cli.backends.capabilities import Seq2Seq, supports
 from attn_cli.data import arguments
 from attn_cli.data.capture import Capture, ModelInfo
 from attn_cli.data.selection import Analysis, Selection, Span, Spec, parse_span
-from attn_cli.plumbing.errors import BadInput
+from attn_cli.plumbing.errors import SPELLING, AttnError, BadInput
 
 # The kind of every argument of load and of Model's methods, by name: one name means one thing in every
 # method (a method whose argument means more says so with @door(name=kind)). None passes where None is the
@@ -149,12 +149,41 @@ def door(function=None, **overrides: Callable):
             bound = signature.bind(*args, **kwargs)
         except TypeError as error:
             raise BadInput(f"{function.__name__}(): {error}") from None
-        for name, value in bound.arguments.items():
-            if name in checks and not (value is None and signature.parameters[name].default is None):
-                bound.arguments[name] = checks[name](value, name)
-        return function(*bound.args, **bound.kwargs)
+        given = dict(bound.arguments)
+        try:
+            for name, value in bound.arguments.items():
+                if name in checks and not (value is None and signature.parameters[name].default is None):
+                    bound.arguments[name] = checks[name](value, name)
+            return function(*bound.args, **bound.kwargs)
+        except AttnError as error:
+            if SPELLING.get() != "cli":  # called from Python: the message names its keyword arguments, not options
+                error.message = python_spelled(error.message, given, bound.arguments)
+                error.args = (error.message,)
+            raise
 
     return checked
+
+
+def python_spelled(text: str, given: dict, converted: dict) -> str:
+    """A message that names the command line's options, naming the call's keyword arguments instead: "--layer 9
+    is out of range" → "layers=9 is out of range", "--top-k must be" → "top_k must be". given: the arguments as the
+    caller wrote them; converted: as the door made them (what the message quotes)."""
+    import re
+
+    for name, value in given.items():
+        flags = {"--" + name.replace("_", "-")}
+        if name.endswith("s"):
+            flags.add("--" + name[:-1].replace("_", "-"))  # layers= is --layer, heads= is --head
+        for flag in sorted(flags, key=len, reverse=True):
+            try:  # the value as the message quotes it (plain or repr), and as the caller wrote it (a huge int has no str)
+                shown = converted.get(name)
+                quoted, written = [f"{flag} {shown!r}", f"{flag} {shown}"], f"{name}={value!r}"
+            except ValueError:
+                quoted, written = [], ""
+            for form in quoted:
+                text = text.replace(form, written)
+            text = re.sub(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", name, text)
+    return text
 
 
 @door

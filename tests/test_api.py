@@ -176,7 +176,7 @@ def test_toy_settings_are_keyword_arguments():
         (lambda: attn_cli.load("/no/such/model"), ModelNotFound, "no model directory"),
         (lambda: attn_cli.load("toy").inspect("a b", layers=3), BadInput, "out of range"),
         (lambda: attn_cli.load("toy").inspect("   "), BadInput, "empty"),
-        (lambda: attn_cli.load("toy").inspect("a b", top_k=0), BadInput, "--top-k"),
+        (lambda: attn_cli.load("toy").inspect("a b", top_k=0), BadInput, "top_k must be"),
         (lambda: attn_cli.load("toy").inspect("a b", variant="sideways"), BadInput, "unknown variant"),
         (lambda: attn_cli.load("toy").inspect("a b").head(0, 9), BadInput, "not in this report"),
         (lambda: attn_cli.load("toy").compare("a b", variants=[]), BadInput, "nothing to compare"),

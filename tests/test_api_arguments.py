@@ -121,7 +121,7 @@ def test_a_huge_probe_on_a_model_without_positions_is_cut(toy, monkeypatch):
 
 
 def test_a_seed_torch_cannot_take_is_a_bad_input(gpt2_lm):
-    with pytest.raises(BadInput, match="--seed must be between"):
+    with pytest.raises(BadInput, match="^seed must be between"):
         gpt2_lm.generate("a b", max_new_tokens=1, sample=True, seed=2**64)
     assert gpt2_lm.generate("a b", max_new_tokens=1, sample=True, seed=2**64 - 1).text is not None
 
@@ -340,3 +340,18 @@ def test_generate_with_good_and_bad_values(gpt2_lm, data):
 def test_minilm_takes_the_same_arguments(minilm_backend, method, text, layers, top_k, truncate):
     """The real tokenizer behind the same door: a lone surrogate or a number never reaches it."""
     outcome(lambda: getattr(Model(minilm_backend), method)(text, layers=layers, top_k=top_k, truncate=truncate))
+
+
+def test_an_api_error_names_the_keyword_argument_and_the_cli_error_the_option(toy):
+    """From Python a refusal names the call's keyword argument (layers=9, top_k); the same refusal from the
+    command line names its option (--layer 9): one check, spelled for whoever asked (plumbing.errors.SPELLING)."""
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+
+    with pytest.raises(BadInput, match=r"^layers=9 is out of range for this model"):
+        toy.inspect("the cat", layers=9)
+    with pytest.raises(BadInput, match=r"^top_k must be at least 1, not 0"):
+        toy.inspect("the cat", top_k=0)
+    result = CliRunner().invoke(app, ["inspect", "the cat", "--model", "toy", "--layer", "9"])
+    assert result.exit_code == 2 and "--layer 9 is out of range for this model" in result.output

@@ -229,7 +229,7 @@ def test_target_on_a_model_with_one_stack_is_refused(minilm_backend):
     from attn_cli.api import Model
     from attn_cli.plumbing.errors import BadInput
 
-    with pytest.raises(BadInput, match="--target is for encoder–decoder models"):
+    with pytest.raises(BadInput, match="target is for encoder–decoder models"):
         Model(minilm_backend).heads(SOURCE, target=TARGET)
 
 

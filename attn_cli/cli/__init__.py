@@ -116,6 +116,16 @@ class Command(_FlagsWithoutType, TyperCommand):
             note(unquoted_note(self.name, texts))
         return rest
 
+    def invoke(self, ctx):
+        """The command, its errors spelled as the command line's options (plumbing.errors.SPELLING)."""
+        from attn_cli.plumbing.errors import SPELLING
+
+        token = SPELLING.set("cli")
+        try:
+            return super().invoke(ctx)
+        finally:
+            SPELLING.reset(token)
+
     def collect_usage_pieces(self, ctx):
         """[OPTIONS] TEXT... (required), [TEXT]... (optional): not Typer's {TEXT}... and [[TEXT]...]...."""
         pieces = [self.options_metavar] if self.options_metavar else []

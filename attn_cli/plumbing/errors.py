@@ -5,6 +5,12 @@ Exit codes: 1 a runtime failure the user can act on, 2 bad usage.
 
 from __future__ import annotations
 
+import contextvars
+
+# Who is asking: "cli" while a command of attn's command line runs (its errors name options: --layer 9),
+# "python" otherwise (the API's name keyword arguments: layers=9; attn_cli/api.py's door rewrites them).
+SPELLING: contextvars.ContextVar[str] = contextvars.ContextVar("attn_spelling", default="python")
+
 
 class AttnError(Exception):
     """Base class: a message for the user and the exit code it maps to."""
