@@ -50,7 +50,7 @@ def test_causal_rollout_never_reaches_the_future(tiny_llama_dir):
 def test_rollout_refuses_gaps_and_unknown_fusions(minilm):
     with pytest.raises(BadInput, match="consecutive"):
         minilm.rollout(TEXT, layers="0,2")
-    with pytest.raises(BadInput, match="head-fusion"):
+    with pytest.raises(BadInput, match="head_fusion=.median."):
         minilm.rollout(TEXT, head_fusion="median")
 
 
