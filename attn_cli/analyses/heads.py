@@ -378,12 +378,7 @@ class LayerScores:
                     allowed = allowed_rows(start, stop)  # (B, c, T)
                     yield start, chosen[:, :, start:stop] * allowed[:, None], allowed
 
-            def row_weights(rows, chosen=chosen):
-                """(B, h) rows -> their weights (B, h, T), read from the model's"""
-                picked = rows.clamp_min(0)[..., None, None].expand(-1, -1, 1, chosen.shape[-1])
-                return chosen.gather(2, picked)[:, :, 0]
-
-            self.consume(index, slice(first, first + len(chunk)), blocks(), row_weights)
+            self.consume(index, slice(first, first + len(chunk)), blocks(), lambda rows, c=chosen: rows_of(c, rows))
 
     def row_blocks(self, keys: int, block_rows: int) -> Iterator[tuple[int, int]]:
         """The (start, stop) blocks of query rows whose weights consume reads, in row order: every row here; a
@@ -412,8 +407,7 @@ class LayerScores:
 
         def weights_of(rows):  # (B, h) rows -> their weights (B, h, T)
             if whole is not None:  # the rows are at hand: gathered, not scored again
-                picked = rows.clamp_min(0)[..., None, None].expand(-1, -1, 1, whole.shape[-1])
-                return whole.gather(2, picked)[:, :, 0]
+                return rows_of(whole, rows)
             return row_weights(rows)
 
         top_weights, top_keys = edges.strongest(weights_of(row), partials.KEYS)
@@ -545,6 +539,12 @@ def _padded(tensors: list, keys: int):
 
     padded = pad_sequence([tensor.transpose(0, 1) for tensor in tensors], batch_first=True)  # (B, T_max, H, D)
     return padded.float().transpose(1, 2)  # (B, H, keys, D), a view
+
+
+def rows_of(weights, rows):
+    """weights (B, h, T, T), rows (B, h) (−1: none, read as row 0) -> each head's row (B, h, T)."""
+    picked = rows.clamp_min(0)[..., None, None].expand(-1, -1, 1, weights.shape[-1])
+    return weights.gather(2, picked)[:, :, 0]
 
 
 def _padded_weights(weights: list, keys: int):

@@ -95,6 +95,9 @@ class HFBackend:
         # a model whose code branches on the attention implementation's name is checked once, on its first
         # input, to come out the same with the capture as without (capture_hook.capture_difference)
         self.unchecked = branches_on_name(model)
+        # whether the model's attention never calls the interface (BLOOM, Falcon …): known after its first forward,
+        # then no forward is run with the capture only to find that again (its weights come from output_attentions)
+        self.own_attention = False
         # accelerate's offload directory (--device-map), kept as long as the backend
         self.offload_folder: tempfile.TemporaryDirectory | None = None
 
@@ -131,9 +134,11 @@ class HFBackend:
         first_device = self.model.device  # where the inputs go: the device itself, or a device map's first
         fed = {name: tensor.to(first_device) for name, tensor in batch.items()}
         self._guard(fed)
-        with capturing(self.model, recorder), torch.inference_mode():
-            self.model(**fed)
-        if recorder.calls == 0:  # attention code of its own: the weights it returns, without Q, K and V
+        if not self.own_attention:
+            with capturing(self.model, recorder), torch.inference_mode():
+                self.model(**fed)
+            self.own_attention = recorder.calls == 0
+        if self.own_attention:  # attention code of its own: the weights it returns, without Q, K and V
             recorder.records = self._weights_only(fed, set(layers))
         unseen = sorted(set(layers) - set(recorder.records))
         if unseen:  # a layer the config counts made no attention call (a recurrent stack reusing its blocks …)
@@ -337,15 +342,19 @@ class HFBackend:
         )
         fed = {name: tensor.to(self.model.device) for name, tensor in batch.items()}
         self._guard(fed)
-        with capturing(self.model, recorder), torch.inference_mode(), _untied_last_state(self.model.config):
-            try:
-                outputs = self.model(**fed, **({"output_hidden_states": True} if hidden is not None else {}))
-            except LayersCaptured:
-                outputs = None
-        if recorder.calls == 0:  # attention code of its own: each selected layer's weights as the model returns them
+        outputs = None
+        if not self.own_attention or hidden is not None:  # (the residual stream comes from this forward)
+            with capturing(self.model, recorder), torch.inference_mode(), _untied_last_state(self.model.config):
+                try:
+                    outputs = self.model(**fed, **({"output_hidden_states": True} if hidden is not None else {}))
+                except LayersCaptured:
+                    pass
+            self.own_attention = recorder.calls == 0
+        if self.own_attention:  # attention code of its own: each selected layer's weights as the model returns them
             for _, record in sorted(self._weights_only(fed, set(layers)).items()):
                 handed(record)  # q, k and v empty; LayerCapture.weights (B, H, T, T), the scoring reads those
         if hidden is not None:
+            assert outputs is not None  # with hidden, the forward runs to its end (no stop)
             hidden(run, [state.to(self.device) for state in outputs.hidden_states[1:]])
         return run
 

@@ -6,6 +6,8 @@ is instant; commands import the core inside their bodies.
 
 from __future__ import annotations
 
+import functools
+
 import typer
 from typer.core import TyperCommand, TyperGroup
 
@@ -137,11 +139,12 @@ class Command(_FlagsWithoutType, TyperCommand):
         return pieces
 
 
-def _documented() -> set[str]:
-    """The commands that have a page (docs/commands/NAME.md, what `attn docs NAME` shows)."""
-    from attn_cli.plumbing.config import docs_dir
+@functools.cache
+def _documented() -> frozenset[str]:
+    """The commands that have a page (what `attn docs NAME` shows), read once however many commands ask."""
+    from attn_cli.cli.docs import command_pages
 
-    return {path.stem for path in (docs_dir() / "commands").glob("*.md")}
+    return frozenset(command_pages())
 
 
 def _finite(callback):
