@@ -133,7 +133,8 @@ OVERRIDES: dict[str, dict] = {
     "doge": {"keep_window_size": 4},  # its dynamic mask only acts on texts longer than this
     # hybrids whose attention layers come later than 2 layers by default: layer 1 is softmax attention
     **dict.fromkeys(
-        ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"), {"layer_types": ["linear_attention", "full_attention"]}
+        ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"),
+        {"layer_types": ["linear_attention", "full_attention"], "num_key_value_heads": 4},
     ),
     "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1},
     # multi-head latent attention, and configs that refuse grouped heads: every head has its own key
@@ -157,6 +158,75 @@ OVERRIDES: dict[str, dict] = {
         ),
         {"num_key_value_heads": 4},
     ),
+    # a head_dim of None is read as given (not hidden / heads): 4 heads of 16
+    **dict.fromkeys(("ministral", "hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan_vl_text", "helium"), {"head_dim": 16}),
+    "dots1": {"n_shared_experts": 1},
+    "dbrx": {
+        "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+        "ffn_config": {"ffn_hidden_size": 128, "moe_num_experts": 4},
+    },
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
+    "mamba2": {"head_dim": 32, "n_groups": 1},  # 4 heads of 32 over its 128-wide inner state (64 × 2)
+    # Zamba's hybrids: a state-space layer, then one with the shared attention block
+    **dict.fromkeys(("zamba", "zamba2"), {"layers_block_type": ["hybrid", "hybrid"], "n_mamba_heads": 2}),
+    # multimodal rotary sections (time, height, width) over a 16-wide head's 8 frequencies (4 where half rotates)
+    **dict.fromkeys(
+        ("qwen2_vl_text", "qwen2_5_vl_text", "glm4v_text", "glm_image_text", "glm_ocr_text"),
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}},
+    ),
+    "glm4v_moe_text": {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2]}},
+    "hunyuan_vl_text": {
+        "head_dim": 16,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 2, 2, 2]},
+    },
+    "gemma4_text": {
+        "head_dim": 16,
+        "global_head_dim": 16,
+        "hidden_size_per_layer_input": 16,
+        "vocab_size_per_layer_input": VOCAB,
+    },
+    "luke": {"entity_vocab_size": 16, "entity_emb_size": 16},  # entity embeddings: 500,000 × 256 by default
+    "roc_bert": {
+        "shape_vocab_size": 64,
+        "pronunciation_vocab_size": 64,
+        "shape_embed_dim": 16,
+        "pronunciation_embed_dim": 16,
+    },
+    "fsmt": {"src_vocab_size": VOCAB, "tgt_vocab_size": VOCAB},
+    "funnel": {"block_sizes": [1, 1], "d_head": 16, "d_inner": 128},
+    "cpmant": {"dim_head": 16, "dim_ff": 128},
+    "kimi_linear": {
+        "linear_head_dim": 16,
+        "linear_num_heads": 4,
+        "layer_types": ["linear_attention", "full_attention"],
+        "num_key_value_heads": 4,
+    },
+    "longcat_flash": {
+        "ffn_hidden_size": 128,
+        "expert_ffn_hidden_size": 32,
+        "n_routed_experts": 4,
+        "zero_expert_num": 2,
+        "moe_topk": 2,
+        "head_dim": 8,
+        "num_key_value_heads": 4,
+    },
+    "nemotron_h": {
+        "layers_block_type": ["mamba", "attention"],
+        "head_dim": 16,
+        "mamba_num_heads": 8,
+        "mamba_head_dim": 16,
+        "n_groups": 1,
+        "ssm_state_size": 16,
+        "chunk_size": 8,
+    },
+    "reformer": {
+        "axial_pos_shape": [4, 8],
+        "axial_pos_embds_dim": [32, 32],
+        "attn_layers": ["local", "lsh"],
+        "local_attn_chunk_length": 4,
+        "lsh_attn_chunk_length": 4,
+        "num_buckets": 2,
+    },
 }
 
 
