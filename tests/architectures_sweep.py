@@ -121,6 +121,16 @@ SMALL = dict(
 _VISION = dict(
     hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, image_size=32, patch_size=8
 )
+_BERT = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    max_position_embeddings=128,
+    initializer_range=0.1,
+)
+_T5GEMMA = dict(_BERT, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16, sliding_window=4)
 OVERRIDES: dict[str, dict] = {
     # vision transformers: a 32 × 32 image in 8 × 8 patches (16 patches and the special tokens)
     **dict.fromkeys(
@@ -218,6 +228,16 @@ OVERRIDES: dict[str, dict] = {
         "n_groups": 1,
         "ssm_state_size": 16,
         "chunk_size": 8,
+    },
+    # encoder–decoders of two configs: each side a 2-layer model of SMALL's sizes
+    "t5gemma": {
+        "encoder": _T5GEMMA,
+        "decoder": _T5GEMMA,
+        "vocab_size": VOCAB,
+    },
+    "encoder-decoder": {
+        "encoder": {**_BERT, "model_type": "bert"},
+        "decoder": {**_BERT, "model_type": "bert", "is_decoder": True, "add_cross_attention": True},
     },
     "reformer": {
         "axial_pos_shape": [4, 8],

@@ -91,3 +91,22 @@ def test_cli_device_map_auto(tiny_llama_dir):
         ],
     )
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    "architectures, is_encoder_decoder, head",
+    [
+        (["EncoderDecoderModel"], True, "seq2seq"),  # BERT-to-BERT: AutoModel has no class for its two configs
+        (["BartForConditionalGeneration"], True, "seq2seq"),
+        (["BartModel"], True, None),
+        (["GPT2LMHeadModel"], False, "causal"),
+    ],
+)
+def test_the_saved_head_says_which_class_loads_a_checkpoint(tmp_path, architectures, is_encoder_decoder, head):
+    import json
+
+    from attn_cli.backends.hf_files import saved_head
+
+    config = {"architectures": architectures, "is_encoder_decoder": is_encoder_decoder}
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert saved_head(tmp_path) == head

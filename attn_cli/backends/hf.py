@@ -178,13 +178,15 @@ class HFBackend:
                 attentions = getattr(self.model(**fed, output_attentions=True), "attentions", None)
         except Exception:  # a model that cannot hand its weights back (its own attention code fails to)
             attentions = None
+        attentions = tuple(attentions or ())
         count = fed["input_ids"].shape[1]
-        if not attentions or not all(
-            _softmax_rows(weights, count, self.info.heads) for weights in attentions if weights is not None
-        ):
+        returned = [weights for weights in attentions if weights is not None]
+        unlike = [why for why in (_unlike_softmax_rows(weights, count, self.info.heads) for weights in returned) if why]
+        if not returned or unlike:
+            what = f"the attention weights it returns {unlike[0]}" if unlike else "returns no attention weights either"
             raise UnsupportedModel(
-                f"{type(self.model).__name__} does not route attention through transformers' attention "
-                "interface, and returns no attention weights either",
+                f"{type(self.model).__name__} does not route attention through transformers' attention interface, "
+                f"and {what}",
                 "models of transformers >= 5 with an attn_implementation setting are supported",
             )
         records = {}
@@ -694,11 +696,16 @@ def _has_masked_lm_class(directory: Path) -> bool:
     return kind in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
-def _softmax_rows(weights, count: int, heads: int) -> bool:
-    """A layer's returned attentions are (B, H, T, T) softmax rows of the config's H heads over the text's own
-    tokens: non-negative, each row summing to 1 (anything else, Longformer's banded windows, ConvBERT's halved
-    heads or an unnormalised score, is refused rather than shown)."""
-    if not isinstance(weights, torch.Tensor) or weights.dim() != 4 or tuple(weights.shape[1:]) != (heads, count, count):
-        return False
+def _unlike_softmax_rows(weights, count: int, heads: int) -> str:
+    """ "" where a layer's returned attentions are (B, H, T, T) softmax rows of the config's H heads over the
+    text's own tokens: non-negative, each row summing to 1; else how they differ, for the refusal (Longformer's
+    banded windows, Reformer's chunks, ConvBERT's halved heads, an unnormalised score are refused, not shown)."""
+    if not isinstance(weights, torch.Tensor):
+        return f"are not a tensor ({type(weights).__name__})"
+    if weights.dim() != 4 or tuple(weights.shape[1:]) != (heads, count, count):
+        return f"are {tuple(weights.shape)}, not {heads} heads of {count} × {count} for a {count}-token text"
     sums = weights.float().sum(-1)
-    return bool((weights >= 0).all()) and bool(((sums - 1).abs() <= 1e-3).all())
+    if not bool((weights >= 0).all()) or not bool(((sums - 1).abs() <= 1e-3).all()):
+        low, high = float(sums.min()), float(sums.max())
+        return f"are not softmax rows (≥ 0, each summing to 1): rows sum to {low:.3g} … {high:.3g}"
+    return ""

@@ -85,7 +85,8 @@ def _offline() -> bool:
 
 def saved_head(directory: Path) -> str | None:
     """The head the checkpoint was saved with (config.json's architectures say so): "causal" (a decoder's
-    *ForCausalLM), "seq2seq" (an encoder–decoder's *ForConditionalGeneration, Marian's MTModel), "classifier"
+    *ForCausalLM), "seq2seq" (an encoder–decoder's *ForConditionalGeneration, Marian's MTModel, an
+    EncoderDecoderModel of two models, which AutoModel does not load), "classifier"
     (*ForSequenceClassification), "masked" (*ForMaskedLM), or None."""
     import json
 
@@ -95,7 +96,7 @@ def saved_head(directory: Path) -> str | None:
     except (OSError, ValueError, AttributeError, TypeError):
         return None
     if config.get("is_encoder_decoder") and any(
-        name.endswith(("ForConditionalGeneration", "MTModel")) for name in architectures
+        name.endswith(("ForConditionalGeneration", "MTModel", "EncoderDecoderModel")) for name in architectures
     ):
         return "seq2seq"
     if any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures):

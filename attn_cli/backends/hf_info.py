@@ -9,8 +9,9 @@ from attn_cli.plumbing.errors import UnsupportedModel
 
 
 def model_info(name: str, model) -> ModelInfo:
-    """Dimensions and attention kind from the config and the attention modules."""
-    config = model.config
+    """Dimensions and attention kind from the config and the attention modules (an encoder–decoder made of two
+    configs gives its encoder's: stack_config)."""
+    config = stack_config(model.config, "encoder")
     heads = getattr(config, "num_attention_heads", None)
     if not isinstance(heads, int):  # Mamba, RWKV, xLSTM, FNet: state spaces, recurrences or Fourier mixing
         raise UnsupportedModel(
@@ -22,7 +23,7 @@ def model_info(name: str, model) -> ModelInfo:
     notes = [ATTENTION_NOTES.get(config.model_type), varying_sizes(head_dims, kv_heads)]
     return ModelInfo(
         name=name,
-        architecture=config.model_type,
+        architecture=model.config.model_type,
         layers=config.num_hidden_layers,
         heads=heads,
         kv_heads=kv_heads[0] or heads,
@@ -32,6 +33,16 @@ def model_info(name: str, model) -> ModelInfo:
         no_attention_layers=no_attention_layers(model, config.num_hidden_layers),
         attention_note="; ".join(note for note in notes if note) or None,
     )
+
+
+def stack_config(config, stack: str):
+    """The config that sizes one stack ("encoder", or "decoder" for the decoder and cross-attention): the
+    `encoder` or `decoder` config inside an encoder–decoder made of two (EncoderDecoderModel's BERT + BERT,
+    T5Gemma's), whose own config names no heads or layers; the config itself for every other model."""
+    inner = getattr(config, "encoder" if stack == "encoder" else "decoder", None)
+    if getattr(config, "is_encoder_decoder", False) and isinstance(getattr(inner, "num_attention_heads", None), int):
+        return inner
+    return config
 
 
 def per_layer(config, name: str) -> list:
@@ -100,7 +111,7 @@ def usable_positions(model) -> int | None:
     RoBERTa-style embeddings number positions from padding_idx + 1, so the first
     padding_idx + 1 rows of the table are never a real token's position.
     """
-    limit = getattr(model.config, "max_position_embeddings", None)
+    limit = getattr(stack_config(model.config, "encoder"), "max_position_embeddings", None)
     if limit is None:
         return None
     for name, module in model.named_modules():

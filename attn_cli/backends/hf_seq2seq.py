@@ -15,14 +15,15 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
-from attn_cli.backends.hf_info import stop_reason
+from attn_cli.backends.hf_info import stack_config, stop_reason
 from attn_cli.backends.validate import check_finite, check_finite_record
 from attn_cli.data.capture import Capture, LayerCapture, ModelInfo, Token
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 STACKS = ("encoder", "decoder", "cross")
 # Names of cross-attention modules: BART/Marian/mBART encoder_attn, T5 EncDecAttention, BERT-style crossattention
-_CROSS_NAMES = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attention")  # NLLB-MoE: cross_attention
+# NLLB-MoE: cross_attention; T5Gemma: cross_attn
+_CROSS_NAMES = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attention", "cross_attn")
 
 
 def is_seq2seq(model) -> bool:
@@ -45,12 +46,12 @@ def stack_roles(model) -> dict[int, tuple[str, int]]:
         ):
             continue
         layer = numbers[0]
+        # the outermost stack name: EncoderDecoderModel's BERT decoder sits at decoder.bert.encoder.layer.N
+        stack = next((part for part in parts if part in ("encoder", "decoder")), None)
         if any(cross in parts for cross in _CROSS_NAMES):
             roles[id(module)] = ("cross", int(layer))
-        elif "encoder" in parts:
-            roles[id(module)] = ("encoder", int(layer))
-        elif "decoder" in parts:
-            roles[id(module)] = ("decoder", int(layer))
+        elif stack is not None:
+            roles[id(module)] = (stack, int(layer))
     return roles
 
 
@@ -58,6 +59,18 @@ def stack_info(info: ModelInfo, config, stack: str) -> ModelInfo:
     """The ModelInfo of one stack: the encoder's layers and heads, or the decoder's (decoder and cross)."""
     if stack == "encoder":
         return dataclasses.replace(info, causal=False)
+    inner = stack_config(config, "decoder")
+    if inner is not config:  # an encoder–decoder of two configs (EncoderDecoderModel, T5Gemma): the decoder's own
+        kv = getattr(inner, "num_key_value_heads", None) or inner.num_attention_heads
+        head_dim = getattr(inner, "head_dim", None) or inner.hidden_size // inner.num_attention_heads
+        return dataclasses.replace(
+            info,
+            layers=inner.num_hidden_layers,
+            heads=inner.num_attention_heads,
+            kv_heads=kv,
+            head_dim=head_dim,
+            causal=stack == "decoder",
+        )
     layers = next(
         (getattr(config, name) for name in ("decoder_layers", "num_decoder_layers") if getattr(config, name, None)),
         info.layers,

@@ -154,10 +154,13 @@ def check_config(model, modality: str = "text") -> None:
 
     config = model.config
     kind = getattr(config, "model_type", None) or type(model).__name__
-    two_stacks = isinstance(getattr(model, "encoder", None), torch_module()) and isinstance(
-        getattr(model, "decoder", None), torch_module()
-    )
     parameters = inspect.signature(model.forward).parameters
+    # an encoder and a decoder of two texts; Funnel's "decoder" upsamples the encoder's own text (no decoder input)
+    two_stacks = (
+        isinstance(getattr(model, "encoder", None), torch_module())
+        and isinstance(getattr(model, "decoder", None), torch_module())
+        and "decoder_input_ids" in parameters
+    )
     if two_stacks and not getattr(config, "is_encoder_decoder", False):
         raise UnsupportedModel(
             f"{kind} has an encoder and a decoder but its config says is_encoder_decoder=false",
