@@ -239,6 +239,34 @@ OVERRIDES: dict[str, dict] = {
         "encoder": {**_BERT, "model_type": "bert"},
         "decoder": {**_BERT, "model_type": "bert", "is_decoder": True, "add_cross_attention": True},
     },
+    # Gemma 3n: layer 1 reuses layer 0's keys and values (its KV sharing), per-layer inputs of 16
+    "gemma3n_text": {
+        "layer_types": ["full_attention", "full_attention"],
+        "num_kv_shared_layers": 1,
+        "head_dim": 16,
+        "hidden_size_per_layer_input": 16,
+        "vocab_size_per_layer_input": VOCAB,
+    },
+    "cohere_compass_text": {
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        }
+    },
+    # GLM-5 Next: NoPE sparse-indexer attention (its top 4 keys chosen in pools of 2) and linear attention
+    "glm5_next_text": {
+        "num_key_value_heads": 4,
+        "index_kpool": 2,
+        "qk_rope_head_dim": 0,
+        "qk_nope_head_dim": 16,
+        "linear_head_dim": 16,
+        "linear_num_heads": 4,
+        "layer_types": ["linear_attention", "indexed_attention"],
+    },
+    "hy_v4_vl_text": {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]}},
+    "xmod": {"default_language": "en_XX"},  # its adapters need to be told the text's language
+    "zaya": {"num_experts_per_tok": 1},  # its router takes one expert per token
+    "lilt": {"hidden_size": 48, "intermediate_size": 96},  # its layout stream splits the width in 6 (4 heads of 12)
     "reformer": {
         "axial_pos_shape": [4, 8],
         "axial_pos_embds_dim": [32, 32],
@@ -336,6 +364,8 @@ def _observe(kind: str) -> Observed:
         model = _tiny_model(kind)
     except Excluded as excluded:
         return Observed("excluded", str(excluded))
+    except Refused as refused:
+        return Observed("refused", str(refused))
     except Exception as error:
         return Observed("unbuilt", f"{type(error).__name__}: {_line(error)[:200]}")
     if kind in VISION_TYPES:
@@ -417,7 +447,28 @@ def _runs(kind: str, model) -> None:
         with torch.inference_mode():
             model(**fed)
     except Exception as error:
+        refusal = _refusal(model)
+        if refusal:  # attn refuses it before running it (a document model that needs boxes): that is the row
+            raise Refused(refusal) from None
         raise Unbuilt(f"{kind}: the model's own forward fails: {type(error).__name__}: {_line(error)[:160]}") from None
+
+
+class Refused(Exception):
+    """attn refuses the model before it runs it (validate.check_config), where the model's own forward fails."""
+
+
+def _refusal(model) -> str:
+    """What validate.check_config says of the model ("" if it takes it), on the model attn would hold."""
+    from attn_cli.backends.validate import check_config
+    from attn_cli.plumbing.errors import AttnError
+
+    if type(model).__name__ not in _BASE_NAMES() and not model.config.is_encoder_decoder:
+        model = model.base_model
+    try:
+        check_config(model)
+    except AttnError as error:
+        return _line(error)
+    return ""
 
 
 def _parameters(model_class) -> set[str]:

@@ -38,7 +38,10 @@ VISION_TYPES = {
     "siglip_vision_model": "SiglipVisionModel",
     "siglip": "SiglipVisionModel",
 }
-_OTHER_INPUTS = ("pixel_values", "pixel_values_videos", "input_features", "input_values")  # images, video, audio
+# images, video, audio, an image's region features (LXMERT)
+_OTHER_INPUTS = ("pixel_values", "pixel_values_videos", "input_features", "input_values", "visual_feats")
+# Document models whose forward will not run without a layout box per token (LayoutLM and LiLT default them to 0)
+_NEEDS_BOXES = ("bros",)
 _HARMLESS_MISSING = ("pooler.",)  # computed after every attention layer: cannot change what attn reports
 # Sizes that must be positive integers when a config gives them (GPT-2 spells them n_head, n_layer, n_embd).
 _SIZES = (
@@ -178,6 +181,12 @@ def check_config(model, modality: str = "text") -> None:
         raise UnsupportedModel(
             f"{kind} reads a question with a table: {len(table)} token-type ids per token (segment, column, row, "
             "ranks …) that its table tokenizer makes, which a plain text does not have",
+            SUPPORTED,
+        )
+    if kind in _NEEDS_BOXES and "bbox" in parameters:
+        raise UnsupportedModel(
+            f"{kind} ({type(model).__name__}) reads a document: a layout box per token (bbox) from its OCR "
+            "processor, which a plain text does not have",
             SUPPORTED,
         )
     other = [name for name in _OTHER_INPUTS if name in parameters]
