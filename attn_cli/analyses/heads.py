@@ -147,14 +147,22 @@ def score_texts(
         "score_keys": np.full((*shape, len(SHARES), partials.KEYS), -1, dtype=np.int64),
         "score_weights": np.zeros((*shape, len(SHARES), partials.KEYS), dtype=np.float32),
     }
+    sink_mass = None  # (n, L, H): each text's mean ⟨sink⟩ share, where a layer has a learned sink
     for chunk in results:
         place = (slice(None), chunk.layer, chunk.heads)
         arrays["values"][place] = chunk.values.detach().to("cpu", torch.float64).numpy()
         arrays["sink"][place] = chunk.sink.cpu().numpy()
         for name, tensor in chunk.view._asdict().items():
             arrays[name][place] = tensor.detach().cpu().numpy()
+        if chunk.sink_mass is not None:
+            sink_mass = np.full(shape, np.nan) if sink_mass is None else sink_mass
+            sink_mass[place] = chunk.sink_mass.detach().to("cpu", torch.float64).numpy()
     return partials.Batch(
-        text_ids=np.arange(count), tokens=[[token.text for token in text] for text in tokens], truncated=cut, **arrays
+        sink_mass=sink_mass,
+        text_ids=np.arange(count),
+        tokens=[[token.text for token in text] for text in tokens],
+        truncated=cut,
+        **arrays,
     )
 
 
@@ -226,6 +234,8 @@ class LayerScores:
         # what consume makes: ChunkScores here; a subclass's own rows where it overrides consume (diagnose's
         # FirstTokenWeights: (layer index, head slice, α (B, h)))
         self.results: list = []
+        # the ⟨sink⟩ shares of the blocks consume is reading, where the layer has a learned sink (add sets it)
+        self.sink_share: SinkShare | None = None
 
     def add_padded(self, run, record) -> None:
         """A layer of a backend's batch as the model ran it (padded on the right). Short texts make small tensors,
@@ -312,7 +322,8 @@ class LayerScores:
         keys = self.flags.ids.shape[1]
         scale, scorer = record.scale, record.scorer
         # a learned sink logit per query head (gpt-oss): one more column of each row's softmax, which takes a share
-        # of the row, so its weights sum to 1 − that share; the scores are of the weights as the model uses them
+        # of the row, so its weights sum to 1 − that share; the scores are of the weights as the model uses them,
+        # and each text's mean share (the ⟨sink⟩ column's) is the head's sink mass (SinkShare, read by consume)
         sinks = None if record.sink is None else record.sink.to(q.device)  # (H,)
         # a per-head mask (Doge's: a learned bias per key and each head's own top-k keys): the bias joins each
         # head's scores and each head's softmax obeys its own keys; the rows counted and the targets of the
@@ -330,8 +341,10 @@ class LayerScores:
             sink = None if sinks is None else sinks[chunk]  # (h,)
             bias = None if head_bias is None else head_bias[:, chunk].float()  # (B, h, T, T)
             own = None if head_allowed is None else head_allowed[:, chunk]  # (B, h, T, T)
+            share = None if sink is None else SinkShare()
 
-            def blocks():  # (start, weights (B, h, c, T) with masked cells 0, allowed (B, c, T)) per block of rows
+            # (start, weights (B, h, c, T) with masked cells 0, allowed (B, c, T)) per block of rows
+            def blocks(share=share):
                 for start, stop in self.row_blocks(keys, block_rows):
                     allowed = allowed_rows(start, stop)  # (B, c, T)
                     if scorer is None:
@@ -355,12 +368,16 @@ class LayerScores:
                     if sink is None:
                         yield start, attention.masked_softmax(scores, each), allowed
                     else:  # rows at padding (no key) put all their weight on the sink: 0 on every key
-                        yield start, attention.sink_softmax(scores, each, sink)[0], allowed
+                        weights, shares = attention.sink_softmax(scores, each, sink)
+                        assert share is not None  # made whenever there is a sink
+                        share.add(shares, allowed)
+                        yield start, weights, allowed
 
             def row_weights(row, chunk=chunk, q_heads=q_heads, k_heads=k_heads, sink=sink, bias=bias, own=own):
                 """(B, h) rows -> their weights (B, h, T)"""
                 return edges.row_weights(q_heads, k_heads, row, allowed_rows, scale, scorer, chunk, sink, bias, own)
 
+            self.sink_share = share
             self.consume(index, slice(first, first + len(chunk)), blocks(), row_weights)
 
     def add_weights(self, layer: int, weights, allowed_rows) -> None:
@@ -378,6 +395,7 @@ class LayerScores:
                     allowed = allowed_rows(start, stop)  # (B, c, T)
                     yield start, chosen[:, :, start:stop] * allowed[:, None], allowed
 
+            self.sink_share = None
             self.consume(index, slice(first, first + len(chunk)), blocks(), lambda rows, c=chosen: rows_of(c, rows))
 
     def row_blocks(self, keys: int, block_rows: int) -> Iterator[tuple[int, int]]:
@@ -404,6 +422,7 @@ class LayerScores:
             whole = weights if edges.every_row(weights, start) else None
         values, sink = sums.result()  # (B, h, len(SCORES)), (B, h)
         row, key, weight = maxima.edge(sink)  # (B, h) each
+        sink_mass = None if self.sink_share is None else self.sink_share.mean()  # the blocks are all read
 
         def weights_of(rows):  # (B, h) rows -> their weights (B, h, T)
             if whole is not None:  # the rows are at hand: gathered, not scored again
@@ -440,6 +459,7 @@ class LayerScores:
                     score_keys,
                     score_weights,
                 ),
+                sink_mass,
             )
         )
 
@@ -502,6 +522,27 @@ class ChunkScores(NamedTuple):
     values: object  # (B, h, len(SCORES)) scores, NaN where undefined
     sink: object  # (B, h) each text's sink key, -1 for none
     view: View
+    sink_mass: object = None  # (B, h) each text's mean ⟨sink⟩ share over its rows; None: no learned sink
+
+
+class SinkShare:
+    """A learned sink's share of each row (the softmax's ⟨sink⟩ column), summed over a text's rows a block at a
+    time: mean() is each text's mean over its real rows (padding rows, which attend no key, left out)."""
+
+    def __init__(self) -> None:
+        self.total = None  # (B, h)
+        self.rows = None  # (B, 1)
+
+    def add(self, shares, allowed) -> None:
+        """shares (B, h, c) of rows whose allowed keys are allowed (B, c, T)."""
+        real = allowed.any(-1)  # (B, c): a row of the text, not padding
+        total = (shares * real[:, None]).sum(-1)
+        rows = real.sum(-1, keepdim=True)
+        self.total = total if self.total is None else self.total + total
+        self.rows = rows if self.rows is None else self.rows + rows
+
+    def mean(self):
+        return self.total / self.rows.clamp_min(1)
 
 
 def _heads_of(tensor, heads: list[int]):
@@ -570,10 +611,12 @@ def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, devi
 def _profiles(merged: partials.Partial, layers: list[int], heads: list[int], info) -> list[HeadProfile]:
     mean, std = partials.mean_std(merged)
     profiles, sinks = [], partials.sink_keys(merged)
+    sink_mass = partials.sink_mass(merged)  # (L, H), NaN without a learned sink
     for li, layer in enumerate(layers):
         for hi, head in enumerate(heads):
             means = [_value(value) for value in mean[li, hi].tolist()]
             sink = sinks.get((li, hi))
+            mass = float(sink_mass[li, hi])
             profiles.append(
                 HeadProfile(
                     layer=layer,
@@ -584,6 +627,7 @@ def _profiles(merged: partials.Partial, layers: list[int], heads: list[int], inf
                     scored={name: int(value) for name, value in zip(SCORES, merged.count[li, hi].tolist())},
                     label=label(means),
                     sink_key=None if sink is None else SinkKey(*sink),
+                    sink_mass=None if mass != mass else mass,  # NaN: the layer has no learned sink
                 )
             )
     return profiles

@@ -37,6 +37,9 @@ class HeadProfile:
     stack: str | None = None
     # score → why it is not defined for this head (score_names.CROSS_UNDEFINED, IMAGE_UNDEFINED): null, not 0
     not_defined: dict[str, str] = field(default_factory=dict)
+    # a learned sink logit's (GPT-OSS's s_aux) mean share of each row's softmax, the ⟨sink⟩ column: the mean over
+    # the texts of each text's mean over its rows. None: the head's layer has no learned sink (JSON: no field)
+    sink_mass: float | None = None
 
 
 @dataclass
@@ -114,6 +117,7 @@ class HeadsReport(Document):
                 "texts": self.texts,
                 "scored": dict(profile.scored),
                 "sink_key": None if profile.sink_key is None else asdict(profile.sink_key),
+                **({} if profile.sink_mass is None else {"sink_mass": num_json(profile.sink_mass, DIGITS)}),
                 **({"not_defined": dict(profile.not_defined)} if profile.not_defined else {}),
             }
             for profile in self.heads

@@ -9,6 +9,9 @@ A Partial covers a set of texts and the selected (layer, head) pairs, L × H of 
     hist                   (L, H, S, BINS)   int64 counts of texts per bin of width 1/BINS over [0, 1]
     fine                   (L, H, S, FINE)   int64 counts of texts per fine bin, FINE equal widths of logit(x)
     sinks                  Counter: (l, h, position, token) -> texts whose sink key that is
+    sink_count, sink_total (L, H) int64      texts of a layer with a learned sink logit (GPT-OSS's s_aux); Σ of
+                                             each text's mean ⟨sink⟩ share over its rows, in fixed point (0 and 0
+                                             for a model without one)
     top                    per (l, h, s): the `top` texts with the highest score
     samples                per (l, h, s, fine bin): the `samples` texts with the smallest hash of their text_id
     edges                  per (l, h): the `top` texts with the strongest single edge (at most one a text)
@@ -86,6 +89,9 @@ class Batch:
     score_weight: np.ndarray | None = None
     score_keys: np.ndarray | None = None
     score_weights: np.ndarray | None = None
+    # (n, L, H) float64: each text's mean share of its rows' softmax that a learned sink logit takes (the ⟨sink⟩
+    # column), NaN where the layer has none; None: no layer of the batch has one
+    sink_mass: np.ndarray | None = None
 
 
 @dataclass
@@ -105,6 +111,8 @@ class Partial:
     hist: np.ndarray = field(init=False)  # (L, H, S, BINS) int64
     fine: np.ndarray = field(init=False)  # (L, H, S, FINE) int64
     sinks: Counter = field(default_factory=Counter)
+    sink_count: np.ndarray = field(init=False)  # (L, H) int64: texts whose layer has a learned sink
+    sink_total: np.ndarray = field(init=False)  # (L, H) int64: Σ their mean ⟨sink⟩ share, fixed point
     top: dict[str, np.ndarray] = field(init=False)  # {"group", "value", "text_id"}; group = (l·H + h)·S + s
     # {"group", "hash", "text_id", "value"}; group = ((l·H + h)·S + s)·FINE + bin
     samples: dict[str, np.ndarray] = field(init=False)
@@ -123,6 +131,8 @@ class Partial:
         self.high = np.full(stats, -np.inf, dtype=np.float64)
         self.fine = np.zeros((*stats, FINE), dtype=np.int64)
         self.hist = np.zeros((*stats, BINS), dtype=np.int64)
+        self.sink_count = np.zeros((layers, heads), dtype=np.int64)
+        self.sink_total = np.zeros((layers, heads), dtype=np.int64)
         self.top = _empty(TOP_FIELDS)
         self.samples = _empty(SAMPLE_FIELDS)
         self.edges = _empty(TOP_FIELDS)
@@ -227,6 +237,9 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int, exa
             [batch.tokens[text][position] for text, position in zip(t.tolist(), positions)],
         )
     )
+    if batch.sink_mass is not None:
+        part.sink_count = (~np.isnan(batch.sink_mass)).sum(0).astype(np.int64)
+        part.sink_total = fixed(batch.sink_mass).sum(0)
     if not examples:
         return part
     part.top = _top_columns(values.reshape(len(values), -1), batch.text_ids, top_n)
@@ -286,7 +299,7 @@ def merge_all(parts: list[Partial], shape: tuple[int, int], top_n: int, samples_
         return merged
     for name in ("texts", "tokens", "truncated"):
         setattr(merged, name, sum(getattr(part, name) for part in parts))
-    for name in ("count", "total", "squares", "fine", "hist"):
+    for name in ("count", "total", "squares", "fine", "hist", "sink_count", "sink_total"):
         setattr(merged, name, sum(getattr(part, name) for part in parts))
     merged.low = np.minimum.reduce([part.low for part in parts])
     merged.high = np.maximum.reduce([part.high for part in parts])
@@ -379,6 +392,13 @@ def mean_std(part: Partial) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(variance)
 
 
+def sink_mass(part: Partial) -> np.ndarray:
+    """(L, H) the mean over the texts of each text's mean ⟨sink⟩ share (a learned sink logit's share of its rows'
+    softmax); NaN where no text's layer has a learned sink."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(part.sink_count > 0, part.sink_total / SCALE / part.sink_count, np.nan)
+
+
 def quantile(fine: np.ndarray, q: float, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """The q-quantile of fine histograms (..., FINE) -> (...), linear in logit(x) within the bin where it falls
     and kept within the values' [low, high]; NaN where a histogram is empty."""
@@ -446,6 +466,8 @@ def to_state(part: Partial) -> tuple[dict[str, np.ndarray], dict]:
     """(arrays for numpy.savez, without pickles; a JSON-able dict): from_state gives the same Partial back."""
     arrays = {name: getattr(part, name) for name in ("count", "total", "low", "high", "hist", "fine")}
     arrays["squares"] = np.array([str(value) for value in part.squares.ravel()])  # Python ints past int64
+    if part.sink_count.any():  # a model with learned sinks; others' parts are written as before
+        arrays.update(sink_count=part.sink_count, sink_total=part.sink_total)
     for table in ("top", "samples", "edges", "views"):
         arrays.update({f"{table}.{column}": values for column, values in getattr(part, table).items()})
     meta = {
@@ -469,6 +491,8 @@ def from_state(arrays, meta: dict) -> Partial:
     for name in ("count", "total", "low", "high", "hist", "fine"):
         setattr(part, name, np.array(arrays[name]))
     part.squares = np.array([int(value) for value in arrays["squares"]], dtype=object).reshape(part.count.shape)
+    if "sink_count" in arrays:  # else no learned sink: the zeros Partial starts with
+        part.sink_count, part.sink_total = np.array(arrays["sink_count"]), np.array(arrays["sink_total"])
     for table, fields in (
         ("top", TOP_FIELDS),
         ("samples", SAMPLE_FIELDS),

@@ -9,6 +9,7 @@ diverging around 0.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from html import escape
 from importlib import resources
@@ -16,7 +17,6 @@ from importlib import resources
 import numpy as np
 
 from attn_cli.data.registry import Figure, analysis_for
-from attn_cli.data.selection import Window
 from attn_cli.plumbing.errors import BadInput
 from attn_cli.render.page_parts import (
     matrix_for,
@@ -24,6 +24,7 @@ from attn_cli.render.page_parts import (
     report_title,
     rounded,
     run_json,
+    sink_rows,
     svg_title,
 )
 from attn_cli.render.scale import NEGATIVE, POSITIVE, SEQUENTIAL, Scale, hex_colour
@@ -51,10 +52,9 @@ def token_texts(report) -> list[str]:
     return [token.text for token in report.tokens]
 
 
-def _inspect_panels(
-    report, panels, per_head: bool = False
-) -> tuple[list[tuple[str, np.ndarray | None, Scale, Window]], bool]:
-    """[(title, matrix, scale, window)] to draw in full, and whether to add the all-heads grid."""
+def _inspect_panels(report, panels, per_head: bool = False) -> tuple[list[Heat], bool]:
+    """The heatmaps to draw in full (a learned sink's weights with their ⟨sink⟩ column), and whether to add the
+    all-heads grid."""
     from attn_cli.render.terminal import Panel, head_title, most_focused, scores_formula, weights_formula
 
     heads = report.heads()
@@ -73,13 +73,16 @@ def _inspect_panels(
                 for measure, matrix in head.measured.items():
                     matrix = head.masked(matrix)
                     drawn.append(
-                        (f"{head_title(layer, head)} · {measure.title}", matrix, Scale.magnitude(matrix), head.window)
+                        Heat(
+                            f"{head_title(layer, head)} · {measure.title}", matrix, Scale.magnitude(matrix), head.window
+                        )
                     )
                 continue
             matrix = matrix_for(head, kind)
             formula = weights_formula(head) if kind == "weights" else scores_formula(head)
             scale = Scale.weights(matrix, per_head) if kind == "weights" else Scale.scores(matrix)
-            drawn.append((f"{head_title(layer, head)} · {kind} = {formula}", matrix, scale, head.window))
+            sink = sink_rows(head) if kind == "weights" else None
+            drawn.append(Heat(f"{head_title(layer, head)} · {kind} = {formula}", matrix, scale, head.window, sink=sink))
     return drawn, grid
 
 
@@ -154,11 +157,11 @@ def inspect_svg(svg: Svg, x: float, y: float, report, panels, looked_by: str, pe
     svg_title(svg, x, y, report_title(report, looked_by, _inspect_extra(report)))
     drawn, grid = _inspect_panels(report, panels, per_head)
     if report.keys is None:
-        items = [Heat(*item) for item in drawn]
+        items = drawn
     else:  # cross-attention: target rows, source columns
         items = [
-            Heat(
-                *item,
+            dataclasses.replace(
+                item,
                 rows=tokens,
                 cols=[unit.text for unit in report.keys],
                 caption="rows: target tokens (queries) · columns: source tokens (keys)",

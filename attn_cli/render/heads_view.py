@@ -242,7 +242,23 @@ def _top_table(report: HeadsReport, width: int) -> Group:
         line.append(note, style="dim")
         line.no_wrap = True
         rows.append(line)
+    sinking = [profile for profile in report.heads if profile.sink_mass is not None]
+    if sinking:  # a learned sink logit's mean share of each row (the ⟨sink⟩ column): a statistic, not a score
+        rows.append(_sink_mass_line(sinking, width))
     return Group(*rows)
+
+
+def _sink_mass_line(profiles: list[HeadProfile], width: int) -> Text:
+    """The heads whose learned sink takes most of their rows' softmax: 'layer.head mass', largest first."""
+    line = Text.assemble("   ", " ⟨sink⟩ mass".ljust(TOP_LABEL - 3))
+    ranked = sorted(profiles, key=lambda profile: (-(profile.sink_mass or 0.0), profile.layer, profile.head))
+    for profile in ranked[:TOP_COUNT]:
+        entry = Text(f"  {_stack_code(profile.stack)}{profile.layer}.{profile.head} {score_text(profile.sink_mass)}")
+        if len(line) + len(entry) > width:
+            break
+        line.append_text(entry)
+    line.no_wrap = True
+    return line
 
 
 def _stack_code(stack: str | None) -> str:

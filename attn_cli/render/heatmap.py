@@ -25,6 +25,8 @@ LABEL_TOKEN = 12  # characters of a token in a row label before it is clipped
 WINDOW_HINT = "window"  # the message names --rows/--cols; otherwise it says to widen the terminal
 ABSENT = "absent"  # no matrix exists at all (a weights-only model's scores): the title alone says why
 LIST_LIMIT = 64  # key tokens listed under a heatmap
+SINK = "⟨sink⟩"  # a learned sink logit's column of the softmax (GPT-OSS's s_aux): no token, so set apart
+SINK_RULE = "│"  # what sets the ⟨sink⟩ column apart from the keys, one character wide
 
 
 def literal(text: str, style: str | Style = "") -> Text:
@@ -82,6 +84,8 @@ class Heatmap:
 
     matrix: the (rows, cols) part of the whole T × T that `window` names (None: the whole matrix).
     keys: the column tokens where they are not the row tokens (cross-attention: target rows × source columns).
+    sink: (rows,) the learned sink's share of each shown row, drawn as one more column after the keys, set apart
+    by a rule and headed "sink" (⟨sink⟩ in the key list): with it each row sums to 1. None: no sink column.
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class Heatmap:
         label: str | None = None,
         keys: list[str] | None = None,
         unit: str = "head",
+        sink: np.ndarray | None = None,
     ):
         self.matrix = None if matrix is None else np.asarray(matrix, dtype=np.float64)
         self.tokens = tokens
@@ -106,6 +111,7 @@ class Heatmap:
         self.label = label  # what the legend calls the values ("weight", "score" by the scale)
         self.unit = unit  # what the matrix is, in the legend: a head, or a whole matrix (rollout, attribute)
         self.row0, self.col0 = (self.window.rows[0], self.window.cols[0]) if self.window else (0, 0)
+        self.sink = None if sink is None or matrix is None else np.asarray(sink, dtype=np.float64)
         if self.matrix is not None:
             rows, cols = self.matrix.shape
             self.digits = len(str(self.row0 + rows - 1))
@@ -116,7 +122,12 @@ class Heatmap:
 
     # -- sizes ---------------------------------------------------------------------------------------
     def width_for(self, cell: int, gap: int) -> int:
-        return self.label_width + 1 + self.cols * (cell + gap)
+        return self.label_width + 1 + (self.cols + self.sink_columns) * (cell + gap) + self.sink_columns
+
+    @property
+    def sink_columns(self) -> int:
+        """1 where a ⟨sink⟩ column is drawn (it takes a cell, its gap and the rule before it), else 0."""
+        return 0 if self.sink is None else 1
 
     @property
     def numbers_width(self) -> int:
@@ -165,6 +176,9 @@ class Heatmap:
                 line.append_text(self.cell(value, cell, fmt))
                 if gap:
                     line.append(" " * gap)
+            if self.sink is not None:  # the softmax's own column, after a rule: not a key of the text
+                line.append(SINK_RULE, style="dim")
+                line.append_text(self.cell(float(self.sink[offset]), cell, fmt))
             line.rstrip()
             yield line
         yield self.key_list(width)
@@ -185,17 +199,26 @@ class Heatmap:
         indices = [str(self.col0 + i) for i in range(self.cols)]
         digits = max(len(index) for index in indices)
         tag = "key →" if self.label_width >= 5 else "k→"
+        sink = "sink" if cell >= 4 else "s"  # the ⟨sink⟩ column's head, as wide as a cell
         if digits < cell + gap:  # a space between neighbours
             line = Text(tag.rjust(self.label_width) + " ", style="dim")
             line.append("".join(index.rjust(cell) + " " * gap for index in indices).rstrip(), style="bold")
+            if self.sink is not None:
+                line.append(" " * gap + SINK_RULE, style="dim")
+                line.append(sink.rjust(cell), style="bold")
             return [line]
         lines = []
         for place in range(digits):
             label = tag if place == digits - 1 else ""
             line = Text(label.rjust(self.label_width) + " ", style="dim")
-            line.append(
-                "".join(index.rjust(digits)[place].rjust(cell) + " " * gap for index in indices).rstrip(), style="bold"
-            )
+            heads = "".join(index.rjust(digits)[place].rjust(cell) + " " * gap for index in indices)
+            if self.sink is None:
+                line.append(heads.rstrip(), style="bold")
+            else:  # its head on the last line, beside the keys' last digits
+                line.append(heads, style="bold")
+                line.append(SINK_RULE, style="dim")
+                line.append((sink if place == digits - 1 else "").rjust(cell), style="bold")
+                line.rstrip()
             lines.append(line)
         return lines
 
@@ -209,6 +232,10 @@ class Heatmap:
             text.append("  ")
         if shown < self.cols:
             text.append(f"… {self.cols - shown} more (the header lists every token)", style="dim")
+        if self.sink is not None:
+            text.append(f"{SINK_RULE} sink: ", style="dim")
+            text.append(SINK, style="bold")
+            text.append(" (the learned sink logit's share)", style="dim")
         text.rstrip()
         return text
 

@@ -40,7 +40,7 @@
     const box = el("div", { class: "legend" }, view.body);
     const stops = view.run.kind === "scores" ? NEG.slice().reverse().concat(POS.slice(1)) : SEQ;
     el("span", { class: "legend-bar", style: "background:linear-gradient(to right," + stops.map(css).join(",") + ")" }, box);
-    el("span", {}, box, " " + noun(view.run) + legendText(view.run, s));
+    el("span", {}, box, " " + noun(view.run) + legendText(view.run, s) + (s.sink ? " · " + SINK + ": " + SINK_NOTE : ""));
   }
   const NOUN = { weights: "weight ", scores: "score ", norms: "norm " };
   function css(rgb) { return "rgb(" + rgb.join(",") + ")"; }
@@ -60,6 +60,8 @@
   function rowTok(run) { return run.rowTokens || tokens; }
   function colTok(run) { return run.colTokens || run.rowTokens || tokens; }
   function noun(run) { return run.noun || NOUN[run.kind]; }
+  const SINK = "⟨sink⟩";  // a learned sink logit's column of the softmax: not a key of the text
+  const SINK_NOTE = "the learned sink logit's share; each row sums to 1 with it";
   function fmt(v) { return v === null || v === undefined ? "masked" : (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(2)); }
 
   function el(tag, attrs, parent, text) {
@@ -83,7 +85,8 @@
   function spans(h) {
     const m = h.m || [];
     const rows = h.rows || [0, m.length], cols = h.cols || [0, m.length ? m[0].length : 0];
-    return { r0: rows[0], c0: cols[0], m: m, limit: h.limit, low: h.low };
+    // sink: a learned sink's share of each row (the ⟨sink⟩ column after the keys), where the head has one
+    return { r0: rows[0], c0: cols[0], m: m, limit: h.limit, low: h.low, sink: h.sink };
   }
 
   // -- controls ----------------------------------------------------------------------------------
@@ -239,6 +242,7 @@
       el("span", {}, th, colT[s.c0 + j]);
       hover(th, "k", s.c0 + j);
     }
+    if (s.sink) el("span", {}, el("th", { class: "col sink", title: SINK_NOTE }, head), SINK);
     const cells = [];
     s.m.forEach((row, i) => {
       const tr = el("tr", {}, table);
@@ -259,6 +263,15 @@
         });
         return td;
       }));
+      if (s.sink) {  // the row's learned sink share: with it the row sums to 1
+        const v = s.sink[i], td = el("td", { class: "sink" }, tr);
+        if (v === null) return;
+        const rgb = rgbOf(view.run, v, s);
+        td.style.background = css(rgb);
+        td.style.color = inkOn(rgb);
+        if (s.m[0].length <= 24) td.textContent = cellText(v);
+        td.title = rowT[s.r0 + i] + " → " + SINK + ": " + fmt(v) + " (" + SINK_NOTE + ")";
+      }
     });
     return cells;
   }
@@ -305,8 +318,10 @@
 
   function describe(view, s, side, index) {
     let pairs = [];
-    if (side === "q" && index >= s.r0 && index < s.r0 + s.m.length)
+    if (side === "q" && index >= s.r0 && index < s.r0 + s.m.length) {
       pairs = s.m[index - s.r0].map((v, j) => [colTok(view.run)[s.c0 + j], v]);
+      if (s.sink) pairs.push([SINK, s.sink[index - s.r0]]);
+    }
     else if (side === "k" && index >= s.c0 && index < s.c0 + s.m[0].length)
       pairs = s.m.map((row, i) => [rowTok(view.run)[s.r0 + i], row[index - s.c0]]);
     pairs = pairs.filter((p) => p[1] !== null).sort((a, b) => b[1] - a[1]);

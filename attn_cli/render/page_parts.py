@@ -55,12 +55,24 @@ def matrix_for(head, kind: str, measure=None):
     return head.masked(head.weights if measure is None else head.measured.get(measure))
 
 
+def sink_rows(head) -> np.ndarray | None:
+    """(rows,) a learned sink's share of each row the head's matrices keep (its ⟨sink⟩ column), or None where
+    the head has no sink or keeps no matrix."""
+    sink = getattr(head, "sink", None)
+    if sink is None or head.weights is None:
+        return None
+    return np.asarray(sink)[slice(*head.window.rows)]
+
+
 def head_json(head, kind: str = "weights", per_head: bool = False, measure=None) -> dict:
     window = head.window
     matrix = matrix_for(head, kind, measure)
     record = {"head": head.head, "m": rounded(matrix), **own_span(matrix, kind, per_head)}
     if window.is_partial:
         record["rows"], record["cols"] = list(window.rows), list(window.cols)
+    sink = sink_rows(head) if kind == "weights" and measure is None else None
+    if sink is not None:  # the ⟨sink⟩ column the page draws after the keys: each row sums to 1 with it
+        record["sink"] = [None if not np.isfinite(v) else round(v, 4) for v in sink.astype(float).tolist()]
     return record
 
 

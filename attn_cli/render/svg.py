@@ -38,6 +38,12 @@ class Heat:
     cols: list[str] | None = None  # column labels; None: the same as the rows'
     caption: str = "rows: queries · columns: keys"
     noun: str | None = None  # the colour bar's label; None: the scale's ("weight", "score", "norm")
+    # (rows,) a learned sink's share of each row: one more column after the keys, set apart and labelled ⟨sink⟩
+    sink: np.ndarray | None = None
+
+
+SINK = "⟨sink⟩"  # the learned sink logit's column of the softmax: not a key of the text
+SINK_GAP = 0.5  # cells between the keys and the ⟨sink⟩ column
 
 
 def text_width(text: str, size: float) -> float:
@@ -105,7 +111,10 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
     # Key labels stand upright, centred on their columns, when every one fits its column (a CJK character, a
     # digit); else all are slanted, so one axis never mixes the two (a slanted 我 reads as a different glyph).
     upright = all(text_width(token, size) <= cell - 2 for token in col_tokens)
-    top = size + 8 if upright else max(text_width(token, size) for token in col_tokens) * 0.75 + 10
+    sink = None if heat.sink is None else np.asarray(heat.sink, dtype=np.float64)
+    labels = col_tokens + ([] if sink is None else [SINK])
+    upright = upright and (sink is None or text_width(SINK, size) <= cell - 2)
+    top = size + 8 if upright else max(text_width(token, size) for token in labels) * 0.75 + 10
     # the title on two lines, head then formula, so neighbouring heatmaps' titles never overlap
     head_part, _, formula = (
         title.partition(" · weights = ") if " · weights = " in title else title.partition(" · scores = ")
@@ -155,18 +164,66 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
         f'<rect x="{gx:.2f}" y="{gy:.2f}" width="{cols * cell:.2f}" height="{rows * cell:.2f}" '
         'fill="none" stroke="#888" stroke-width="0.6"/>'
     )
-    bar_x = gx + cols * cell + 18
+    right = gx + cols * cell
+    if sink is not None:
+        right = sink_column(svg, out, right + SINK_GAP * cell, gy, cell, size, upright, sink, row_tokens, scale, fmt)
+    bar_x = right + 18
     bar_h = max(BAR_MIN, rows * cell)
     out.append(colour_bar(svg, bar_x, gy, bar_h, scale, heat.noun))
     # The caption goes under the cells and under the colour bar's own label (a bar taller than a few rows
     # of cells ends lower than they do), so the two never share a line.
     caption = heat.caption + (" · per-head colour scale (min → max)" if scale.own else "")  # the bar: the range
+    if sink is not None:
+        caption += f" · {SINK}: the learned sink logit's share; each row sums to 1 with it"
     caption_y = gy + max(rows * cell, bar_h + BAR_LABEL) + 13
     out.append(svg.text(gx, caption_y, caption, 9, extra=' fill="#666"'))
     width = max(bar_x + 60 - x0, title_width, gx + text_width(caption, 9) - x0)
     height = caption_y + 9 - y0
     svg.add("\n".join(out), x0 + width, y0 + height)
     return width, height
+
+
+def sink_column(
+    svg: Svg,
+    out: list[str],
+    x: float,
+    y: float,
+    cell: float,
+    size: float,
+    upright: bool,
+    sink,
+    row_tokens,
+    scale: Scale,
+    fmt: CellFormat,
+) -> float:
+    """The ⟨sink⟩ column at (x, y), in its own frame: each row's learned sink share, coloured and written as the
+    weights are (with it each row sums to 1), headed ⟨sink⟩ as a key would be. Returns its right edge."""
+    if upright:
+        out.append(svg.text(x + cell / 2, y - 6, SINK, size, "middle", extra=' font-style="italic"'))
+    else:
+        cx = x + cell / 2
+        out.append(
+            svg.text(cx, y - 5, SINK, size, extra=f' font-style="italic" transform="rotate(-50 {cx:.1f} {y - 5:.1f})"')
+        )
+    numbers = cell >= 22
+    for i, value in enumerate(sink.tolist()):
+        if not math.isfinite(value):
+            continue
+        out.append(
+            f'<rect x="{x:.2f}" y="{y + i * cell:.2f}" width="{cell:.2f}" height="{cell:.2f}" '
+            f'fill="{scale.colour(value)}"><title>{escape(row_tokens[i])} → {SINK} (the learned sink logit): '
+            f"{value:.4g}</title></rect>"
+        )
+        if numbers:
+            ink = "black" if luminance(scale.rgb(value)) > 0.45 else "white"
+            out.append(
+                svg.text(x + cell / 2, y + (i + 0.5) * cell + 3.5, fmt.text(value), 9, "middle", extra=f' fill="{ink}"')
+            )
+    out.append(
+        f'<rect x="{x:.2f}" y="{y:.2f}" width="{cell:.2f}" height="{len(sink) * cell:.2f}" '
+        'fill="none" stroke="#888" stroke-width="0.6" stroke-dasharray="3 2"/>'
+    )
+    return x + cell
 
 
 def colour_bar(

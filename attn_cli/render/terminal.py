@@ -18,14 +18,15 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from attn_cli.analyses.inspect_report import HeadReport, InspectReport
+from attn_cli.analyses.inspect_report import HeadReport, InspectReport, TopKey
 from attn_cli.data.selection import Panel
 from attn_cli.render.grid import HeadsGrid
-from attn_cli.render.heatmap import ABSENT, Heatmap, clip, literal, row_label, token_text
+from attn_cli.render.heatmap import ABSENT, SINK, Heatmap, clip, literal, row_label, token_text
 from attn_cli.render.layout import Fit, FitScreen, VectorTable
 from attn_cli.render.scale import Scale, counted, luminance, no_attention_note, stat
 
 TOP_ROWS = 64  # query rows listed in the top table of a long text without a --rows window
+SINK_INDEX = -1  # the ⟨sink⟩ entry of a top-keys row: the learned sink's share, at no key index
 
 __all__ = [
     "Panel",
@@ -182,7 +183,8 @@ def head_summary(head: HeadReport) -> list[Text]:
             Text.assemble(
                 ("Sink", "bold"),
                 f": the learned ⟨sink⟩ logit takes a mean {stat(float(head.sink.mean()))} of each row's softmax "
-                f"(at most {stat(float(head.sink.max()))}); the weights shown sum to 1 − that share",
+                f"(at most {stat(float(head.sink.max()))}), its column after the keys; each row sums to 1 with it, "
+                "to 1 − it without (the weights, as eager returns them)",
             )
         )
     stats = head.score_stats
@@ -222,7 +224,8 @@ def weights_heatmap(
     per_head: coloured from its own smallest to its largest weight."""
     title = title or f"{head_title(layer, head)} · weights = {formula or weights_formula(head)}"
     matrix = head.masked(head.weights)
-    return Heatmap(matrix, tokens, title, Scale.weights(matrix, per_head), head.window, keys=keys)
+    sink = None if head.sink is None else head.sink[slice(*head.window.rows)]  # the ⟨sink⟩ column of the rows shown
+    return Heatmap(matrix, tokens, title, Scale.weights(matrix, per_head), head.window, keys=keys, sink=sink)
 
 
 def measured_heatmap(head: HeadReport, tokens: list[str], layer: int, title: str, label: str, matrix) -> Heatmap:
@@ -440,11 +443,14 @@ def top_table(head: HeadReport, tokens: list[str]) -> Table:
     table.add_column("entropy", justify="right", no_wrap=True)
     table.add_column("self", justify="right", no_wrap=True)
     for index in range(start, stop):
+        keys = list(head.top[index])
+        if head.sink is not None:  # the learned sink's share, ranked among the keys: the row sums to 1 with it
+            keys = sorted([*keys, TopKey(SINK_INDEX, SINK, float(head.sink[index]))], key=lambda key: -key.weight)
         # Keys under 1% weight are noise on screen (the JSON keeps all k).
-        row = [key for rank, key in enumerate(head.top[index]) if rank == 0 or key.weight >= 0.01]
+        row = [key for rank, key in enumerate(keys) if rank == 0 or key.weight >= 0.01]
         table.add_row(
             row_label(index, tokens[index]),
-            keys_text(row),
+            keys_text(row, lambda key: "italic" if key.index == SINK_INDEX else "bold"),
             f"{head.entropy[index]:.2f}",
             _number(head.self_weight[index]),
         )
