@@ -180,8 +180,8 @@ def python_spelled(text: str, given: dict, converted: dict) -> str:
                 quoted, written = [f"{flag} {shown!r}", f"{flag} {shown}"], f"{name}={value!r}"
             except ValueError:
                 quoted, written = [], ""
-            for form in quoted:
-                text = text.replace(form, written)
+            for form in quoted:  # whole: --method alti is not the start of --method alti-logit
+                text = re.sub(rf"{re.escape(form)}(?![\w-])", lambda _: written, text)
             text = re.sub(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", name, text)
     return text
 
@@ -549,8 +549,11 @@ class Model:
         tokens: an AttributionReport whose .matrix (T, T) says how much of each output token comes from each
         input token, and .per_layer (L, T, T) each layer's own. method: alti, globenc, value-zeroing, gradient
         or flow; vs="attention" adds the raw attention rollout over the same layers (.attention). explain (gradient
-        only, as --explain): the next token for a language model, an output dimension otherwise; the report's
-        .target says what was differentiated. target= is explain's old spelling (DeprecationWarning)."""
+        and alti-logit, as --explain): the next token for a language model, an output dimension otherwise; the
+        report's .target says what was differentiated. method="alti-logit" (explain required, a pre-norm decoder
+        with its LM head) returns a LogitAttributionReport instead: the next-token logit of explain split over the
+        input tokens (.contributions (T,), .per_layer (L, T)) and the heads (.heads (L, H)), the rest in .terms.
+        target= is explain's old spelling (DeprecationWarning)."""
         from attn_cli.analyses.attribute import attribute
 
         if target is not None:

@@ -113,18 +113,20 @@ def test_unknown_methods_versus_and_gaps_are_bad_input(minilm):
 
 
 def test_an_explain_the_method_does_not_read_is_refused(minilm):
-    """--explain is the gradient method's: alti (the default), globenc, value-zeroing and flow would drop it without
-    a word (exit 0); it is refused in one line, exit 2, as --dpi without a PNG is, naming the method that reads it."""
+    """--explain is the gradient and alti-logit methods': alti (the default), globenc, value-zeroing and flow would
+    drop it without a word (exit 0); it is refused in one line, exit 2, as --dpi without a PNG is, naming the methods
+    that read it."""
     from attn_cli.cli import app
 
     for method in ("alti", "globenc", "value-zeroing", "flow"):
-        with pytest.raises(BadInput, match=f"explain is for method gradient; {method} does not read it"):
+        with pytest.raises(BadInput, match=f"explain is for method gradient or alti-logit; {method} does not read it"):
             minilm.attribute(TEXT, method=method, explain=3)
     result = CliRunner().invoke(app, ["attribute", TEXT, "--explain", "3"])
     assert result.exit_code == 2 and result.stdout == ""
     assert (
         result.stderr
-        == "error: --explain is for --method gradient; alti does not read it; drop --explain, or add --method gradient\n"
+        == "error: --explain is for --method gradient or alti-logit; alti does not read it; drop --explain, or add "
+        "--method gradient\n"
     )
 
 

@@ -8,6 +8,10 @@ matrices first to last to reach the input tokens (math/attribution.py has the fo
     globenc        Modarressi et al. 2022, norms through both LayerNorms (N_Enc)
     value-zeroing  Mohebbi et al. 2023, cosine distance after zeroing token j's values (T layer runs per layer)
 
+one that splits a next-token logit instead of a representation (its own report, analyses/alti_logit.py):
+
+    alti-logit     Ferrando et al. 2023, each input token's and each head's part of one logit (pre-norm decoders)
+
 and two that read the attention weights only: gradient (Chefer et al. 2021: the weights times their
 gradient for a target) and flow (Abnar & Zuidema 2020: max-flow through the layers), below.
 
@@ -200,6 +204,14 @@ def flow(backend, text: str, layers: list[int], truncate: bool = False, **_):
     return None, attention_flow(fused_layers(report, "mean")).float().numpy()
 
 
+def alti_logit(backend, text: str, layers: list[int], truncate: bool = False, target=None, **_):
+    """--method alti-logit: one next-token logit split over the input tokens and the heads (Ferrando et al.
+    2023), not a token × token matrix: attribute() hands back analyses/alti_logit.py's LogitAttributionReport."""
+    from attn_cli.analyses.alti_logit import alti_logit as run
+
+    return run(backend, text, target, truncate)
+
+
 # A method may return a third item: what it measured relative to (gradient: the target, a JSON-ready dict).
 METHODS: dict[str, Callable] = {
     "alti": alti,
@@ -207,6 +219,7 @@ METHODS: dict[str, Callable] = {
     "value-zeroing": value_zeroing,
     "gradient": gradient,
     "flow": flow,
+    "alti-logit": alti_logit,
 }
 
 
@@ -230,6 +243,13 @@ def refuse_unused(method: str, options: dict) -> None:
         )
 
 
+WHOLE_MODEL = ("alti-logit",)  # methods whose report is their own (a logit's parts), over every layer
+
+
+def span(layers: list[int]) -> str:
+    return f"layers {layers[0]}-{layers[-1]}" if len(layers) > 1 else f"layer {layers[0]}"
+
+
 OPTION_NAMES = {"target": "--explain"}  # a method's keyword as the command line (and the API's explain=) spell it
 
 
@@ -242,8 +262,9 @@ def attribute(
     truncate: bool = False,
     vs: str | None = None,
     **options,
-) -> AttributionReport:
-    """The method's per-layer contributions over the selected consecutive layers, rolled out."""
+):
+    """The method's per-layer contributions over the selected consecutive layers, rolled out: an
+    AttributionReport; for alti-logit, analyses/alti_logit.py's LogitAttributionReport."""
     import torch
 
     from attn_cli.analyses.rollout import consecutive_layers, roll_out
@@ -255,6 +276,15 @@ def attribute(
         raise BadInput(f"--vs {vs!r}", f"use {', '.join(VERSUS)}")
     refuse_unused(method, options)
     chosen = consecutive_layers(backend.info, layers, "attribute")
+    if method in WHOLE_MODEL:
+        if len(chosen) != backend.info.layers:
+            raise BadInput(
+                f"--method {method} splits the logit through every layer; --layer {layers} selects {span(chosen)}",
+                "drop --layer",
+            )
+        if vs is not None:
+            raise BadInput(f"--vs {vs} is for the token × token methods; {method} has no matrix", "drop --vs")
+        return METHODS[method](backend, text, chosen, truncate=truncate, **options)
     per_layer, matrix, *measured = METHODS[method](backend, text, chosen, truncate=truncate, **options)
     tokens, truncated_from = backend.tokens(text, truncate)
     attention = roll_out(backend, text, chosen, truncate=truncate).matrix if vs == "attention" else None

@@ -85,6 +85,14 @@ class DecoderBlocks(Protocol):
 
 
 @runtime_checkable
+class LogitBlocks(Protocol):
+    """DecoderBlocks from a language model's forward, with how its last residual became one token's logit
+    (backends/decoder_blocks.py's LogitReadout)."""
+
+    def logit_blocks(self, text: str, target: str | int, truncate: bool = False) -> Any: ...
+
+
+@runtime_checkable
 class AttentionGradients(Protocol):
     """The weights of some layers and a target's gradient with respect to them."""
 
@@ -179,6 +187,9 @@ _REFUSALS: dict[type, _Refusal] = {
     ),
     DecoderBlocks: _Refusal(
         "cannot show a layer's residual stream", "use a Hugging Face decoder, such as --model lab or a GPT-2"
+    ),
+    LogitBlocks: _Refusal(
+        "cannot split a logit over its residual stream", "use a Hugging Face decoder, such as --model lab or a GPT-2"
     ),
     AttentionGradients: _Refusal("has no gradients", "use a Hugging Face model, such as the default minilm"),
     CircuitWeights: _Refusal(

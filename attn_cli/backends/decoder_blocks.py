@@ -20,17 +20,20 @@ Shapes: T tokens, d = d_model, H query heads, D head dim. Everything handed out 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, attention_modules, capturing, output_projection
 from attn_cli.data.capture import sequence_of
+from attn_cli.math.alti_logit import FinalNorm
 from attn_cli.math.attention import expand_kv, masked_softmax
 from attn_cli.plumbing.errors import UnsupportedModel
 
 SUPPORTED = "pre-norm decoders (GPT-2, Llama, Qwen, Mistral, the lab decoder)"
 # children whose presence means the attention or FFN output is normalised before it joins the residual
 _SANDWICH = ("post_feedforward_layernorm", "pre_feedforward_layernorm", "post_attn_norm", "post_attention_norm")
+_FINAL_NORMS = ("ln_f", "norm", "final_layernorm", "final_layer_norm")  # the base model's norm before the LM head
 
 
 @dataclass
@@ -72,6 +75,82 @@ def refuse_unless_pre_norm(model) -> None:
 
 def capture_decoder_blocks(model, fed: dict, delegate: str) -> list[DecoderBlock]:
     """One forward pass over `fed` (one text, unpadded): every layer's DecoderBlock."""
+    return _capture(model, model, fed, delegate)[0]
+
+
+@dataclass
+class LogitReadout:
+    """How the residual after the last layer becomes one token's logit (batch dimension dropped)."""
+
+    norm: FinalNorm  # the final norm, as math/alti_logit reads it
+    normalised: torch.Tensor  # (T, d) what the model's own final norm returned
+    unembedding: torch.Tensor  # (d,) the token's row of the LM head
+    unembedding_bias: float  # the LM head's bias for the token (0 where it has none)
+    logits: torch.Tensor  # (T,) the token's logit at every position, as the model computed it
+    token_id: int
+    token: str = ""  # the token as the vocabulary spells it (the backend's tokenizer says)
+
+
+def capture_logit_blocks(model, lm, fed: dict, delegate: str, token_id: int) -> tuple[list[DecoderBlock], LogitReadout]:
+    """One forward pass of the language model `lm` (whose base model is `model`) over `fed`: every layer's
+    DecoderBlock and how the last residual became token_id's logit. UnsupportedModel where the final norm is
+    neither a LayerNorm nor an RMSNorm, or the LM head is not a linear map."""
+    head = lm.get_output_embeddings()
+    final = next(
+        (getattr(model, name) for name in _FINAL_NORMS if isinstance(getattr(model, name, None), torch.nn.Module)), None
+    )
+    if not isinstance(head, torch.nn.Linear) or final is None:
+        raise UnsupportedModel(
+            f"{type(lm).__name__}: attn found no final norm feeding a linear LM head",
+            f"alti-logit decomposes {SUPPORTED}",
+        )
+    norm = final_norm(final)
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(_module, _args, out) -> None:  # returns None: a forward hook's value would replace the output
+        seen["normalised"] = out.detach()[0].float().cpu()
+
+    hook = final.register_forward_hook(keep)
+    try:
+        blocks, output = _capture(model, lm, fed, delegate)
+    finally:
+        hook.remove()
+    bias = head.bias
+    return blocks, LogitReadout(
+        norm,
+        seen["normalised"],
+        head.weight[token_id].detach().float().cpu(),
+        0.0 if bias is None else float(bias[token_id]),
+        output.logits[0, :, token_id].detach().float().cpu(),
+        token_id,
+    )
+
+
+def final_norm(module) -> FinalNorm:
+    """The final norm's kind, γ, β and ε: torch's LayerNorm, or an RMSNorm (Llama's, Qwen's, Mistral's: x / rms ⊙ γ)."""
+    weight = getattr(module, "weight", None)
+    if isinstance(module, torch.nn.LayerNorm) and weight is not None:
+        bias = module.bias
+        return FinalNorm(
+            "layernorm",
+            weight.detach().float().cpu(),
+            torch.zeros_like(weight, device="cpu", dtype=torch.float32)
+            if bias is None
+            else bias.detach().float().cpu(),
+            float(module.eps),
+        )
+    eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
+    if type(module).__name__.endswith("RMSNorm") and weight is not None and eps is not None:
+        weight = weight.detach().float().cpu()
+        return FinalNorm("rmsnorm", weight, torch.zeros_like(weight), float(eps))
+    raise UnsupportedModel(
+        f"the final norm is a {type(module).__name__}, neither a LayerNorm nor an RMSNorm",
+        f"alti-logit decomposes {SUPPORTED}",
+    )
+
+
+def _capture(model, runner, fed: dict, delegate: str) -> tuple[list[DecoderBlock], Any]:
+    """Every layer's DecoderBlock from one forward of `runner` (the base model, or its LM), and its output."""
     refuse_unless_pre_norm(model)
     found = attention_modules(model)  # id(attention module) -> layer
     modules = {id(module): module for module in model.modules() if id(module) in found}
@@ -99,16 +178,17 @@ def capture_decoder_blocks(model, fed: dict, delegate: str) -> list[DecoderBlock
     recorder = LayerRecorder(set(layers), delegate, analysis_device="cpu", keep_sink=True)
     try:
         with capturing(model, recorder), torch.inference_mode():
-            model(**fed)
+            output = runner(**fed)
     finally:
         for hook in hooks:
             hook.remove()
     real = fed["attention_mask"][0].bool().cpu()
     by_layer = {layer: key for key, layer in found.items()}
-    return [
+    blocks = [
         _block(layer, sequence_of(recorder.records[layer], 0, real), seen, modules[by_layer[layer]], parents)
         for layer in layers
     ]
+    return blocks, output
 
 
 def _block(layer: int, record, seen: dict, module, parents: dict) -> DecoderBlock:

@@ -93,22 +93,27 @@ def differentiated(backend, outputs, target) -> tuple[torch.Tensor, dict]:
     }
 
 
+def one_token_id(tokenizer, target: str | int, hint: str) -> int:
+    """The vocabulary id of `target`: a token of the vocabulary as it is spelled there, or a text the tokenizer
+    makes one token of; BadInput where it makes several (or none)."""
+    vocab = tokenizer.get_vocab()
+    ids = (
+        [vocab[target]]
+        if isinstance(target, str) and target in vocab
+        else tokenizer(str(target), add_special_tokens=False)["input_ids"]
+    )
+    if len(ids) != 1:
+        raise BadInput(f"--explain {target!r} is {len(ids)} tokens for this tokenizer", hint)
+    return ids[0]
+
+
 def _next_token_logit(tokenizer, logits: torch.Tensor, target) -> tuple[torch.Tensor, dict]:
     if target is None:
         token_id = int(logits.argmax())
     else:
-        vocab = tokenizer.get_vocab()
-        ids = (
-            [vocab[target]]
-            if isinstance(target, str) and target in vocab
-            else tokenizer(str(target), add_special_tokens=False)["input_ids"]
+        token_id = one_token_id(
+            tokenizer, target, "give one token of its vocabulary, e.g. the top prediction attn names without --explain"
         )
-        if len(ids) != 1:
-            raise BadInput(
-                f"--explain {target!r} is {len(ids)} tokens for this tokenizer",
-                "give one token of its vocabulary, e.g. the top prediction attn names without --explain",
-            )
-        token_id = ids[0]
     return logits[token_id], {
         "kind": "next-token-logit",
         "token_id": token_id,

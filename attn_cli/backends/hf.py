@@ -440,6 +440,27 @@ class HFBackend:
         fed = {name: value.to(self.model.device) for name, value in batch.items()}
         return capture_decoder_blocks(self.model, fed, self.model.config._attn_implementation)
 
+    def logit_blocks(self, text: str, target: str | int, truncate: bool = False):
+        """decoder_blocks from the language model's forward, with how its last residual became `target`'s logit
+        (backends/decoder_blocks.capture_logit_blocks): (blocks, LogitReadout)."""
+        from attn_cli.backends.decoder_blocks import capture_logit_blocks
+        from attn_cli.backends.gradients import one_token_id
+
+        if self.lm is None:
+            raise UnsupportedModel(
+                f"{self.info.name} has no language-model head in its checkpoint: alti-logit splits a next-token logit",
+                "use a checkpoint saved with its *ForCausalLM / *LMHeadModel class",
+            )
+        token_id = one_token_id(self.tokenizer, target, "give one token of its vocabulary, as attn generate shows them")
+        self._one_stack()
+        batch = self._pad([self._encode(text, truncate)[0]], None)
+        fed = {name: value.to(self.model.device) for name, value in batch.items()}
+        blocks, readout = capture_logit_blocks(
+            self.model, self.lm, fed, self.model.config._attn_implementation, token_id
+        )
+        readout.token = self.tokenizer.convert_ids_to_tokens(token_id)
+        return blocks, readout
+
     def rerun_zeroing_values(self, layer: int, inputs: torch.Tensor) -> torch.Tensor:
         """Layer `layer` on its input x (T, d), once per token with its values zeroed, then once untouched."""
         from attn_cli.backends.encoder_blocks import rerun_zeroing_values

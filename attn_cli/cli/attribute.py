@@ -1,4 +1,5 @@
-"""`attn attribute TEXT --method alti|globenc|value-zeroing`: contributions through whole layers, rolled out."""
+"""`attn attribute TEXT --method alti|globenc|value-zeroing|…`: contributions through whole layers, rolled out;
+`--method alti-logit --explain TOKEN`: one next-token logit split over the input tokens and the heads."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ EPILOG = (
     "LayerNorms (post-LN BERT-family encoders such as minilm); the layers' matrices are multiplied, first to "
     "last. alti: Ferrando et al. 2022 (also on pre-norm decoders: GPT-2, Llama, --model lab); globenc: Modarressi et al. 2022; value-zeroing: Mohebbi et al. 2023 "
     "(T extra runs of every layer); gradient: Chefer et al. 2021, R = I, R += E_h[(∇A ⊙ A)⁺]·R per layer, "
-    "for --explain; flow: Abnar & Zuidema 2020, max-flow through the residual-mixed layers (≤ 32 tokens).\n\n"
+    "for --explain; flow: Abnar & Zuidema 2020, max-flow through the residual-mixed layers (≤ 32 tokens); "
+    "alti-logit: Ferrando et al. 2023, the logit of --explain TOKEN after the text split over the input tokens "
+    "and the heads (pre-norm decoders with their LM head).\n\n"
     "Examples:\n\n"
     '  attn attribute "The cat sat on the mat."\n\n'
     '  attn attribute "The cat sat on the mat." --method value-zeroing --vs attention\n\n'
     '  attn attribute "The cat sat on the mat." --method gradient --explain 7\n\n'
+    '  attn attribute "the cat saw a dog . the cat saw a" --model lab --method alti-logit --explain dog\n\n'
     "  attn attribute \"Hello\" --json | jq '.attribution'"
 )
 
@@ -32,7 +36,8 @@ def attribute_command(
     text: opt.Text,
     loading: Loading = Loading(),
     method: Annotated[
-        str, typer.Option("--method", metavar="NAME", help="alti, globenc, value-zeroing, gradient or flow.")
+        str,
+        typer.Option("--method", metavar="NAME", help="alti, alti-logit, globenc, value-zeroing, gradient or flow."),
     ] = "alti",
     layer: opt.LayerRange = "all",
     vs: Annotated[
@@ -46,7 +51,8 @@ def attribute_command(
         typer.Option(
             "--explain",
             metavar="TOKEN|LABEL|INDEX",
-            help="gradient: the next token whose logit is explained (a language model; default its top prediction), "
+            help="alti-logit (required) and gradient: the next token whose logit is explained (a language model; "
+            "gradient's default its top prediction), "
             "a class's label or index (a sequence classifier; default the top class), or a dimension of the "
             "mean-pooled embedding (other models; default the embedding's norm).",
         ),
@@ -56,7 +62,7 @@ def attribute_command(
     truncate: opt.Truncate = False,
 ) -> None:
     """Where each output token's information comes from, through whole layers (ALTI, GlobEnc, value zeroing,
-    gradient-weighted attention, attention flow)."""
+    gradient-weighted attention, attention flow), or one next-token logit's parts (ALTI-Logit)."""
     with user_errors():
         json_wanted = out.check()
         text = read_text(text)

@@ -36,6 +36,7 @@ def register_measures(register) -> None:
 def register_analyses(register) -> None:
     from attn_cli.analyses import (
         ablate,
+        alti_logit,
         attribute,
         circuits,
         compare,
@@ -57,6 +58,7 @@ def register_analyses(register) -> None:
         store_read,
     )
     from attn_cli.render import (
+        alti_logit_view,
         attribution_view,
         circuits_figures,
         circuits_view,
@@ -179,6 +181,15 @@ def register_analyses(register) -> None:
             run=attribute.attribute,
             terminal=_view(attribution_view.render_attribution),
             figure=Figure(command_figures.attribution_items, command_figures.attribution_page, tokens=token_texts),
+        )
+    )
+    register(
+        AnalysisSpec(
+            "attribute",
+            alti_logit.LogitAttributionReport,
+            run=attribute.attribute,
+            terminal=_view(alti_logit_view.render_alti_logit),
+            figure=Figure(alti_logit_view.alti_logit_items, tokens=token_texts),
         )
     )
     register(
