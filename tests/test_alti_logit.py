@@ -141,6 +141,8 @@ def test_refusals_say_why_in_one_line(lab, tiny_gpt2_dir, minilm_backend):
         lab.attribute(LAB_TEXT, method="alti-logit")
     with pytest.raises(BadInput, match="is 2 tokens"):
         lab.attribute(LAB_TEXT, method="alti-logit", explain="dog cat")
+    with pytest.raises(BadInput, match="'zebu' is not in lab's vocabulary"):
+        lab.attribute(LAB_TEXT, method="alti-logit", explain="zebu")
     with pytest.raises(BadInput, match="through every layer"):
         lab.attribute(LAB_TEXT, method="alti-logit", explain="dog", layers=[1])
     with pytest.raises(UnsupportedModel, match="no language-model head"):

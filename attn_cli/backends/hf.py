@@ -33,7 +33,7 @@ from attn_cli.backends.validate import (
 from attn_cli.backends.vision import VisionBackend, load_vision_backend
 from attn_cli.data.capture import Capture, LayerCapture, Token, sequence_of
 from attn_cli.math.masks import AttentionMask
-from attn_cli.plumbing.errors import AttnError, InputTooLong, ModelNotFound, UnsupportedModel
+from attn_cli.plumbing.errors import AttnError, BadInput, InputTooLong, ModelNotFound, UnsupportedModel
 
 # Why a weights-only model has no Q, K and V: said in the JSON and in one line of the terminal.
 WITHOUT_QKV = (
@@ -452,6 +452,12 @@ class HFBackend:
                 "use a checkpoint saved with its *ForCausalLM / *LMHeadModel class",
             )
         token_id = one_token_id(self.tokenizer, target, "give one token of its vocabulary, as attn generate shows them")
+        unknown = self.tokenizer.unk_token
+        if unknown is not None and token_id == self.tokenizer.unk_token_id and target != unknown:
+            raise BadInput(
+                f"--explain {target!r} is not in {self.info.name}'s vocabulary (its tokenizer makes it {unknown})",
+                "give one token of its vocabulary, as attn generate shows them",
+            )
         self._one_stack()
         batch = self._pad([self._encode(text, truncate)[0]], None)
         fed = {name: value.to(self.model.device) for name, value in batch.items()}
