@@ -18,6 +18,7 @@ from test_attention_forms import TEXT, eager_attentions, save_with_sinks
 
 import attn_cli
 from attn_cli.data.selection import Panel
+from attn_cli.explore.view import query_panel
 from attn_cli.render.figures import page_data, svg_figure
 from attn_cli.render.terminal import render_report
 
@@ -80,6 +81,8 @@ def test_the_terminal_draws_the_sink_column_after_the_keys_and_ranks_it_in_the_t
     assert f"⟨sink⟩ {head.sink[0]:.2f}" in listed[0]
     narrow = _drawn(render_report(report, panels={Panel.weights}), 40)  # shade cells: still set apart
     assert sum("│" in line for line in narrow) >= len(tokens) and all(len(line) <= 40 for line in narrow)
+    panel = _drawn(query_panel(head, tokens, 1), 80)  # attn explore's selected query: its keys, then the sink
+    assert panel[len(head.top[1]) + 1].split() == ["→", "⟨sink⟩", f"{head.sink[1]:.2f}", "█" * round(head.sink[1] * 10)]
 
 
 def test_the_svg_and_the_page_show_the_sink_column(report):

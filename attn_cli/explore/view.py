@@ -18,11 +18,12 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from attn_cli.analyses.inspect_report import HeadReport, InspectReport
+from attn_cli.analyses.inspect_report import HeadReport, InspectReport, TopKey
 from attn_cli.render.grid import HeadsGrid, picture_lines
-from attn_cli.render.heatmap import literal, row_label
+from attn_cli.render.heatmap import SINK, literal, row_label
 from attn_cli.render.layout import SideBySide
 from attn_cli.render.terminal import (
+    SINK_INDEX,
     head_summary,
     head_title,
     overview_grid,
@@ -268,12 +269,14 @@ def query_panel(
     heading = Text.assemble(("query ", "dim"), (f"{query}:", "dim"), literal(tokens[query], "bold"))
     if label:
         heading = Text.assemble((f"{label} · ", "magenta"), heading)
-    listed = [
-        Text.assemble(("→ ", "dim"), (f"{key.index}:", "dim"), literal(key.token, "bold")) for key in head.top[query]
-    ]
+    top = list(head.top[query])
+    listed = [Text.assemble(("→ ", "dim"), (f"{key.index}:", "dim"), literal(key.token, "bold")) for key in top]
+    if head.sink is not None:  # the learned sink's share of the row, the heatmap's ⟨sink⟩ column: last, apart
+        top.append(TopKey(SINK_INDEX, SINK, float(head.sink[query])))
+        listed.append(Text.assemble(("→ ", "dim"), (SINK, "italic")))
     pad = max((key.cell_len for key in listed), default=0)
     lines = [heading]
-    for text, key in zip(listed, head.top[query]):
+    for text, key in zip(listed, top):
         text.pad_right(pad - text.cell_len + 1)
         text.append(f"{key.weight:.2f} ")
         text.append("█" * max(0, round(key.weight * 10)), style="yellow")
