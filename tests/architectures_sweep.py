@@ -267,6 +267,42 @@ OVERRIDES: dict[str, dict] = {
     "xmod": {"default_language": "en_XX"},  # its adapters need to be told the text's language
     "zaya": {"num_experts_per_tok": 1},  # its router takes one expert per token
     "lilt": {"hidden_size": 48, "intermediate_size": 96},  # its layout stream splits the width in 6 (4 heads of 12)
+    # DeepSeek-V4: one kv head; a sliding-window layer, then compressed sparse attention over pools of 4 keys
+    "deepseek_v4": {
+        "head_dim": 16,
+        "num_key_value_heads": 1,
+        "o_lora_rank": 32,
+        "o_groups": 2,
+        "layer_types": ["sliding_attention", "compressed_sparse_attention"],
+    },
+    # Inkling: layer 0 sliding (with its own heads), layer 1 global
+    "inkling_text": {
+        "head_dim": 16,
+        "swa_num_attention_heads": 4,
+        "swa_num_key_value_heads": 2,
+        "swa_head_dim": 16,
+        "sliding_window_size": 4,
+        "local_layer_ids": [0],
+        "n_shared_experts": 1,
+    },
+    "muse_spark_text": {"moe_hidden_size": 32, "head_dim": 16},
+    # Qwen4-Exp: linear attention, then indexed attention; its hyper-connections low-rank
+    "qwen4_exp_text": {
+        "head_dim": 16,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "shared_expert_intermediate_size": 32,
+        "hc_lowrank": 16,
+        "layer_types": ["linear_attention", "indexed_attention"],
+        # its indexer keeps 4 keys per query, chosen in blocks of 2
+        "indexer_n_heads": 4,
+        "indexer_kv_heads": 1,
+        "indexer_head_dim": 16,
+        "indexer_budget": 4,
+        "indexer_compress_ratio": 2,
+    },
     "reformer": {
         "axial_pos_shape": [4, 8],
         "axial_pos_embds_dim": [32, 32],

@@ -128,6 +128,14 @@ class LayerRecorder:
         if self.inject is not None:  # --propagate: the model runs on with the variant's q, k and scale
             query, key, scaling = self.inject(query, key, scaling)
         if slot in self.wanted_layers:
+            if self.sink is None and self.key_of is None and key.shape[-2] != query.shape[-2]:
+                # one forward over the text, self-attention: a key per token, unless the layer adds keys of its own
+                raise UnsupportedModel(
+                    f"{type(module).__name__} (layer {layer}) attends over {key.shape[-2]} keys for "
+                    f"{query.shape[-2]} tokens: keys that are not the text's tokens (compressed or pooled blocks of "
+                    "them, memory slots), which attn, showing token × token attention, cannot place",
+                    "choose the layers whose keys are the tokens with --layer",
+                )
             per_head = per_head_mask(attention_mask)  # Doge's: (bias, allowed per head, allowed by any head) or None
             if per_head is not None:
                 seen_mask = per_head[2]

@@ -107,6 +107,16 @@ _AUDIO = (
     "musicgen",
     "qwen2_audio",
     "mimi",
+    # text to speech and music (their text encoders feed a decoder of audio codes or a vocoder), speech to text
+    "dia",
+    "vits",
+    "fastspeech2_conformer",
+    "fastspeech2_conformer_with_hifigan",
+    "pocket_tts",
+    "gradium_phonon_tts",
+    "musicgen_melody",
+    "kyutai_speech_to_text",
+    "higgs_audio_v2_tokenizer",
 )
 _VIDEO = ("videomae", "vivit", "timesformer", "x_clip", "vjepa2", "video_llava", "llava_next_video")
 
