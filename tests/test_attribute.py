@@ -199,6 +199,7 @@ def test_explore_shows_the_sentences_attribution_and_switches_method(minilm):
             await until(pilot, lambda: app.model is not None)
             await pilot.press("a")
             assert isinstance(app.screen, AttributionScreen)
+            assert app.screen.methods == ["alti", "globenc", "value-zeroing", "gradient", "flow"]  # not alti-logit
             await until(pilot, lambda: "where each output token comes from (ALTI)" in shown(app))
             assert "raw attention rollout over layers 0-5" in shown(app) and "cat 0.68" in shown(app)
             await pilot.press("m")

@@ -126,12 +126,15 @@ class LookKeys(KeysBase):
     # -- attribution --------------------------------------------------------------------------------
     def action_attribute(self) -> None:
         """a: the sentence's attribution (attn attribute --vs attention) in a screen of its own; m switches method."""
-        from attn_cli.analyses.attribute import METHODS
+        from attn_cli.analyses.attribute import METHODS, WHOLE_MODEL
 
         if self.model is None:
             self.say("the model is still loading", style="yellow")
         else:
-            self.push_screen(AttributionScreen(list(METHODS), self.session.submit, self.attribution_of(self.text)))
+            matrices = [
+                method for method in METHODS if method not in WHOLE_MODEL
+            ]  # alti-logit needs a token: no matrix
+            self.push_screen(AttributionScreen(matrices, self.session.submit, self.attribution_of(self.text)))
 
     def attribution_of(self, text: str):
         def attribute(method: str):
