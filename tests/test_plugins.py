@@ -94,19 +94,85 @@ def test_the_plugin_writes_its_json_and_its_figures(workdir):
     assert "first-token weight" in (workdir / "page.html").read_text()
 
 
-def test_the_plugin_report_shows_in_a_notebook_and_its_head_score_is_registered(workdir):
+def test_the_plugin_report_and_head_score_show_in_a_notebook(workdir):
+    """The plugin's report is drawn in a notebook, and its head score is a column of a heads report's table (the
+    DataFrame a notebook reads) and a grid of its page, computed by Model.heads over two texts."""
     code = (
         "import attn_cli, attn_first_weight\n"
-        "from attn_cli.data.registry import plugins\n"
-        "report = attn_first_weight.first_weight(attn_cli.load('toy'), 'the cat sat')\n"
+        "from attn_cli.data.registry import score_names\n"
+        "model = attn_cli.load('toy')\n"
+        "report = attn_first_weight.first_weight(model, 'the cat sat')\n"
         "html = report._repr_html_()\n"
         "assert html.startswith('<iframe') and 'first-token weight' in html, html[:200]\n"
-        "print(list(plugins().head_scores))\n"
+        "heads = model.heads(['the cat sat', 'a dog ran off'])\n"
+        "table = heads.to_arrow()\n"
+        "assert {'first_mass', 'first_mass_std', 'first_mass_scored'} <= set(table.column_names)\n"
+        "assert table.column('first_mass_scored').to_pylist() == [2] * 4\n"
+        "assert 'mean weight on the first token' in heads._repr_html_()\n"
+        "print(score_names()[-1])\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(PLUGIN)])}
     result = subprocess.run([sys.executable, "-c", code], cwd=workdir, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "['first_mass']"
+    assert result.stdout.strip() == "first_mass"
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """The example plugin installed in this process: its package and *.dist-info on sys.path, and the registry
+    asked again, so that it finds the plugin through its entry point as it would after pip install."""
+    from attn_cli.data import registry
+
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    for cache in ("_manager", "_registry", "_measures", "_head_scores"):
+        monkeypatch.setattr(registry, cache, None)
+    return registry
+
+
+def test_attn_heads_computes_the_plugins_head_score(installed, workdir):
+    """`attn heads` with the example installed: its first_mass (each head's mean weight on key 0) is in every
+    head's scores, equal to the mean of column 0 of the weights attn inspect writes for the same text (the JSON's
+    6 decimals: 1e-6); the terminal's top table and the SVG figure show it; a corpus store keeps it (its
+    per-text column, `attn heads show`'s histogram line), and for attn without the plugin a store written with
+    it holds another run."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+
+    def attn(*args: str):
+        return CliRunner().invoke(app, [str(arg) for arg in args], env={"COLUMNS": "100", "NO_COLOR": "1"})
+
+    text = "The cat sat on the mat."
+    heads = json.loads(attn("heads", text, "--model", "toy", "--json").stdout)["heads"]
+    inspected = json.loads(attn("inspect", text, "--model", "toy", "--json").stdout)
+    weights = {
+        (layer["layer"], head["head"]): np.array(head["weights"], float)
+        for layer in inspected["layers"]
+        for head in layer["heads"]
+    }
+    assert len(heads) == len(weights) == 4
+    for head in heads:
+        assert list(head["scores"])[-1] == "first_mass" and head["scored"]["first_mass"] == 1
+        expected = weights[head["layer"], head["head"]][:, 0].mean()
+        assert abs(head["scores"]["first_mass"] - expected) <= 1e-6
+
+    corpus, store, figure = workdir / "corpus.txt", workdir / "store", workdir / "heads.svg"
+    corpus.write_text("the cat sat\na dog ran off\nthe cat sat on the mat\n")
+    run = ("heads", "--file", corpus, "--model", "toy", "--store", store, "--per-text")
+    stored = attn(*run, "--save", figure)
+    assert stored.exit_code == 0, stored.output
+    assert " +  first_mass " in stored.stdout
+    assert "mean weight on the first token" in figure.read_text()
+    column = pq.read_table(store / "texts.parquet").column("first_mass").to_pylist()
+    assert len(column) == 3 * 4 and all(0 <= value <= 1 for value in column)
+    shown = attn("heads", "show", store, "--layer", "0", "--head", "1")
+    assert shown.exit_code == 0, shown.output
+    assert " +  first_mass " in shown.stdout and "3 texts" in shown.stdout
+    installed._head_scores = {}  # attn without the plugin
+    again = attn(*run, "--resume")
+    assert again.exit_code == 2 and "holds another run: its scores differ" in again.output
 
 
 def test_without_the_plugin_there_is_no_such_command(workdir):

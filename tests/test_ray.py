@@ -275,12 +275,13 @@ def test_a_worker_gathers_examples_only_for_a_store(tiny):
     """The actor's own code, in this process (no cluster): a run without a store sends examples=False, as the
     local fold does, and the worker then builds no example lists (they cost it ~20 % of its rate)."""
     from attn_cli.analyses import ray_engine
+    from attn_cli.math.score_names import SCORES
 
     worker = ray_engine.Scorer(tiny.loaded_as, 1)
     config = tiny.backend.model.config
     layers, heads = list(range(config.num_hidden_layers)), list(range(config.num_attention_heads))
     batches = [list(enumerate(sentences(12, seed=9)))]
-    job = ray_engine.Job(layers, heads, False, False, (len(layers), len(heads)), 3, 2, False)
+    job = ray_engine.Job(layers, heads, False, False, (len(layers), len(heads)), 3, 2, False, SCORES)
     full, _ = worker.run(job, batches)
     bare, _ = worker.run(job._replace(examples=False), batches)
     assert any(len(column) for column in full.top.values()) and all(len(c) == 0 for c in bare.top.values())

@@ -22,7 +22,6 @@ import numpy as np
 from attn_cli.analyses.batches import SORT_WINDOW
 from attn_cli.analyses.inspect import check_texts
 from attn_cli.math import partials
-from attn_cli.math.head_scores import SCORES
 from attn_cli.plumbing import interrupts
 
 PART_TEXTS = 2048  # texts a part: the unit of --resume and of the length sort
@@ -71,11 +70,14 @@ def fold(
     total: int | None = None,
     keeper: Keeper | None = None,
     per_text: bool = False,
+    names: tuple[str, ...],
 ) -> Folded:
-    """score(list of texts) -> partials.Batch for text_ids 0..n-1 (numbered here). Ctrl-C (KeyboardInterrupt)
-    stops at the batch being run: the result covers the batches done, merged; with none done, or on SIGTERM
-    (interrupts.Terminated), it propagates."""
-    merged = partials.Partial(shape, top, samples)
+    """score(list of texts) -> partials.Batch for text_ids 0..n-1 (numbered here), its values (n, L, H, S) for
+    the S scores `names` (data/registry.score_names). Ctrl-C (KeyboardInterrupt) stops at the batch being run:
+    the result covers the batches done, merged; with none done, or on SIGTERM (interrupts.Terminated), it
+    propagates."""
+    scores = len(names)
+    merged = partials.Partial(shape, top, samples, scores=scores)
     done = parts = 0
     size = part_size(part_texts, batch_size, keeper is not None)
     try:
@@ -83,7 +85,7 @@ def fold(
             digest = part_digest(part)
             kept = keeper.load(index, digest) if keeper is not None else None
             if kept is None:
-                pending = [partials.Partial(shape, top, samples)]  # merged MERGE_BYTES at a time
+                pending = [partials.Partial(shape, top, samples, scores=scores)]  # merged MERGE_BYTES at a time
                 rows: list[dict] = []  # per_text_rows of each batch
 
                 def scored(count: int) -> None:
@@ -99,13 +101,14 @@ def fold(
                         pending,
                         rows,
                         per_text=per_text,
+                        names=names,
                         scored=scored,
                         examples=keeper is not None,
                     )
                 except KeyboardInterrupt:
-                    merged = partials.merge_all([merged, *pending], shape, top, samples)  # the report: texts done
+                    merged = partials.merge_all([merged, *pending], shape, top, samples, scores)  # the texts done
                     raise
-                current = partials.merge_all(pending, shape, top, samples)
+                current = partials.merge_all(pending, shape, top, samples, scores)
                 if keeper is not None:
                     keeper.write(index, current, rows, digest)
                 kept = current
@@ -138,13 +141,14 @@ def score_batches(
     rows: list[dict],
     *,
     per_text: bool,
+    names: tuple[str, ...],
     scored: Callable[[int], None] | None = None,
     examples: bool = True,
 ) -> None:
     """Score batches of (text_id, text) and merge each one's Partial into `pending` (a list the caller
     owns, holding at least one Partial of the right shape: after Ctrl-C it still holds the batches done).
     The one scoring loop of a part, run by the fold here and by a Ray worker (analyses/ray_engine.py) alike.
-    rows: the per-text rows (per_text). scored(count): after each batch. examples=False: no store is written,
+    rows: the per-text rows (per_text), a column per score of `names`. scored(count): after each batch. examples=False: no store is written,
     so the Partials' example lists are not gathered (partials.reduce)."""
     first = pending[0]
     for batch in batches:
@@ -152,9 +156,9 @@ def score_batches(
         result.text_ids = np.array([text_id for text_id, _ in batch], dtype=np.int64)
         pending.append(partials.reduce(result, first.shape, first.top_n, first.samples_n, examples))
         if sum(partials.size(part) for part in pending) > MERGE_BYTES:
-            pending[:] = [partials.merge_all(pending, first.shape, first.top_n, first.samples_n)]
+            pending[:] = [partials.merge_all(pending, first.shape, first.top_n, first.samples_n, first.scores)]
         if per_text:
-            rows.append(per_text_rows(result))
+            rows.append(per_text_rows(result, names))
         if scored is not None:
             scored(len(batch))
 
@@ -183,8 +187,9 @@ def part_digest(part: list[tuple[int, str]]) -> str:
     return digest.hexdigest()
 
 
-def per_text_rows(batch: partials.Batch) -> dict:
-    """The texts table's rows of one batch: one per (text, layer index, head index), columns as arrays."""
+def per_text_rows(batch: partials.Batch, names: tuple[str, ...]) -> dict:
+    """The texts table's rows of one batch: one per (text, layer index, head index), columns as arrays; a
+    column per score of `names`, the batch's values' last axis."""
     count, layers, heads, _ = batch.values.shape
     text, layer, head = (axis.ravel() for axis in np.indices((count, layers, heads)))
     rows = {
@@ -193,6 +198,6 @@ def per_text_rows(batch: partials.Batch) -> dict:
         "layer_index": layer,
         "head_index": head,
     }
-    for index, name in enumerate(SCORES):
+    for index, name in enumerate(names):
         rows[name] = batch.values[text, layer, head, index]
     return rows

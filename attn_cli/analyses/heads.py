@@ -12,6 +12,7 @@ Pure orchestration over a loaded backend: no loading, no printing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import random
 import string
@@ -24,6 +25,7 @@ from attn_cli.analyses.heads_report import HeadProfile, HeadsReport, SinkKey  # 
 from attn_cli.backends.capabilities import CapturesPadded, HasTokenizer, supports
 from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Capture
+from attn_cli.data.registry import head_scores, score_names
 from attn_cli.data.selection import Selection
 from attn_cli.math import edges, partials
 from attn_cli.math.head_scores import SCORES, SHARES, TextSums, label, row_patterns, token_flags
@@ -61,7 +63,7 @@ def run_heads(
     """Score every selected head on every text, part by part (analyses/fold.py), and average over the texts.
 
     texts: any iterable (a file is read as it goes). total: how many there are, for progress.
-    keeper_of(layers, heads): the store writer that receives each complete part (None: nothing is written).
+    keeper_of(layers, heads, names): the store writer that receives each complete part (None: nothing is written).
     engine(layers, heads, truncate, needle): a fold that scores elsewhere (analyses/ray_engine.py); None: here.
     Ctrl-C (KeyboardInterrupt) stops at the batch being run: the report covers the batches
     done and says interrupted; with none done it propagates. SIGTERM and SIGHUP (Terminated) always
@@ -76,12 +78,13 @@ def run_heads(
         total = limit if total is None else min(total, limit)
         texts = itertools.islice(texts, limit)
     layers, heads = selection.resolve(backend.info)
-    keeper = keeper_of(layers, heads) if keeper_of is not None else None
+    names = score_names()  # the built-in scores, then any a plugin registers
+    keeper = keeper_of(layers, heads, names) if keeper_of is not None else None
     needle = probe is not None and probe["kind"] == "retrieval"  # the retrieval score needs the needle marked
     try:
         folder = fold if engine is None else engine(layers, heads, truncate, needle)
         folded = folder(
-            lambda batch: score_texts(backend, batch, layers, heads, truncate, needle),
+            lambda batch: score_texts(backend, batch, layers, heads, truncate, needle, names),
             texts,
             (len(layers), len(heads)),
             batch_size=batch_size,
@@ -92,6 +95,7 @@ def run_heads(
             total=total,
             keeper=keeper,
             per_text=per_text,
+            names=names,
         )
         merged = folded.merged
         if merged.texts == 0:
@@ -116,7 +120,7 @@ def run_heads(
         dtype=backend.dtype,
         texts=merged.texts,
         tokens=merged.tokens,
-        heads=_profiles(merged, layers, heads, backend.info),
+        heads=_profiles(merged, layers, heads, backend.info, names),
         source=source,
         probe=probe,
         interrupted=folded.interrupted,
@@ -125,16 +129,25 @@ def run_heads(
 
 
 def score_texts(
-    backend, texts: list[str], layers: list[int], heads: list[int], truncate: bool, needle: bool = False
+    backend,
+    texts: list[str],
+    layers: list[int],
+    heads: list[int],
+    truncate: bool,
+    needle: bool = False,
+    names: tuple[str, ...] = SCORES,
 ) -> partials.Batch:
-    """One batch scored and gathered into arrays (partials.Batch; its text_ids are set by the fold)."""
+    """One batch scored and gathered into arrays (partials.Batch; its text_ids are set by the fold). names: the
+    scores, the built-in ones (SCORES) then registered HeadScores' (data/registry.score_names)."""
     import numpy as np
     import torch
 
-    results, tokens, cut = score_batch(backend, texts, layers, heads, truncate, needle=needle)
+    extra = plugin_scores(names)
+    scorer = None if not extra else functools.partial(LayerScores, extra=extra)
+    results, tokens, cut = score_batch(backend, texts, layers, heads, truncate, needle=needle, scorer=scorer)
     count, shape = len(texts), (len(texts), len(layers), len(heads))
     arrays = {
-        "values": np.full((*shape, len(SCORES)), np.nan),
+        "values": np.full((*shape, len(names)), np.nan),
         "sink": np.full(shape, -1, dtype=np.int64),
         "query": np.full(shape, -1, dtype=np.int64),
         "edge_key": np.full(shape, -1, dtype=np.int64),
@@ -166,6 +179,21 @@ def score_texts(
     )
 
 
+def plugin_scores(names: tuple[str, ...]) -> tuple:
+    """The registered HeadScores of `names` past the built-in SCORES, in order; one this process has not
+    registered (a Ray worker without the plugin installed) is refused in one line."""
+    from attn_cli.plumbing.errors import AttnError
+
+    registered = head_scores()
+    missing = [name for name in names[len(SCORES) :] if name not in registered]
+    if missing:
+        raise AttnError(
+            f"the head score {missing[0]!r} is not registered here",
+            "install the plugin that adds it wherever attn heads scores texts (every Ray worker too)",
+        )
+    return tuple(registered[name] for name in names[len(SCORES) :])
+
+
 def score_batch(
     backend,
     batch: list[str],
@@ -174,12 +202,12 @@ def score_batch(
     truncate: bool,
     *,
     needle: bool = False,
-    scorer: type | None = None,
+    scorer: Callable[..., LayerScores] | None = None,
     hidden=None,
 ):
     """Run one batch and score it: (results, tokens per text, texts truncated), results as LayerScores'.
 
-    needle: the texts are retrieval probes (token_flags). scorer: a LayerScores subclass that does
+    needle: the texts are retrieval probes (token_flags). scorer: a LayerScores subclass (or a partial of one) that does
     something else with each block of weights (analyses/diagnose.py). hidden(run, states): handed the
     residual stream after every layer, where the backend can give it (capture_padded). A model's learned sink
     logits go into the softmax (LayerScores.add), so its scorers see the weights as the model uses them.
@@ -192,11 +220,11 @@ def score_batch(
     if not supports(backend, CapturesPadded):
         captures = backend.capture_batch(batch, layers, truncate=truncate)
         tokens = [capture.tokens for capture in captures]
-        scores = make(tokens, layers, heads, backend.info, captures[0].layers[layers[0]].q.device, needle)
+        each = make(tokens, layers, heads, backend.info, captures[0].layers[layers[0]].q.device, needle)
         for layer in layers:
-            scores.add_captures(captures, layer)
-        return scores.results, tokens, sum(capture.truncated_from is not None for capture in captures)
-    scores = None
+            each.add_captures(captures, layer)
+        return each.results, tokens, sum(capture.truncated_from is not None for capture in captures)
+    scores: LayerScores | None = None
 
     def sink(run, record):
         nonlocal scores
@@ -225,8 +253,19 @@ class LayerScores:
 
     stacks = True  # add_padded may score several layers as one batch; False where consume reads one layer's rows
 
-    def __init__(self, tokens: list[list], layers: list[int], heads: list[int], info, device, needle: bool = False):
+    def __init__(
+        self,
+        tokens: list[list],
+        layers: list[int],
+        heads: list[int],
+        info,
+        device,
+        needle: bool = False,
+        *,
+        extra: tuple = (),
+    ):
         self.tokens, self.layers, self.heads, self.info = tokens, layers, heads, info
+        self.extra = extra  # registered HeadScores (data/registry) after the built-in ones: consume adds them
         self.flags = token_flags(tokens, device, needle)
         self.stacked_flags = {1: self.flags}  # layers in a stack -> the flags repeated that many times
         # add_padded's layers not scored yet: (layer, q, k, _Scaling, allowed_rows)
@@ -415,12 +454,17 @@ class LayerScores:
         maxima = edges.ColumnMaxima()
         score_rows = edges.ScoreRows()
         whole = None  # the weights of every row (B, h, T, T), where one block held them all
+        kept: list[tuple] = []  # every block's (weights, allowed), for the registered scores (self.extra)
         for start, weights, allowed in blocks:
             shares, counted = sums.add(weights, allowed, flags, start)
             maxima.add(weights, allowed, start)
             score_rows.add(shares, counted, start)
             whole = weights if edges.every_row(weights, start) else None
+            if self.extra:
+                kept.append((weights, allowed))
         values, sink = sums.result()  # (B, h, len(SCORES)), (B, h)
+        if self.extra:  # … then the registered scores: (B, h, len(SCORES) + len(extra))
+            values = torch.cat([values, self._extra_values(kept, heads, values)], -1)
         row, key, weight = maxima.edge(sink)  # (B, h) each
         sink_mass = None if self.sink_share is None else self.sink_share.mean()  # the blocks are all read
 
@@ -462,6 +506,23 @@ class LayerScores:
                 sink_mass,
             )
         )
+
+    def _extra_values(self, kept: list[tuple], heads: slice, like):
+        """The registered scores of every text (a stack's: every layer × text) from its whole weights: (B, h, E)
+        like `like`'s dtype and device. A text's weights are cut to its own tokens (the batch pads on the
+        right)."""
+        import torch
+
+        weights = torch.cat([block for block, _ in kept], 2)  # (B, h, T, T)
+        allowed = torch.cat([rows for _, rows in kept], 1)  # (B, T, T)
+        count = len(self.tokens)
+        values = torch.full((weights.shape[0], heads.stop - heads.start, len(self.extra)), float("nan"))
+        for b in range(weights.shape[0]):
+            tokens = self.tokens[b % count]
+            n = len(tokens)
+            for e, score in enumerate(self.extra):
+                values[b, :, e] = extra_value(score, weights[b, :, :n, :n], allowed[b, :n, :n], tokens)
+        return values.to(like.device, like.dtype)
 
     def _flags(self, layers: int):
         """The batch's TokenFlags repeated for a stack of `layers` layers: (layers × B, T) each."""
@@ -608,7 +669,9 @@ def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, devi
     return allowed
 
 
-def _profiles(merged: partials.Partial, layers: list[int], heads: list[int], info) -> list[HeadProfile]:
+def _profiles(
+    merged: partials.Partial, layers: list[int], heads: list[int], info, names: tuple[str, ...]
+) -> list[HeadProfile]:
     mean, std = partials.mean_std(merged)
     profiles, sinks = [], partials.sink_keys(merged)
     sink_mass = partials.sink_mass(merged)  # (L, H), NaN without a learned sink
@@ -622,15 +685,39 @@ def _profiles(merged: partials.Partial, layers: list[int], heads: list[int], inf
                     layer=layer,
                     head=head,
                     kv_head=info.kv_head_of(head),
-                    scores=dict(zip(SCORES, means)),
-                    std={name: _value(value) for name, value in zip(SCORES, std[li, hi].tolist())},
-                    scored={name: int(value) for name, value in zip(SCORES, merged.count[li, hi].tolist())},
+                    scores=dict(zip(names, means)),
+                    std={name: _value(value) for name, value in zip(names, std[li, hi].tolist())},
+                    scored={name: int(value) for name, value in zip(names, merged.count[li, hi].tolist())},
                     label=label(means),
                     sink_key=None if sink is None else SinkKey(*sink),
                     sink_mass=None if mass != mass else mass,  # NaN: the layer has no learned sink
                 )
             )
     return profiles
+
+
+def extra_value(score, weights, allowed, tokens):
+    """A registered HeadScore of one text's heads: weights (h, T, T) → (h,) float64 on the CPU, NaN where
+    undefined. Its contract (data/registry.HeadScore) is checked here, where a plugin's fault would otherwise
+    surface as a wrong shape far away or an out-of-range histogram bin: a value outside [0, 1] or a wrong
+    shape is refused in one line naming the score."""
+    import torch
+
+    from attn_cli.plumbing.errors import AttnError
+
+    got = torch.as_tensor(score.compute(weights, allowed, tokens)).detach().to("cpu", torch.float64)
+    if got.shape != (weights.shape[0],):
+        raise AttnError(
+            f"head score {score.name!r} gave shape {tuple(got.shape)} for {weights.shape[0]} heads",
+            "its compute(weights, allowed, tokens) returns one value per head: (h,)",
+        )
+    outside = got[~torch.isnan(got) & ((got < 0) | (got > 1))]
+    if len(outside):
+        raise AttnError(
+            f"head score {score.name!r} gave {outside[0].item():g}, outside [0, 1]",
+            "a head score is a share in [0, 1] (NaN where undefined): scale it there",
+        )
+    return got
 
 
 def _value(value: float) -> float | None:

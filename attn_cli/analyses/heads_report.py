@@ -28,9 +28,11 @@ class HeadProfile:
     layer: int
     head: int
     kv_head: int
-    scores: dict[str, float | None]  # SCORES → mean over texts; None where no text defined it
+    # SCORES, then the scores plugins register (data/registry.score_names) → mean over texts; None where no
+    # text defined it
+    scores: dict[str, float | None]
     std: dict[str, float | None]  # population standard deviation over the same texts
-    scored: dict[str, int]  # SCORES → how many texts defined it
+    scored: dict[str, int]  # the same names → how many texts defined it
     label: str  # a SCORES name or "mixed" (heads.label)
     sink_key: SinkKey | None  # the key most rows put more than ε on, most often
     # An encoder–decoder model's heads (analyses/heads_stacks.py): "encoder", "decoder" or "cross"; None otherwise
@@ -66,6 +68,11 @@ class HeadsReport(Document):
     def summary_shape(self) -> str:
         return f"{counted(self.texts, 'text')}, {counted(self.tokens, 'token')}, {counted(len(self.heads), 'head')}"
 
+    @property
+    def score_names(self) -> tuple[str, ...]:
+        """The scores this report holds, in order: the built-in ones (SCORES), then any a plugin registered."""
+        return tuple(self.heads[0].scores) if self.heads else SCORES
+
     def head(self, layer: int, head: int, stack: str | None = None) -> HeadProfile:
         """report.head(0, 2).scores["previous_token"]; an encoder–decoder model's: report.head(0, 2, "cross")."""
         found = [
@@ -89,8 +96,8 @@ class HeadsReport(Document):
 
     def top(self, score: str, count: int = 5) -> list[HeadProfile]:
         """The heads with the highest mean of `score` (defined ones only), highest first."""
-        if score not in SCORES:
-            raise BadInput(f"no score named {score!r}", f"scores: {', '.join(SCORES)}")
+        if score not in self.score_names:
+            raise BadInput(f"no score named {score!r}", f"scores: {', '.join(self.score_names)}")
         defined = [(value, profile) for profile in self.heads if (value := profile.scores[score]) is not None]
         defined.sort(key=lambda pair: (-pair[0], pair[1].layer, pair[1].head))
         return [profile for _, profile in defined[:count]]
@@ -125,7 +132,7 @@ class HeadsReport(Document):
         return document
 
     def to_arrow(self):
-        """One row per (layer, head): layer, head, kv_head, label, then per score (SCORES) its mean over the
+        """One row per (layer, head): layer, head, kv_head, label, then per score (score_names) its mean over the
         texts (previous_token, …), its std (previous_token_std) and how many texts defined it
         (previous_token_scored); then the sink key (sink_position, sink_token, sink_texts; null if none)."""
         from attn_cli.data.tables import records
@@ -140,7 +147,7 @@ class HeadsReport(Document):
                 "label": profile.label,
                 **{
                     column: value
-                    for name in SCORES
+                    for name in self.score_names
                     for column, value in (
                         (name, profile.scores[name]),
                         (f"{name}_std", profile.std[name]),

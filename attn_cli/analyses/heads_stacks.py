@@ -15,8 +15,11 @@ from typing import Any
 from attn_cli.analyses.heads_report import HeadProfile, HeadsReport, SinkKey
 from attn_cli.data.capture import Capture, LayerCapture
 from attn_cli.data.selection import Selection
-from attn_cli.math.score_names import CROSS_UNDEFINED, IMAGE_UNDEFINED, SCORES
+from attn_cli.math.score_names import CROSS_UNDEFINED, IMAGE_UNDEFINED
 from attn_cli.plumbing.errors import BadInput
+
+# why a registered HeadScore (data/registry) is null for a cross head: it is given one text's square weights
+CROSS_PLUGIN = "cross-attention: a registered head score reads a text's square weights (queries and keys one text)"
 
 
 def heads_alone(
@@ -95,8 +98,16 @@ def score_capture(
 ) -> list[HeadProfile]:
     """The heads' profiles over one capture; the scores named in not_defined are None whatever they computed to.
     A cross capture (capture.keys set) is scored by cross_scores, a square one by head_scores."""
+    import torch
+
+    from attn_cli.analyses.heads import extra_value, plugin_scores
+    from attn_cli.data.registry import score_names
     from attn_cli.math.head_scores import cross_scores, head_scores, label, token_flags
 
+    names = score_names()
+    extra = plugin_scores(names)  # registered HeadScores: of a square matrix, so not of a cross one
+    if capture.keys is not None:
+        not_defined = {**not_defined, **dict.fromkeys((score.name for score in extra), CROSS_PLUGIN)}
     queries = token_flags([capture.tokens])
     keys = None if capture.keys is None else token_flags([capture.keys])
     key_tokens = capture.keys or capture.tokens
@@ -108,16 +119,25 @@ def score_capture(
             if keys is None
             else cross_scores(weights[None], allowed[None], keys)
         )  # (1, h, len(SCORES)), (1, h)
-        for head, row, sink in zip(heads, values[0].tolist(), sinks[0].tolist()):
-            means = [None if name in not_defined or value != value else value for name, value in zip(SCORES, row)]
+        rows = values[0].double().cpu()
+        if extra:  # (h, len(SCORES) + len(extra)): NaN for a cross matrix, said so in not_defined
+            added = [
+                torch.full((len(heads),), float("nan"), dtype=torch.float64)
+                if keys is not None
+                else extra_value(score, weights, allowed, capture.tokens)
+                for score in extra
+            ]
+            rows = torch.cat([rows, torch.stack(added, 1)], 1)
+        for head, row, sink in zip(heads, rows.tolist(), sinks[0].tolist()):
+            means = [None if name in not_defined or value != value else value for name, value in zip(names, row)]
             profiles.append(
                 HeadProfile(
                     layer=layer,
                     head=head,
                     kv_head=capture.model.kv_head_of(head),
-                    scores=dict(zip(SCORES, means)),
-                    std={name: None if value is None else 0.0 for name, value in zip(SCORES, means)},
-                    scored={name: int(value is not None) for name, value in zip(SCORES, means)},
+                    scores=dict(zip(names, means)),
+                    std={name: None if value is None else 0.0 for name, value in zip(names, means)},
+                    scored={name: int(value is not None) for name, value in zip(names, means)},
                     label=label(means),
                     sink_key=None if sink < 0 else SinkKey(sink, key_tokens[sink].text, 1),
                     stack=stack,

@@ -108,6 +108,7 @@ class Job(NamedTuple):
     top: int
     samples: int
     per_text: bool
+    names: tuple[str, ...]  # the scores (data/registry.score_names): the built-in ones, then the plugins'
     examples: bool = True  # the example lists only a store reads: False when none is written, as locally
 
 
@@ -132,14 +133,17 @@ class Scorer:
     def run(self, job: Job, batches: list[list[tuple[int, str]]]) -> tuple[partials.Partial, list[dict]]:
         from attn_cli.analyses.heads import score_texts
 
-        pending = [partials.Partial(job.shape, job.top, job.samples)]
+        scores = len(job.names)
+        pending = [partials.Partial(job.shape, job.top, job.samples, scores=scores)]
         rows: list[dict] = []  # fold.per_text_rows of each batch
 
         def score(texts):
-            return score_texts(self.backend, texts, job.layers, job.heads, job.truncate, job.needle)
+            return score_texts(self.backend, texts, job.layers, job.heads, job.truncate, job.needle, job.names)
 
-        folding.score_batches(score, batches, pending, rows, per_text=job.per_text, examples=job.examples)
-        return partials.merge_all(pending, job.shape, job.top, job.samples), rows
+        folding.score_batches(
+            score, batches, pending, rows, per_text=job.per_text, names=job.names, examples=job.examples
+        )
+        return partials.merge_all(pending, job.shape, job.top, job.samples, scores), rows
 
 
 class Workers:
@@ -211,11 +215,19 @@ def engine(
 
     def make(layers: list[int], heads: list[int], truncate: bool, needle: bool) -> Callable:
         def fold_on_ray(
-            score, texts: Iterable[str], shape, *, top: int, samples: int, per_text: bool = False, **options
+            score,
+            texts: Iterable[str],
+            shape,
+            *,
+            top: int,
+            samples: int,
+            names: tuple[str, ...],
+            per_text: bool = False,
+            **options,
         ) -> folding.Folded:
             team, folded = _workers(loaded_as, address, workers, gpus_per_worker), None
             try:
-                job = Job(layers, heads, truncate, needle, shape, top, samples, per_text)
+                job = Job(layers, heads, truncate, needle, shape, top, samples, per_text, names)
                 folded = _fold(texts, job, team, **options)
                 return folded
             finally:
@@ -298,8 +310,8 @@ def _fold(
 ) -> folding.Folded:
     ray = require_ray()
     job = job._replace(examples=keeper is not None)  # the local fold's rule: no store, no example lists
-    shape, top, samples = job.shape, job.top, job.samples
-    merged = partials.Partial(shape, top, samples)
+    shape, top, samples, scores = job.shape, job.top, job.samples, len(job.names)
+    merged = partials.Partial(shape, top, samples, scores=scores)
     done = parts = 0
     open_parts: dict[int, dict] = {}  # index -> {"digest", "left", "partials", "rows"}
     in_flight: dict = {}  # ObjectRef -> (part index, actor index)
@@ -318,7 +330,7 @@ def _fold(
         state["left"] -= 1
         done += chunk.texts
         if state["left"] == 0:
-            current = partials.merge_all(open_parts.pop(index)["partials"], shape, top, samples)
+            current = partials.merge_all(open_parts.pop(index)["partials"], shape, top, samples, scores)
             if keeper is not None:
                 keeper.write(index, current, state["rows"], state["digest"])
             merged = partials.merge(merged, current)
@@ -360,7 +372,7 @@ def _fold(
             raise
         # the report covers the texts done: complete parts and the chunks back from unfinished ones
         merged = partials.merge_all(
-            [merged, *(p for state in open_parts.values() for p in state["partials"])], shape, top, samples
+            [merged, *(p for state in open_parts.values() for p in state["partials"])], shape, top, samples, scores
         )
         if merged.texts == 0:
             raise

@@ -62,10 +62,21 @@ def check_store(path: Path, resume: bool) -> None:
 class StoreWriter:
     """The keeper of analyses/fold.py for one run: loads complete parts, writes new ones and the tables."""
 
-    def __init__(self, path: Path, resume: bool, identity: dict, run: dict, layers: list[int], heads: list[int], info):
+    def __init__(
+        self,
+        path: Path,
+        resume: bool,
+        identity: dict,
+        run: dict,
+        layers: list[int],
+        heads: list[int],
+        info,
+        names: tuple[str, ...] = SCORES,
+    ):
         check_store(path, resume)
         self.path, self.parts = Path(path), Path(path) / schema.PARTS
         self.identity, self.run, self.layers, self.heads, self.info = identity, run, layers, heads, info
+        self.names = names  # the scores: the built-in ones, then the plugins' (data/registry.score_names)
         self.per_text = identity["options"]["per_text"]
         self.heads_written: partials.Partial | None = None  # the Partial heads.parquet was last written from
         self.examples_written = time.monotonic()  # a run shorter than EXAMPLES_EVERY writes them once, at the end
@@ -160,11 +171,13 @@ class StoreWriter:
             raise store_files.damaged(
                 folder, f"its partial does not load: {type(error).__name__} {error}", hint
             ) from None
-        shape = (len(self.layers), len(self.heads), len(SCORES))
+        shape = (len(self.layers), len(self.heads), len(self.names))
         if part.shape != shape[:2] or any(
             getattr(part, name).shape[:3] != shape for name in ("count", "total", "low", "high", "hist", "fine")
         ):
-            raise store_files.damaged(folder, f"its arrays are not of {shape[0]} layers and {shape[1]} heads", hint)
+            raise store_files.damaged(
+                folder, f"its arrays are not of {shape[0]} layers, {shape[1]} heads and {shape[2]} scores", hint
+            )
         if self.per_text:
             read_part_file(folder / schema.TEXTS, hint)  # read again at the end: fail now, not then
         return part
@@ -200,11 +213,13 @@ class StoreWriter:
 
     def _tables(self, merged: partials.Partial, parts: int, complete: bool, examples: bool) -> None:
         if examples:
-            _write(example_rows(merged, self.layers, self.heads, self.context), self.path / schema.EXAMPLES)
+            _write(example_rows(merged, self.layers, self.heads, self.context, self.names), self.path / schema.EXAMPLES)
             self.examples_written = time.monotonic()
         if self.heads_written is not merged:  # finish() after the last part's progress(): the same table
             _write(
-                arrow.from_rows(heads_rows(merged, self.layers, self.heads, self.info), schema.HEADS_SCHEMA),
+                arrow.from_rows(
+                    heads_rows(merged, self.layers, self.heads, self.info, self.names), schema.HEADS_SCHEMA
+                ),
                 self.path / schema.HEADS,
             )
             self.heads_written = merged
@@ -223,7 +238,7 @@ class StoreWriter:
 
         table = {name: np.concatenate([batch[name] for batch in rows]) for name in rows[0]} if rows else None
         if table is None:
-            return arrow.from_rows([], schema.texts_schema(SCORES))
+            return arrow.from_rows([], schema.texts_schema(self.names))
         order = np.lexsort((table["head_index"], table["layer_index"], table["text_id"]))
         columns = [
             arrow.numbers(table["text_id"][order], pa.int64()),
@@ -232,17 +247,17 @@ class StoreWriter:
             arrow.numbers(np.array(self.heads)[table["head_index"][order]], pa.int32()),
             *[
                 arrow.numbers(values, pa.float64(), np.isnan(values))  # NaN -> null
-                for values in (table[name][order] for name in SCORES)
+                for values in (table[name][order] for name in self.names)
             ],
         ]
-        return pa.Table.from_arrays(columns, schema=schema.texts_schema(SCORES))
+        return pa.Table.from_arrays(columns, schema=schema.texts_schema(self.names))
 
     def _texts_table(self, parts: int) -> None:
         """DIR/texts.parquet: the parts' rows in part order (so by text_id), one part in memory at a time."""
         import pyarrow.parquet as pq
 
         with atomic_path(self.path / schema.TEXTS, "--store") as temp:
-            with pq.ParquetWriter(temp, schema.texts_schema(SCORES)) as writer:
+            with pq.ParquetWriter(temp, schema.texts_schema(self.names)) as writer:
                 for index in range(parts):
                     # ParquetFile.read, not read_table: read_table imports pandas
                     folder = self._folder(index)
@@ -273,7 +288,17 @@ def _fsync(path: Path) -> None:
 
 
 def run_row(
-    *, info, device: str, dtype: str, revision, tokenizer, options: dict, corpus: str, corpus_format: str, version: str
+    *,
+    info,
+    device: str,
+    dtype: str,
+    revision,
+    tokenizer,
+    options: dict,
+    corpus: str,
+    corpus_format: str,
+    version: str,
+    names: tuple[str, ...] = SCORES,
 ) -> dict:
     """The run table's row but for its counts (texts, tokens, truncated, parts, complete)."""
     return {
@@ -287,13 +312,15 @@ def run_row(
         "options": json.dumps(options, sort_keys=True),
         "corpus": corpus,
         "corpus_format": corpus_format,
-        "scores": list(SCORES),
+        "scores": list(names),
         "bins": schema.BINS,
         "thresholds": json.dumps({"label": LABEL_THRESHOLD, "broad": BROAD_THRESHOLD, "sink_epsilon": SINK_EPSILON}),
     }
 
 
-def heads_rows(merged: partials.Partial, layers: list[int], heads: list[int], info) -> list[dict]:
+def heads_rows(
+    merged: partials.Partial, layers: list[int], heads: list[int], info, names: tuple[str, ...] = SCORES
+) -> list[dict]:
     mean, std = partials.mean_std(merged)
     defined = merged.count > 0  # (L, H, S)
     quantiles = {
@@ -315,7 +342,7 @@ def heads_rows(merged: partials.Partial, layers: list[int], heads: list[int], in
                 "sink_token": None if sink is None else sink[1],
                 "sink_texts": 0 if sink is None else sink[2],
             }
-            for si, score in enumerate(SCORES):
+            for si, score in enumerate(names):
                 rows.append(
                     {
                         **shared,
@@ -332,12 +359,14 @@ def _null(value: float) -> float | None:
     return None if value != value else value  # NaN: no text defined the score
 
 
-def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], context: int):
+def example_rows(
+    merged: partials.Partial, layers: list[int], heads: list[int], context: int, names: tuple[str, ...] = SCORES
+):
     """The examples table (store_schema.EXAMPLES_SCHEMA), per head: each score's top texts then its decile
     samples, score by score, then the head's top edges. Built column by column (tens of thousands of rows)."""
     import pyarrow as pa
 
-    scores, pairs = len(SCORES), len(layers) * len(heads)
+    scores, pairs = len(names), len(layers) * len(heads)
     top, edges, samples = merged.top, merged.edges, merged.samples
     # each example: (pair, score index, kind 0 top / 1 decile / 2 edge, decile, rank), value, text_id
     parts = [
@@ -386,7 +415,7 @@ def example_rows(merged: partials.Partial, layers: list[int], heads: list[int], 
         "layer": arrow.numbers(np.array(layers)[pair // len(heads)], int32),
         "head": arrow.numbers(np.array(heads)[pair % len(heads)], int32),
         "kind": arrow.picked(["top", "decile", "edge"], kind),
-        "score": arrow.picked([*SCORES, None], score),
+        "score": arrow.picked([*names, None], score),
         "decile": arrow.numbers(decile, int32, decile < 0),
         "rank": arrow.numbers(rank, int32),
         "text_id": arrow.numbers(text_id, pa.int64()),
@@ -452,11 +481,13 @@ def _listed(pair, score, kind: int, decile: int, table: dict):
 
 
 def keeper_for(backend, path: Path, *, resume: bool, corpus: str, corpus_format: str, options: dict):
-    """keeper_of(layers, heads) for run_heads: a StoreWriter of this backend's run."""
+    """keeper_of(layers, heads, names) for run_heads: a StoreWriter of this backend's run."""
     from attn_cli import __version__
 
-    def keeper_of(layers: list[int], heads: list[int]) -> StoreWriter:
+    def keeper_of(layers: list[int], heads: list[int], names: tuple[str, ...] = SCORES) -> StoreWriter:
         options_ = {**options, "context": CONTEXT, "layers": layers, "heads": heads}
+        if names != SCORES:  # a plugin's scores too: a run without them (or with others) is another run
+            options_["scores"] = list(names)
         known = backend.provenance() if supports(backend, Provenance) else {}
         revision, tokenizer = known.get("revision"), known.get("tokenizer")
         identity = {
@@ -478,7 +509,8 @@ def keeper_for(backend, path: Path, *, resume: bool, corpus: str, corpus_format:
             corpus=corpus,
             corpus_format=corpus_format,
             version=__version__,
+            names=names,
         )
-        return StoreWriter(path, resume, identity, run, layers, heads, backend.info)
+        return StoreWriter(path, resume, identity, run, layers, heads, backend.info, names)
 
     return keeper_of

@@ -98,18 +98,22 @@ class AnalysisSpec:
 
 @dataclass(frozen=True)
 class HeadScore:
-    """A head score beyond the built-in ones (math/score_names.SCORES): one number per head and text.
+    """A head score `attn heads` computes after the built-in ones (math/score_names.SCORES): one number in
+    [0, 1] per head and text, averaged over the texts like theirs (mean, std, texts that define it; in a store
+    its histograms, deciles and top texts too).
 
-    name: its JSON key in a head's "scores" (and --score NAME).
-    compute(weights, allowed, tokens) -> (h,) values: weights (h, T, T) one text's heads' softmax weights,
-        masked cells 0; allowed (T, T) bool; tokens the text's Tokens. NaN where undefined for a head.
-    title: its heading in tables and figures; scale: "share" (0 → 1) or "magnitude" (0 → its largest).
+    name: its JSON key in a head's "scores", its column in tables and --score NAME.
+    compute(weights, allowed, tokens) -> (h,) values in [0, 1]: weights (h, T, T) one text's heads' softmax
+        weights as the model uses them, masked cells 0; allowed (T, T) bool, the cells a row may attend; tokens
+        the text's Tokens (.text, .special). NaN where the score is undefined for a head on this text. A value
+        outside [0, 1] stops the run with one line naming the score. It sees each text's whole (h, T, T)
+        weights, which the built-in scores never hold at once (they read a block of rows at a time).
+    title: its heading in the top-heads table and the figure (default: the name).
     """
 
     name: str
     compute: Callable
     title: str = ""
-    scale: str = "share"
 
 
 @dataclass(frozen=True)
@@ -138,7 +142,6 @@ class Registry:
     """What the plugins registered, in the order they did."""
 
     analyses: list[AnalysisSpec] = field(default_factory=list)
-    head_scores: dict[str, HeadScore] = field(default_factory=dict)
 
 
 # The door (attn_cli/__init__.py) names the built-in plugins: modules of later stages this one may not import.
@@ -146,6 +149,7 @@ builtin_plugins: Callable[[], Iterable[ModuleType]] = lambda: ()  # noqa: E731
 _manager: pluggy.PluginManager | None = None
 _registry: Registry | None = None
 _measures: dict[str, Measure] | None = None
+_head_scores: dict[str, HeadScore] | None = None
 
 
 def plugin_manager() -> pluggy.PluginManager:
@@ -171,7 +175,6 @@ def plugins() -> Registry:
         # pluggy calls the last registered plugin first: the entry points before the built-ins, so an outside
         # plugin that registers a built-in report type again takes its drawing over (the first found wins)
         hook.register_analyses(register=registry.analyses.append)
-        hook.register_head_scores(register=lambda score: registry.head_scores.setdefault(score.name, score))
         _registry = registry
     return _registry
 
@@ -184,6 +187,40 @@ def measures() -> dict[str, Measure]:
         plugin_manager().hook.register_measures(register=lambda measure: found.setdefault(measure.name, measure))
         _measures = found
     return _measures
+
+
+def head_scores() -> dict[str, HeadScore]:
+    """Every registered HeadScore by name, in the order they were registered, asked once and apart from the
+    analyses. A plugin that names one after a built-in score, or two plugins that use one name, is refused
+    in one line: the name is a JSON key and a column, so it may mean one thing."""
+    global _head_scores
+    if _head_scores is None:
+        from attn_cli.math.score_names import SCORES
+        from attn_cli.plumbing.errors import BadInput
+
+        found: dict[str, HeadScore] = {}
+
+        def register(score: HeadScore) -> None:
+            if score.name in SCORES or score.name in found:
+                raise BadInput(
+                    f"a plugin registers a head score named {score.name!r}, which is taken",
+                    "a built-in score has that name: rename the plugin's"
+                    if score.name in SCORES
+                    else "two plugins register it: rename one of them",
+                )
+            found[score.name] = score
+
+        plugin_manager().hook.register_head_scores(register=register)
+        _head_scores = found
+    return _head_scores
+
+
+def score_names() -> tuple[str, ...]:
+    """The scores `attn heads` computes, in their order: the built-in ones (score_names.SCORES), then the
+    registered HeadScores'. A run's partials, store and report are sized by this tuple."""
+    from attn_cli.math.score_names import SCORES
+
+    return (*SCORES, *head_scores())
 
 
 def measure_named(name: str) -> Measure:

@@ -1,7 +1,8 @@
 """Mergeable partial results of `attn heads` over a corpus: what a part of the corpus reduces to, and how two
 parts merge (pure numpy; no I/O).
 
-A Partial covers a set of texts and the selected (layer, head) pairs, L × H of them, and S = len(SCORES):
+A Partial covers a set of texts and the selected (layer, head) pairs, L × H of them, and S scores (`scores`:
+len(SCORES), the built-in ones, plus any a plugin registers; data/registry.score_names names them):
 
     count, total           (L, H, S) int64   texts where the score is defined; Σ x in fixed point
     squares                (L, H, S) object  Σ x² of the fixed-point values, Python ints (they pass 2^63)
@@ -102,6 +103,7 @@ class Partial:
     texts: int = 0
     tokens: int = 0
     truncated: int = 0
+    scores: int = len(SCORES)  # S: the built-in scores, then the plugins' (their names are the run's, not here)
     # The sums and lists start empty (__post_init__, sized by shape) and are filled by reduce, merge or from_state.
     count: np.ndarray = field(init=False)  # (L, H, S) int64
     total: np.ndarray = field(init=False)  # (L, H, S) int64
@@ -123,7 +125,7 @@ class Partial:
 
     def __post_init__(self) -> None:
         layers, heads = self.shape
-        stats = (layers, heads, len(SCORES))
+        stats = (layers, heads, self.scores)
         self.count = np.zeros(stats, dtype=np.int64)
         self.total = np.zeros(stats, dtype=np.int64)
         self.squares = np.full(stats, 0, dtype=object)
@@ -202,8 +204,8 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int, exa
     """One batch of texts as a Partial. examples=False: its lists (top, samples, edges, views, token lists) are
     left empty, for a run that writes no store (the report reads only the sums, counts and sinks)."""
     layers, heads = shape
-    scores = len(SCORES)
     values = batch.values  # (n, L, H, S)
+    scores = values.shape[-1]
     defined = ~np.isnan(values)
     part = Partial(
         shape,
@@ -212,6 +214,7 @@ def reduce(batch: Batch, shape: tuple[int, int], top_n: int, samples_n: int, exa
         texts=len(batch.text_ids),
         tokens=sum(len(tokens) for tokens in batch.tokens),
         truncated=batch.truncated,
+        scores=scores,
     )
     part.count = defined.sum(0).astype(np.int64)
     units = fixed(values)  # (n, L, H, S) int64
@@ -281,20 +284,18 @@ def merge(first: Partial, second: Partial) -> Partial:
     """The Partial of both parts' texts (disjoint sets of texts), the same whatever the order. Into an empty
     first (no text yet: a run's start) second comes back as it is, which is what merging would give: the
     Partials that reduce, merge_all and from_state make are already in their canonical order."""
-    if first.texts == 0 and (first.shape, first.top_n, first.samples_n) == (
-        second.shape,
-        second.top_n,
-        second.samples_n,
-    ):
+    if first.texts == 0 and _kind(first) == _kind(second):
         return second
-    return merge_all([first, second], first.shape, first.top_n, first.samples_n)
+    return merge_all([first, second], first.shape, first.top_n, first.samples_n, first.scores)
 
 
-def merge_all(parts: list[Partial], shape: tuple[int, int], top_n: int, samples_n: int) -> Partial:
+def merge_all(
+    parts: list[Partial], shape: tuple[int, int], top_n: int, samples_n: int, scores: int = len(SCORES)
+) -> Partial:
     """The merge of any number of Partials at once (one sort of their lists); an empty Partial for none."""
-    if any((part.shape, part.top_n, part.samples_n) != (shape, top_n, samples_n) for part in parts):
-        raise ValueError("partials of different heads or list sizes do not merge")
-    merged = Partial(shape, top_n, samples_n)
+    if any(_kind(part) != (shape, top_n, samples_n, scores) for part in parts):
+        raise ValueError("partials of different heads, scores or list sizes do not merge")
+    merged = Partial(shape, top_n, samples_n, scores=scores)
     if not parts:
         return merged
     for name in ("texts", "tokens", "truncated"):
@@ -312,6 +313,11 @@ def merge_all(parts: list[Partial], shape: tuple[int, int], top_n: int, samples_
     merged.views = _concat([part.views for part in parts])
     merged.token_lists = {text_id: tokens for part in parts for text_id, tokens in part.token_lists.items()}
     return _prune(merged)
+
+
+def _kind(part: Partial) -> tuple:
+    """What two Partials must share to merge: their heads, list sizes and scores."""
+    return part.shape, part.top_n, part.samples_n, part.scores
 
 
 def _shared(tokens: list[str]) -> list[str]:
@@ -358,7 +364,7 @@ def _prune(part: Partial) -> Partial:
     """Keep only the views and token lists that a kept top text, sample or edge refers to, in a canonical
     order (text_id, group), so that equal Partials have equal arrays."""
     layers_heads = part.shape[0] * part.shape[1]
-    scores = len(SCORES)
+    scores = part.scores
     wanted = np.concatenate(
         [  # with repeats: a view can serve several rows
             part.top["text_id"] * layers_heads + part.top["group"] // scores,
@@ -477,6 +483,7 @@ def to_state(part: Partial) -> tuple[dict[str, np.ndarray], dict]:
         "texts": part.texts,
         "tokens": part.tokens,
         "truncated": part.truncated,
+        "scores": part.scores,
         "sinks": [[*key, texts] for key, texts in sorted(part.sinks.items())],
         "token_lists": [[text_id, tokens] for text_id, tokens in part.token_lists.items()],
     }
@@ -486,7 +493,13 @@ def to_state(part: Partial) -> tuple[dict[str, np.ndarray], dict]:
 def from_state(arrays, meta: dict) -> Partial:
     shape = tuple(meta["shape"])
     part = Partial(
-        shape, meta["top_n"], meta["samples_n"], texts=meta["texts"], tokens=meta["tokens"], truncated=meta["truncated"]
+        shape,
+        meta["top_n"],
+        meta["samples_n"],
+        texts=meta["texts"],
+        tokens=meta["tokens"],
+        truncated=meta["truncated"],
+        scores=meta.get("scores", len(SCORES)),  # a part written before plugin scores: the built-in ones
     )
     for name in ("count", "total", "low", "high", "hist", "fine"):
         setattr(part, name, np.array(arrays[name]))

@@ -29,16 +29,15 @@ def _tokens(report) -> list[str]:
 def heads_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
     """Row labels (L0 …; an encoder–decoder model's "encoder L0" … "cross L1", a row per stack and layer), column
     labels (h0 …), and per score its (rows, heads) means, NaN where undefined."""
-    from attn_cli.math.head_scores import SCORES
-
+    names = report.score_names
     order = {None: 0, "encoder": 1, "decoder": 2, "cross": 3}
     layers = sorted(
         {(profile.stack, profile.layer) for profile in report.heads}, key=lambda row: (order[row[0]], row[1])
     )
     heads = sorted({profile.head for profile in report.heads})
-    grids = {name: np.full((len(layers), len(heads)), np.nan) for name in SCORES}
+    grids = {name: np.full((len(layers), len(heads)), np.nan) for name in names}
     for profile in report.heads:
-        for name in SCORES:
+        for name in names:
             value = profile.scores[name]
             if value is not None:
                 grids[name][layers.index((profile.stack, profile.layer)), heads.index(profile.head)] = value
@@ -49,9 +48,9 @@ def heads_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
 
 
 def _score_title(name: str) -> str:
-    from attn_cli.render.heads_view import KINDS
+    from attn_cli.render.heads_view import KINDS, kind_of
 
-    return f"{KINDS[name][2]} score"
+    return f"{KINDS[name][2]} score" if name in KINDS else kind_of(name)[2]  # a plugin's title as it wrote it
 
 
 def heads_items(report, per_head: bool = False) -> list[Heat]:

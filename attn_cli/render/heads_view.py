@@ -26,6 +26,7 @@ KINDS = {
     "retrieval": ("R", "black on bright_green", "retrieval"),
     MIXED: ("·", "dim", "mixed"),
 }
+PLUGIN_KIND = ("+", "black on plum2")  # a score a plugin registers (data/registry.HeadScore): its chip
 ROW_LABEL = 4  # "L11 "
 TOP_LABEL = 20  # the type's chip and name in the top table
 TOP_NAMES = {
@@ -215,9 +216,11 @@ def _top_table(report: HeadsReport, width: int) -> Group:
         + ")"
     )
     rows: list[RenderableType] = [Text(title, style="bold")]
-    for name in SCORES:
-        code, style, label = KINDS[name]
-        line = Text.assemble((f" {code} ", style), f" {TOP_NAMES.get(name, label)}".ljust(TOP_LABEL - 3))
+    for name in report.score_names:
+        code, style, label = kind_of(name)
+        # a plugin's score by its name, which --score takes (its title, in the figure, may be long)
+        shown = TOP_NAMES.get(name, label if name in KINDS else name)
+        line = Text.assemble((f" {code} ", style), f" {shown}"[: TOP_LABEL - 3].ljust(TOP_LABEL - 3))
         ranked = report.top(name, TOP_COUNT)
         reasons = {profile.stack: profile.not_defined[name] for profile in report.heads if name in profile.not_defined}
         if not ranked:
@@ -266,6 +269,18 @@ def _stack_code(stack: str | None) -> str:
     return "" if stack is None else STACK_CODES.get(stack, stack)
 
 
+def kind_of(score: str) -> tuple[str, str, str]:
+    """A score's (code, style, name) for its chip and its line: KINDS' for the built-in ones; a plugin's
+    (data/registry.HeadScore) shows a + and its title, or its name where this process has not registered it
+    (a store written with the plugin, read without it)."""
+    if score in KINDS:
+        return KINDS[score]
+    from attn_cli.data.registry import head_scores
+
+    registered = head_scores().get(score)
+    return (*PLUGIN_KIND, (registered.title if registered is not None else "") or score)
+
+
 def _undefined(name: str) -> str:
     if name in ("duplicate_token", "induction"):
         return "no text had a repeated token (try --probe induction)"
@@ -273,6 +288,8 @@ def _undefined(name: str) -> str:
         return "no text had punctuation"
     if name == "retrieval":
         return "only on a needle: --probe retrieval"
+    if name not in SCORES:
+        return "undefined on every text"
     return "no row with a choice of keys"
 
 

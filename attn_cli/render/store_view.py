@@ -13,7 +13,7 @@ from rich.style import Style
 from rich.text import Text
 
 from attn_cli.analyses.store_read import Example, HeadDashboard, StoreReport
-from attn_cli.render.heads_view import KINDS, render_heads, score_text  # a score in three characters: .97 1.0
+from attn_cli.render.heads_view import KINDS, kind_of, render_heads, score_text  # a score in three characters: .97 1.0
 from attn_cli.render.scale import Scale, counted, luminance
 
 SPARKS = "▁▂▃▄▅▆▇█"  # a histogram bin's height, relative to the score's fullest bin
@@ -100,7 +100,7 @@ def render_dashboard(dashboard: HeadDashboard, width: int, colour: bool = True) 
 
 
 def _score_name(score: str) -> str:
-    return KINDS[score][2].split(" (")[0] if score in KINDS else score
+    return kind_of(score)[2].split(" (")[0]
 
 
 def _head_line(dashboard: HeadDashboard) -> Text:
@@ -117,7 +117,7 @@ def _head_line(dashboard: HeadDashboard) -> Text:
 
 def _histogram_line(dashboard: HeadDashboard, score: str) -> Text:
     distribution = dashboard.store.distributions[dashboard.profile.layer, dashboard.profile.head][score]
-    code, style, _ = KINDS[score]
+    code, style, _ = kind_of(score)
     name = f" {HIST_NAMES.get(score, score)}"[: NAME_WIDTH - 3]
     line = Text.assemble((f" {code} ", style), name.ljust(NAME_WIDTH - 3))
     line.append("│", style="dim")

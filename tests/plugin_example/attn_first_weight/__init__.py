@@ -108,7 +108,7 @@ def register_analyses(register) -> None:
 
 @hookimpl
 def register_head_scores(register) -> None:
-    register(HeadScore("first_mass", first_mass, title="mean weight on the first token", scale="share"))
+    register(HeadScore("first_mass", first_mass, title="mean weight on the first token"))
 
 
 def value_weighted(layer, heads, kv_heads, weights, window):
