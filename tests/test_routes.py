@@ -209,3 +209,44 @@ def test_alti_on_a_decoder_is_the_reference_formula_rolled_out(tiny_gpt2_dir):
         np.testing.assert_allclose(report.per_layer[layer], (scores / scores.sum(-1, keepdim=True)).numpy(), atol=1e-5)
         assert np.all(np.triu(report.per_layer[layer], 1) == 0)
     np.testing.assert_allclose(report.matrix, report.per_layer[1] @ report.per_layer[0], atol=1e-6)
+
+
+def test_explore_shows_the_routes_of_the_query_tokens_prediction(lab):
+    """r opens `attn routes --position QUERY` of the sentence on screen; ] moves to the next token; Esc closes."""
+    import asyncio
+    import time
+
+    from conftest import patience
+    from rich.console import Console
+
+    from attn_cli.explore.app import ExploreApp
+    from attn_cli.explore.widgets import RoutesScreen
+
+    def shown(app) -> str:
+        console = Console(width=118, color_system=None)
+        with console.capture() as captured:
+            console.print(app.screen.query_one("#routes").content)
+        return captured.get()
+
+    async def until(pilot, condition, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + patience(timeout)
+        while not condition():
+            assert time.monotonic() < deadline, "timed out waiting for the app"
+            await pilot.pause(0.05)
+
+    async def scenario():
+        app = ExploreApp(lambda: lab, LAB_TEXT, model_name="lab")
+        async with app.run_test(size=(120, 50)) as pilot:
+            await until(pilot, lambda: app.model is not None)
+            for _ in range(9):  # the query token from 1 to 10, the 'a' before the second 'dog'
+                await pilot.press("right_square_bracket")
+            await pilot.press("r")
+            assert isinstance(app.screen, RoutesScreen)
+            await until(pilot, lambda: "routes of the prediction at position 10 ('a')" in shown(app))
+            assert "L0 out 5 dog → L1 attn 10 a" in shown(app)
+            await pilot.press("right_square_bracket")
+            await until(pilot, lambda: "routes of the prediction at position 11 ('dog')" in shown(app))
+            await pilot.press("escape")
+            assert not isinstance(app.screen, RoutesScreen)
+
+    asyncio.run(scenario())

@@ -59,6 +59,7 @@ class ExploreApp(LookKeys, App[int]):
         Binding("x", "export", "export"),
         Binding("a", "attribute", "attribute", show=False),  # in the help (?): the keys line is full at 80 columns
         Binding("z", "ablate", "ablate", show=False),  # likewise
+        Binding("r", "routes", "routes", show=False),  # likewise
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit_app", "quit"),
         Binding("ctrl+c", "quit_app", "quit", show=False, priority=True),  # else Textual's "press ctrl+q"

@@ -1,7 +1,7 @@
 """The explorer's keys that change what is looked at, for ExploreApp (explore/app.py) to inherit: `e` a new
 sentence (an encoder–decoder model's source), `t` a new target, `c` the next stack, `v` the next variant, `a`
-the sentence's attribution, `z` the selected head removed. Which kind of look (Session.kind: a sentence, a source–target pair, an image) has
-which of them: KINDS."""
+the sentence's attribution, `r` the routes of the query token's prediction, `z` the selected head removed.
+Which kind of look (Session.kind: a sentence, a source–target pair, an image) has which of them: KINDS."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from attn_cli.explore.kinds import STACK_KEY
-from attn_cli.explore.widgets import AttributionScreen, SentenceInput
+from attn_cli.explore.widgets import AttributionScreen, RoutesScreen, SentenceInput
 
 # The actions only some kinds of look have (Session.kind); every other action, every kind.
 KINDS = {
@@ -19,6 +19,7 @@ KINDS = {
     "variant": ("text", "image"),
     "edit": ("text", "pair"),
     "attribute": ("text",),
+    "routes": ("text",),
     "ablate": ("text",),
 }
 
@@ -45,6 +46,7 @@ class LookKeys(KeysBase):
         page: str
         layer: int
         head: int
+        query: int
 
         def say(self, message: str, style: str = "", about: tuple[int, int] | None = None) -> None: ...
         def run_look(self, text: str, variant: str) -> None: ...
@@ -147,6 +149,28 @@ class LookKeys(KeysBase):
                 return Text(f"error: {error}", style="red")
 
         return attribute
+
+    # -- routes -------------------------------------------------------------------------------------
+    def action_routes(self) -> None:
+        """r: the information-flow routes (attn routes) of the prediction at the query token, in a screen of its own;
+        [ ] move to the previous / next token."""
+        if self.model is None:
+            self.say("the model is still loading", style="yellow")
+        else:
+            count = len(self.session.report.tokens)
+            self.push_screen(RoutesScreen(count, self.query, self.session.submit, self.routes_of(self.text)))
+
+    def routes_of(self, text: str):
+        def routes(position: int):
+            from attn_cli.plumbing.errors import AttnError
+            from attn_cli.render.routes_view import render_routes
+
+            try:
+                return render_routes(self.model.routes(text, position=position))
+            except AttnError as error:
+                return Text(f"error: {error}", style="red")
+
+        return routes
 
     # -- ablation -----------------------------------------------------------------------------------
     def action_ablate(self) -> None:

@@ -73,6 +73,11 @@ KEYS = [
         "attribution of the sentence (attn attribute) beside the attention rollout; m: next method (a sentence only)",
     ),
     (
+        "r",
+        "the information-flow routes (attn routes) of the prediction at the query token; [ ]: the previous / next "
+        "token (a decoder's sentence only)",
+    ),
+    (
         "z",
         "remove (zero-ablate) the selected head and run the sentence again: how much the model's output moved "
         "(attn ablate; a sentence only)",
@@ -391,6 +396,56 @@ class AttributionScreen(ModalScreen[None]):
 
     def action_method(self) -> None:
         self.run(self.methods[(self.methods.index(self.method) + 1) % len(self.methods)])
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class RoutesScreen(ModalScreen[None]):
+    """`attn routes TEXT --position P` of the sentence on screen, P first the selected query token and moved with
+    [ ]. The model runs on the session's model thread (`submit`); `routes(position)` returns the renderable (or
+    says the error: an encoder has no routes)."""
+
+    BINDINGS = [
+        Binding("escape,q,r", "close", "close"),
+        Binding("left_square_bracket", "position(-1)", "previous token"),
+        Binding("right_square_bracket", "position(1)", "next token"),
+    ]
+    DEFAULT_CSS = """
+    RoutesScreen { align: center middle; }
+    RoutesScreen > VerticalScroll { width: 98%; height: auto; max-height: 95%;
+                                    border: round $accent; padding: 0 1; background: $surface; }
+    """
+
+    def __init__(self, count: int, position: int, submit, routes):
+        super().__init__()
+        self.count, self.submit, self.routes = count, submit, routes
+        self.position = position
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(id="routes")
+
+    def on_mount(self) -> None:
+        self.run(self.position)
+
+    def run(self, position: int) -> None:
+        self.position = position
+        self.query_one("#routes", Static).update(
+            Text(f"tracing the prediction at position {position} ([ ]: another token, Esc closes) …", style="dim")
+        )
+        self.submit(self._in_thread, position)
+
+    def _in_thread(self, position: int) -> None:
+        shown = self.routes(position)
+        self.app.call_from_thread(self._show, position, shown)
+
+    def _show(self, position: int, shown) -> None:
+        if position == self.position and self.is_attached:
+            self.query_one("#routes", Static).update(shown)
+
+    def action_position(self, step: int) -> None:
+        self.run((self.position + step) % self.count)
 
     def action_close(self) -> None:
         self.dismiss(None)
