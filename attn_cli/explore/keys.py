@@ -46,7 +46,6 @@ class LookKeys(KeysBase):
         page: str
         layer: int
         head: int
-        query: int
 
         def say(self, message: str, style: str = "", about: tuple[int, int] | None = None) -> None: ...
         def run_look(self, text: str, variant: str) -> None: ...
@@ -158,7 +157,7 @@ class LookKeys(KeysBase):
             self.say("the model is still loading", style="yellow")
         else:
             count = len(self.session.report.tokens)
-            self.push_screen(RoutesScreen(count, self.query, self.session.submit, self.routes_of(self.text)))
+            self.push_screen(RoutesScreen(count, self.session.query, self.session.submit, self.routes_of(self.text)))
 
     def routes_of(self, text: str):
         def routes(position: int):
