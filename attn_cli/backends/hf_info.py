@@ -13,6 +13,13 @@ def model_info(name: str, model) -> ModelInfo:
     configs gives its encoder's: stack_config)."""
     config = stack_config(model.config, "encoder")
     heads = getattr(config, "num_attention_heads", None)
+    inner = inner_models(config)
+    if not isinstance(heads, int) and inner:  # BLT: a patcher, byte encoder and decoder, a global model
+        raise UnsupportedModel(
+            f"{config.model_type} is several models in one, each with its own attention ({', '.join(inner)}): "
+            "attn shows one stack of layers over the text's tokens",
+            "no numbers are shown rather than one of them passed off as the model's",
+        )
     if not isinstance(heads, int):  # Mamba, RWKV, xLSTM, FNet: state spaces, recurrences or Fourier mixing
         raise UnsupportedModel(
             f"{config.model_type} has no attention heads (its config names no num_attention_heads)",
@@ -33,6 +40,16 @@ def model_info(name: str, model) -> ModelInfo:
         no_attention_layers=no_attention_layers(model, config.num_hidden_layers),
         attention_note="; ".join(note for note in notes if note) or None,
     )
+
+
+def inner_models(config) -> list[str]:
+    """The names of the configs inside `config` that have attention heads of their own (BLT's patcher_config,
+    encoder_config …), where the config itself names none."""
+    return [
+        name
+        for name, value in vars(config).items()
+        if name.endswith("_config") and isinstance(getattr(value, "num_attention_heads", None), int)
+    ]
 
 
 def stack_config(config, stack: str):

@@ -38,8 +38,15 @@ VISION_TYPES = {
     "siglip_vision_model": "SiglipVisionModel",
     "siglip": "SiglipVisionModel",
 }
-# images, video, audio, an image's region features (LXMERT)
-_OTHER_INPUTS = ("pixel_values", "pixel_values_videos", "input_features", "input_values", "visual_feats")
+# images, video, audio, an image's region features (LXMERT), a protein (Evolla)
+_OTHER_INPUTS = (
+    "pixel_values",
+    "pixel_values_videos",
+    "input_features",
+    "input_values",
+    "visual_feats",
+    "protein_input_ids",
+)
 # Document models whose forward will not run without a layout box per token (LayoutLM and LiLT default them to 0)
 _NEEDS_BOXES = ("bros",)
 _HARMLESS_MISSING = ("pooler.",)  # computed after every attention layer: cannot change what attn reports
@@ -192,6 +199,12 @@ def check_config(model, modality: str = "text") -> None:
             f"{kind} reads a question with a table: {len(table)} token-type ids per token (segment, column, row, "
             "ranks …) that its table tokenizer makes, which a plain text does not have",
             SUPPORTED,
+        )
+    if "shared_kv_states" in parameters:  # Gemma 4's assistants: every layer reuses the target model's keys
+        raise UnsupportedModel(
+            f"{kind} ({type(model).__name__}) drafts tokens for another model: its attention reads that model's "
+            "keys and values (shared_kv_states) and hidden states, which a text alone does not give",
+            "inspect the model it drafts for",
         )
     if kind in _NEEDS_BOXES and "bbox" in parameters:
         raise UnsupportedModel(
