@@ -126,3 +126,55 @@ def test_diff_and_words_read_the_mask_from_the_weights(bloom_dir, monkeypatch, a
     """They read the mask from the scores' NaN, which a weights-only head has none of: HeadReport.masked."""
     result = attn(monkeypatch, *args, "--model", str(bloom_dir))
     assert result.exit_code == 0, result.output
+
+
+@pytest.fixture(scope="module")
+def fsmt_dir(tmp_path_factory):
+    """A tiny FSMT (a translation encoder–decoder whose three attentions are code of its own), with its LM head."""
+    from transformers import FSMTConfig, FSMTForConditionalGeneration
+
+    torch.manual_seed(0)
+    sizes = dict(encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4)
+    config = FSMTConfig(
+        src_vocab_size=30522, tgt_vocab_size=30522, d_model=16, encoder_ffn_dim=32, decoder_ffn_dim=32, **sizes
+    )
+    return save_tiny(FSMTForConditionalGeneration(config), tmp_path_factory.mktemp("tiny-fsmt"))
+
+
+def test_an_encoder_decoder_of_its_own_attention_is_weights_only_in_inspect_and_heads(fsmt_dir, monkeypatch):
+    """inspect's encoder, decoder and cross weights are eager's (1e-5), with Q, K and V null and the reason;
+    attn heads scores those weights (no overflow from an empty q·kᵀ); generate, which records nothing of such a
+    model, is refused in one line."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    import attn_cli
+    from attn_cli.analyses.heads_stacks import layer_weights
+
+    source, target = "the cat sat", "die katze"
+    model = attn_cli.load(str(fsmt_dir), device="cpu")
+    report = model.inspect(source, target=target)
+    eager_model = AutoModelForSeq2SeqLM.from_pretrained(fsmt_dir, attn_implementation="eager").eval()
+    fed = {
+        "input_ids": torch.tensor([[token.id for token in report.tokens]]),
+        "decoder_input_ids": torch.tensor([[token.id for token in report.target_tokens]]),
+    }
+    with torch.no_grad():  # use_cache=False as attn runs it: with a cache FSMT builds no causal mask
+        out = eager_model(**fed, output_attentions=True, use_cache=False)
+    eager = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
+    seen = set()
+    for stack in report.stacks:
+        for layer in stack.layers:
+            for head in layer.heads:
+                want = eager[layer.stack][layer.layer][0, head.head].numpy()
+                assert np.abs(head.weights - want).max() <= 1e-5, (layer.stack, layer.layer, head.head)
+                assert "FSMTModel computes attention in its own code" in head.without_qkv
+            seen.add(layer.stack)
+    assert seen == {"encoder", "decoder", "cross"}
+    from attn_cli.backends.hf_seq2seq import capture_pair
+
+    _, _, captures = capture_pair(model.backend, source, target, {"cross": [0]})
+    weights, _ = layer_weights(captures["cross"].layers[0], [0, 1, 2, 3], captures["cross"].model)
+    assert torch.allclose(weights, out.cross_attentions[0][0], atol=1e-5)  # heads scores these, not q·kᵀ
+    result = attn(monkeypatch, "generate", source, "--model", str(fsmt_dir), "--max-new-tokens", "2")
+    assert result.exit_code == 1 and "generation records no attention" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1

@@ -152,6 +152,8 @@ def layer_weights(record: LayerCapture, heads: list[int], info):
     (T_q, T_k) bool. The scores are the model's: q·kᵀ·scale (or its own scorer) plus any position bias (T5)."""
     from attn_cli.math import attention
 
+    if record.weights is not None:  # a weights-only model (FSMT, MVP): the weights it returned, no Q and K
+        return record.weights.float()[heads], record.mask.full()
     q = record.q[heads].float()  # (h, T_q, D)
     k = record.k[[info.kv_head_of(head) for head in heads]].float()  # (h, T_k, D): each query head's key head
     scores = record.scorer_for(heads)(q, k)  # (h, T_q, T_k)

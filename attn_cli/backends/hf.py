@@ -21,7 +21,7 @@ from attn_cli.backends.capture_hook import (
     capturing,
     check_capture_changes_nothing,
 )
-from attn_cli.backends.hf_info import from_pretrained_dtype, model_info, stop_reason
+from attn_cli.backends.hf_info import WITHOUT_QKV, from_pretrained_dtype, model_info, stop_reason
 from attn_cli.backends.validate import (
     VISION_TYPES,
     check_config_file,
@@ -34,12 +34,6 @@ from attn_cli.backends.vision import VisionBackend, load_vision_backend
 from attn_cli.data.capture import Capture, LayerCapture, Token, sequence_of
 from attn_cli.math.masks import AttentionMask
 from attn_cli.plumbing.errors import AttnError, BadInput, InputTooLong, ModelNotFound, UnsupportedModel
-
-# Why a weights-only model has no Q, K and V: said in the JSON and in one line of the terminal.
-WITHOUT_QKV = (
-    "{name} computes attention in its own code, not through transformers' attention interface: attn reads the "
-    "weights it returns (output_attentions), not its Q, K and V"
-)
 
 
 @dataclass(frozen=True)

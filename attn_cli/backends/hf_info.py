@@ -7,6 +7,12 @@ from __future__ import annotations
 from attn_cli.data.capture import ModelInfo
 from attn_cli.plumbing.errors import UnsupportedModel
 
+# Why a weights-only model has no Q, K and V: said in the JSON and in one line of the terminal.
+WITHOUT_QKV = (
+    "{name} computes attention in its own code, not through transformers' attention interface: attn reads the "
+    "weights it returns (output_attentions), not its Q, K and V"
+)
+
 
 def model_info(name: str, model) -> ModelInfo:
     """Dimensions and attention kind from the config and the attention modules (an encoder–decoder made of two

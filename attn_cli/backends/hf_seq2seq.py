@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from attn_cli.backends.capture_hook import LayerRecorder, capturing
-from attn_cli.backends.hf_info import stack_config, stop_reason
+from attn_cli.backends.hf_info import WITHOUT_QKV, stack_config, stop_reason
 from attn_cli.backends.validate import check_finite, check_finite_record
 from attn_cli.data.capture import Capture, LayerCapture, ModelInfo, Token
+from attn_cli.math.masks import AttentionMask
 from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 STACKS = ("encoder", "decoder", "cross")
@@ -139,11 +140,8 @@ def capture_pair(
     )
     with capturing(backend.model, recorder), torch.inference_mode():
         (backend.model if target is not None else backend.model.get_encoder())(**fed)
-    if recorder.calls == 0:
-        raise UnsupportedModel(
-            f"{type(backend.model).__name__} does not route attention through transformers' "
-            "attention interface, so attn cannot see its Q, K and V"
-        )
+    if recorder.calls == 0:  # attention code of its own (FSMT, ProphetNet …): the weights it returns
+        recorder.records = pair_weights_only(backend, fed, wanted)
     missing = sorted(
         {stack for stack, layers in wanted.items() for layer in layers if (stack, layer) not in recorder.records}
     )
@@ -171,6 +169,63 @@ def capture_pair(
     return source_tokens, targets, dict(zip(captures, check_finite(list(captures.values()))))
 
 
+def pair_weights_only(backend, fed: dict, wanted: Mapping[str, Sequence[int]]) -> dict:
+    """(stack, layer) -> a record of the weights the model returns with output_attentions, for an encoder–decoder
+    whose attention does not go through the interface: q, k and v empty (1, H, T_q, 0), `weights` (1, H, T_q,
+    T_k) of the encoder (source × source), the decoder (target × target) and the cross-attention (target ×
+    source). A key every head gives exactly 0 is masked (the decoder's causal mask). Refused unless every layer
+    asked for is there, as softmax rows of the stack's heads."""
+    name = type(backend.model).__name__
+    try:
+        with torch.inference_mode():
+            model = backend.model if "decoder_input_ids" in fed else backend.model.get_encoder()
+            out = model(**fed, output_attentions=True)
+    except Exception:  # its own attention code cannot hand the weights back
+        out = None
+    returned = {
+        "encoder": getattr(out, "encoder_attentions", None) or getattr(out, "attentions", None),
+        "decoder": getattr(out, "decoder_attentions", None),
+        "cross": getattr(out, "cross_attentions", None),
+    }
+    source = fed["input_ids"].shape[1]
+    target = fed["decoder_input_ids"].shape[1] if "decoder_input_ids" in fed else 0
+    shapes = {"encoder": (source, source), "decoder": (target, target), "cross": (target, source)}
+    records = {}
+    for stack, layers in wanted.items():
+        heads = stack_info(backend.info, backend.model.config, stack).heads
+        for layer in layers:
+            stacked = returned[stack]
+            weights = stacked[layer] if stacked is not None and layer < len(stacked) else None
+            if weights is None or tuple(weights.shape[1:]) != (heads, *shapes[stack]):
+                raise UnsupportedModel(
+                    f"{name} does not route attention through transformers' attention interface, and returns no "
+                    f"{stack} attention weights of layer {layer} as {heads} heads of {shapes[stack][0]} × "
+                    f"{shapes[stack][1]} either",
+                    "models of transformers >= 5 with an attn_implementation setting are supported",
+                )
+            weights = weights.detach().to(backend.device, torch.float32)  # (1, H, T_q, T_k)
+            rows = weights.float().sum(-1)
+            if not bool((weights >= 0).all()) or not bool(((rows - 1).abs() <= 1e-3).all()):
+                raise UnsupportedModel(
+                    f"{name} does not route attention through transformers' attention interface, and the {stack} "
+                    "attention weights it returns are not softmax rows",
+                    "models of transformers >= 5 with an attn_implementation setting are supported",
+                )
+            batch, count_q, count_k = weights.shape[0], weights.shape[2], weights.shape[3]
+            empty = weights.new_zeros(batch, weights.shape[1], count_q, 0)
+            records[(stack, layer)] = LayerCapture(
+                layer=layer,
+                q=empty,
+                k=empty,
+                v=empty,
+                mask=AttentionMask(count_q, count_k, False, (weights > 0).any(dim=1), weights.device),
+                scale=float("nan"),
+                weights=weights,
+                without_qkv=WITHOUT_QKV.format(name=name),
+            )
+    return records
+
+
 def only_sequence(record: LayerCapture) -> LayerCapture:
     """A batch-of-one record as one sequence: q (H, T_q, D), k and v (H_kv, T_k, D); nothing is padding."""
     mask = record.mask
@@ -185,7 +240,8 @@ def only_sequence(record: LayerCapture) -> LayerCapture:
         mask=mask,
         inputs=rows(record.inputs),
         bias=rows(record.bias),
-    )  # bias (H, T_q, T_k)
+        weights=rows(record.weights),
+    )  # bias and weights (H, T_q, T_k)
 
 
 def capture_pair_generation(
@@ -241,6 +297,11 @@ def capture_pair_generation(
             top_k=None if not sample else 0,
             top_p=None,
             use_cache=True,
+        )
+    if recorder.calls == 0:  # FSMT, MVP …: inspect reads the weights they return; generation hands none
+        raise UnsupportedModel(
+            WITHOUT_QKV.format(name=type(backend.model).__name__) + ", and generation records no attention of it",
+            "attn inspect SOURCE --target TEXT shows its weights, teacher-forced",
         )
     ids = out[0].tolist()  # the decoder's start token, then what it generated
     return backend._tokens(encoding), ids, stop_reason(ids[1:], backend.lm.generation_config.eos_token_id)
