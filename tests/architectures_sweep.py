@@ -22,12 +22,14 @@ Outcomes, what the test asserts of each:
                 equals its output without (≤ 1e-5): capture changed nothing
   weights-only  the weights equal eager's (≤ 1e-5), Q, K and V are not captured (the layer's attention does
                 not go through transformers' attention interface); the reason is the table's
-  refused       attn stops with one line (an AttnError), containing the table's reason
+  refused       attn stops with one line (an AttnError), containing the table's reason (where the model's own
+                forward cannot run on a plain text, BROS's without boxes, attn's refusal of it before it runs)
   excluded      another modality: attn refuses the config before loading, in one line
   wrong / crash a known defect being fixed (issue 36): the test asserts it is still so, so that the fix
                 fails it and the row is updated; never a state to add a type in
-  unbuilt       the sweep has no tiny model of the type yet (its defaults are a full model, do not fit SMALL,
-                or its own forward fails on them): a row of OVERRIDES would add it; asserted still so
+  unbuilt       the sweep has no tiny model of the type (it needs a library the tests do not install, its class
+                is missing from transformers, its defaults are a full model or do not fit SMALL, or its own
+                forward fails on them): a row of OVERRIDES adds one where it can; asserted still so
 """
 
 from __future__ import annotations
@@ -786,8 +788,9 @@ _INTROS = {
         "config.json, in one line naming what it reads."
     ),
     "unbuilt": (
-        "The sweep has no tiny model of these yet (the config's defaults are a full-size model or do not fit "
-        "the sweep's small sizes): what attn does with them is not known."
+        "The sweep cannot build a tiny model of these (the model needs a library the tests do not install, "
+        "transformers maps the type to a class it does not have, or the config does not fit the sweep's small "
+        "sizes): what attn does with them is not known."
     ),
 }
 
