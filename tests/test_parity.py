@@ -127,3 +127,35 @@ def test_parity_on_cuda(request, model_fixture, minilm_path):
     report = attn.load(str(directory), device="cuda").inspect(text)
     assert report.device.startswith("cuda")
     assert_matches_eager(report, eager_attentions(directory, text))
+
+
+def test_attention_after_the_last_captured_layer_is_not_run(minilm_backend, monkeypatch):
+    """capture_batch reads only its records: once every wanted layer is recorded, later attention calls hand back
+    zeros instead of running (inspect --layer 1 of 6 runs one attention, not six). The records are those of a
+    capture that runs every layer (bit for bit), and the model is left as it was."""
+    from attn_cli.backends import capture_hook
+
+    texts = ["Hello, how are you?", "The cat sat on the mat, and the cat slept."]
+    fed = minilm_backend.tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        before = minilm_backend.model(**fed).last_hidden_state
+    calls: list[int] = []
+    real = capture_hook.delegate_for
+
+    def counted(name, module):
+        calls.append(module.layer_idx)
+        return real(name, module)
+
+    monkeypatch.setattr(capture_hook, "delegate_for", counted)
+    one = minilm_backend.capture_batch(texts, [1])
+    assert calls == [0]  # layer 1's own attention, and layers 2-5's, spared
+    calls.clear()
+    every = minilm_backend.capture_batch(texts, list(range(6)))
+    assert calls == [0, 1, 2, 3, 4]
+    for alone, together in zip(one, every):
+        for name in ("q", "k", "v"):
+            assert torch.equal(getattr(alone.layers[1], name), getattr(together.layers[1], name))
+        masks = alone.layers[1].mask, together.layers[1].mask
+        assert torch.equal(*(mask.rows(0, mask.queries) for mask in masks))
+    with torch.inference_mode():
+        assert torch.equal(minilm_backend.model(**fed).last_hidden_state, before)

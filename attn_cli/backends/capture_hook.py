@@ -62,6 +62,7 @@ class LayerRecorder:
         stop: bool = False,
         keep_sink: bool = False,
         edit: Callable | None = None,
+        skip_rest: bool = False,
     ):
         # edit(layer, output) -> output: every head's output (B, T, H, D) as the delegate hands it back, before the
         # module's o_proj mixes the heads: the one place interventions act (analyses/ablate.py: ablation, patching,
@@ -72,6 +73,12 @@ class LayerRecorder:
         # attention runs, for callers that read nothing but the records (attn heads: a 24-layer model asked for
         # layers 0-1 runs two layers, not 24)
         self.stop, self.handed = stop and sink is not None, set[Hashable]()
+        # skip_rest (without a sink): once every wanted layer is recorded, an attention call's output is zeros
+        # instead of its computation, for callers that read only the records (capture_batch: attn inspect's
+        # --layer 3 of 4 layers spares the layer's own attention, the largest cost at 16k tokens). The forward
+        # still runs to its end, so a recurrent-depth model still shows its loop (the refusal above); the
+        # layers' records, made before their calls return, are those of the model as it runs.
+        self.skip_rest = skip_rest and sink is None
         # key_of(module) -> what wanted_layers and records are keyed by, where a layer number alone does not
         # name an attention (an encoder–decoder model's ("cross", 0)); None: the layer number.
         self.key_of = key_of
@@ -170,6 +177,9 @@ class LayerRecorder:
                     raise LayersCaptured
             else:
                 self.records[slot] = record
+        if self.skip_rest and self.wanted_layers <= self.records.keys():
+            # (B, T, H, D_v), as the delegates hand their output back: nothing reads it any more
+            return query.new_zeros(query.shape[0], query.shape[2], query.shape[1], value.shape[-1]), None
         delegate = delegate_for(self.delegate_name, module)
         output = delegate(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
         if self.edit is None:

@@ -124,6 +124,7 @@ class HFBackend:
             pre_rope,
             analysis_device=self.device,
             keep_sink=True,  # every capture_batch record goes through analyse_rows, which puts it in the softmax
+            skip_rest=True,  # the model's output is not read: attention after the last wanted layer is not run
         )
         first_device = self.model.device  # where the inputs go: the device itself, or a device map's first
         fed = {name: tensor.to(first_device) for name, tensor in batch.items()}
