@@ -484,3 +484,19 @@ def test_roberta_refuses_more_tokens_than_its_usable_positions(roberta_20_dir, c
 def test_roberta_truncates_to_its_usable_positions(roberta_20_dir):
     report = attn_cli.load(str(roberta_20_dir), device="cpu").inspect(ROBERTA_TOO_LONG, truncate=True)
     assert len(report.tokens) == ROBERTA_POSITIONS - 2 and report.truncated_from == 19
+
+
+def test_a_layer_whose_keys_are_not_the_tokens_is_refused_by_every_capture_and_the_others_can_be_chosen():
+    """DeepSeek-V4's compressed sparse attention (its layer 1) attends over pooled blocks of keys beside the tokens
+    (21 keys for 17 tokens): inspect's capture and heads' (a padded batch handed layer by layer) refuse it in one
+    line naming the layer; --layer 0 (sliding-window attention over the tokens) is read."""
+    from architectures_sweep import TEXT, _tiny_model, _tokenizer
+
+    from attn_cli.backends.hf import HFBackend
+    from attn_cli.plumbing.errors import UnsupportedModel
+
+    backend = HFBackend("deepseek_v4", _tiny_model("deepseek_v4"), _tokenizer(), "cpu")
+    for run in (lambda: Model(backend).inspect(TEXT), lambda: Model(backend).heads([TEXT])):
+        with pytest.raises(UnsupportedModel, match=r"\(layer 1\) attends over 21 keys for 17 tokens"):
+            run()
+    assert {profile.layer for profile in Model(backend).heads([TEXT], layers="0").heads} == {0}

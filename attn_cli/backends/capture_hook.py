@@ -63,6 +63,7 @@ class LayerRecorder:
         keep_sink: bool = False,
         edit: Callable | None = None,
         skip_rest: bool = False,
+        generating: bool = False,
     ):
         # edit(layer, output) -> output: every head's output (B, T, H, D) as the delegate hands it back, before the
         # module's o_proj mixes the heads: the one place interventions act (analyses/ablate.py: ablation, patching,
@@ -88,6 +89,9 @@ class LayerRecorder:
         # keep_sink: record a learned sink logit (s_aux) in LayerCapture.sink instead of refusing the model; only
         # for callers whose analysis puts it in the softmax (analyses/inspect.py's analyse_rows).
         self.keep_sink = keep_sink
+        # generating: the forwards of model.generate(), whose later steps' keys are the cache (more than the queries);
+        # every other forward runs over the text once, a key per token
+        self.generating = generating
         self.wanted_layers = wanted_layers
         self.delegate_name = delegate_name
         self.inject = inject  # variant transform (q, k, scale) -> (q', k', scale'), or None
@@ -135,7 +139,7 @@ class LayerRecorder:
         if self.inject is not None:  # --propagate: the model runs on with the variant's q, k and scale
             query, key, scaling = self.inject(query, key, scaling)
         if slot in self.wanted_layers:
-            if self.sink is None and self.key_of is None and key.shape[-2] != query.shape[-2]:
+            if not self.generating and self.key_of is None and key.shape[-2] != query.shape[-2]:
                 # one forward over the text, self-attention: a key per token, unless the layer adds keys of its own
                 raise UnsupportedModel(
                     f"{type(module).__name__} (layer {layer}) attends over {key.shape[-2]} keys for "

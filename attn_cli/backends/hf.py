@@ -274,6 +274,7 @@ class HFBackend:
             analysis_device=self.device,
             sink=handed,
             keep_sink=True,  # generate's step_row puts a learned sink logit in its softmax
+            generating=True,
         )
         self._guard({"input_ids": ids, **inputs})
         if seed is not None:
