@@ -163,7 +163,8 @@ def test_the_command_prints_bars_heads_and_the_rest_and_writes_json(tmp_path, mo
     drawn = result.output
     assert "ALTI-Logit of 'dog' after position 10 ('a'): logit 17.30" in drawn
     assert "L1 H3   +5.16" in drawn and "the model's logit 17.30" in drawn
-    assert max(len(line) for line in drawn.splitlines()) <= 80
+    # the view fits 80 columns; the last line names the saved file, whose temporary path is as long as it is
+    assert max(len(line) for line in drawn.splitlines() if not line.startswith("saved ")) <= 80
     written = runner.invoke(app, [*args, "--json"])
     assert written.exit_code == 0, written.output
     document = json.loads(written.stdout)
