@@ -298,6 +298,19 @@ def test_head_scores_of_a_sink_model_are_those_of_its_eager_weights(kind, tmp_pa
                 if got[name] is not None:
                     assert got[name] == pytest.approx(float(expected[head, index]), abs=1e-5), (layer, head, name)
     assert any(float(weights.sum(-1).min()) < 0.95 for weights in eager_attentions(directory))  # sinks take a share
+    # each head's kv head by its layer's own count (MiMo's sliding layer 1 has twice the kv heads of layer 0), as
+    # inspect labels it from the same layer's q and k
+    inspected = model.inspect(TEXT)
+    stored = model.heads([TEXT], store=tmp_path / "store")  # … and so does a store's heads table
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "store" / "heads.parquet", columns=["layer", "head", "kv_head"]).to_pylist()
+    in_store = {(row["layer"], row["head"]): row["kv_head"] for row in table}
+    for seen in inspected.layers:
+        labels = [head.kv_head for head in seen.heads]
+        assert [report.head(seen.layer, head.head).kv_head for head in seen.heads] == labels, seen.layer
+        assert [stored.head(seen.layer, head.head).kv_head for head in seen.heads] == labels, seen.layer
+        assert [in_store[seen.layer, head.head] for head in seen.heads] == labels, seen.layer
 
 
 @pytest.mark.parametrize("kind", ["gpt_oss", "mimo_v2_flash"])

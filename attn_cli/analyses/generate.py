@@ -198,7 +198,7 @@ def generate_from(
 def kv_heads_of(info, heads: list[int], group: int | None) -> list[int]:
     """Each query head's kv head under the layer's own grouping (query heads per kv head); the model info's
     where the layer was not seen."""
-    return [info.kv_head_of(head) if group is None else head // group for head in heads]
+    return [info.kv_head_of(head, group) for head in heads]
 
 
 def check_options(max_new_tokens: int, sample: bool, temperature: float, seed: int | None) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from attn_cli.analyses.batches import Progress
 from attn_cli.analyses.fold import PART_TEXTS, SAMPLES, TOP, fold
 from attn_cli.analyses.heads_report import HeadProfile, HeadsReport, SinkKey  # the report, torch-free
-from attn_cli.backends.capabilities import CapturesPadded, HasTokenizer, supports
+from attn_cli.backends.capabilities import CapturesPadded, HasTokenizer, kv_groups, supports
 from attn_cli.data.arguments import whole
 from attn_cli.data.capture import Capture
 from attn_cli.data.registry import head_scores, score_names
@@ -120,7 +120,7 @@ def run_heads(
         dtype=backend.dtype,
         texts=merged.texts,
         tokens=merged.tokens,
-        heads=_profiles(merged, layers, heads, backend.info, names),
+        heads=_profiles(merged, layers, heads, backend.info, names, kv_groups(backend)),
         source=source,
         probe=probe,
         interrupted=folded.interrupted,
@@ -670,7 +670,12 @@ def _allowed(records, lengths: list[int], start: int, stop: int, keys: int, devi
 
 
 def _profiles(
-    merged: partials.Partial, layers: list[int], heads: list[int], info, names: tuple[str, ...]
+    merged: partials.Partial,
+    layers: list[int],
+    heads: list[int],
+    info,
+    names: tuple[str, ...],
+    groups: dict[int, int],
 ) -> list[HeadProfile]:
     mean, std = partials.mean_std(merged)
     profiles, sinks = [], partials.sink_keys(merged)
@@ -684,7 +689,7 @@ def _profiles(
                 HeadProfile(
                     layer=layer,
                     head=head,
-                    kv_head=info.kv_head_of(head),
+                    kv_head=info.kv_head_of(head, groups.get(layer)),
                     scores=dict(zip(names, means)),
                     std={name: _value(value) for name, value in zip(names, std[li, hi].tolist())},
                     scored={name: int(value) for name, value in zip(names, merged.count[li, hi].tolist())},

@@ -24,7 +24,7 @@ import numpy as np
 
 from attn_cli.analyses import store_files
 from attn_cli.analyses.store_files import RUN_FILE, part_hint, read_part_file, run_file_hint
-from attn_cli.backends.capabilities import Provenance, supports
+from attn_cli.backends.capabilities import Provenance, kv_groups, supports
 from attn_cli.data import arrow_columns as arrow
 from attn_cli.data import store_schema as schema
 from attn_cli.math import partials
@@ -72,11 +72,13 @@ class StoreWriter:
         heads: list[int],
         info,
         names: tuple[str, ...] = SCORES,
+        groups: dict[int, int] | None = None,
     ):
         check_store(path, resume)
         self.path, self.parts = Path(path), Path(path) / schema.PARTS
         self.identity, self.run, self.layers, self.heads, self.info = identity, run, layers, heads, info
         self.names = names  # the scores: the built-in ones, then the plugins' (data/registry.score_names)
+        self.groups = groups or {}  # layer -> query heads per kv head, where a layer has its own (heads.kv_groups)
         self.per_text = identity["options"]["per_text"]
         self.heads_written: partials.Partial | None = None  # the Partial heads.parquet was last written from
         self.examples_written = time.monotonic()  # a run shorter than EXAMPLES_EVERY writes them once, at the end
@@ -218,7 +220,7 @@ class StoreWriter:
         if self.heads_written is not merged:  # finish() after the last part's progress(): the same table
             _write(
                 arrow.from_rows(
-                    heads_rows(merged, self.layers, self.heads, self.info, self.names), schema.HEADS_SCHEMA
+                    heads_rows(merged, self.layers, self.heads, self.info, self.names, self.groups), schema.HEADS_SCHEMA
                 ),
                 self.path / schema.HEADS,
             )
@@ -319,7 +321,12 @@ def run_row(
 
 
 def heads_rows(
-    merged: partials.Partial, layers: list[int], heads: list[int], info, names: tuple[str, ...] = SCORES
+    merged: partials.Partial,
+    layers: list[int],
+    heads: list[int],
+    info,
+    names: tuple[str, ...] = SCORES,
+    groups: dict[int, int] | None = None,
 ) -> list[dict]:
     mean, std = partials.mean_std(merged)
     defined = merged.count > 0  # (L, H, S)
@@ -336,7 +343,7 @@ def heads_rows(
             shared = {
                 "layer": layer,
                 "head": head,
-                "kv_head": info.kv_head_of(head),
+                "kv_head": info.kv_head_of(head, (groups or {}).get(layer)),
                 "label": label(columns["mean"][li][hi]),
                 "sink_position": None if sink is None else sink[0],
                 "sink_token": None if sink is None else sink[1],
@@ -511,6 +518,6 @@ def keeper_for(backend, path: Path, *, resume: bool, corpus: str, corpus_format:
             version=__version__,
             names=names,
         )
-        return StoreWriter(path, resume, identity, run, layers, heads, backend.info, names)
+        return StoreWriter(path, resume, identity, run, layers, heads, backend.info, names, kv_groups(backend))
 
     return keeper_of

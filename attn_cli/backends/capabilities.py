@@ -140,6 +140,20 @@ class Provenance(Protocol):
 
 
 @runtime_checkable
+class KVGroups(Protocol):
+    """Query heads per key/value head, layer by layer, where a model's layers differ (MiMo-V2-Flash's sliding
+    layers have twice the kv heads of its full ones), so that a head's kv head is read from its own layer."""
+
+    def kv_groups(self) -> dict[int, int]:
+        """layer -> query heads per kv head, for the layers whose attention module says it."""
+
+
+def kv_groups(backend) -> dict[int, int]:
+    """layer -> query heads per kv head where the backend knows each layer's own (KVGroups), else none."""
+    return backend.kv_groups() if isinstance(backend, KVGroups) else {}
+
+
+@runtime_checkable
 class Intervenes(Protocol):
     """Run a text with heads' outputs changed (attn ablate): the edit sees every head's output before the
     module's output projection mixes the heads (backends/interventions.py)."""

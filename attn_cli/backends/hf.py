@@ -402,6 +402,16 @@ class HFBackend:
     def _one_stack(self) -> None:
         """What runs the model on one text: an encoder–decoder model (HFPairBackend) refuses it."""
 
+    def kv_groups(self) -> dict[int, int]:
+        """layer -> query heads per kv head, as each attention module says it (num_key_value_groups): the
+        model info's one count is the config's, which a layer may not share."""
+        found: dict[int, int] = {}
+        for module in self.model.modules():
+            group, layer = getattr(module, "num_key_value_groups", None), getattr(module, "layer_idx", None)
+            if isinstance(group, int) and group > 0 and isinstance(layer, int) and layer >= 0:
+                found.setdefault(layer, group)
+        return found
+
     def provenance(self) -> dict[str, str | None]:
         """The checkpoint's revision (a hub commit, when it came from the hub) and the tokenizer's name."""
         return {

@@ -74,9 +74,11 @@ class ModelInfo:
         other = set(self.no_attention_layers)
         return [layer for layer in range(self.layers) if layer not in other]
 
-    def kv_head_of(self, head: int) -> int:
-        """The key/value head a query head reads (query heads are grouped in order)."""
-        return head // (self.heads // self.kv_heads)
+    def kv_head_of(self, head: int, group: int | None = None) -> int:
+        """The key/value head a query head reads (query heads are grouped in order): `group` query heads per kv
+        head where its layer says so (a layer may have more kv heads than the config's count), else the
+        model's."""
+        return head // (group or self.heads // self.kv_heads)
 
 
 @dataclass
