@@ -181,11 +181,11 @@ def main() -> int:
         reference = None
         if args.reference is not None:
             reference = Reference(args.reference, args.pins, folder, text, position, torch.get_num_threads())
-            if reference.tokens != count:
-                raise SystemExit(f"the reference's worker reads {reference.tokens} tokens, attn {count}")
             contenders["reference"] = reference
-        # one warm-up each, then forward, routes, reference, forward, … (the same text every round)
         try:
+            if reference is not None and reference.tokens != count:
+                raise SystemExit(f"the reference's worker reads {reference.tokens} tokens, attn {count}")
+            # one warm-up each, then forward, routes, reference, forward, … (the same text every round)
             calls = time_calls(contenders, [text] * args.repeat, text)
         finally:
             if reference is not None:
