@@ -104,6 +104,8 @@ def test_heads_sink_mass_is_the_mean_over_rows_and_texts_of_the_sink_column(sink
         expected = np.mean([eager_share[text][profile.layer, profile.head].mean() for text in (TEXT, SHORT)])
         assert profile.sink_mass == pytest.approx(float(expected), abs=1e-6)
         assert record["sink_mass"] == pytest.approx(float(expected), abs=1e-6)
+    table = heads.to_arrow()  # the notebook's DataFrame has it as a column
+    assert table.column("sink_mass").to_pylist() == [profile.sink_mass for profile in heads.heads]
 
 
 def test_a_model_without_a_sink_shows_no_column_and_no_field(tiny_llama_dir):
@@ -113,4 +115,6 @@ def test_a_model_without_a_sink_shows_no_column_and_no_field(tiny_llama_dir):
     assert "sink" not in report.to_json_dict()["layers"][0]["heads"][0]
     assert "⟨sink⟩" not in svg_figure(report)
     assert "sink" not in page_data(report)["runs"][0]["layers"][0]["heads"][0]
-    assert all("sink_mass" not in record for record in model.heads(TEXT).to_json_dict()["heads"])
+    heads = model.heads(TEXT)
+    assert all("sink_mass" not in record for record in heads.to_json_dict()["heads"])
+    assert "sink_mass" not in heads.to_arrow().column_names

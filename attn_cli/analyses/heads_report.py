@@ -134,8 +134,11 @@ class HeadsReport(Document):
     def to_arrow(self):
         """One row per (layer, head): layer, head, kv_head, label, then per score (score_names) its mean over the
         texts (previous_token, …), its std (previous_token_std) and how many texts defined it
-        (previous_token_scored); then the sink key (sink_position, sink_token, sink_texts; null if none)."""
+        (previous_token_scored); then the sink key (sink_position, sink_token, sink_texts; null if none), and for
+        a model with learned sinks each head's sink_mass."""
         from attn_cli.data.tables import records
+
+        learned = any(profile.sink_mass is not None for profile in self.heads)
 
         def row(profile: HeadProfile) -> dict:
             sink = profile.sink_key
@@ -157,6 +160,8 @@ class HeadsReport(Document):
                 "sink_position": None if sink is None else sink.position,
                 "sink_token": None if sink is None else sink.token,
                 "sink_texts": None if sink is None else sink.texts,
+                # a model with learned sinks: each head's mean share of the ⟨sink⟩ column, as in the JSON
+                **({"sink_mass": profile.sink_mass} if learned else {}),
             }
 
         return records([row(profile) for profile in self.heads], strings=("sink_token",))
