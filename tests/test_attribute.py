@@ -263,3 +263,16 @@ def test_the_attribution_page_has_no_empty_band_and_its_legend_speaks_of_matrice
         assert "“cat” (query 2) → “cat” (key 2): share" in info.text_content()
         assert "idle" not in info.get_attribute("class")
     assert not requests and not errors
+
+
+def test_a_decoders_explore_cycles_only_the_methods_it_can_run():
+    """explore's m on a decoder skips GlobEnc and value zeroing (post-LayerNorm encoders only) as it skips
+    alti-logit everywhere; each method it keeps runs on the lab decoder."""
+    import attn_cli
+    from attn_cli.analyses.attribute import matrix_methods
+
+    assert matrix_methods(causal=False) == ["alti", "globenc", "value-zeroing", "gradient", "flow"]
+    assert matrix_methods(causal=True) == ["alti", "gradient", "flow"]
+    lab = attn_cli.load("lab")
+    for method in matrix_methods(lab.info.causal):
+        assert lab.attribute("the cat saw a dog", method=method).matrix.shape[0] > 0

@@ -59,6 +59,7 @@ def test_a_registered_score_is_computed_for_every_text_however_batched(registere
     [
         (lambda weights, allowed, tokens: weights[:, 0, 0] * 0 + 2, r"gave 2, outside \[0, 1\]"),
         (lambda weights, allowed, tokens: weights[:, 0, :], "gave shape"),
+        (lambda weights, allowed, tokens: tokens[999], "failed: IndexError: list index out of range"),
     ],
 )
 def test_a_score_outside_its_contract_is_refused_in_a_line(registered, compute, words):

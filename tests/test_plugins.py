@@ -164,7 +164,7 @@ def test_attn_heads_computes_the_plugins_head_score(installed, workdir):
     stored = attn(*run, "--save", figure)
     assert stored.exit_code == 0, stored.output
     assert " +  first_mass " in stored.stdout
-    assert "mean weight on the first token" in figure.read_text()
+    assert "mean weight on the first token (first_mass)" in figure.read_text()  # its title, and the name --score takes
     column = pq.read_table(store / "texts.parquet").column("first_mass").to_pylist()
     assert len(column) == 3 * 4 and all(0 <= value <= 1 for value in column)
     shown = attn("heads", "show", store, "--layer", "0", "--head", "1")
@@ -172,7 +172,8 @@ def test_attn_heads_computes_the_plugins_head_score(installed, workdir):
     assert " +  first_mass " in shown.stdout and "3 texts" in shown.stdout
     installed._head_scores = {}  # attn without the plugin
     again = attn(*run, "--resume")
-    assert again.exit_code == 2 and "holds another run: its scores differ" in again.output
+    assert again.exit_code == 2, again.output
+    assert "holds another run: its scores differ (the store's first_mass: a plugin's head score" in again.output
 
 
 def test_without_the_plugin_there_is_no_such_command(workdir):

@@ -243,7 +243,17 @@ def refuse_unused(method: str, options: dict) -> None:
         )
 
 
-WHOLE_MODEL = ("alti-logit",)  # methods whose report is their own (a logit's parts), over every layer
+ENCODER_ONLY = ("globenc", "value-zeroing")  # post-LayerNorm encoders only (backends/encoder_blocks)
+WHOLE_MODEL = ("alti-logit",)
+
+
+def matrix_methods(causal: bool) -> list[str]:
+    """The token × token methods, in METHODS' order, that a model may run: not alti-logit (a token's logit, no
+    matrix), and on a decoder (causal) not GlobEnc or value zeroing, which read a post-LayerNorm encoder."""
+    skipped = WHOLE_MODEL + (ENCODER_ONLY if causal else ())
+    return [
+        method for method in METHODS if method not in skipped
+    ]  # methods whose report is their own (a logit's parts), over every layer
 
 
 def span(layers: list[int]) -> str:
@@ -279,7 +289,8 @@ def attribute(
     if method in WHOLE_MODEL:
         if len(chosen) != backend.info.layers:
             raise BadInput(
-                f"--method {method} splits the logit through every layer; --layer {layers} selects {span(chosen)}",
+                f"--method {method} splits the logit through every layer; --layer {layers} selects only "
+                f"{span(chosen)} of layers 0-{backend.info.layers - 1}",
                 "drop --layer",
             )
         if vs is not None:

@@ -710,7 +710,13 @@ def extra_value(score, weights, allowed, tokens):
 
     from attn_cli.plumbing.errors import AttnError
 
-    got = torch.as_tensor(score.compute(weights, allowed, tokens)).detach().to("cpu", torch.float64)
+    try:
+        got = torch.as_tensor(score.compute(weights, allowed, tokens)).detach().to("cpu", torch.float64)
+    except Exception as error:  # the plugin's own fault, said in one line naming it (ATTN_DEBUG: the traceback)
+        raise AttnError(
+            f"head score {score.name!r} failed: {type(error).__name__}: {error}",
+            f"its plugin's compute ({getattr(score.compute, '__module__', '?')}) raised it",
+        ) from error
     if got.shape != (weights.shape[0],):
         raise AttnError(
             f"head score {score.name!r} gave shape {tuple(got.shape)} for {weights.shape[0]} heads",

@@ -123,9 +123,21 @@ class StoreWriter:
             for key in sorted(set(options) | set(identity["options"]))
             if options.get(key) != identity["options"].get(key)
         ]
+        extra = ""
+        if "scores" in differ:  # a plugin's head scores: which, so the plugin missing on one side can be named
+            ours, theirs = identity["options"].get("scores", list(SCORES)), options.get("scores", list(SCORES))
+            sides = [
+                f"{whose} {', '.join(names)}"
+                for whose, names in (
+                    ("the store's", [name for name in theirs if name not in ours]),
+                    ("this run's", [name for name in ours if name not in theirs]),
+                )
+                if names
+            ]
+            extra = f" ({' and '.join(sides)}: a plugin's head score, installed for one run only)"
         if differ:
             raise BadInput(
-                f"--store {self.path} holds another run: its {', '.join(differ)} differ",
+                f"--store {self.path} holds another run: its {', '.join(differ)} differ{extra}",
                 "resume with the same model, corpus and options, or name a new directory",
             )
         self._remove_temporaries()

@@ -51,7 +51,8 @@ def encoder_layers(model) -> list:
     if layers is None or not all(_is_post_ln(layer) for layer in layers) or getattr(config, "is_decoder", False):
         raise UnsupportedModel(
             f"{type(model).__name__} is not a post-LayerNorm BERT-family encoder",
-            f"ALTI, GlobEnc and value zeroing are defined here for {SUPPORTED}",
+            f"GlobEnc and value zeroing are defined here for {SUPPORTED} (ALTI, alti-logit, gradient and flow "
+            "also run on pre-norm decoders)",
         )
     if getattr(config, "position_embedding_type", "absolute") != "absolute":
         raise UnsupportedModel(

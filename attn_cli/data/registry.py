@@ -103,11 +103,13 @@ class HeadScore:
     its histograms, deciles and top texts too).
 
     name: its JSON key in a head's "scores", its column in tables and --score NAME.
-    compute(weights, allowed, tokens) -> (h,) values in [0, 1]: weights (h, T, T) one text's heads' softmax
-        weights as the model uses them, masked cells 0; allowed (T, T) bool, the cells a row may attend; tokens
-        the text's Tokens (.text, .special). NaN where the score is undefined for a head on this text. A value
-        outside [0, 1] stops the run with one line naming the score. It sees each text's whole (h, T, T)
-        weights, which the built-in scores never hold at once (they read a block of rows at a time).
+    compute(weights, allowed, tokens) -> (h,) values in [0, 1] (a torch tensor, numpy array or list): weights
+        a float32 torch tensor (h, T, T), one text's heads' softmax weights as the model uses them, masked cells
+        0; allowed a bool torch tensor (T, T), the cells a row may attend; tokens the text's T data.capture.Tokens
+        (.text as the tokenizer spells it, .id, .index, .special). NaN where the score is undefined for a head on
+        this text. A value outside [0, 1], a wrong shape or an exception stops the run with one line naming the
+        score. It sees each text's whole (h, T, T) weights, which the built-in scores never hold at once (they
+        read a block of rows at a time). It never sets a head's label (the built-in weight shares do).
     title: its heading in the top-heads table and the figure (default: the name).
     """
 

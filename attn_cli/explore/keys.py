@@ -127,14 +127,12 @@ class LookKeys(KeysBase):
     # -- attribution --------------------------------------------------------------------------------
     def action_attribute(self) -> None:
         """a: the sentence's attribution (attn attribute --vs attention) in a screen of its own; m switches method."""
-        from attn_cli.analyses.attribute import METHODS, WHOLE_MODEL
+        from attn_cli.analyses.attribute import matrix_methods
 
         if self.model is None:
             self.say("the model is still loading", style="yellow")
         else:
-            matrices = [
-                method for method in METHODS if method not in WHOLE_MODEL
-            ]  # alti-logit needs a token: no matrix
+            matrices = matrix_methods(self.model.info.causal)  # m cycles them
             self.push_screen(AttributionScreen(matrices, self.session.submit, self.attribution_of(self.text)))
 
     def attribution_of(self, text: str):

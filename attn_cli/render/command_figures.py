@@ -50,7 +50,10 @@ def heads_grids(report) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
 def _score_title(name: str) -> str:
     from attn_cli.render.heads_view import KINDS, kind_of
 
-    return f"{KINDS[name][2]} score" if name in KINDS else kind_of(name)[2]  # a plugin's title as it wrote it
+    if name in KINDS:
+        return f"{KINDS[name][2]} score"
+    title = kind_of(name)[2]  # a plugin's, as it wrote it, and its name, which --score takes
+    return title if title == name else f"{title} ({name})"
 
 
 def heads_items(report, per_head: bool = False) -> list[Heat]:

@@ -25,7 +25,7 @@ HIST_NAMES = {
 }  # the scores' names beside their histograms
 NAME_WIDTH = 16  # " U  punctuation ": the chip and the longest name, a space after it
 MIN_CONTEXT = 24  # characters of context kept on an example's line, however narrow the terminal
-NEXT = "--head L.H: one head's dashboard · --save dashboard.html: every head on a page"
+NEXT = "--layer L --head H: one head's dashboard · --save dashboard.html: every head"
 QUERY_STYLE = Style(bold=True, reverse=True)
 MARKERS = {"query": ("[", "]"), "key": ("{", "}")}  # without colour
 SUBWORD = "##"  # WordPiece: glued to the token before
