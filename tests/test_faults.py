@@ -248,3 +248,34 @@ def test_heads_stopped_mid_corpus(tmp_path, signum):
     else:
         assert target.read_bytes() == PRECIOUS, context
         assert stderr.decode().splitlines() == ["error: terminated"], context
+
+
+def test_a_signal_raised_where_python_cannot_raise_it_is_raised_again_not_lost():
+    """A handler's Terminated raised inside a __del__ or a weakref callback (importlib's module-lock cleanup, as a
+    random-moment trial once hit) is 'ignored' by Python, which used to print its traceback and run on: the
+    interrupt is sent again and raised in ordinary code, with nothing printed."""
+    code = (
+        "import gc, signal, sys, time\n"
+        "from attn_cli.plumbing import interrupts\n"
+        "interrupts.install()\n"
+        "class Dying:\n"
+        "    def __del__(self):\n"
+        "        raise interrupts._interrupt(signal.SIGTERM)  # what the handler raises, where it is ignored\n"
+        "try:\n"
+        "    Dying()\n"
+        "    gc.collect()\n"
+        "    for _ in range(500):  # the signal, sent again, arrives in ordinary code: here\n"
+        "        time.sleep(0.01)\n"
+        "    print('ran on')\n"
+        "except interrupts.Terminated as error:\n"
+        "    print('terminated', error.signum == signal.SIGTERM, interrupts.last_raised() is error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=patience(60),
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.stdout.strip() == "terminated True True", result.stdout + result.stderr
+    assert result.stderr == ""

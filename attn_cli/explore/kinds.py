@@ -27,11 +27,14 @@ def header_view(look, variant: str, stack: str | None, command: str = "attn expl
     variant_line = Text.assemble(("variant ", "dim"), (variant_label(variant), "bold magenta"))
     if variant != "baseline":
         variant_line.append(" beside the baseline", style="dim")
-    if getattr(look, "image", None) is not None:
+    from attn_cli.analyses.seq2seq import PairReport
+
+    pair = isinstance(look, PairReport)  # its stacks are InspectReports; it has no image
+    if not pair and look.image is not None:
         from attn_cli.render.image_view import header_line, image_lines
 
         return Group(header_line(look, command), image_lines(look.image), variant_line)
-    if not hasattr(look, "stacks") or stack is None:  # a pair always has a stack shown
+    if not pair or stack is None:  # a pair always has a stack shown
         return Group(header(look, command), variant_line)
     from attn_cli.render.seq2seq_view import STACK_TITLES
     from attn_cli.render.terminal import model_line, unit_list

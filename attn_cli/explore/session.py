@@ -57,14 +57,18 @@ def error_line(failure: Exception) -> str:
 
 def stack_report(look, stack: str | None):
     """The InspectReport a look shows: the look itself, or an encoder–decoder pair's (PairReport) `stack`."""
-    if stack is None or not hasattr(look, "stacks"):
+    from attn_cli.analyses.seq2seq import PairReport
+
+    if stack is None or not isinstance(look, PairReport):
         return look
-    return next(report for report in look.stacks if report.layers and report.layers[0].stack == stack)
+    return next(report for report in look.stacks if (layers := report.layer_list()) and layers[0].stack == stack)
 
 
 def reports_in(look) -> list:
     """The InspectReports of a look: itself, or a pair's stacks."""
-    return list(getattr(look, "stacks", [look]))
+    from attn_cli.analyses.seq2seq import PairReport
+
+    return list(look.stacks) if isinstance(look, PairReport) else [look]
 
 
 class Session:
@@ -193,7 +197,7 @@ class Session:
 
     def stacks(self) -> list[str]:
         look = self.reports[(self.text, "baseline")]
-        return [report.layers[0].stack for report in getattr(look, "stacks", []) if report.layers]
+        return [report.layers[0].stack for report in reports_in(look) if report.layers and report.layers[0].stack]
 
     def next_stack(self) -> str | None:
         """The next stack of a pair (encoder → decoder → cross), the same layer and head where it has them, the

@@ -10,7 +10,9 @@ blocks them for one thread, and torch's worker threads would still receive them)
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -52,10 +54,32 @@ def _handler(signum, frame) -> None:
     raise _interrupt(signum)
 
 
+def _unraisable(unraisable) -> None:
+    """sys.unraisablehook: a handler's interrupt raised where Python cannot raise it (inside a weakref callback or a
+    __del__, such as importlib's module-lock cleanup) is not printed as "Exception ignored … Traceback" and lost,
+    the run going on as if no signal came: the signal is sent again, from a timer thread so that it arrives once
+    this hook has returned (sent from here, the handler would raise inside the hook, ignored again), and the
+    handler raises it in ordinary code."""
+    error = unraisable.exc_value
+    if isinstance(error, KeyboardInterrupt) and any(error is raised for raised in _raised):
+        _raised[:] = [raised for raised in _raised if raised is not error]
+        signum = error.signum if isinstance(error, Terminated) else signal.SIGINT
+        resend = threading.Timer(RESEND_AFTER, os.kill, (os.getpid(), signum))
+        resend.daemon = True
+        resend.start()
+        return
+    _previous_unraisable(unraisable)
+
+
+_previous_unraisable = sys.unraisablehook
+RESEND_AFTER = 0.01  # seconds: long past the hook's return
+
+
 def install() -> None:
     """SIGINT and SIGTERM raise (unless SIGINT was ignored by whoever started us). Main thread only."""
     if threading.current_thread() is not threading.main_thread():
         return
+    sys.unraisablehook = _unraisable
     signal.signal(signal.SIGTERM, _handler)
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:  # nohup leaves it ignored
         signal.signal(signal.SIGHUP, _handler)
