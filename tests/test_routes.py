@@ -212,7 +212,8 @@ def test_alti_on_a_decoder_is_the_reference_formula_rolled_out(tiny_gpt2_dir):
 
 
 def test_explore_shows_the_routes_of_the_query_tokens_prediction(lab):
-    """r opens `attn routes --position QUERY` of the sentence on screen; ] moves to the next token; Esc closes."""
+    """r opens `attn routes --position QUERY` of the sentence on screen; ] moves to the next token (stopping at
+    the last); Esc closes, and the main view's query token is then the one the routes were of."""
     import asyncio
     import time
 
@@ -246,7 +247,12 @@ def test_explore_shows_the_routes_of_the_query_tokens_prediction(lab):
             assert "L0 out 5 dog → L1 attn 10 a" in shown(app)
             await pilot.press("right_square_bracket")
             await until(pilot, lambda: "routes of the prediction at position 11 ('dog')" in shown(app))
+            assert "position 11 of 0-11 · [ ]: another token · Esc closes" in shown(app)  # its keys, once shown
+            await pilot.press("right_square_bracket")  # the last token: ] stays (no wrap to 0)
+            await pilot.pause(0.2)
+            assert app.screen.position == 11 and "position 11 of 0-11" in shown(app)
             await pilot.press("escape")
             assert not isinstance(app.screen, RoutesScreen)
+            assert app.session.query == 11  # the main view follows the token the routes were of
 
     asyncio.run(scenario())

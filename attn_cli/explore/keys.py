@@ -51,6 +51,8 @@ class LookKeys(KeysBase):
         def run_look(self, text: str, variant: str) -> None: ...
         def redraw(self, grid: bool = True, header: bool = False, detail: bool = True) -> None: ...
 
+        def set_query(self, query: int) -> None: ...
+
     editing = "sentence"  # what the edit box holds: the "sentence" (or "source"), or the "target"
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
@@ -155,7 +157,13 @@ class LookKeys(KeysBase):
             self.say("the model is still loading", style="yellow")
         else:
             count = len(self.session.report.tokens)
-            self.push_screen(RoutesScreen(count, self.session.query, self.session.submit, self.routes_of(self.text)))
+            routes = RoutesScreen(count, self.session.query, self.session.submit, self.routes_of(self.text))
+            self.push_screen(routes, self.routes_closed)
+
+    def routes_closed(self, position: int | None) -> None:
+        """The routes screen closed at `position`: the main view's query token follows it."""
+        if position is not None and position != self.session.query:
+            self.set_query(position)
 
     def routes_of(self, text: str):
         def routes(position: int):

@@ -401,10 +401,11 @@ class AttributionScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-class RoutesScreen(ModalScreen[None]):
+class RoutesScreen(ModalScreen[int]):
     """`attn routes TEXT --position P` of the sentence on screen, P first the selected query token and moved with
-    [ ]. The model runs on the session's model thread (`submit`); `routes(position)` returns the renderable (or
-    says the error: an encoder has no routes)."""
+    [ ] (stopping at the first and last token). The model runs on the session's model thread (`submit`);
+    `routes(position)` returns the renderable (or says the error: an encoder has no routes). Closing hands the
+    position back, and the main view selects that query token."""
 
     BINDINGS = [
         Binding("escape,q,r", "close", "close"),
@@ -441,11 +442,16 @@ class RoutesScreen(ModalScreen[None]):
         self.app.call_from_thread(self._show, position, shown)
 
     def _show(self, position: int, shown) -> None:
+        from rich.console import Group
+
         if position == self.position and self.is_attached:
-            self.query_one("#routes", Static).update(shown)
+            keys = Text(f"\nposition {position} of 0-{self.count - 1} · [ ]: another token · Esc closes", style="dim")
+            self.query_one("#routes", Static).update(Group(shown, keys))
 
     def action_position(self, step: int) -> None:
-        self.run((self.position + step) % self.count)
+        position = max(0, min(self.count - 1, self.position + step))
+        if position != self.position:
+            self.run(position)
 
     def action_close(self) -> None:
-        self.dismiss(None)
+        self.dismiss(self.position)
