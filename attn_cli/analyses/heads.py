@@ -516,7 +516,9 @@ class LayerScores:
         weights = torch.cat([block for block, _ in kept], 2)  # (B, h, T, T)
         allowed = torch.cat([rows for _, rows in kept], 1)  # (B, T, T)
         count = len(self.tokens)
-        values = torch.full((weights.shape[0], heads.stop - heads.start, len(self.extra)), float("nan"))
+        values = torch.full(
+            (weights.shape[0], heads.stop - heads.start, len(self.extra)), float("nan"), dtype=torch.float64
+        )
         for b in range(weights.shape[0]):
             tokens = self.tokens[b % count]
             n = len(tokens)
