@@ -21,6 +21,18 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
+async def until(pilot, condition, timeout: float = 60.0) -> None:
+    """Let a Textual app under its pilot run until condition() holds (model loaded, a run finished, ...)."""
+    import time
+
+    deadline = time.monotonic() + patience(timeout)
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the app")
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
 def patience(seconds: float) -> float:
     """How long a test waits for a state it polls (a page drawn, a process ended, an app quit): `seconds` on an
     idle machine, times the load per CPU where that is above 1 (the suite ran at load 10 on 2 cores: a fixed

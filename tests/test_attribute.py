@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import patience
+from conftest import until
 from typer.testing import CliRunner
 
 from attn_cli.api import Model
@@ -174,7 +174,6 @@ def test_the_page_has_a_run_per_matrix(tmp_path, minilm):
 def test_explore_shows_the_sentences_attribution_and_switches_method(minilm):
     """a opens `attn attribute --vs attention` of the sentence on screen; m runs the next method; Esc closes."""
     import asyncio
-    import time
 
     from attn_cli.explore.app import ExploreApp
     from attn_cli.explore.widgets import AttributionScreen
@@ -186,12 +185,6 @@ def test_explore_shows_the_sentences_attribution_and_switches_method(minilm):
         with console.capture() as captured:
             console.print(app.screen.query_one("#attribution").content)
         return captured.get()
-
-    async def until(pilot, condition, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + patience(timeout)
-        while not condition():
-            assert time.monotonic() < deadline, "timed out waiting for the app"
-            await pilot.pause(0.05)
 
     async def scenario():
         app = ExploreApp(lambda: minilm, TEXT, model_name="minilm")

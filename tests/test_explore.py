@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from conftest import modules_loaded_by, needs_program, patience  # noqa: E402
+from conftest import modules_loaded_by, needs_program, patience, until  # noqa: E402
 
 from attn_cli.api import Model, load  # noqa: E402
 from attn_cli.explore.app import ExploreApp  # noqa: E402
@@ -33,16 +33,6 @@ def minilm(minilm_backend):
 @pytest.fixture(scope="module")
 def toy():
     return load("toy", heads=2, causal="true")
-
-
-async def until(pilot, condition, timeout: float = 30.0) -> None:
-    """Let the app run until condition() holds (model loaded, a run finished, ...)."""
-    deadline = time.monotonic() + patience(timeout)
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the app")
-        await pilot.pause(0.02)
-    await pilot.pause()
 
 
 def run(coroutine):

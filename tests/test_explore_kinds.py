@@ -10,7 +10,8 @@ import pytest
 
 pytest.importorskip("textual")
 
-from test_explore import run, until  # noqa: E402
+from conftest import until  # noqa: E402
+from test_explore import run  # noqa: E402
 from test_seq2seq import SOURCE, TARGET, tiny_seq2seq  # noqa: E402
 from vision_models import halves, planted_left  # noqa: E402
 

@@ -215,9 +215,8 @@ def test_explore_shows_the_routes_of_the_query_tokens_prediction(lab):
     """r opens `attn routes --position QUERY` of the sentence on screen; ] moves to the next token (stopping at
     the last); Esc closes, and the main view's query token is then the one the routes were of."""
     import asyncio
-    import time
 
-    from conftest import patience
+    from conftest import until
     from rich.console import Console
 
     from attn_cli.explore.app import ExploreApp
@@ -228,12 +227,6 @@ def test_explore_shows_the_routes_of_the_query_tokens_prediction(lab):
         with console.capture() as captured:
             console.print(app.screen.query_one("#routes").content)
         return captured.get()
-
-    async def until(pilot, condition, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + patience(timeout)
-        while not condition():
-            assert time.monotonic() < deadline, "timed out waiting for the app"
-            await pilot.pause(0.05)
 
     async def scenario():
         app = ExploreApp(lambda: lab, LAB_TEXT, model_name="lab")

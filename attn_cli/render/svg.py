@@ -139,27 +139,8 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
     fmt = CellFormat.choose(matrix, scale, NUMBER_CHARS) if scale.diverging else CellFormat(2, True)
     for i in range(rows):
         for j in range(cols):
-            value = float(matrix[i, j])
-            if not math.isfinite(value):
-                continue
-            colour = scale.colour(value)
-            out.append(
-                f'<rect x="{gx + j * cell:.2f}" y="{gy + i * cell:.2f}" width="{cell:.2f}" '
-                f'height="{cell:.2f}" fill="{colour}"><title>{escape(row_tokens[i])} → '
-                f"{escape(col_tokens[j])}: {value:.4g}</title></rect>"
-            )
-            if numbers:
-                ink = "black" if luminance(scale.rgb(value)) > 0.45 else "white"
-                out.append(
-                    svg.text(
-                        gx + (j + 0.5) * cell,
-                        gy + (i + 0.5) * cell + 3.5,
-                        fmt.text(value),
-                        9,
-                        "middle",
-                        extra=f' fill="{ink}"',
-                    )
-                )
+            label = f"{escape(row_tokens[i])} → {escape(col_tokens[j])}"
+            _cell(svg, out, gx + j * cell, gy + i * cell, cell, float(matrix[i, j]), label, scale, fmt, numbers)
     out.append(
         f'<rect x="{gx:.2f}" y="{gy:.2f}" width="{cols * cell:.2f}" height="{rows * cell:.2f}" '
         'fill="none" stroke="#888" stroke-width="0.6"/>'
@@ -181,6 +162,31 @@ def heatmap_svg(svg: Svg, x0: float, y0: float, heat: Heat, tokens: list[str]) -
     height = caption_y + 9 - y0
     svg.add("\n".join(out), x0 + width, y0 + height)
     return width, height
+
+
+def _cell(
+    svg: Svg,
+    out: list[str],
+    x: float,
+    y: float,
+    cell: float,
+    value: float,
+    label: str,
+    scale: Scale,
+    fmt: CellFormat,
+    numbers: bool,
+) -> None:
+    """One coloured cell at (x, y) with its hover title ("label: value") and, when numbers, its value written in
+    it, black or white by the colour's lightness; nothing for a value that is not finite."""
+    if not math.isfinite(value):
+        return
+    out.append(
+        f'<rect x="{x:.2f}" y="{y:.2f}" width="{cell:.2f}" height="{cell:.2f}" fill="{scale.colour(value)}">'
+        f"<title>{label}: {value:.4g}</title></rect>"
+    )
+    if numbers:
+        ink = "black" if luminance(scale.rgb(value)) > 0.45 else "white"
+        out.append(svg.text(x + cell / 2, y + cell / 2 + 3.5, fmt.text(value), 9, "middle", extra=f' fill="{ink}"'))
 
 
 def sink_column(
@@ -207,18 +213,8 @@ def sink_column(
         )
     numbers = cell >= 22
     for i, value in enumerate(sink.tolist()):
-        if not math.isfinite(value):
-            continue
-        out.append(
-            f'<rect x="{x:.2f}" y="{y + i * cell:.2f}" width="{cell:.2f}" height="{cell:.2f}" '
-            f'fill="{scale.colour(value)}"><title>{escape(row_tokens[i])} → {SINK} (the learned sink logit): '
-            f"{value:.4g}</title></rect>"
-        )
-        if numbers:
-            ink = "black" if luminance(scale.rgb(value)) > 0.45 else "white"
-            out.append(
-                svg.text(x + cell / 2, y + (i + 0.5) * cell + 3.5, fmt.text(value), 9, "middle", extra=f' fill="{ink}"')
-            )
+        label = f"{escape(row_tokens[i])} → {SINK} (the learned sink logit)"
+        _cell(svg, out, x, y + i * cell, cell, value, label, scale, fmt, numbers)
     out.append(
         f'<rect x="{x:.2f}" y="{y:.2f}" width="{cell:.2f}" height="{len(sink) * cell:.2f}" '
         'fill="none" stroke="#888" stroke-width="0.6" stroke-dasharray="3 2"/>'
