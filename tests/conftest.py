@@ -18,6 +18,18 @@ if "PYTEST_XDIST_WORKER" in os.environ:
     for name in ("COLUMNS", "LINES"):
         os.environ.pop(name, None)
 
+
+def pytest_configure(config):
+    """Each pytest-xdist worker runs torch on its share of the cores (one each with -n 2 on 2): torch's default
+    (a thread per core in every worker) puts twice as many threads as cores to work, and their waits for each
+    other (OpenMP spins) were CPU time taken from the other worker."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
