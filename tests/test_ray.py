@@ -3,7 +3,9 @@ torch with as many threads as the local run; summaries to 1e-6 and the same exam
 killed mid-run is restarted and the result is still exact, Ctrl-C leaves a store `--resume` completes with
 either engine, and without Ray `--engine ray` is one line saying how to install it. One local Ray cluster
 (127.0.0.1, 2 CPUs: two workers of one torch thread each) for the file; a tiny BERT (tests/conftest.py)
-keeps the runs short."""
+keeps the runs short. A worker's start (a process, torch, transformers, the model) costs seconds of CPU, so the
+runs whose subject is the result keep their workers (keep_workers=True, KEEP) for the next such run: a run takes
+waiting workers only when they were asked for with the same arguments, and starts its own otherwise."""
 
 from __future__ import annotations
 
@@ -26,8 +28,9 @@ from _corpus import sentences  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here starts a local Ray cluster (seconds each)
 
-RUN = dict(batch_size=32, part_texts=512, top=5, samples=2)  # 2,000 lines: parts of 512, the last one short
+RUN = dict(batch_size=32, part_texts=256, top=5, samples=2)  # 600 lines: parts of 256, the last one short
 SMALL = dict(batch_size=8, part_texts=64, top=3, samples=2)  # 300 lines: 5 parts, the last one short
+KEEP = dict(keep_workers=True)  # the workers wait for the next run with the same arguments (see above)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -61,7 +64,7 @@ def tiny(tiny_bert_dir):
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    lines = sentences(2000)
+    lines = sentences(600)
     lines[7] = lines[3]  # a repeated text: equal values, the tie goes to the lower text_id
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -99,7 +102,7 @@ def same_store(first: Path, second: Path) -> None:
     assert pq.read_table(first / schema.RUN).to_pylist() == pq.read_table(second / schema.RUN).to_pylist()
 
 
-def test_a_ray_run_equals_a_local_run_on_2000_lines(cluster, tiny, corpus, local_store, tmp_path):
+def test_a_ray_run_equals_a_local_run_on_600_lines(cluster, tiny, corpus, local_store, tmp_path):
     seen = []
     report = tiny.heads(
         file=corpus,
@@ -108,11 +111,61 @@ def test_a_ray_run_equals_a_local_run_on_2000_lines(cluster, tiny, corpus, local
         engine="ray",
         workers=2,
         progress=lambda done, total: seen.append((done, total)),
+        **KEEP,
         **RUN,
     )
-    assert report.texts == 2000 and not report.interrupted
+    assert report.texts == 600 and not report.interrupted
     same_store(tmp_path / "ray", local_store)
-    assert seen[-1] == (2000, 2000) and [done for done, _ in seen] == sorted(done for done, _ in seen)
+    assert seen[-1] == (600, 600) and [done for done, _ in seen] == sorted(done for done, _ in seen)
+
+
+def test_a_killed_worker_is_restarted_and_the_result_is_exact(cluster, tiny, small, small_store, tmp_path):
+    from attn_cli.analyses import ray_engine
+
+    killed = []
+
+    def kill_one(done, total):
+        if not killed:  # a chunk is back: the other worker is busy with its own, the killed one had one queued
+            _, pid = ray_engine.RUNNING[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    report = tiny.heads(
+        file=small, store=tmp_path / "ray", per_text=True, engine="ray", workers=2, progress=kill_one, **KEEP, **SMALL
+    )
+    assert killed and report.texts == 300 and not report.interrupted
+    same_store(tmp_path / "ray", small_store)
+
+
+def test_keep_workers_goes_with_engine_ray(tiny):
+    with pytest.raises(BadInput, match="keep_workers goes with engine='ray'"):
+        tiny.heads("Hello there.", keep_workers=True)
+
+
+def interrupt_after(texts: int):
+    def progress(done, total):
+        if done >= texts:
+            raise KeyboardInterrupt
+
+    return progress
+
+
+@pytest.mark.parametrize("first, then", [("local", "ray"), ("ray", "local")])
+def test_ctrl_c_then_resume_with_either_engine(cluster, tiny, small, small_store, tmp_path, first, then):
+    """An interrupted run's workers are stopped even when asked to be kept (ray_engine.engine)."""
+    directory = tmp_path / "store"
+    workers = {"ray": {"engine": "ray", "workers": 2, **KEEP}, "local": {}}
+    report = tiny.heads(
+        file=small, store=directory, per_text=True, progress=interrupt_after(100), **workers[first], **SMALL
+    )
+    assert report.interrupted and 100 <= report.texts < 300
+    import pyarrow.parquet as pq
+
+    run = pq.read_table(directory / schema.RUN).to_pylist()[0]
+    assert run["complete"] is False and run["parts"] >= 1
+    resumed = tiny.heads(file=small, store=directory, per_text=True, resume=True, **workers[then], **SMALL)
+    assert resumed.texts == 300 and not resumed.interrupted
+    same_store(directory, small_store)
 
 
 def test_threads_change_only_the_last_bits(cluster, tiny, small, small_store, tmp_path):
@@ -131,24 +184,6 @@ def test_threads_change_only_the_last_bits(cluster, tiny, small, small_store, tm
     assert pq.read_table(tmp_path / "ray" / schema.EXAMPLES).select(examples) == pq.read_table(
         small_store / schema.EXAMPLES
     ).select(examples)
-
-
-def test_a_killed_worker_is_restarted_and_the_result_is_exact(cluster, tiny, small, small_store, tmp_path):
-    from attn_cli.analyses import ray_engine
-
-    killed = []
-
-    def kill_one(done, total):
-        if not killed:  # a chunk is back: the other worker is busy with its own, the killed one had one queued
-            _, pid = ray_engine.RUNNING[0]
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-
-    report = tiny.heads(
-        file=small, store=tmp_path / "ray", per_text=True, engine="ray", workers=2, progress=kill_one, **SMALL
-    )
-    assert killed and report.texts == 300 and not report.interrupted
-    same_store(tmp_path / "ray", small_store)
 
 
 def test_kept_workers_serve_the_next_run_without_starting_again(cluster, tiny, small, small_store, tmp_path):
@@ -177,36 +212,6 @@ def test_kept_workers_serve_the_next_run_without_starting_again(cluster, tiny, s
     assert first[0] == then[0] == then[-1] and len(set(first[0])) == 2 and not ray_engine.WAITING
     same_store(tmp_path / "first", small_store)
     same_store(tmp_path / "then", small_store)
-
-
-def test_keep_workers_goes_with_engine_ray(tiny):
-    with pytest.raises(BadInput, match="keep_workers goes with engine='ray'"):
-        tiny.heads("Hello there.", keep_workers=True)
-
-
-def interrupt_after(texts: int):
-    def progress(done, total):
-        if done >= texts:
-            raise KeyboardInterrupt
-
-    return progress
-
-
-@pytest.mark.parametrize("first, then", [("ray", "local"), ("local", "ray")])
-def test_ctrl_c_then_resume_with_either_engine(cluster, tiny, small, small_store, tmp_path, first, then):
-    directory = tmp_path / "store"
-    workers = {"ray": {"engine": "ray", "workers": 2}, "local": {}}
-    report = tiny.heads(
-        file=small, store=directory, per_text=True, progress=interrupt_after(100), **workers[first], **SMALL
-    )
-    assert report.interrupted and 100 <= report.texts < 300
-    import pyarrow.parquet as pq
-
-    run = pq.read_table(directory / schema.RUN).to_pylist()[0]
-    assert run["complete"] is False and run["parts"] >= 1
-    resumed = tiny.heads(file=small, store=directory, per_text=True, resume=True, **workers[then], **SMALL)
-    assert resumed.texts == 300 and not resumed.interrupted
-    same_store(directory, small_store)
 
 
 def test_without_ray_engine_ray_is_one_line_before_the_model_loads(corpus, tmp_path, monkeypatch):
