@@ -80,53 +80,62 @@ def test_the_plugin_command_is_in_help_and_runs(workdir):
     assert "attn first-weight · toy" in shown.stdout and "L0" in shown.stdout
 
 
-def test_the_plugin_writes_its_json_and_its_figures(workdir):
-    result = _attn("first-weight", "The cat sat.", "--model", "toy", "--json", cwd=workdir)
-    assert result.returncode == 0, result.stderr
-    document = json.loads(result.stdout)
-    assert document["command"] == "first-weight" and document["tokens"] == ["The", "cat", "sat", "."]
-    assert len(document["first_weight"]) == 1 and len(document["first_weight"][0]) == 4  # the toy: 1 layer × 4 heads
-    for name in ("figure.svg", "page.html"):
-        saved = _attn("first-weight", "The cat sat.", "--model", "toy", "--save", name, cwd=workdir)
-        assert saved.returncode == 0, saved.stderr
-    svg = (workdir / "figure.svg").read_text()
-    assert "attn first-weight · toy" in svg and svg.count("<rect") > 4  # the title line and the grid's cells
-    assert "first-token weight" in (workdir / "page.html").read_text()
-
-
-def test_the_plugin_report_and_head_score_show_in_a_notebook(workdir):
-    """The plugin's report is drawn in a notebook, and its head score is a column of a heads report's table (the
-    DataFrame a notebook reads) and a grid of its page, computed by Model.heads over two texts."""
-    code = (
-        "import attn_cli, attn_first_weight\n"
-        "from attn_cli.data.registry import score_names\n"
-        "model = attn_cli.load('toy')\n"
-        "report = attn_first_weight.first_weight(model, 'the cat sat')\n"
-        "html = report._repr_html_()\n"
-        "assert html.startswith('<iframe') and 'first-token weight' in html, html[:200]\n"
-        "heads = model.heads(['the cat sat', 'a dog ran off'])\n"
-        "table = heads.to_arrow()\n"
-        "assert {'first_mass', 'first_mass_std', 'first_mass_scored'} <= set(table.column_names)\n"
-        "assert table.column('first_mass_scored').to_pylist() == [2] * 4\n"
-        "assert 'mean weight on the first token' in heads._repr_html_()\n"
-        "print(score_names()[-1])\n"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(PLUGIN)])}
-    result = subprocess.run([sys.executable, "-c", code], cwd=workdir, env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "first_mass"
-
-
 @pytest.fixture
 def installed(monkeypatch):
     """The example plugin installed in this process: its package and *.dist-info on sys.path, and the registry
-    asked again, so that it finds the plugin through its entry point as it would after pip install."""
+    asked again, so that it finds the plugin through its entry point as it would after pip install; its commands
+    are added to a copy of the app's list, as `import attn_cli.cli` adds them (for this test only)."""
+    from attn_cli.cli import app  # first, so that its import (in a fresh process) does not add them too
     from attn_cli.data import registry
 
     monkeypatch.syspath_prepend(str(PLUGIN))
     for cache in ("_manager", "_registry", "_measures", "_head_scores"):
         monkeypatch.setattr(registry, cache, None)
+    monkeypatch.setattr(app, "registered_commands", list(app.registered_commands))
+    registry.plugin_manager().hook.register_commands(app=app)
     return registry
+
+
+def attn_here(*args):
+    """attn in this process (Typer's CliRunner), as the terminal at 100 columns without colour would run it."""
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+
+    return CliRunner().invoke(app, [str(arg) for arg in args], env={"COLUMNS": "100", "NO_COLOR": "1"})
+
+
+def test_the_plugin_writes_its_json_and_its_figures(installed, workdir):
+    result = attn_here("first-weight", "The cat sat.", "--model", "toy", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["command"] == "first-weight" and document["tokens"] == ["The", "cat", "sat", "."]
+    assert len(document["first_weight"]) == 1 and len(document["first_weight"][0]) == 4  # the toy: 1 layer × 4 heads
+    for name in ("figure.svg", "page.html"):
+        saved = attn_here("first-weight", "The cat sat.", "--model", "toy", "--save", workdir / name)
+        assert saved.exit_code == 0, saved.output
+    svg = (workdir / "figure.svg").read_text()
+    assert "attn first-weight · toy" in svg and svg.count("<rect") > 4  # the title line and the grid's cells
+    assert "first-token weight" in (workdir / "page.html").read_text()
+
+
+def test_the_plugin_report_and_head_score_show_in_a_notebook(installed):
+    """The plugin's report is drawn in a notebook, and its head score is a column of a heads report's table (the
+    DataFrame a notebook reads) and a grid of its page, computed by Model.heads over two texts."""
+    import attn_first_weight
+
+    import attn_cli
+
+    model = attn_cli.load("toy")
+    report = attn_first_weight.first_weight(model, "the cat sat")
+    html = report._repr_html_()
+    assert html.startswith("<iframe") and "first-token weight" in html, html[:200]
+    heads = model.heads(["the cat sat", "a dog ran off"])
+    table = heads.to_arrow()
+    assert {"first_mass", "first_mass_std", "first_mass_scored"} <= set(table.column_names)
+    assert table.column("first_mass_scored").to_pylist() == [2] * 4
+    assert "mean weight on the first token" in heads._repr_html_()
+    assert installed.score_names()[-1] == "first_mass"
 
 
 def test_attn_heads_computes_the_plugins_head_score(installed, workdir):
@@ -137,13 +146,8 @@ def test_attn_heads_computes_the_plugins_head_score(installed, workdir):
     it holds another run."""
     import numpy as np
     import pyarrow.parquet as pq
-    from typer.testing import CliRunner
 
-    from attn_cli.cli import app
-
-    def attn(*args: str):
-        return CliRunner().invoke(app, [str(arg) for arg in args], env={"COLUMNS": "100", "NO_COLOR": "1"})
-
+    attn = attn_here
     text = "The cat sat on the mat."
     heads = json.loads(attn("heads", text, "--model", "toy", "--json").stdout)["heads"]
     inspected = json.loads(attn("inspect", text, "--model", "toy", "--json").stdout)
@@ -184,24 +188,23 @@ def test_without_the_plugin_there_is_no_such_command(workdir):
     assert result.returncode == 0 and "first-weight" not in result.stdout
 
 
-def test_the_plugins_measure_is_shown_written_and_drawn_by_inspect(workdir):
+def test_the_plugins_measure_is_shown_written_and_drawn_by_inspect(installed, workdir):
     """The example's Measure (--measure value: α_ij·‖v_j‖) through attn inspect with no attn_cli file changed for
     it: the terminal's heatmap title, the JSON field beside the weights (each weight times its key's value norm,
     recomputed here from the same run's --include qkv to 1e-5 relative), the SVG and the page."""
     import numpy as np
 
-    shown = _attn("inspect", "The cat sat.", "--model", "toy", "--measure", "value", "--save", "value.svg", cwd=workdir)
-    assert shown.returncode == 0, shown.stderr
+    figure = workdir / "value.svg"
+    shown = attn_here("inspect", "The cat sat.", "--model", "toy", "--measure", "value", "--save", figure)
+    assert shown.exit_code == 0, shown.output
     assert "weights × value norms α·‖v‖" in shown.stdout
-    assert "weights × value norms α·‖v‖" in (workdir / "value.svg").read_text()
-    written = _attn(
-        "inspect", "The cat sat.", "--model", "toy", "--measure", "value", "--include", "qkv", "--json", cwd=workdir
-    )
-    assert written.returncode == 0, written.stderr
+    assert "weights × value norms α·‖v‖" in figure.read_text()
+    written = attn_here("inspect", "The cat sat.", "--model", "toy", "--measure", "value", "--include", "qkv", "--json")
+    assert written.exit_code == 0, written.output
     for head in json.loads(written.stdout)["layers"][0]["heads"]:
         weights, values = np.array(head["weights"], float), np.array(head["v"], float)
         expected = weights * np.linalg.norm(values, axis=-1)[None, :]
         assert np.allclose(np.array(head["value_norms"], float), expected, rtol=1e-5, atol=1e-7)
-    refused = _attn("inspect", "The cat sat.", "--model", "toy", "--measure", "nope", cwd=workdir)
-    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    refused = attn_here("inspect", "The cat sat.", "--model", "toy", "--measure", "nope")
+    assert refused.exit_code == 2 and refused.stderr.count("\n") == 1
     assert "'nope' is not a measure" in refused.stderr and "weights, norm, value" in refused.stderr
