@@ -69,14 +69,17 @@ def test_a_pipe_readers_answer_lands_on_its_own_line_under_load(tmp_path):
         f"env PYTHONPATH={shlex.quote(str(ROOT))} HF_HUB_OFFLINE=1 {python} -m attn_cli inspect "
         f"'Hello, how are you?' --json | {reader}"
     )
-    busy = subprocess.Popen([sys.executable, "-c", "while 1: pass"])  # load: the bar is drawn while layers run
-    try:  # three times: the reader and the bar race, and the bar lost only some of the races
-        lines = pane_after(f"for run in 1 2 3; do {command}; done", tmp_path)
+    # Load, so that the bar is drawn while layers run; at the lowest priority, so that it takes only a core that
+    # would sit idle and does not slow the rest of the suite. Once: the order of the bar's clear and stdout's
+    # writes, which decides this race, is checked every time by the deterministic twin below.
+    busy = subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", "while 1: pass"])
+    try:
+        lines = pane_after(command, tmp_path)
     finally:
         busy.kill()
         busy.wait()
     shown = "\n".join(lines)
-    assert [line.strip() for line in lines].count(ANSWER) == 3, f"an answer is not on its own line:\n{shown}"
+    assert [line.strip() for line in lines].count(ANSWER) == 1, f"the answer is not on its own line:\n{shown}"
     assert "━" not in shown and "analysing" not in shown, f"the bar stayed on screen:\n{shown}"
 
 
