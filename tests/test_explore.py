@@ -40,11 +40,16 @@ def run(coroutine):
 
 
 async def submit_sentence(pilot, app, text: str) -> None:
-    """`e`, the edit box focused, the old sentence cleared, `text` typed, Enter (the run is not awaited)."""
+    """`e`, the edit box focused, the old sentence cleared, `text` pasted (one event, as a terminal sends a paste;
+    the pilot waits ~50 ms after each key, and test_explore_kinds types key by key), Enter (the run is not awaited)."""
+    from textual import events
+
     await pilot.press("e")
     await until(pilot, lambda: getattr(app.focused, "id", None) == "sentence")
     app.focused.value = ""
-    await pilot.press(*text, "enter")
+    app.post_message(events.Paste(text))
+    await until(pilot, lambda: app.focused.value == text)
+    await pilot.press("enter")
 
 
 def panel_numbers(head, query: int) -> list[str]:
@@ -168,7 +173,7 @@ def test_a_long_session_keeps_only_the_last_sentences(toy):
         app = ExploreApp(lambda: toy, "one two three", model_name="toy")
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, lambda: app.model is not None)
-            sentences = [f"sentence number {index} here" for index in range(KEEP_TEXTS + 3)]
+            sentences = [f"{index} here" for index in range(KEEP_TEXTS + 2)]  # short: each is typed key by key
             for sentence in sentences:
                 await submit_sentence(pilot, app, sentence)
                 await until(pilot, lambda: app.text == sentence)
