@@ -22,12 +22,15 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 def pytest_configure(config):
     """Each pytest-xdist worker runs torch on its share of the cores (one each with -n 2 on 2): torch's default
     (a thread per core in every worker) puts twice as many threads as cores to work, and their waits for each
-    other (OpenMP spins) were CPU time taken from the other worker."""
+    other (OpenMP spins) were CPU time taken from the other worker. A test that asks for threads sets them itself
+    (test_ray's workers and its one_thread fixture)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         import torch
 
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        torch.set_num_threads(threads)
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))  # the same for the processes a test starts
 
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
