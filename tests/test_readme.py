@@ -28,9 +28,7 @@ corpus.txt: the 1,000 sentences of benchmarks/_corpus.py that `attn heads --file
 reads), with NO_COLOR=1, COLUMNS=80 (a `COLUMNS=120 attn …` prefix changes it), the CPU, and an
 empty Hugging Face cache. `attn` runs in-process through Typer's CliRunner, and every model is
 loaded once for this file in each test process (attn_cli.api.load is memoised while it runs) rather than once per command as ~30
-subprocesses would. Measured on the shared 2-core machine at load average 8: 5 min 19 s wall,
-123 s CPU, of which the 1,000-sentence `attn heads --file corpus.txt` block is 159 s wall. Other
-programs of a pipeline (`jq`, `python -c`) run as subprocesses.
+subprocesses would. Other programs of a pipeline (`jq`, `python -c`) run as subprocesses.
 """
 
 from __future__ import annotations
