@@ -96,3 +96,38 @@ def test_the_gallerys_pictures_are_what_its_script_makes_now(tmp_path):
         if not committed.is_file() or committed.read_bytes() != path.read_bytes():
             stale.append(path.name)
     assert not stale, f"stale: {', '.join(stale)}; run `python docs/gallery/make.py` and commit what it writes"
+
+
+def test_attn_docs_list_fits_the_terminal_and_a_mistyped_page_gets_the_nearest_names():
+    """Each page is one row as wide as the terminal allows: its first sentence whole, or cut where the terminal
+    ends with a visible `…` (at 120 columns more shows than at 80), as plain text (a link's words, no `**`, and
+    "Gu et al. 2024" does not end a sentence). A mistyped name is bad usage (exit 2) naming the nearest pages."""
+    from typer.testing import CliRunner
+
+    from attn_cli.cli import app
+    from attn_cli.cli.docs import _summary, command_pages
+
+    runner = CliRunner()
+    pages = command_pages()
+    shown: dict[int, dict[str, str]] = {}
+    for columns in (80, 120):
+        listed = runner.invoke(app, ["docs"], env={"COLUMNS": str(columns), "NO_COLOR": "1"})
+        assert listed.exit_code == 0
+        lines = listed.stdout.splitlines()
+        assert len(lines) == 2 + len(pages)  # the title, the header, one line a page
+        assert all(len(line.rstrip()) <= columns for line in lines)
+        rows = {line.split()[0]: line.split(None, 1)[1].rstrip() for line in lines[2:]}
+        assert list(rows) == list(pages)
+        for name, described in rows.items():
+            whole = _summary(pages[name])
+            assert described == whole or (described.endswith("…") and whole.startswith(described[:-1])), name
+        shown[columns] = rows
+    assert len(shown[120]["kv"]) > len(shown[80]["kv"]) + 30  # the wider terminal shows more of the sentence
+    assert _summary(pages["explore"]).startswith("Every head of a model") and "(built with Textual):" in _summary(
+        pages["explore"]
+    )
+    diagnose = _summary(pages["diagnose"])
+    assert "the attention sink rate (Gu et al. 2024," in diagnose and "**" not in diagnose
+    mistyped = runner.invoke(app, ["docs", "heds"])
+    assert mistyped.exit_code == 2
+    assert mistyped.output.strip() == "error: no page for 'heds'; did you mean 'heads'?"

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from attn_cli.cli.edge import user_errors
-from attn_cli.plumbing.errors import BadInput
+from attn_cli.plumbing.errors import BadInput, did_you_mean
 
 EPILOG = "Examples:\n\n  attn docs\n\n  attn docs heads\n\n  attn docs kv --path"
 
@@ -38,14 +38,18 @@ def docs_command(
     with user_errors():
         pages = command_pages()
         if command is None:
-            table = Table("command", "what its page is about", box=None, title="attn docs COMMAND shows its page:")
-            table.title_justify = "left"
+            from rich.text import Text
+
+            table = Table(box=None, title="attn docs COMMAND shows its page:", title_justify="left")
+            table.add_column("command", no_wrap=True)
+            table.add_column("what its page is about")  # the column that gives way to the terminal's width
             for name, page in pages.items():
-                table.add_row(name, _summary(page))
+                # one line a page, cut where the terminal ends, with an ellipsis (attn docs NAME has the rest)
+                table.add_row(name, Text(_summary(page), no_wrap=True, overflow="ellipsis"))
             Console().print(table)
             return
         if command not in pages:
-            raise BadInput(f"no page for {command!r}", f"pages: {', '.join(pages)}")
+            raise BadInput(f"no page for {command!r}", did_you_mean(command, pages) or f"pages: {', '.join(pages)}")
         if path:
             typer.echo(str(pages[command]))
             return
@@ -61,13 +65,15 @@ def docs_command(
             console.print(drawn)
 
 
-def _summary(page: Path, width: int = 72) -> str:
-    """A page's first sentence of prose (its first paragraph that is not a heading, code or a table), cut to
-    `width` characters."""
+def _summary(page: Path) -> str:
+    """A page's first sentence of prose (its first paragraph that is not a heading, code or a table), as plain
+    text: a link's words without its address, no Markdown marks."""
+    import re
+
     paragraphs = page.read_text(encoding="utf-8").split("\n\n")
     prose = next((text for text in paragraphs if text.strip() and text.lstrip()[0] not in "#`<|!-"), "")
-    sentence = " ".join(prose.split()).split(". ")[0].replace("`", "").rstrip(".")
-    return sentence if len(sentence) <= width else sentence[: width - 1] + "…"
+    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", " ".join(prose.split())).replace("`", "").replace("**", "")
+    return re.split(r"(?<!\bal)(?<!\be\.g)(?<!\bi\.e)\. ", text)[0].rstrip(".")  # "Gu et al. 2024" ends none
 
 
 def _without_comments(text: str) -> str:

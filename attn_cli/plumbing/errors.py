@@ -6,6 +6,7 @@ Exit codes: 1 a runtime failure the user can act on, 2 bad usage.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Iterable
 
 # Who is asking: "cli" while a command of attn's command line runs (its errors name options: --layer 9),
 # "python" otherwise (the API's name keyword arguments: layers=9; attn_cli/api.py's door rewrites them).
@@ -58,3 +59,12 @@ class UnsupportedModel(AttnError):
 
 class MissingPackage(AttnError):
     """An optional package a feature needs (pandas for to_pandas(), …) is not installed."""
+
+
+def did_you_mean(word: str, names: Iterable[str]) -> str | None:
+    """The hint for a mistyped name: the nearest of `names` ("did you mean 'heads'?", difflib's close matches, as
+    Typer suggests a mistyped command), or None when none is near."""
+    from difflib import get_close_matches
+
+    near = get_close_matches(word, list(names))
+    return f"did you mean {', '.join(repr(name) for name in near)}?" if near else None
