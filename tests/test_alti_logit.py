@@ -176,6 +176,28 @@ def test_the_command_prints_bars_heads_and_the_rest_and_writes_json(tmp_path, mo
     assert refused.exit_code == 2 and "needs --explain TOKEN" in refused.output
 
 
+def test_an_encoder_is_refused_first_as_a_capability_refusal_is():
+    """A model that predicts no next token is refused as capabilities.require refuses any model a command cannot
+    serve (`attn routes` on the same model): one line `attn attribute --method alti-logit: toy …; hint`, exit 1 —
+    before --explain or --layer is checked, so fixing those first would not have helped."""
+    from attn_cli.cli import app
+
+    runner = CliRunner()
+    text = "the cat sat on the mat"
+    routes = runner.invoke(app, ["routes", text, "--model", "toy"], env={"COLUMNS": "300", "NO_COLOR": "1"})
+    assert routes.exit_code == UnsupportedModel.exit_code == 1
+    assert routes.output.startswith("error: attn routes: toy ") and len(routes.output.splitlines()) == 1
+    for options in ([], ["--explain", "sat", "--layer", "0"], ["--vs", "attention"]):
+        args = ["attribute", text, "--model", "toy", "--method", "alti-logit", *options]
+        refused = runner.invoke(app, args, env={"COLUMNS": "300", "NO_COLOR": "1"})
+        assert refused.exit_code == routes.exit_code, (options, refused.output)
+        assert refused.output == (
+            "error: attn attribute --method alti-logit: toy is not a decoder (it predicts no next token); use a "
+            "pre-norm decoder with its LM head (GPT-2, Llama, Qwen, Mistral, --model lab); for an encoder, --method "
+            "alti\n"
+        )
+
+
 def test_a_python_refusal_renames_a_whole_option_only():
     """From Python, "--method alti" becomes method='alti', but not the start of "--method alti-logit"."""
     from attn_cli.api import python_spelled

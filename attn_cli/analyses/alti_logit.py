@@ -112,21 +112,28 @@ class LogitAttributionReport(Document):
         return pa.table(columns)
 
 
+def served(backend) -> LogitBlocks:
+    """The backend, typed as having LogitBlocks, or the refusal every command gives a model that cannot serve it
+    (capabilities.require's UnsupportedModel, exit 1, `attn attribute --method alti-logit: NAME …; HOW`). Asked
+    before any option is checked: an encoder is told it predicts no next token, not first to add --explain."""
+    if not backend.info.causal:  # an encoder's backend has the methods (LogitBlocks) but no next token to explain
+        raise UnsupportedModel(
+            f"attn attribute --method alti-logit: {backend.info.name} is not a decoder (it predicts no next token)",
+            HOW,
+        )
+    return require(backend, LogitBlocks, "attn attribute --method alti-logit", hint=HOW)
+
+
 def alti_logit(backend, text: str, target=None, truncate: bool = False) -> LogitAttributionReport:
     """ALTI-Logit of `target`'s logit at the last position (the module docstring says how)."""
     from attn_cli.math.alti_logit import decompose_logit, normed
 
+    source = served(backend)
     if target is None:
         raise BadInput(
             "--method alti-logit needs --explain TOKEN: the next token whose logit is split over the input",
             "add --explain and a token, such as the one attn generate predicts after the text",
         )
-    if not backend.info.causal:
-        raise UnsupportedModel(
-            f"attn attribute --method alti-logit: {backend.info.name} is not a decoder (it predicts no next token)",
-            HOW,
-        )
-    source = require(backend, LogitBlocks, "attn attribute --method alti-logit", hint=HOW)
     blocks, readout = source.logit_blocks(text, target, truncate)
     tokens, truncated_from = backend.tokens(text, truncate)
     position = len(tokens) - 1

@@ -284,6 +284,10 @@ def attribute(
         raise BadInput(f"--method {method!r}", f"use {', '.join(METHODS)}")
     if vs is not None and vs not in VERSUS:
         raise BadInput(f"--vs {vs!r}", f"use {', '.join(VERSUS)}")
+    if method == "alti-logit":  # a model that cannot serve it is refused before its options are checked
+        from attn_cli.analyses.alti_logit import served
+
+        served(backend)
     refuse_unused(method, options)
     chosen = consecutive_layers(backend.info, layers, "attribute")
     if method in WHOLE_MODEL:
