@@ -365,7 +365,8 @@ def test_the_patch_command_refuses_in_one_line():
     base = ["patch", "the cat saw a", "--target", "dog", "--foil", "cat"]
     for wrong, code, said in [
         (["--corrupt", "the cat saw a big", "--model", "lab"], 2, "as many tokens long"),
-        (["--corrupt", "the dog saw a"], 2, "has no language-model head"),
+        (["--corrupt", "the dog saw a"], 1, "has no language-model head"),
+        (["--corrupt", "the cat saw a big"], 1, "has no language-model head"),  # the model before the lengths
         (["--corrupt", "the dog saw a", "--model", "lab", "--direction", "sideways"], 2, "is not a direction"),
         (["--corrupt", "the dog saw a", "--model", "toy"], 1, "cannot run with a head's output changed"),
         (["--corrupt", "the cat saw a", "--model", "lab"], 2, "there is nothing to recover"),
@@ -441,7 +442,7 @@ def test_the_importance_command_reads_a_corpus_and_refuses_an_encoder(tmp_path):
     steps = shown.stdout[shown.stdout.index("the step removes") :].splitlines()[3:11]  # the rows removing a head
     assert [row.split()[-1] for row in steps] == [f"{layer}.{head}" for layer, head in document["order"]]
     refused = runner.invoke(app, ["importance", "Hello there"])
-    assert refused.exit_code == 2 and "has no language-model head" in refused.output
+    assert refused.exit_code == 1 and "has no language-model head" in refused.output
     both = runner.invoke(app, ["importance", "Hello", "--file", str(corpus), "--model", "lab"])
     assert both.exit_code == 2 and "separate sources" in both.output
 

@@ -14,7 +14,7 @@ from conftest import assert_generated_rows_equal_one_forward_pass, isolate, save
 from typer.testing import CliRunner
 
 import attn_cli
-from attn_cli.plumbing.errors import AttnError, BadInput
+from attn_cli.plumbing.errors import AttnError, UnsupportedModel
 
 PROMPT = "the cat sat on the"
 
@@ -60,9 +60,9 @@ def test_grouped_heads_read_their_kv_head(llama_lm_dir):
 def test_models_that_cannot_generate_say_why(minilm_backend, tiny_llama_dir):
     from attn_cli.api import Model
 
-    with pytest.raises(BadInput, match="not a causal language model"):
+    with pytest.raises(UnsupportedModel, match="not a causal language model"):
         Model(minilm_backend).generate(PROMPT)
-    with pytest.raises(BadInput, match="not a causal language model"):
+    with pytest.raises(UnsupportedModel, match="not a causal language model"):
         attn_cli.load("toy").generate(PROMPT)
     with pytest.raises(AttnError, match="no language-model head"):
         attn_cli.load(str(tiny_llama_dir), device="cpu").generate(PROMPT)  # saved without its LM head
@@ -86,7 +86,7 @@ def test_cli_generate_json_and_view(gpt2_lm_dir):
     view = runner.invoke(app, ["generate", PROMPT, "--model", str(gpt2_lm_dir), "--max-new-tokens", "3"])
     assert view.exit_code == 0 and "what each generated token was produced from" in view.stdout
     refused = runner.invoke(app, ["generate", PROMPT, "--max-new-tokens", "3"])  # the default model is an encoder
-    assert refused.exit_code == 2 and "not a causal language model" in refused.stderr
+    assert refused.exit_code == 1 and "not a causal language model" in refused.stderr
     assert "--model lab" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1  # the way on
     assert (
         runner.invoke(app, ["generate", PROMPT, "--model", "lab", "--max-new-tokens", "2"]).exit_code == 0

@@ -19,7 +19,7 @@ from attn_cli.data.arguments import whole
 from attn_cli.data.capture import ModelInfo, Token
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, matrix_json, num_json
 from attn_cli.data.selection import Selection
-from attn_cli.plumbing.errors import BadInput
+from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 
 @dataclass
@@ -132,8 +132,8 @@ def generate_from(
 
     check_texts([prompt])
     info = backend.info
-    if not supports(backend, CapturesGeneration) or not info.causal:
-        raise BadInput(
+    if not supports(backend, CapturesGeneration) or not info.causal:  # exit 1, as require's refusals
+        raise UnsupportedModel(
             f"{info.name} is not a causal language model, so it does not generate",
             'try the decoder that ships with attn, --model lab (load("lab")), or a decoder (GPT-2, Llama, Qwen, '
             "Mistral …) saved with its language-model head",

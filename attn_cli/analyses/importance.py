@@ -26,7 +26,7 @@ from attn_cli.backends.interventions import FedBatch, HeadChanges
 from attn_cli.data.capture import ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, num_json
 from attn_cli.math.effects import token_losses
-from attn_cli.plumbing.errors import BadInput
+from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 BATCH = 8
 STEPS = 16  # pruning-curve points past this many heads: evenly spaced counts
@@ -110,8 +110,8 @@ def head_importance(
     if not batches:
         raise BadInput("no texts to measure", "give a text, or --file with a text per line")
     feds = [model.intervention_batch(batch, truncate) for batch in batches]
-    if not feds[0].logits:
-        raise BadInput(
+    if not feds[0].logits:  # a model that cannot serve the request: exit 1, as require's refusals
+        raise UnsupportedModel(
             f"attn importance differentiates a language model's loss, and {info.name} has no language-model head",
             "use a causal language model, such as --model lab or a GPT-2",
         )

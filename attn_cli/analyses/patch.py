@@ -27,7 +27,7 @@ from attn_cli.backends.interventions import HeadChanges, HeadOutputs
 from attn_cli.data.capture import ModelInfo
 from attn_cli.data.document import SCHEMA_VERSION, Document, counted, num_json
 from attn_cli.data.selection import Spec, parse_heads_of_layers
-from attn_cli.plumbing.errors import BadInput
+from attn_cli.plumbing.errors import BadInput, UnsupportedModel
 
 DIRECTIONS = ("denoising", "noising")
 
@@ -148,16 +148,16 @@ def patch(
         raise BadInput(f"--direction {direction!r} is not a direction", f"choose {', '.join(DIRECTIONS)}")
     pairs = parse_heads_of_layers(layers, heads, backend.info)
     clean_fed, corrupt_fed = model.intervention_input(clean, truncate), model.intervention_input(corrupt, truncate)
+    if not clean_fed.logits:  # the model first: no other text would make it serve (exit 1, as require's refusals)
+        raise UnsupportedModel(
+            f"attn patch reads a language model's logits, and {backend.info.name} has no language-model head",
+            "use a causal language model, such as --model lab or a GPT-2",
+        )
     if len(clean_fed.ids) != len(corrupt_fed.ids):
         raise BadInput(
             f"the clean text is {counted(len(clean_fed.ids), 'token')} and the corrupted one "
             f"{len(corrupt_fed.ids)}: a head's output is patched position by position",
             "make the corrupted text as many tokens long (change words for words of one token each)",
-        )
-    if not clean_fed.logits:
-        raise BadInput(
-            f"attn patch reads a language model's logits, and {backend.info.name} has no language-model head",
-            "use a causal language model, such as --model lab or a GPT-2",
         )
     measure = metric_for(model, clean_fed, clean, "logit-diff", target, foil, truncate)
     source, run = (clean_fed, corrupt_fed) if direction == "denoising" else (corrupt_fed, clean_fed)
