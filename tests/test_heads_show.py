@@ -80,11 +80,18 @@ def test_show_prints_the_grid_and_top_heads_as_attn_heads_does(store):
     assert max(map(len, lines)) <= 80
 
 
+def test_a_mixed_heads_line_shows_its_dot_once_as_the_legend_does(store):
+    # head 1.3 is mixed (the grid's "·" above); its chip is a dot, so no " · " may stand before it
+    lines = ok(attn("heads", "show", store, "--layer", "1", "--head", "3", "--top", "1")).splitlines()
+    head = next(line for line in lines if line.startswith("head 1.3"))
+    assert re.fullmatch(r"head 1\.3  ·  mixed( · sink key .*)?", head), head
+
+
 def test_head_dashboard_without_colour_marks_the_query_and_keys(store):
     out = ok(attn("heads", "show", store, "--layer", "1", "--head", "4", "--top", "3"))
     lines = out.splitlines()
     assert max(map(len, lines)) <= 80
-    assert "head 1.4 ·  I  induction · sink key [CLS]" in out
+    assert "head 1.4  I  induction · sink key [CLS]" in out
     for name in ("previous", "duplicate", "induction", "first", "last", "punctuation", "self", "broad", "sink"):
         assert any(re.match(rf" \S  {name} +│.{{20}}│", line) for line in lines), name
     top = open_store(store).examples(*INDUCTION).top["induction"]

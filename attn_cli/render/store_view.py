@@ -106,8 +106,10 @@ def _score_name(score: str) -> str:
 def _head_line(dashboard: HeadDashboard) -> Text:
     profile = dashboard.profile
     code, style, _ = KINDS.get(profile.label, ("?", "", ""))
+    # the label as the legend of `attn heads` shows it, its chip then its name: no " · " before the chip, which
+    # for a mixed head is itself a dot ("head 0.1 ·  ·  mixed" read as two separators)
     line = Text.assemble(
-        (f"head {profile.layer}.{profile.head}", "bold"), " · ", (f" {code} ", style), f" {_score_name(profile.label)}"
+        (f"head {profile.layer}.{profile.head}", "bold"), " ", (f" {code} ", style), f" {_score_name(profile.label)}"
     )
     if profile.sink_key is not None:
         sink = profile.sink_key
