@@ -20,6 +20,7 @@ import attn_cli
 from attn_cli.data.selection import Panel
 from attn_cli.explore.view import query_panel
 from attn_cli.render.figures import page_data, svg_figure
+from attn_cli.render.heatmap import Heatmap
 from attn_cli.render.terminal import render_report
 
 SHORT = "The fox jumps, the fox runs."
@@ -83,6 +84,22 @@ def test_the_terminal_draws_the_sink_column_after_the_keys_and_ranks_it_in_the_t
     assert sum("│" in line for line in narrow) >= len(tokens) and all(len(line) <= 40 for line in narrow)
     panel = _drawn(query_panel(head, tokens, 1), 80)  # attn explore's selected query: its keys, then the sink
     assert panel[len(head.top[1]) + 1].split() == ["→", "⟨sink⟩", f"{head.sink[1]:.2f}", "█" * round(head.sink[1] * 10)]
+
+
+def test_the_sink_column_is_headed_sink_wherever_the_word_fits_after_its_narrow_cell():
+    # 12 keys of .05 and a sink of .4 (rows sum to 1): no model, the heatmap alone
+    tokens = [f"tok{i}" for i in range(12)]
+    heatmap = Heatmap(np.full((12, 12), 0.05), tokens, "t", sink=np.full(12, 0.4))
+    for width, cell in ((heatmap.numbers_width, 4), (heatmap.width_for(2, 0) + 2, 2), (heatmap.width_for(1, 0) + 3, 1)):
+        lines = _drawn(heatmap, width)
+        header = next(n for n, line in enumerate(lines) if "key →" in line)  # the last line of the key numbers
+        assert lines[header].endswith("│sink") and all(len(line) <= width for line in lines), (width, lines)
+        assert len(lines[header + 1].rsplit("│", 1)[1]) == cell  # the cells under it are as narrow as the keys'
+        assert re.search(r"│ sink:\s+⟨sink⟩", "\n".join(lines))  # the key list names it (a line may end after "sink:")
+    lines = _drawn(heatmap, heatmap.width_for(1, 0) + 2)  # one column short of the word: its letter, named below
+    assert next(line for line in lines if "key →" in line).endswith("│s") and re.search(
+        r"│ s:\s+⟨sink⟩", "\n".join(lines)
+    )
 
 
 def test_the_svg_and_the_page_show_the_sink_column(report):

@@ -27,6 +27,8 @@ ABSENT = "absent"  # no matrix exists at all (a weights-only model's scores): th
 LIST_LIMIT = 64  # key tokens listed under a heatmap
 SINK = "⟨sink⟩"  # a learned sink logit's column of the softmax (GPT-OSS's s_aux): no token, so set apart
 SINK_RULE = "│"  # what sets the ⟨sink⟩ column apart from the keys, one character wide
+SINK_HEAD = "sink"  # the ⟨sink⟩ column's head; past a narrower cell into the free columns after it, the last
+SINK_LETTER = "s"  # its head where those columns are too few (the key list then says what "s" is)
 
 
 def literal(text: str, style: str | Style = "") -> Text:
@@ -166,7 +168,8 @@ class Heatmap:
         yield Text(self.title + place, style="bold")
         numbers = gap == 1
         fmt = CellFormat.choose(self.matrix, self.scale, NUMBER_CELL) if numbers else None
-        yield from self.header_lines(cell, gap)
+        sink_head = self.sink_head(cell, gap, width)
+        yield from self.header_lines(cell, gap, sink_head)
         for offset, row in enumerate(self.matrix.tolist()):
             index = self.row0 + offset
             line = row_label(index, self.tokens[index], self.digits)
@@ -181,7 +184,7 @@ class Heatmap:
                 line.append_text(self.cell(float(self.sink[offset]), cell, fmt))
             line.rstrip()
             yield line
-        yield self.key_list(width)
+        yield self.key_list(width, sink_head)
         extra = fmt.note if fmt and fmt.note else ("" if numbers else f"{self.numbers_width} columns show numbers")
         yield legend(self.scale, width, self.label, extra=extra, unit=self.unit)
 
@@ -194,12 +197,18 @@ class Heatmap:
             return Text(fmt.text(value).rjust(cell), style=Style(color=ink, bgcolor=self.scale.colour(value)))
         return Text(self.scale.shade(value) * cell, style=Style(color=self.scale.colour(value)))
 
-    def header_lines(self, cell: int, gap: int) -> list[Text]:
-        """Key column numbers: in line with the cells when they fit, else written downwards."""
+    def sink_head(self, cell: int, gap: int, width: int) -> str:
+        """The ⟨sink⟩ column's head: "sink", even over a cell of 1 or 2 characters (the column is the last, so
+        the word runs on into the columns after it) when `width` leaves room for it; else "s"."""
+        spare = width - self.width_for(cell, gap)  # columns free after the ⟨sink⟩ cell
+        return SINK_HEAD if len(SINK_HEAD) <= cell + spare else SINK_LETTER
+
+    def header_lines(self, cell: int, gap: int, sink: str = SINK_HEAD) -> list[Text]:
+        """Key column numbers: in line with the cells when they fit, else written downwards; `sink` heads the
+        ⟨sink⟩ column, left-aligned after its rule when wider than a cell."""
         indices = [str(self.col0 + i) for i in range(self.cols)]
         digits = max(len(index) for index in indices)
         tag = "key →" if self.label_width >= 5 else "k→"
-        sink = "sink" if cell >= 4 else "s"  # the ⟨sink⟩ column's head, as wide as a cell
         if digits < cell + gap:  # a space between neighbours
             line = Text(tag.rjust(self.label_width) + " ", style="dim")
             line.append("".join(index.rjust(cell) + " " * gap for index in indices).rstrip(), style="bold")
@@ -222,8 +231,8 @@ class Heatmap:
             lines.append(line)
         return lines
 
-    def key_list(self, width: int) -> Text:
-        """The key tokens in full, numbered as the columns are."""
+    def key_list(self, width: int, sink: str = SINK_HEAD) -> Text:
+        """The key tokens in full, numbered as the columns are; then the ⟨sink⟩ column, by its head `sink`."""
         text = Text("keys ", style="dim")
         shown = min(self.cols, LIST_LIMIT)
         for i in range(self.col0, self.col0 + shown):
@@ -233,7 +242,7 @@ class Heatmap:
         if shown < self.cols:
             text.append(f"… {self.cols - shown} more (the header lists every token)", style="dim")
         if self.sink is not None:
-            text.append(f"{SINK_RULE} sink: ", style="dim")
+            text.append(f"{SINK_RULE} {sink}: ", style="dim")
             text.append(SINK, style="bold")
             text.append(" (the learned sink logit's share)", style="dim")
         text.rstrip()
