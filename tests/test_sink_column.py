@@ -24,6 +24,7 @@ from attn_cli.render.heatmap import Heatmap
 from attn_cli.render.terminal import render_report
 
 SHORT = "The fox jumps, the fox runs."
+PIECES = "Unbelievably, tokenization works"  # 11 tokens (un ##bel ##ie ##va ##bly …), 6 words
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +101,21 @@ def test_the_sink_column_is_headed_sink_wherever_the_word_fits_after_its_narrow_
     assert next(line for line in lines if "key →" in line).endswith("│s") and re.search(
         r"│ s:\s+⟨sink⟩", "\n".join(lines)
     )
+
+
+def test_words_keep_the_sink_share_each_word_row_the_mean_of_its_pieces(sink_model):
+    tokens = sink_model.inspect(PIECES, layers="1")
+    words = sink_model.inspect(PIECES, layers="1", words=True)
+    assert len(words.words) < len(tokens.tokens)  # pieces did merge
+    document = words.to_json_dict()
+    for token_head, head, record in zip(tokens.layers[0].heads, words.layers[0].heads, document["layers"][0]["heads"]):
+        expected = [token_head.sink[list(word.pieces)].mean() for word in words.words]
+        assert head.sink == pytest.approx(expected, abs=1e-6)
+        assert np.abs(head.weights.sum(axis=1) + head.sink - 1).max() <= 1e-6  # float32 sums
+        assert record["sink"] == pytest.approx(head.sink.tolist(), abs=1e-6)
+    lines = _drawn(render_report(words, panels={Panel.weights, Panel.top}), 120)
+    assert any(line.endswith("│sink") for line in lines)  # the word heatmap's ⟨sink⟩ column
+    assert any(re.search(r"⟨sink⟩ \d\.\d\d", line) for line in lines)  # and the top table's
 
 
 def test_the_svg_and_the_page_show_the_sink_column(report):

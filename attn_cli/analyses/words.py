@@ -3,7 +3,8 @@
 The one place the merge is applied (inspect_texts calls it per text); every view then draws the words
 because it draws the report. Per head (math/words.py): weights to a word summed over its pieces, from
 a word averaged over its pieces; the mask merged (a word may attend a word when any of its pieces
-may attend any of the other's); entropy, self-weight and top keys recomputed from the merged rows.
+may attend any of the other's); a learned sink's share of a word's row averaged over its pieces, as the row is;
+entropy, self-weight and top keys recomputed from the merged rows.
 
 What does not merge is left out or kept at token level, never given a word-level number it does not
 have: scores (softmax inputs do not add up over pieces) are left out; symmetry and score statistics
@@ -21,7 +22,7 @@ from attn_cli.data.capture import Capture, Word
 from attn_cli.data.selection import Analysis, Selection, Window
 from attn_cli.data.words import words_from_markers
 from attn_cli.math import measures
-from attn_cli.math.words import merge_mask, merge_weights
+from attn_cli.math.words import merge_mask, merge_rows, merge_weights
 from attn_cli.plumbing.errors import BadInput
 
 
@@ -87,4 +88,6 @@ def merge_head(head: HeadReport, groups: Sequence[Sequence[int]], texts: Sequenc
         score_stats=head.score_stats,  # likewise token-level
         formula=head.formula,
         allowed=merged_allowed.numpy(),
+        # (W,) a learned sink's share of each word row, the mean of its pieces' as the row is: with it, rows sum to 1
+        sink=None if head.sink is None else merge_rows(torch.from_numpy(head.sink), groups).numpy(),
     )

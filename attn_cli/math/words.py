@@ -3,7 +3,8 @@
 A grouping is a list of words, each the token positions (pieces) that make it, in order, covering every
 token once. Following Clark et al. 2019 ("What does BERT look at?"): attention *to* a word is the sum of
 the attention to its pieces (the key columns add up), attention *from* a word is the mean of its pieces'
-rows, so each merged row is again a distribution: rows still sum to 1.
+rows, so each merged row is again a distribution: rows still sum to 1 (with a learned sink, with the word's
+share of it, the mean of its pieces' shares: merge_rows).
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ def merge_weights(weights: torch.Tensor, groups: Sequence[Sequence[int]]) -> tor
     merged = to_words.new_zeros(*weights.shape[:-2], count, count).index_add_(-2, owner, to_words)  # (..., W, W)
     sizes = torch.tensor([len(pieces) for pieces in groups], dtype=torch.float64, device=weights.device)  # (W,)
     return (merged / sizes[:, None]).to(weights.dtype)
+
+
+def merge_rows(values: torch.Tensor, groups: Sequence[Sequence[int]]) -> torch.Tensor:
+    """A value per query token (..., T) -> per word (..., W): the mean over the word's pieces, as its row is
+    (merge_weights). For a learned sink's share p (a row's weights sum to 1 − p), a word's row then sums to
+    1 − mean(p) over its pieces: with its merged share, again to 1."""
+    owner = word_of(groups, values.shape[-1], values.device)  # (T,)
+    sums = values.new_zeros(*values.shape[:-1], len(groups), dtype=torch.float64).index_add_(-1, owner, values.double())
+    sizes = torch.tensor([len(pieces) for pieces in groups], dtype=torch.float64, device=values.device)  # (W,)
+    return (sums / sizes).to(values.dtype)  # (..., W)
 
 
 def merge_mask(allowed: torch.Tensor, groups: Sequence[Sequence[int]]) -> torch.Tensor:
