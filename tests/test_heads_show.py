@@ -87,6 +87,18 @@ def test_a_mixed_heads_line_shows_its_dot_once_as_the_legend_does(store):
     assert re.fullmatch(r"head 1\.3  ·  mixed( · sink key .*)?", head), head
 
 
+def test_a_store_of_one_text_says_one_text(tmp_path):
+    """The count of texts is a noun in agreement: '1 text from …' and a score's '1 text', not '1 texts'."""
+    from attn_cli.data.document import counted
+
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("the cat sat on the mat\n")
+    ok(attn("heads", "--file", corpus, "--model", "toy", "--store", tmp_path / "st"))
+    out = ok(attn("heads", "show", tmp_path / "st", "--layer", "0", "--head", "0"))
+    assert "1 text from" in out and re.search(r"│ .*  1 text$", out, re.M) and "1 texts" not in out, out
+    assert counted(1_000, "text", grouped=True) == "1,000 texts" and counted(1, "layer") == "1 layer"
+
+
 def test_head_dashboard_without_colour_marks_the_query_and_keys(store):
     out = ok(attn("heads", "show", store, "--layer", "1", "--head", "4", "--top", "3"))
     lines = out.splitlines()

@@ -80,7 +80,7 @@ def diagnose_command(
                 progress=progress,
             )
         if report.truncated:
-            from attn_cli.render.scale import counted
+            from attn_cli.data.document import counted
 
             note(f"warning: {counted(report.truncated, 'text')} cut to the model's positions (--truncate)")
         if json_wanted:

@@ -230,7 +230,7 @@ def heads_command(
                 stacks=stack,
                 image=image,
             )
-        from attn_cli.render.scale import counted
+        from attn_cli.data.document import counted
 
         if report.truncated:
             note(f"warning: {counted(report.truncated, 'text')} cut to the model's positions (--truncate)")

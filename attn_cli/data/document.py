@@ -87,8 +87,9 @@ def short(text: str) -> str:
     return repr(text if len(text) <= SUMMARY_TEXT else text[: SUMMARY_TEXT - 1] + "…")
 
 
-def counted(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
+def counted(n: int, noun: str, *, grouped: bool = False) -> str:
+    """'1 layer', '6 layers': a count and its noun, plural when it is not one; grouped: '1,000 texts'."""
+    return (f"{n:,}" if grouped else f"{n}") + f" {noun}" + ("" if n == 1 else "s")
 
 
 def _pretty(report: Document, printer, cycle: bool) -> None:

@@ -12,8 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 from attn_cli.analyses.circuits import MODE_NAMES, CircuitsReport
+from attn_cli.data.document import counted
 from attn_cli.render.heatmap import legend
-from attn_cli.render.scale import Scale, counted, luminance, stat
+from attn_cli.render.scale import Scale, luminance, stat
 
 HEAD_TITLE = "Per head: singular values σ of QK = W_Q·W_Kᵀ and OV = W_V·W_O, copying, position"
 SINGULAR_SHOWN = 3  # singular values per circuit in the table

@@ -9,9 +9,10 @@ script and style inline, nothing fetched) drawing render/dashboard.js and dashbo
 from __future__ import annotations
 
 from attn_cli.analyses.store_read import Example, HeadExamples, StoreReport
+from attn_cli.data.document import counted
 from attn_cli.render.figures import html_document
 from attn_cli.render.heads_view import KINDS, TOP_NAMES
-from attn_cli.render.scale import SEQUENTIAL, counted, hex_colour
+from attn_cli.render.scale import SEQUENTIAL, hex_colour
 
 PAGE_TOP = 5  # top texts per score and top edges per head on the page (--top changes it)
 

@@ -14,7 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from attn_cli.analyses.diagnose import DiagnoseReport
-from attn_cli.render.scale import Scale, counted, stat
+from attn_cli.data.document import counted
+from attn_cli.render.scale import Scale, stat
 
 BAR = 10  # characters of the sink-rate bar
 NARROWEST_REST = 52  # the layer table's columns but the strip

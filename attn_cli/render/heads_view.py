@@ -9,8 +9,9 @@ from rich.table import Table
 from rich.text import Text
 
 from attn_cli.analyses.heads_report import HeadProfile, HeadsReport
+from attn_cli.data.document import counted
 from attn_cli.math.score_names import MIXED, SCORES
-from attn_cli.render.scale import counted, no_attention_note
+from attn_cli.render.scale import no_attention_note
 
 # label → (one-letter code, cell style, name in the legend and the top table)
 KINDS = {

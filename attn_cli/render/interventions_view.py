@@ -9,9 +9,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from attn_cli.data.document import counted
 from attn_cli.render.head_grid import CELL, cell, head_grid
 from attn_cli.render.page_parts import one_run, report_title, svg_title
-from attn_cli.render.scale import Scale, counted
+from attn_cli.render.scale import Scale
 from attn_cli.render.svg import Heat, Svg, flow
 from attn_cli.render.terminal import header, model_line, titled, unit_list
 

@@ -7,9 +7,10 @@ import numpy as np
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from attn_cli.data.document import counted
 from attn_cli.render.head_grid import head_grid
 from attn_cli.render.page_parts import one_run
-from attn_cli.render.scale import Scale, counted
+from attn_cli.render.scale import Scale
 from attn_cli.render.svg import Heat
 from attn_cli.render.terminal import model_line
 

@@ -152,11 +152,6 @@ def weight_label(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".") or "0"
 
 
-def counted(number: int, noun: str) -> str:
-    """'1 layer', '6 layers': a count and its noun, plural when it is not one."""
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
-
-
 NO_ATTENTION = "no attention matrix (linear attention / state space)"
 
 

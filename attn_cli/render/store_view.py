@@ -13,8 +13,9 @@ from rich.style import Style
 from rich.text import Text
 
 from attn_cli.analyses.store_read import Example, HeadDashboard, StoreReport
+from attn_cli.data.document import counted
 from attn_cli.render.heads_view import KINDS, kind_of, render_heads, score_text  # a score in three characters: .97 1.0
-from attn_cli.render.scale import Scale, counted, luminance
+from attn_cli.render.scale import Scale, luminance
 
 SPARKS = "▁▂▃▄▅▆▇█"  # a histogram bin's height, relative to the score's fullest bin
 HIST_NAMES = {
@@ -38,7 +39,8 @@ def store_header(report: StoreReport) -> Text:
     line = Text.assemble(("store ", "dim"), (report.path, "bold"), (written, "dim"))
     if not report.complete:
         line.append(
-            f"\nincomplete: the run stopped after {report.texts:,} texts (--resume completes it)", style="bold yellow"
+            f"\nincomplete: the run stopped after {counted(report.texts, 'text', grouped=True)} (--resume completes it)",
+            style="bold yellow",
         )
     return line
 
@@ -77,7 +79,7 @@ def render_dashboard(dashboard: HeadDashboard, width: int, colour: bool = True) 
             ("attn heads show", "bold"),
             f" · {info.name} ({info.architecture}, "
             f"{counted(info.layers, 'layer')} × {counted(info.heads, 'head')}) · "
-            f"{store.texts:,} texts from {store.source}",
+            f"{counted(store.texts, 'text', grouped=True)} from {store.source}",
         ),
         store_header(store),
         _head_line(dashboard),
@@ -113,7 +115,10 @@ def _head_line(dashboard: HeadDashboard) -> Text:
     )
     if profile.sink_key is not None:
         sink = profile.sink_key
-        line.append(f" · sink key {sink.token} (position {sink.position}, in {sink.texts:,} texts)", style="dim")
+        line.append(
+            f" · sink key {sink.token} (position {sink.position}, in {counted(sink.texts, 'text', grouped=True)})",
+            style="dim",
+        )
     return line
 
 
@@ -132,7 +137,7 @@ def _histogram_line(dashboard: HeadDashboard, score: str) -> Text:
     q05, q95 = distribution.quantiles["q05"], distribution.quantiles["q95"]
     if q05 is not None and q95 is not None:
         line.append(f"  {score_text(q05)}–{score_text(q95)}", style="dim")
-    line.append(f"  {distribution.count:,} texts", style="dim")
+    line.append(f"  {counted(distribution.count, 'text', grouped=True)}", style="dim")
     return line
 
 

@@ -19,11 +19,12 @@ from rich.table import Table
 from rich.text import Text
 
 from attn_cli.analyses.inspect_report import HeadReport, InspectReport, TopKey
+from attn_cli.data.document import counted
 from attn_cli.data.selection import Panel
 from attn_cli.render.grid import HeadsGrid
 from attn_cli.render.heatmap import ABSENT, SINK, Heatmap, clip, literal, row_label, token_text
 from attn_cli.render.layout import Fit, FitScreen, VectorTable
-from attn_cli.render.scale import Scale, counted, luminance, no_attention_note, stat
+from attn_cli.render.scale import Scale, luminance, no_attention_note, stat
 
 TOP_ROWS = 64  # query rows listed in the top table of a long text without a --rows window
 SINK_INDEX = -1  # the ⟨sink⟩ entry of a top-keys row: the learned sink's share, at no key index
