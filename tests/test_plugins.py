@@ -147,10 +147,9 @@ def test_attn_heads_computes_the_plugins_head_score(installed, workdir):
     import numpy as np
     import pyarrow.parquet as pq
 
-    attn = attn_here
     text = "The cat sat on the mat."
-    heads = json.loads(attn("heads", text, "--model", "toy", "--json").stdout)["heads"]
-    inspected = json.loads(attn("inspect", text, "--model", "toy", "--json").stdout)
+    heads = json.loads(attn_here("heads", text, "--model", "toy", "--json").stdout)["heads"]
+    inspected = json.loads(attn_here("inspect", text, "--model", "toy", "--json").stdout)
     weights = {
         (layer["layer"], head["head"]): np.array(head["weights"], float)
         for layer in inspected["layers"]
@@ -165,17 +164,17 @@ def test_attn_heads_computes_the_plugins_head_score(installed, workdir):
     corpus, store, figure = workdir / "corpus.txt", workdir / "store", workdir / "heads.svg"
     corpus.write_text("the cat sat\na dog ran off\nthe cat sat on the mat\n")
     run = ("heads", "--file", corpus, "--model", "toy", "--store", store, "--per-text")
-    stored = attn(*run, "--save", figure)
+    stored = attn_here(*run, "--save", figure)
     assert stored.exit_code == 0, stored.output
     assert " +  first_mass " in stored.stdout
     assert "mean weight on the first token (first_mass)" in figure.read_text()  # its title, and the name --score takes
     column = pq.read_table(store / "texts.parquet").column("first_mass").to_pylist()
     assert len(column) == 3 * 4 and all(0 <= value <= 1 for value in column)
-    shown = attn("heads", "show", store, "--layer", "0", "--head", "1")
+    shown = attn_here("heads", "show", store, "--layer", "0", "--head", "1")
     assert shown.exit_code == 0, shown.output
     assert " +  first_mass " in shown.stdout and "3 texts" in shown.stdout
     installed._head_scores = {}  # attn without the plugin
-    again = attn(*run, "--resume")
+    again = attn_here(*run, "--resume")
     assert again.exit_code == 2, again.output
     assert "holds another run: its scores differ (the store's first_mass: a plugin's head score" in again.output
 
